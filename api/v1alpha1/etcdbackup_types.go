@@ -1,0 +1,134 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BackupDestination is where a snapshot is written to or read from: exactly one of s3 or pvc.
+// +kubebuilder:validation:XValidation:rule="has(self.s3) != has(self.pvc)",message="exactly one of s3 or pvc must be set"
+type BackupDestination struct {
+	// S3 is S3-compatible object storage.
+	// +optional
+	S3 *S3Destination `json:"s3,omitempty"`
+	// PVC is a path on a PersistentVolumeClaim in the same namespace.
+	// +optional
+	PVC *PVCDestination `json:"pvc,omitempty"`
+}
+
+// S3Destination is a bucket and key prefix in S3-compatible object storage.
+type S3Destination struct {
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9][a-z0-9.-]*[a-z0-9]$')",message="s3.bucket must be a valid bucket name: lowercase letters, digits, dots and hyphens"
+	Bucket string `json:"bucket"`
+	// Prefix of the object keys; for a restore source, the full object key.
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+	// Endpoint URL, e.g. https://minio.storage.svc:9000; empty means AWS for the region.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="s3.endpoint must be an http:// or https:// URL"
+	Endpoint string `json:"endpoint,omitempty"`
+	// +kubebuilder:default="us-east-1"
+	Region string `json:"region,omitempty"`
+	// ForcePathStyle addresses buckets as endpoint/bucket (MinIO and most S3-compatible stores).
+	// +optional
+	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
+	// CredentialsSecret holds accessKeyID and secretAccessKey.
+	// +kubebuilder:validation:MinLength=1
+	CredentialsSecret string `json:"credentialsSecret"`
+	// ServerSideEncryption, e.g. AES256 or aws:kms.
+	// +optional
+	// +kubebuilder:validation:Enum=AES256;"aws:kms"
+	ServerSideEncryption string `json:"serverSideEncryption,omitempty"`
+}
+
+// PVCDestination is a directory (backup) or file (restore source) on a PVC.
+type PVCDestination struct {
+	// +kubebuilder:validation:MinLength=1
+	ClaimName string `json:"claimName"`
+	// Path inside the volume.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="pvc.path must not contain '..'"
+	Path string `json:"path,omitempty"`
+}
+
+// EtcdBackupSpec asks for one snapshot of a cluster.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="an EtcdBackup's spec is immutable; create a new EtcdBackup instead"
+type EtcdBackupSpec struct {
+	// ClusterName of the EtcdCluster in this namespace to snapshot.
+	// +kubebuilder:validation:MinLength=1
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Cluster",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	ClusterName string `json:"clusterName"`
+	// Destination of the snapshot.
+	Destination BackupDestination `json:"destination"`
+}
+
+// BackupPhase summarises a backup.
+type BackupPhase string
+
+const (
+	BackupPending   BackupPhase = "Pending"
+	BackupRunning   BackupPhase = "Running"
+	BackupSucceeded BackupPhase = "Succeeded"
+	BackupFailed    BackupPhase = "Failed"
+)
+
+// EtcdBackupStatus records what was written and where.
+type EtcdBackupStatus struct {
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Phase",xDescriptors={"urn:alm:descriptor:io.kubernetes.phase"}
+	Phase BackupPhase `json:"phase,omitempty"`
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// EtcdVersion of the member the snapshot was taken from.
+	// +optional
+	EtcdVersion string `json:"etcdVersion,omitempty"`
+	// Revision of the snapshot.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// Size in bytes.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// SHA256 of the snapshot file, hex.
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// Location is the full URL of the snapshot (s3://bucket/key or pvc://claim/path).
+	// +optional
+	Location string `json:"location,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// EtcdBackup is one snapshot of an EtcdCluster.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=etcdbackup,categories=etcd
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="etcd Backup",resources={{Job,v1}}
+type EtcdBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EtcdBackupSpec   `json:"spec,omitempty"`
+	Status EtcdBackupStatus `json:"status,omitempty"`
+}
+
+// EtcdBackupList is a list of EtcdBackup.
+// +kubebuilder:object:root=true
+type EtcdBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdBackup `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdBackup{}, &EtcdBackupList{})
+}

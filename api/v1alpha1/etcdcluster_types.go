@@ -1,0 +1,360 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EtcdClusterSpec is the desired state of an etcd cluster.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.bootstrap) && !has(self.bootstrap) || has(oldSelf.bootstrap) && has(self.bootstrap) && self.bootstrap == oldSelf.bootstrap",message="bootstrap is immutable: it only describes how the cluster was first created"
+// +kubebuilder:validation:XValidation:rule="int(self.version.split('.')[1]) >= int(oldSelf.version.split('.')[1]) - 1",message="downgrades go one minor version at a time (for example 3.7 -> 3.6, then 3.6 -> 3.5)"
+type EtcdClusterSpec struct {
+	// Replicas is the number of voting members. Only odd sizes are accepted: an even size
+	// tolerates no more failed members than the odd size below it, yet needs a larger quorum.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:XValidation:rule="self in [1, 3, 5, 7]",message="replicas must be 1, 3, 5 or 7: an even member count tolerates no more failures than the odd count below it and needs a larger quorum"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Members",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"}
+	Replicas int32 `json:"replicas"`
+
+	// Version is the etcd version to run, for example 3.6.16. The operator steps through
+	// intermediate minor versions itself.
+	// +kubebuilder:default="3.6.16"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^3\\\\.[5-7]\\\\.(0|[1-9][0-9]*)$')",message="version must be an etcd release this operator supports, written MAJOR.MINOR.PATCH without a leading v: 3.5.x, 3.6.x or 3.7.x (for example 3.6.16)"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="etcd Version",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	Version string `json:"version"`
+
+	// Image overrides the etcd image for Version. It must contain etcd, etcdctl and etcdutl.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image override",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:text"}
+	Image string `json:"image,omitempty"`
+
+	// Storage of each member's data directory.
+	// +kubebuilder:default={}
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage"
+	Storage StorageSpec `json:"storage"`
+
+	// Resources of the etcd container of each member.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:resourceRequirements"}
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// PodTemplate customises the member pods.
+	// +optional
+	PodTemplate PodTemplate `json:"podTemplate,omitempty"`
+
+	// TLS of client and peer traffic. Both are on, with an operator-managed CA, unless disabled here.
+	// +kubebuilder:default={}
+	TLS TLSSpec `json:"tls"`
+
+	// Etcd holds typed etcd server options.
+	// +kubebuilder:default={}
+	Etcd EtcdOptions `json:"etcd"`
+
+	// Bootstrap says how the cluster is created: empty means a new, empty cluster.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+
+	// Maintenance controls the operator's own actions.
+	// +optional
+	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
+}
+
+// StorageMedium selects where member data lives.
+// +kubebuilder:validation:Enum="";Memory
+type StorageMedium string
+
+// StorageMediumMemory keeps data in a tmpfs: fast, lost when a pod goes, for test clusters only.
+const StorageMediumMemory StorageMedium = "Memory"
+
+// PVCRetentionPolicy says what happens to member PVCs when the EtcdCluster is deleted.
+// +kubebuilder:validation:Enum=Delete;Retain
+type PVCRetentionPolicy string
+
+const (
+	PVCRetentionDelete PVCRetentionPolicy = "Delete"
+	PVCRetentionRetain PVCRetentionPolicy = "Retain"
+)
+
+// StorageSpec describes the data directory of every member.
+// +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size can only grow"
+// +kubebuilder:validation:XValidation:rule="(has(self.storageClassName) ? self.storageClassName : ”) == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : ”)",message="storage.storageClassName is immutable"
+// +kubebuilder:validation:XValidation:rule="(has(self.medium) ? self.medium : ”) == (has(oldSelf.medium) ? oldSelf.medium : ”)",message="storage.medium is immutable"
+type StorageSpec struct {
+	// Size of each member's volume.
+	// +kubebuilder:default="8Gi"
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi"
+	Size resource.Quantity `json:"size"`
+
+	// StorageClassName of the member PVCs; empty means the cluster's default class.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// Medium Memory keeps data in memory (emptyDir); a member pod lost is a member lost. Test clusters only.
+	// +optional
+	Medium StorageMedium `json:"medium,omitempty"`
+
+	// RetentionPolicy says whether member PVCs are deleted with the EtcdCluster.
+	// +kubebuilder:default=Delete
+	RetentionPolicy PVCRetentionPolicy `json:"retentionPolicy,omitempty"`
+}
+
+// PodTemplate holds the parts of a member pod users may set.
+type PodTemplate struct {
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Affinity replaces the default soft anti-affinity across nodes.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// TLSMode selects how one kind of traffic is secured.
+// +kubebuilder:validation:Enum=OperatorManaged;Disabled
+type TLSMode string
+
+const (
+	// TLSOperatorManaged: the operator runs a CA per cluster and issues every certificate.
+	TLSOperatorManaged TLSMode = "OperatorManaged"
+	// TLSDisabled: plain text. Only ever chosen explicitly.
+	TLSDisabled TLSMode = "Disabled"
+)
+
+// TLSSpec configures client and peer TLS independently.
+type TLSSpec struct {
+	// Client traffic (port 2379).
+	// +kubebuilder:default=OperatorManaged
+	Client TLSMode `json:"client,omitempty"`
+	// Peer traffic (port 2380).
+	// +kubebuilder:default=OperatorManaged
+	Peer TLSMode `json:"peer,omitempty"`
+}
+
+// EtcdOptions are typed etcd server flags.
+// +kubebuilder:validation:XValidation:rule="self.electionTimeoutMillis >= 5 * self.heartbeatIntervalMillis",message="etcd.electionTimeoutMillis must be at least 5 times etcd.heartbeatIntervalMillis, or elections flap"
+type EtcdOptions struct {
+	// QuotaBackendBytes is the database size limit; 0 means 2 GiB, etcd's default.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=8589934592
+	// +optional
+	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
+	// AutoCompactionMode is periodic (retention is a duration) or revision (retention is a count).
+	// +kubebuilder:validation:Enum=periodic;revision
+	// +kubebuilder:default=periodic
+	AutoCompactionMode string `json:"autoCompactionMode,omitempty"`
+	// AutoCompactionRetention, e.g. "1h" for periodic or "10000" for revision.
+	// +kubebuilder:default="1h"
+	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
+	// SnapshotCount is the number of committed transactions that triggers a raft snapshot.
+	// +kubebuilder:validation:Minimum=1000
+	// +kubebuilder:default=10000
+	SnapshotCount int64 `json:"snapshotCount,omitempty"`
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=5000
+	// +kubebuilder:default=100
+	HeartbeatIntervalMillis int32 `json:"heartbeatIntervalMillis,omitempty"`
+	// +kubebuilder:validation:Minimum=50
+	// +kubebuilder:validation:Maximum=50000
+	// +kubebuilder:default=1000
+	ElectionTimeoutMillis int32 `json:"electionTimeoutMillis,omitempty"`
+}
+
+// BootstrapSpec creates the cluster from a snapshot instead of empty.
+type BootstrapSpec struct {
+	// Restore every initial member from a snapshot.
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
+}
+
+// RestoreSpec names the snapshot to restore: an EtcdBackup in the same namespace, or a raw source.
+// +kubebuilder:validation:XValidation:rule="has(self.backupName) != has(self.source)",message="restore needs exactly one of backupName or source"
+type RestoreSpec struct {
+	// BackupName of a completed EtcdBackup in this namespace.
+	// +optional
+	BackupName string `json:"backupName,omitempty"`
+	// Source is a snapshot object not recorded by an EtcdBackup.
+	// +optional
+	Source *BackupDestination `json:"source,omitempty"`
+}
+
+// MaintenanceSpec controls the operator's actions on this cluster.
+type MaintenanceSpec struct {
+	// Paused stops every action of the operator on this cluster; etcd keeps running.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Paused",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
+	Paused bool `json:"paused,omitempty"`
+}
+
+// ClusterPhase is a one-word summary of the cluster, for humans; automation reads conditions.
+type ClusterPhase string
+
+const (
+	PhaseCreating  ClusterPhase = "Creating"
+	PhaseRunning   ClusterPhase = "Running"
+	PhaseScaling   ClusterPhase = "Scaling"
+	PhaseRepairing ClusterPhase = "Repairing"
+	PhaseDegraded  ClusterPhase = "Degraded"
+	PhasePaused    ClusterPhase = "Paused"
+	PhaseDeleting  ClusterPhase = "Deleting"
+)
+
+// Condition types of an EtcdCluster.
+const (
+	ConditionAvailable   = "Available"
+	ConditionProgressing = "Progressing"
+	ConditionDegraded    = "Degraded"
+)
+
+// MemberRole is a member's raft role.
+type MemberRole string
+
+const (
+	RoleLeader   MemberRole = "Leader"
+	RoleFollower MemberRole = "Follower"
+	RoleLearner  MemberRole = "Learner"
+)
+
+// MemberStatus is what the operator last observed of one member.
+type MemberStatus struct {
+	// Name of the member, its pod and its PVC.
+	Name string `json:"name"`
+	// ID is the etcd member ID in hex; empty until the member is added to the cluster.
+	// +optional
+	ID string `json:"id,omitempty"`
+	// +optional
+	PeerURL string `json:"peerURL,omitempty"`
+	// +optional
+	ClientURL string `json:"clientURL,omitempty"`
+	// +optional
+	Version string `json:"version,omitempty"`
+	// +optional
+	Role    MemberRole `json:"role,omitempty"`
+	Healthy bool       `json:"healthy"`
+	// UnhealthySince is when the member was first seen unhealthy; a member unhealthy for long is replaced.
+	// +optional
+	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
+	// +optional
+	DBSize int64 `json:"dbSize,omitempty"`
+	// +optional
+	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
+	// +optional
+	RaftIndex uint64 `json:"raftIndex,omitempty"`
+}
+
+// PendingOperation records an irreversible etcd call before it is made, so that an operator
+// that dies right after the call recognises and finishes it on its next pass.
+type PendingOperation struct {
+	// Type of the call: AddMember or RemoveMember.
+	// +kubebuilder:validation:Enum=AddMember;RemoveMember
+	Type string `json:"type"`
+	// Member the call is about.
+	Member string `json:"member"`
+	// ID of the member when it is known (hex).
+	// +optional
+	ID string `json:"id,omitempty"`
+}
+
+// Endpoints tells clients how to reach the cluster.
+type Endpoints struct {
+	// ClientService is the ClusterIP Service for clients, host:port.
+	// +optional
+	ClientService string `json:"clientService,omitempty"`
+	// CASecret holds ca.crt, the CA that signs the servers' certificates.
+	// +optional
+	CASecret string `json:"caSecret,omitempty"`
+	// ClientSecret holds tls.crt/tls.key/ca.crt of a client certificate users can mount.
+	// +optional
+	ClientSecret string `json:"clientSecret,omitempty"`
+}
+
+// EtcdClusterStatus is the observed state of an etcd cluster.
+type EtcdClusterStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Phase",xDescriptors={"urn:alm:descriptor:io.kubernetes.phase"}
+	Phase ClusterPhase `json:"phase,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Replicas is the number of members (for the scale subresource).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is the number of healthy voting members.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready members",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"}
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Selector of member pods (for the scale subresource).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Members []MemberStatus `json:"members,omitempty"`
+	// CurrentVersion is the cluster version etcd reports.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Current version",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	CurrentVersion string `json:"currentVersion,omitempty"`
+	// ClusterID in hex.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// ClusterToken is the initial-cluster-token of this incarnation; fixed once bootstrapped.
+	// +optional
+	ClusterToken string `json:"clusterToken,omitempty"`
+	// Bootstrapped is true once the initial members formed a cluster; from then on every
+	// member starts with initial-cluster-state=existing.
+	// +optional
+	Bootstrapped bool `json:"bootstrapped,omitempty"`
+	// NextMemberIndex numbers new members; names are never reused.
+	// +optional
+	NextMemberIndex int32 `json:"nextMemberIndex,omitempty"`
+	// PendingOperation is an etcd membership call that may have been made but not yet recorded.
+	// +optional
+	PendingOperation *PendingOperation `json:"pendingOperation,omitempty"`
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints"
+	Endpoints Endpoints `json:"endpoints,omitempty"`
+}
+
+// EtcdCluster is an etcd cluster run by the operator.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=etcd,categories=all;etcd
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.currentVersion`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="etcd Cluster",resources={{Pod,v1},{PersistentVolumeClaim,v1},{Service,v1},{Secret,v1},{PodDisruptionBudget,v1}}
+type EtcdCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EtcdClusterSpec   `json:"spec,omitempty"`
+	Status EtcdClusterStatus `json:"status,omitempty"`
+}
+
+// EtcdClusterList is a list of EtcdCluster.
+// +kubebuilder:object:root=true
+type EtcdClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdCluster{}, &EtcdClusterList{})
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds pinned tools from the Go module proxy, one Go module per tool (hack/tools/<tool>/go.mod),
+# so each tool links exactly the dependency set its upstream pins.
+#
+# Binaries go to a cache outside the work tree, keyed by the tool's go.mod/go.sum and this
+# script, so a fresh clone on the same machine (CI) rebuilds nothing:
+#   $TOOLS_CACHE/<tool>-<key>/...   (default ~/.cache/etcd-autopilot/tools)
+# and are linked into $BIN (default <repo>/bin).
+#
+# Usage: hack/tools/build.sh TOOL...     (see the build_* functions for the names)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+BIN=${BIN:-$repo/bin}
+TOOLS_CACHE=${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-autopilot/tools}
+mkdir -p "$BIN" "$TOOLS_CACHE"
+export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
+# sum.golang.org, as reached through this proxy, has no entries for some modules.
+export GONOSUMDB=${GONOSUMDB:-github.com/rancher/local-path-provisioner,sigs.k8s.io/cri-tools}
+
+K8S_VERSION=v1.34.4
+K8S_DATE=2026-02-10T12:53:36Z   # the module's time on the proxy (its .info carries no commit)
+
+# key TOOL -> short hash of what determines the binaries: the module files and the build recipe
+key() {
+  { cat "$here/$1/go.mod" "$here/$1/go.sum"; declare -f gobuild build_etcd_release "build_${1//[-.]/_}"; echo "$K8S_VERSION $K8S_DATE"; } |
+    sha256sum | cut -c1-12
+}
+
+# ensure TOOL BINARY... : build TOOL unless its cache entry is complete, then link its binaries
+ensure() {
+  local tool=$1; shift
+  local out="$TOOLS_CACHE/$tool-$(key "$tool")" b missing=0
+  for b in "$@"; do [ -x "$out/$b" ] || missing=1; done
+  if [ $missing = 1 ]; then
+    echo ">> building $tool into $out" >&2
+    local tmp="$out.tmp.$$"; rm -rf "$tmp"; mkdir -p "$tmp"
+    (cd "$here/$tool" && "build_${tool//[-.]/_}" "$tmp")
+    rm -rf "$out"; mv "$tmp" "$out"
+  fi
+  mkdir -p "$BIN"
+  for b in "$@"; do ln -sfn "$out/$b" "$BIN/$b"; done
+}
+
+gobuild() { go build -trimpath "$@"; }
+
+build_kubernetes() {
+  local ld="-s -w" p minor
+  minor=$(cut -d. -f2 <<<"${K8S_VERSION#v}")
+  # Without version stamping the server reports v0.0.0-master, which kubectl and OLM reject.
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=$K8S_DATE"
+  done
+  gobuild -ldflags "$ld" -o "$1/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy \
+    k8s.io/kubernetes/cmd/kubectl
+}
+
+# etcd-vX.Y: etcd, etcdctl, etcdutl of one release (etcd's own go.mod uses replace, so a wrapper module)
+build_etcd_release() {
+  local v; v=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
+  gobuild -ldflags "-s -w" -o "$1/" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/etcdutl/v3
+  # go build names server/v3 "server"
+  mv "$1/server" "$1/etcd"
+  echo "$v" > "$1/VERSION"
+}
+build_etcd_v3_5() { build_etcd_release "$@"; }
+build_etcd_v3_6() { build_etcd_release "$@"; }
+build_etcd_v3_7() { build_etcd_release "$@"; }
+
+build_controller_gen() { gobuild -ldflags "-s -w" -o "$1/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen; }
+build_kustomize() { gobuild -ldflags "-s -w" -o "$1/kustomize" sigs.k8s.io/kustomize/kustomize/v5; }
+build_golangci_lint() { gobuild -ldflags "-s -w" -o "$1/golangci-lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint; }
+build_crane() { gobuild -ldflags "-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=v0.22.1" -o "$1/crane" github.com/google/go-containerregistry/cmd/crane; }
+build_operator_sdk() {
+  local R=github.com/operator-framework/operator-sdk V=v1.42.2
+  gobuild -tags containers_image_openpgp -ldflags "-s -w -X $R/internal/version.Version=$V -X $R/internal/version.GitVersion=$V -X $R/internal/version.KubernetesVersion=v1.33.1 -X $R/internal/version.ImageVersion=$V" -o "$1/operator-sdk" $R/cmd/operator-sdk
+}
+# opm needs cgo (sqlite); linked statically so it can be the only file in an image
+build_opm() {
+  local R=github.com/operator-framework/operator-registry
+  CGO_ENABLED=1 CC=${CC:-gcc} gobuild -tags json1,netgo,osusergo,containers_image_openpgp -ldflags "-s -w -extldflags=-static -X $R/cmd/opm/version.opmVersion=v1.65.0" -o "$1/opm" $R/cmd/opm
+}
+
+usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm}..." >&2; exit 2; }
+[ $# -gt 0 ] || usage
+for t in "$@"; do
+  case $t in
+    kubernetes) ensure kubernetes kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl ;;
+    # envtest and the local cluster's own etcd use 3.6; every release's binaries stay in the cache for images
+    etcd-v3.6) ensure etcd-v3.6 etcd etcdctl etcdutl ;;
+    etcd-v3.5|etcd-v3.7) BIN=$BIN/$t ensure "$t" etcd etcdctl etcdutl ;;
+    controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm) ensure "$t" "$t" ;;
+    *) usage ;;
+  esac
+done

@@ -1,0 +1,171 @@
+// Package etcdclient is the operator's only etcd client: dialing with TLS and timeouts, membership,
+// member status and leadership. Everything that talks to etcd goes through here.
+package etcdclient
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+const (
+	dialTimeout = 5 * time.Second
+	// callTimeout bounds every call, so a partitioned member can never stall a reconcile.
+	callTimeout = 5 * time.Second
+)
+
+// Member is one entry of the member list.
+type Member struct {
+	ID         uint64
+	Name       string // empty until the member has started
+	PeerURLs   []string
+	ClientURLs []string
+	IsLearner  bool
+}
+
+// Started says whether the member has ever run (an added but unstarted member has no name).
+func (m Member) Started() bool { return m.Name != "" }
+
+// Status is what one member reports of itself.
+type Status struct {
+	ID          uint64
+	Leader      uint64
+	Version     string
+	DBSize      int64
+	DBSizeInUse int64
+	RaftIndex   uint64
+	RaftTerm    uint64
+	IsLearner   bool
+	Errors      []string
+}
+
+// Client talks to one etcd cluster.
+type Client struct {
+	c   *clientv3.Client
+	tls *tls.Config
+}
+
+// New dials endpoints (client URLs). tlsConfig is nil for plain-text clusters.
+func New(endpoints []string, tlsConfig *tls.Config) (*Client, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("no etcd endpoints to dial")
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:            endpoints,
+		TLS:                  tlsConfig,
+		DialTimeout:          dialTimeout,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		Logger:               zap.NewNop(),
+		// Membership calls must see a linearizable view; never silently retry a MemberAdd.
+		RejectOldCluster: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial etcd %v: %w", endpoints, err)
+	}
+	return &Client{c: c, tls: tlsConfig}, nil
+}
+
+// Close releases the connections.
+func (c *Client) Close() error { return c.c.Close() }
+
+// Raw exposes the clientv3 client for key-value access (tests, backups).
+func (c *Client) Raw() *clientv3.Client { return c.c }
+
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, callTimeout)
+}
+
+// MemberList returns the members and the cluster ID, linearizably.
+func (c *Client) MemberList(ctx context.Context) ([]Member, uint64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := c.c.MemberList(ctx) // linearizable by default
+	if err != nil {
+		return nil, 0, fmt.Errorf("member list: %w", err)
+	}
+	out := make([]Member, 0, len(resp.Members))
+	for _, m := range resp.Members {
+		out = append(out, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
+	}
+	return out, resp.Header.ClusterId, nil
+}
+
+// AddLearner adds a non-voting member with peerURL.
+func (c *Client) AddLearner(ctx context.Context, peerURL string) (Member, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := c.c.MemberAddAsLearner(ctx, []string{peerURL})
+	if err != nil {
+		return Member{}, fmt.Errorf("add learner %s: %w", peerURL, err)
+	}
+	m := resp.Member
+	return Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: true}, nil
+}
+
+// ErrLearnerNotReady means the learner has not caught up with the leader yet; retry later.
+var ErrLearnerNotReady = errors.New("learner not yet in sync with the leader")
+
+// Promote makes a caught-up learner a voting member.
+func (c *Client) Promote(ctx context.Context, id uint64) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if _, err := c.c.MemberPromote(ctx, id); err != nil {
+		if rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCLearnerNotReady) {
+			return fmt.Errorf("promote member %x: %w", id, ErrLearnerNotReady)
+		}
+		return fmt.Errorf("promote member %x: %w", id, err)
+	}
+	return nil
+}
+
+// Remove removes a member. Removing a member that is already gone is not an error, so a
+// remove repeated after a crash is harmless.
+func (c *Client) Remove(ctx context.Context, id uint64) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if _, err := c.c.MemberRemove(ctx, id); err != nil {
+		if rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCMemberNotFound) {
+			return nil
+		}
+		return fmt.Errorf("remove member %x: %w", id, err)
+	}
+	return nil
+}
+
+// Status asks the member at endpoint about itself.
+func (c *Client) Status(ctx context.Context, endpoint string) (Status, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := c.c.Status(ctx, endpoint)
+	if err != nil {
+		return Status{}, fmt.Errorf("status of %s: %w", endpoint, err)
+	}
+	return Status{
+		ID: resp.Header.MemberId, Leader: resp.Leader, Version: resp.Version,
+		DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse, RaftIndex: resp.RaftIndex,
+		RaftTerm: resp.RaftTerm, IsLearner: resp.IsLearner, Errors: resp.Errors,
+	}, nil
+}
+
+// MoveLeader asks the leader, reachable at leaderEndpoint, to hand leadership to transferee.
+// etcd accepts this request only on the leader, so it is sent to that endpoint alone.
+func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, transferee uint64) error {
+	one, err := New([]string{leaderEndpoint}, c.tls)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = one.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, 3*callTimeout)
+	defer cancel()
+	if _, err := one.c.MoveLeader(ctx, transferee); err != nil {
+		return fmt.Errorf("move leader to %x via %s: %w", transferee, leaderEndpoint, err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package etcdclient
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
+)
+
+func TestMembershipLifecycleOnRealEtcd(t *testing.T) {
+	ctx := context.Background()
+	ms := etcdtest.StartCluster(t, 1)
+	c, err := New(etcdtest.ClientURLs(ms), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+
+	members, clusterID, err := c.MemberList(ctx)
+	if err != nil || len(members) != 1 || clusterID == 0 || members[0].Name != "m0" {
+		t.Fatalf("MemberList = %+v, %x, %v", members, clusterID, err)
+	}
+	st, err := c.Status(ctx, ms[0].ClientURL)
+	if err != nil || st.Leader != st.ID || st.Version == "" || st.RaftIndex == 0 {
+		t.Fatalf("Status = %+v, %v", st, err)
+	}
+
+	// Add a learner: it is listed, unstarted, and cannot be promoted before it has caught up.
+	joiner := etcdtest.NewMemberURLs(t, "m1")
+	added, err := c.AddLearner(ctx, joiner.PeerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, _, _ = c.MemberList(ctx)
+	if len(members) != 2 || !findMember(members, added.ID).IsLearner || findMember(members, added.ID).Started() {
+		t.Fatalf("after AddLearner: %+v", members)
+	}
+	if err := c.Promote(ctx, added.ID); !errors.Is(err, ErrLearnerNotReady) {
+		t.Fatalf("Promote of an unstarted learner = %v, want ErrLearnerNotReady", err)
+	}
+
+	// Start it, wait until promotion is accepted.
+	etcdtest.Join(t, joiner, []string{"m0=" + ms[0].PeerURL, "m1=" + joiner.PeerURL})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.Promote(ctx, added.ID)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrLearnerNotReady) || time.Now().After(deadline) {
+			t.Fatalf("Promote: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	members, _, _ = c.MemberList(ctx)
+	if m := findMember(members, added.ID); m.IsLearner || m.Name != "m1" {
+		t.Fatalf("after promote: %+v", members)
+	}
+
+	// Hand leadership to the new member through the leader's endpoint.
+	if err := c.MoveLeader(ctx, ms[0].ClientURL, added.ID); err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.Status(ctx, joiner.ClientURL)
+	if err != nil || st.Leader != added.ID {
+		t.Fatalf("leader after MoveLeader = %x (want %x), %v", st.Leader, added.ID, err)
+	}
+
+	// Remove the first member; etcd refuses while the new leader's connectivity is too recent to
+	// call healthy ("unhealthy cluster"), which the operator meets as a retry.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		err := c.Remove(ctx, members[0].ID)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Remove: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// Removing it again is harmless.
+	c2, err := New([]string{joiner.ClientURL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c2.Close() }()
+	if err := c2.Remove(ctx, members[0].ID); err != nil {
+		t.Fatalf("second Remove: %v", err)
+	}
+	members, _, err = c2.MemberList(ctx)
+	if err != nil || len(members) != 1 || members[0].ID != added.ID {
+		t.Fatalf("after remove: %+v, %v", members, err)
+	}
+}
+
+func TestStatusOfUnreachableMemberFailsFast(t *testing.T) {
+	ms := etcdtest.StartCluster(t, 1)
+	c, err := New(etcdtest.ClientURLs(ms), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	start := time.Now()
+	if _, err := c.Status(context.Background(), "http://127.0.0.1:1"); err == nil {
+		t.Fatal("status of a closed port succeeded")
+	}
+	if d := time.Since(start); d > 2*callTimeout {
+		t.Fatalf("status of an unreachable member took %s", d)
+	}
+}
+
+func findMember(ms []Member, id uint64) Member {
+	for _, m := range ms {
+		if m.ID == id {
+			return m
+		}
+	}
+	return Member{}
+}

@@ -1,0 +1,91 @@
+// Package naming holds the names, labels, annotations and ports every other package agrees on.
+package naming
+
+import "fmt"
+
+const (
+	// Finalizer lets the operator remove what it owns before an EtcdCluster goes.
+	Finalizer = "etcd.autopilot.dev/finalizer"
+
+	LabelApp       = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelComponent = "app.kubernetes.io/component"
+	// LabelMember is the member name on its pod and PVC.
+	LabelMember = "etcd.autopilot.dev/member"
+
+	AppName   = "etcd"
+	ManagedBy = "etcd-autopilot"
+
+	// AnnotationSpecHash on a member pod is the hash of the pod spec the operator built, so a
+	// newer operator restarts a pod only when what it would build really differs.
+	AnnotationSpecHash = "etcd.autopilot.dev/spec-hash"
+
+	ClientPort = 2379
+	PeerPort   = 2380
+	// MetricsPort serves /metrics, /health and /readyz in plain HTTP, so probes need no client certificate.
+	MetricsPort = 8080
+
+	DataDir   = "/var/lib/etcd"
+	ServerTLS = "/etc/etcd/tls/server"
+	PeerTLS   = "/etc/etcd/tls/peer"
+)
+
+// Labels selects every object of one cluster.
+func Labels(cluster string) map[string]string {
+	return map[string]string{LabelApp: AppName, LabelInstance: cluster, LabelManagedBy: ManagedBy}
+}
+
+// MemberLabels selects one member's pod and PVC.
+func MemberLabels(cluster, member string) map[string]string {
+	l := Labels(cluster)
+	l[LabelMember] = member
+	return l
+}
+
+// MemberName is the name of the member numbered index; names are never reused.
+func MemberName(cluster string, index int32) string { return fmt.Sprintf("%s-%d", cluster, index) }
+
+func ClientService(cluster string) string { return cluster + "-client" }
+func PeerService(cluster string) string   { return cluster + "-peer" }
+func PDB(cluster string) string           { return cluster }
+func CASecret(cluster string) string      { return cluster + "-ca" }
+func ServerSecret(cluster string) string  { return cluster + "-server-tls" }
+func PeerSecret(cluster string) string    { return cluster + "-peer-tls" }
+
+// OperatorClientSecret is the operator's own client certificate; UserClientSecret is the one users mount.
+func OperatorClientSecret(cluster string) string { return cluster + "-operator-client-tls" }
+func UserClientSecret(cluster string) string     { return cluster + "-client-tls" }
+
+// PeerHost is the stable DNS name of a member (pod hostname + subdomain = the headless Service).
+func PeerHost(cluster, namespace, member string) string {
+	return fmt.Sprintf("%s.%s.%s.svc", member, PeerService(cluster), namespace)
+}
+
+// ClientServiceHost is the DNS name clients use; every server certificate carries it, which lets the
+// operator dial members by pod IP while verifying one name.
+func ClientServiceHost(cluster, namespace string) string {
+	return fmt.Sprintf("%s.%s.svc", ClientService(cluster), namespace)
+}
+
+func scheme(tls bool) string {
+	if tls {
+		return "https"
+	}
+	return "http"
+}
+
+// PeerURL of a member.
+func PeerURL(cluster, namespace, member string, tls bool) string {
+	return fmt.Sprintf("%s://%s:%d", scheme(tls), PeerHost(cluster, namespace, member), PeerPort)
+}
+
+// ClientURL of a member, by DNS name.
+func ClientURL(cluster, namespace, member string, tls bool) string {
+	return fmt.Sprintf("%s://%s:%d", scheme(tls), PeerHost(cluster, namespace, member), ClientPort)
+}
+
+// EndpointForIP is a client URL by IP, for callers that cannot resolve cluster DNS.
+func EndpointForIP(ip string, tls bool) string {
+	return fmt.Sprintf("%s://%s:%d", scheme(tls), ip, ClientPort)
+}

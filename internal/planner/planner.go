@@ -1,0 +1,392 @@
+// Package planner decides the next step for an etcd cluster from what was observed. It is pure:
+// no clients, no clock of its own, so every rule is table-tested.
+//
+// The rules it never breaks:
+//   - one membership change at a time, new members join as learners;
+//   - no voluntary action unless every member is healthy, and never one that leaves fewer
+//     healthy voters than the quorum of the resulting cluster;
+//   - a member whose data is lost is removed and replaced under a new name, never re-bootstrapped.
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// UnhealthyReplaceAfter is how long a member that has a pod may stay unhealthy before it is replaced.
+const UnhealthyReplaceAfter = 5 * time.Minute
+
+// PodState is what Kubernetes shows of a member's pod.
+type PodState struct {
+	Exists   bool
+	Deleting bool
+	// Failed: the pod terminated for good (phase Failed/Succeeded) and must be recreated.
+	Failed bool
+	IP     string
+}
+
+// PVCState is what Kubernetes shows of a member's PVC.
+type PVCState struct {
+	Exists   bool
+	Deleting bool
+}
+
+// EtcdMember is one entry of etcd's member list, joined with that member's own status.
+type EtcdMember struct {
+	ID      uint64
+	Name    string // operator member name, derived from the peer URL (set even before start)
+	Learner bool
+	Started bool
+	// Healthy: the member answered a status call without errors.
+	Healthy   bool
+	RaftIndex uint64
+}
+
+// Etcd is the view of the cluster from etcd itself; nil when no member answered.
+type Etcd struct {
+	Members  []EtcdMember
+	LeaderID uint64
+}
+
+// KnownMember is a member recorded in status.
+type KnownMember struct {
+	Name           string
+	UnhealthySince *time.Time
+}
+
+// Pending is a recorded, possibly made, membership call.
+type Pending struct {
+	Type   string // AddMember | RemoveMember
+	Member string
+	ID     uint64
+}
+
+// Input is everything the planner looks at.
+type Input struct {
+	Replicas       int32
+	Paused         bool
+	EphemeralData  bool // storage.medium Memory: a pod lost is data lost
+	Bootstrapped   bool
+	Known          []KnownMember
+	NextIndex      int32
+	Pending        *Pending
+	Pods           map[string]PodState
+	PVCs           map[string]PVCState
+	Etcd           *Etcd
+	Now            time.Time
+	MemberNameFunc func(index int32) string
+}
+
+// Kind of an action.
+type Kind string
+
+const (
+	None              Kind = "None"
+	Wait              Kind = "Wait"
+	InitBootstrap     Kind = "InitBootstrap"
+	CreateMembers     Kind = "CreateMembers" // PVC + pod for each of Members (bootstrap: all at once)
+	MarkBootstrapped  Kind = "MarkBootstrapped"
+	AddLearner        Kind = "AddLearner"
+	FinishAdd         Kind = "FinishAdd"
+	Promote           Kind = "Promote"
+	MoveLeader        Kind = "MoveLeader"
+	RemoveMember      Kind = "RemoveMember"
+	FinishRemove      Kind = "FinishRemove"
+	DeletePod         Kind = "DeletePod"
+	ForgetMember      Kind = "ForgetMember" // drop a never-added member from status and delete its objects
+	DeleteStrayObject Kind = "DeleteStrayObject"
+)
+
+// Action is the one step to take now.
+type Action struct {
+	Kind    Kind
+	Members []string // member names the action is about
+	ID      uint64   // etcd member ID for Promote/RemoveMember/FinishAdd, transferee for MoveLeader
+	// Bootstrap is set on CreateMembers for the initial members (initial-cluster-state=new).
+	Bootstrap bool
+	// Reason is a CamelCase word for conditions and events; Message explains it to a human.
+	Reason  string
+	Message string
+}
+
+func quorum(voters int) int { return voters/2 + 1 }
+
+// Decide returns the next action.
+func Decide(in Input) Action {
+	if in.Paused {
+		return Action{Kind: Wait, Reason: "Paused", Message: "spec.maintenance.paused is set: the operator takes no action"}
+	}
+	if in.Pending != nil {
+		return resumePending(in)
+	}
+	if !in.Bootstrapped {
+		return decideBootstrap(in)
+	}
+	return decideRunning(in)
+}
+
+func resumePending(in Input) Action {
+	p := in.Pending
+	if in.Etcd == nil {
+		return Action{Kind: Wait, Reason: "EtcdUnreachable", Message: fmt.Sprintf("cannot confirm the pending %s of %s: no member answers", p.Type, p.Member)}
+	}
+	m, found := findByName(in.Etcd.Members, p.Member)
+	switch p.Type {
+	case "AddMember":
+		if found {
+			return Action{Kind: FinishAdd, Members: []string{p.Member}, ID: m.ID, Reason: "MemberAdded", Message: fmt.Sprintf("learner %s is in the member list", p.Member)}
+		}
+		return Action{Kind: AddLearner, Members: []string{p.Member}, Reason: "AddingMember", Message: fmt.Sprintf("adding %s as a learner", p.Member)}
+	default: // RemoveMember
+		if found {
+			return Action{Kind: RemoveMember, Members: []string{p.Member}, ID: m.ID, Reason: "RemovingMember", Message: fmt.Sprintf("removing member %s", p.Member)}
+		}
+		return Action{Kind: FinishRemove, Members: []string{p.Member}, Reason: "MemberRemoved", Message: fmt.Sprintf("member %s is out of the cluster; deleting its pod and volume", p.Member)}
+	}
+}
+
+func decideBootstrap(in Input) Action {
+	if len(in.Known) == 0 {
+		names := make([]string, in.Replicas)
+		for i := range names {
+			names[i] = in.MemberNameFunc(int32(i))
+		}
+		return Action{Kind: InitBootstrap, Members: names, Reason: "Bootstrapping", Message: fmt.Sprintf("creating a new %d-member cluster", in.Replicas)}
+	}
+	var missing []string
+	for _, k := range in.Known {
+		if !in.Pods[k.Name].Exists || (!in.EphemeralData && !in.PVCs[k.Name].Exists) {
+			missing = append(missing, k.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return Action{Kind: CreateMembers, Members: missing, Bootstrap: true, Reason: "Bootstrapping", Message: fmt.Sprintf("starting initial members %v", missing)}
+	}
+	// Quorum formed: from now on every start must use initial-cluster-state=existing.
+	if in.Etcd != nil && len(in.Etcd.Members) > 0 {
+		return Action{Kind: MarkBootstrapped, Reason: "Bootstrapped", Message: "the initial members formed a cluster"}
+	}
+	return Action{Kind: Wait, Reason: "Bootstrapping", Message: "waiting for the initial members to form a cluster"}
+}
+
+func decideRunning(in Input) Action {
+	// Pods that died for good are deleted so they can be recreated on their volume.
+	for _, k := range in.Known {
+		if p := in.Pods[k.Name]; p.Exists && p.Failed && !p.Deleting {
+			return Action{Kind: DeletePod, Members: []string{k.Name}, Reason: "PodFailed", Message: fmt.Sprintf("pod of %s terminated; recreating it", k.Name)}
+		}
+	}
+	if in.Etcd == nil {
+		// With no member answering, the only safe step is bringing back members on their own data.
+		if recreate := podsToRecreate(in, nil); len(recreate) > 0 {
+			return Action{Kind: CreateMembers, Members: recreate, Reason: "RestartingMembers", Message: fmt.Sprintf("no member answers; restarting %v on their volumes", recreate)}
+		}
+		return Action{Kind: Wait, Reason: "EtcdUnreachable", Message: "no etcd member answers"}
+	}
+	e := in.Etcd
+
+	// Members in etcd that the operator does not know (created by hand or by a lost add) are removed,
+	// when that keeps quorum.
+	for _, m := range e.Members {
+		if !isKnown(in.Known, m.Name) {
+			if a, ok := safeRemoval(in, m, "UnknownMember", fmt.Sprintf("member %s (%x) is not part of this cluster's spec", displayName(m), m.ID)); ok {
+				return a
+			}
+		}
+	}
+	// Members the operator recorded but that are not in etcd were never added: forget them.
+	for _, k := range in.Known {
+		if _, ok := findByName(e.Members, k.Name); !ok {
+			return Action{Kind: ForgetMember, Members: []string{k.Name}, Reason: "MemberNotInCluster", Message: fmt.Sprintf("%s is not in the etcd member list; deleting its pod and volume", k.Name)}
+		}
+	}
+	// Data lost (PVC gone, or an in-memory member whose pod went): remove the member; it is replaced below.
+	for _, k := range in.Known {
+		m, _ := findByName(e.Members, k.Name)
+		if dataLost(in, k.Name, m) {
+			return Action{Kind: RemoveMember, Members: []string{k.Name}, ID: m.ID, Reason: "MemberDataLost", Message: fmt.Sprintf("the data of %s is gone; removing it so that a new member replaces it", k.Name)}
+		}
+	}
+	// A member whose pod is gone comes back as the same member on its volume.
+	if recreate := podsToRecreate(in, e); len(recreate) > 0 {
+		return Action{Kind: CreateMembers, Members: recreate, Reason: "RestartingMembers", Message: fmt.Sprintf("recreating the pods of %v on their volumes", recreate)}
+	}
+	// A member unhealthy for too long is replaced, if the others keep quorum without it.
+	for _, k := range in.Known {
+		m, _ := findByName(e.Members, k.Name)
+		if !m.Healthy && k.UnhealthySince != nil && in.Now.Sub(*k.UnhealthySince) >= UnhealthyReplaceAfter {
+			if a, ok := safeRemoval(in, m, "MemberUnhealthy", fmt.Sprintf("%s has been unhealthy since %s; replacing it", k.Name, k.UnhealthySince.UTC().Format(time.RFC3339))); ok {
+				return a
+			}
+		}
+	}
+
+	voters, learners := countRoles(e.Members)
+	healthy := allHealthy(e.Members)
+	// A caught-up learner is promoted (etcd itself refuses if it is not in sync yet).
+	for _, m := range e.Members {
+		if m.Learner && m.Started && m.Healthy {
+			return Action{Kind: Promote, Members: []string{m.Name}, ID: m.ID, Reason: "PromotingLearner", Message: fmt.Sprintf("promoting learner %s to a voting member", m.Name)}
+		}
+	}
+	if !healthy || learners > 0 {
+		return Action{Kind: Wait, Reason: "WaitingForHealth", Message: fmt.Sprintf("waiting for every member to be healthy (%s)", unhealthyNames(e.Members))}
+	}
+	switch {
+	case int32(voters) < in.Replicas:
+		name := in.MemberNameFunc(in.NextIndex)
+		return Action{Kind: AddLearner, Members: []string{name}, Reason: "ScalingUp", Message: fmt.Sprintf("scaling %d -> %d: adding learner %s", voters, in.Replicas, name)}
+	case int32(voters) > in.Replicas:
+		victim := pickRemoval(in.Known, e.Members)
+		if victim.ID == e.LeaderID {
+			to := pickTransferee(e.Members, victim.ID)
+			return Action{Kind: MoveLeader, Members: []string{victim.Name, to.Name}, ID: to.ID, Reason: "ScalingDown", Message: fmt.Sprintf("moving leadership from %s to %s before removing it", victim.Name, to.Name)}
+		}
+		return Action{Kind: RemoveMember, Members: []string{victim.Name}, ID: victim.ID, Reason: "ScalingDown", Message: fmt.Sprintf("scaling %d -> %d: removing %s", voters, in.Replicas, victim.Name)}
+	}
+	return Action{Kind: None, Reason: "Ready", Message: fmt.Sprintf("%d/%d members healthy", voters, in.Replicas)}
+}
+
+// safeRemoval removes m unless that leaves fewer healthy voters than the new quorum.
+// A learner never counts toward quorum, so removing one is always safe.
+func safeRemoval(in Input, m EtcdMember, reason, msg string) (Action, bool) {
+	if !m.Learner {
+		voters, _ := countRoles(in.Etcd.Members)
+		healthyOthers := 0
+		for _, o := range in.Etcd.Members {
+			if o.ID != m.ID && !o.Learner && o.Healthy {
+				healthyOthers++
+			}
+		}
+		if healthyOthers < quorum(voters-1) || voters-1 < 1 {
+			return Action{}, false
+		}
+		if m.ID == in.Etcd.LeaderID {
+			to := pickTransferee(in.Etcd.Members, m.ID)
+			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, ID: to.ID, Reason: reason, Message: msg + "; moving leadership away first"}, true
+		}
+	}
+	return Action{Kind: RemoveMember, Members: []string{m.Name}, ID: m.ID, Reason: reason, Message: msg}, true
+}
+
+// podsToRecreate lists known members with a PVC but no pod. Without an etcd view (e == nil)
+// every such member qualifies; with one, only members that are in the member list.
+func podsToRecreate(in Input, e *Etcd) []string {
+	var out []string
+	for _, k := range in.Known {
+		if in.Pods[k.Name].Exists {
+			continue
+		}
+		if e == nil {
+			// Blind: only members whose data is certainly there.
+			if in.EphemeralData || !in.PVCs[k.Name].Exists || in.PVCs[k.Name].Deleting {
+				continue
+			}
+		} else {
+			m, ok := findByName(e.Members, k.Name)
+			if !ok || dataLost(in, k.Name, m) {
+				continue
+			}
+		}
+		out = append(out, k.Name)
+	}
+	return out
+}
+
+// dataLost says whether member name's data is gone: its PVC was deleted after the member started,
+// or, for in-memory members, its pod went. A member that never started has no data to lose.
+func dataLost(in Input, name string, m EtcdMember) bool {
+	pod, pvc := in.Pods[name], in.PVCs[name]
+	if in.EphemeralData {
+		return !pod.Exists && m.Started
+	}
+	return (!pvc.Exists && m.Started) || (pvc.Deleting && !pod.Exists)
+}
+
+// pickRemoval chooses the member to remove when scaling down: an unhealthy one first, else the newest.
+func pickRemoval(known []KnownMember, ms []EtcdMember) EtcdMember {
+	order := map[string]int{}
+	for i, k := range known {
+		order[k.Name] = i
+	}
+	cands := append([]EtcdMember(nil), ms...)
+	sort.SliceStable(cands, func(i, j int) bool {
+		if cands[i].Healthy != cands[j].Healthy {
+			return !cands[i].Healthy
+		}
+		return order[cands[i].Name] > order[cands[j].Name]
+	})
+	return cands[0]
+}
+
+// pickTransferee chooses the healthy voter with the highest raft index, other than exclude.
+func pickTransferee(ms []EtcdMember, exclude uint64) EtcdMember {
+	var best EtcdMember
+	for _, m := range ms {
+		if m.ID == exclude || m.Learner || !m.Healthy {
+			continue
+		}
+		if best.ID == 0 || m.RaftIndex > best.RaftIndex {
+			best = m
+		}
+	}
+	return best
+}
+
+func countRoles(ms []EtcdMember) (voters, learners int) {
+	for _, m := range ms {
+		if m.Learner {
+			learners++
+		} else {
+			voters++
+		}
+	}
+	return voters, learners
+}
+
+func allHealthy(ms []EtcdMember) bool {
+	for _, m := range ms {
+		if !m.Healthy {
+			return false
+		}
+	}
+	return true
+}
+
+func unhealthyNames(ms []EtcdMember) string {
+	var out []string
+	for _, m := range ms {
+		if !m.Healthy {
+			out = append(out, displayName(m)+" unhealthy")
+		} else if m.Learner {
+			out = append(out, m.Name+" learning")
+		}
+	}
+	return fmt.Sprint(out)
+}
+
+func displayName(m EtcdMember) string {
+	if m.Name != "" {
+		return m.Name
+	}
+	return fmt.Sprintf("%x", m.ID)
+}
+
+func isKnown(known []KnownMember, name string) bool {
+	for _, k := range known {
+		if k.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func findByName(ms []EtcdMember, name string) (EtcdMember, bool) {
+	for _, m := range ms {
+		if m.Name == name && name != "" {
+			return m, true
+		}
+	}
+	return EtcdMember{}, false
+}

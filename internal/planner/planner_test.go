@@ -1,0 +1,230 @@
+package planner
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func name(i int32) string { return fmt.Sprintf("c-%d", i) }
+
+// healthyCluster is a bootstrapped cluster of n healthy voters c-0..c-n-1 with pods and PVCs,
+// c-0 the leader.
+func healthyCluster(n int) Input {
+	in := Input{
+		Replicas: int32(n), Bootstrapped: true, NextIndex: int32(n), Now: now, MemberNameFunc: name,
+		Pods: map[string]PodState{}, PVCs: map[string]PVCState{}, Etcd: &Etcd{LeaderID: 1},
+	}
+	for i := 0; i < n; i++ {
+		nm := name(int32(i))
+		in.Known = append(in.Known, KnownMember{Name: nm})
+		in.Pods[nm] = PodState{Exists: true, IP: fmt.Sprintf("10.0.0.%d", i)}
+		in.PVCs[nm] = PVCState{Exists: true}
+		in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: uint64(i + 1), Name: nm, Started: true, Healthy: true, RaftIndex: 100})
+	}
+	return in
+}
+
+func with(in Input, f func(*Input)) Input {
+	// deep-enough copy so cases do not share maps and slices
+	c := in
+	c.Pods, c.PVCs = map[string]PodState{}, map[string]PVCState{}
+	for k, v := range in.Pods {
+		c.Pods[k] = v
+	}
+	for k, v := range in.PVCs {
+		c.PVCs[k] = v
+	}
+	c.Known = append([]KnownMember(nil), in.Known...)
+	if in.Etcd != nil {
+		e := *in.Etcd
+		e.Members = append([]EtcdMember(nil), in.Etcd.Members...)
+		c.Etcd = &e
+	}
+	f(&c)
+	return c
+}
+
+func member(in *Input, nm string) *EtcdMember {
+	for i := range in.Etcd.Members {
+		if in.Etcd.Members[i].Name == nm {
+			return &in.Etcd.Members[i]
+		}
+	}
+	panic(nm)
+}
+
+func TestDecide(t *testing.T) {
+	ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	cases := []struct {
+		name    string
+		in      Input
+		kind    Kind
+		members []string
+		id      uint64
+		reason  string
+	}{
+		{name: "steady state does nothing", in: healthyCluster(3), kind: None, reason: "Ready"},
+		{name: "paused does nothing even when broken", in: with(healthyCluster(3), func(in *Input) { in.Paused = true; in.Pods["c-1"] = PodState{} }), kind: Wait, reason: "Paused"},
+
+		// bootstrap
+		{name: "new cluster records its initial members", in: Input{Replicas: 3, MemberNameFunc: name, Now: now}, kind: InitBootstrap, members: []string{"c-0", "c-1", "c-2"}},
+		{name: "initial members are created together", in: with(healthyCluster(3), func(in *Input) {
+			in.Bootstrapped, in.Etcd = false, nil
+			in.Pods, in.PVCs = map[string]PodState{"c-1": {Exists: true}}, map[string]PVCState{"c-1": {Exists: true}}
+		}), kind: CreateMembers, members: []string{"c-0", "c-2"}},
+		{name: "bootstrap waits for a quorum", in: with(healthyCluster(3), func(in *Input) { in.Bootstrapped, in.Etcd = false, nil }), kind: Wait, reason: "Bootstrapping"},
+		{name: "bootstrap is recorded once etcd answers", in: with(healthyCluster(3), func(in *Input) { in.Bootstrapped = false }), kind: MarkBootstrapped},
+		{name: "in-memory bootstrap needs no PVCs", in: with(healthyCluster(1), func(in *Input) {
+			in.Bootstrapped, in.Etcd, in.EphemeralData, in.PVCs = false, nil, true, map[string]PVCState{}
+		}), kind: Wait, reason: "Bootstrapping"},
+
+		// failover
+		{name: "deleted pod comes back on its volume", in: with(healthyCluster(3), func(in *Input) { in.Pods["c-1"] = PodState{}; member(in, "c-1").Healthy = false }), kind: CreateMembers, members: []string{"c-1"}},
+		{name: "failed pod is deleted to be recreated", in: with(healthyCluster(3), func(in *Input) { in.Pods["c-2"] = PodState{Exists: true, Failed: true} }), kind: DeletePod, members: []string{"c-2"}},
+		{name: "all pods gone and etcd silent: restart all on their volumes", in: with(healthyCluster(3), func(in *Input) { in.Pods, in.Etcd = map[string]PodState{}, nil }), kind: CreateMembers, members: []string{"c-0", "c-1", "c-2"}},
+		{name: "etcd silent with pods present: wait, never re-bootstrap", in: with(healthyCluster(3), func(in *Input) { in.Etcd = nil }), kind: Wait, reason: "EtcdUnreachable"},
+		{name: "lost PVC: member removed, not restarted empty", in: with(healthyCluster(3), func(in *Input) {
+			in.Pods["c-1"], in.PVCs["c-1"] = PodState{}, PVCState{}
+			member(in, "c-1").Healthy = false
+		}), kind: RemoveMember, members: []string{"c-1"}, id: 2, reason: "MemberDataLost"},
+		{name: "PVC deleting and pod gone counts as lost", in: with(healthyCluster(3), func(in *Input) {
+			in.Pods["c-2"], in.PVCs["c-2"] = PodState{}, PVCState{Exists: true, Deleting: true}
+		}), kind: RemoveMember, members: []string{"c-2"}, reason: "MemberDataLost", id: 3},
+		{name: "in-memory member whose pod went is lost", in: with(healthyCluster(3), func(in *Input) {
+			in.EphemeralData, in.PVCs = true, map[string]PVCState{}
+			in.Pods["c-0"] = PodState{}
+			member(in, "c-0").Healthy = false
+		}), kind: RemoveMember, members: []string{"c-0"}, reason: "MemberDataLost", id: 1},
+		{name: "after removal of a lost member, a replacement learner is added under a new name", in: with(healthyCluster(2), func(in *Input) { in.Replicas = 3; in.NextIndex = 3 }), kind: AddLearner, members: []string{"c-3"}},
+		{name: "member unhealthy briefly is left alone", in: with(healthyCluster(3), func(in *Input) {
+			member(in, "c-2").Healthy = false
+			in.Known[2].UnhealthySince = ago(time.Minute)
+		}), kind: Wait, reason: "WaitingForHealth"},
+		{name: "member unhealthy past the threshold is replaced", in: with(healthyCluster(3), func(in *Input) {
+			member(in, "c-2").Healthy = false
+			in.Known[2].UnhealthySince = ago(UnhealthyReplaceAfter)
+		}), kind: RemoveMember, members: []string{"c-2"}, reason: "MemberUnhealthy", id: 3},
+		{name: "never remove an unhealthy member when the rest lack quorum", in: with(healthyCluster(3), func(in *Input) {
+			member(in, "c-1").Healthy, member(in, "c-2").Healthy = false, false
+			in.Known[1].UnhealthySince, in.Known[2].UnhealthySince = ago(time.Hour), ago(time.Hour)
+		}), kind: Wait},
+		{name: "unhealthy leader: move leadership before removal", in: with(healthyCluster(3), func(in *Input) {
+			member(in, "c-0").Healthy = false
+			member(in, "c-2").RaftIndex = 101
+			in.Known[0].UnhealthySince = ago(time.Hour)
+		}), kind: MoveLeader, members: []string{"c-0", "c-2"}, id: 3},
+
+		// scaling
+		{name: "scale up adds one learner with a fresh name", in: with(healthyCluster(3), func(in *Input) { in.Replicas, in.NextIndex = 5, 7 }), kind: AddLearner, members: []string{"c-7"}},
+		{name: "learner without pod gets its pod and volume", in: with(healthyCluster(3), func(in *Input) {
+			in.Replicas = 5
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 4, Name: "c-3", Learner: true})
+		}), kind: CreateMembers, members: []string{"c-3"}},
+		{name: "started learner is promoted", in: with(healthyCluster(3), func(in *Input) {
+			in.Replicas = 5
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+			in.Pods["c-3"], in.PVCs["c-3"] = PodState{Exists: true}, PVCState{Exists: true}
+			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 4, Name: "c-3", Learner: true, Started: true, Healthy: true})
+		}), kind: Promote, members: []string{"c-3"}, id: 4},
+		{name: "no second learner while one is learning", in: with(healthyCluster(3), func(in *Input) {
+			in.Replicas = 5
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+			in.Pods["c-3"], in.PVCs["c-3"] = PodState{Exists: true}, PVCState{Exists: true}
+			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 4, Name: "c-3", Learner: true, Started: true})
+		}), kind: Wait, reason: "WaitingForHealth"},
+		{name: "no scale-up while a member is unhealthy", in: with(healthyCluster(3), func(in *Input) { in.Replicas = 5; member(in, "c-1").Healthy = false }), kind: Wait},
+		{name: "scale down removes the newest follower", in: with(healthyCluster(5), func(in *Input) { in.Replicas = 3 }), kind: RemoveMember, members: []string{"c-4"}, id: 5, reason: "ScalingDown"},
+		{name: "scale down moves leadership off the newest member first", in: with(healthyCluster(3), func(in *Input) { in.Replicas = 1; in.Etcd.LeaderID = 3 }), kind: MoveLeader, members: []string{"c-2", "c-0"}, id: 1},
+		{name: "no scale-down while a member is unhealthy", in: with(healthyCluster(5), func(in *Input) { in.Replicas = 3; member(in, "c-0").Healthy = false }), kind: Wait},
+
+		// strays and crash recovery
+		{name: "member unknown to the spec is removed", in: with(healthyCluster(3), func(in *Input) {
+			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 9, Name: "intruder", Started: true, Healthy: true})
+		}), kind: RemoveMember, members: []string{"intruder"}, id: 9, reason: "UnknownMember"},
+		{name: "unknown member is kept when removing it would break quorum", in: with(healthyCluster(1), func(in *Input) {
+			member(in, "c-0").Healthy = false
+			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 9, Name: "intruder", Started: true})
+		}), kind: Wait},
+		{name: "recorded member that never made it into etcd is forgotten", in: with(healthyCluster(3), func(in *Input) {
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+		}), kind: ForgetMember, members: []string{"c-3"}},
+		{name: "crash after MemberAdd: the add is recognised, not repeated", in: with(healthyCluster(3), func(in *Input) {
+			in.Pending = &Pending{Type: "AddMember", Member: "c-3"}
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 4, Name: "c-3", Learner: true})
+		}), kind: FinishAdd, members: []string{"c-3"}, id: 4},
+		{name: "crash before MemberAdd: the add is made", in: with(healthyCluster(3), func(in *Input) {
+			in.Pending = &Pending{Type: "AddMember", Member: "c-3"}
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+		}), kind: AddLearner, members: []string{"c-3"}},
+		{name: "crash after MemberRemove: cleanup finishes", in: with(healthyCluster(3), func(in *Input) {
+			in.Pending = &Pending{Type: "RemoveMember", Member: "c-3", ID: 4}
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+		}), kind: FinishRemove, members: []string{"c-3"}},
+		{name: "crash before MemberRemove: the remove is made", in: with(healthyCluster(4), func(in *Input) {
+			in.Pending = &Pending{Type: "RemoveMember", Member: "c-3", ID: 4}
+		}), kind: RemoveMember, members: []string{"c-3"}, id: 4},
+		{name: "pending operation with etcd silent waits", in: with(healthyCluster(3), func(in *Input) {
+			in.Pending = &Pending{Type: "RemoveMember", Member: "c-2", ID: 3}
+			in.Etcd = nil
+		}), kind: Wait, reason: "EtcdUnreachable"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Decide(tc.in)
+			if got.Kind != tc.kind {
+				t.Fatalf("kind = %s (%s: %s), want %s", got.Kind, got.Reason, got.Message, tc.kind)
+			}
+			if tc.members != nil && !reflect.DeepEqual(got.Members, tc.members) {
+				t.Errorf("members = %v, want %v", got.Members, tc.members)
+			}
+			if tc.id != 0 && got.ID != tc.id {
+				t.Errorf("id = %d, want %d", got.ID, tc.id)
+			}
+			if tc.reason != "" && got.Reason != tc.reason {
+				t.Errorf("reason = %s, want %s", got.Reason, tc.reason)
+			}
+			if got.Message == "" {
+				t.Error("every action explains itself")
+			}
+		})
+	}
+}
+
+// TestNeverBelowQuorum walks every small cluster shape and checks that no voluntary removal leaves
+// fewer healthy voters than the quorum of the resulting cluster.
+func TestNeverBelowQuorum(t *testing.T) {
+	for n := 1; n <= 7; n++ {
+		for mask := 0; mask < 1<<n; mask++ { // bit i set = member i unhealthy
+			for _, replicas := range []int32{1, 3, 5, 7} {
+				in := healthyCluster(n)
+				in.Replicas = replicas
+				healthy := 0
+				for i := 0; i < n; i++ {
+					if mask&(1<<i) != 0 {
+						in.Etcd.Members[i].Healthy = false
+						in.Known[i].UnhealthySince = &time.Time{}
+					} else {
+						healthy++
+					}
+				}
+				a := Decide(in)
+				if a.Kind != RemoveMember {
+					continue
+				}
+				removedHealthy := 0
+				if in.Etcd.Members[a.ID-1].Healthy {
+					removedHealthy = 1
+				}
+				if healthy-removedHealthy < quorum(n-1) {
+					t.Errorf("n=%d unhealthy=%b replicas=%d: %s of %v leaves %d healthy of %d voters", n, mask, replicas, a.Kind, a.Members, healthy-removedHealthy, n-1)
+				}
+			}
+		}
+	}
+}

@@ -26,6 +26,7 @@ type S3Destination struct {
 	Prefix string `json:"prefix,omitempty"`
 	// Endpoint URL, e.g. https://minio.storage.svc:9000; empty means AWS for the region.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="s3.endpoint must be an http:// or https:// URL"
 	Endpoint string `json:"endpoint,omitempty"`
 	// +kubebuilder:default="us-east-1"
@@ -48,6 +49,7 @@ type PVCDestination struct {
 	ClaimName string `json:"claimName"`
 	// Path inside the volume.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="pvc.path must not contain '..'"
 	Path string `json:"path,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 // EtcdBackupScheduleSpec takes EtcdBackups on a cron schedule and keeps a bounded number of them.
 type EtcdBackupScheduleSpec struct {
 	// Schedule in cron format (5 fields), e.g. "0 */6 * * *".
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.split(' ').filter(f, f != '').size() == 5 || self.startsWith('@')",message="schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week) or a macro such as @hourly"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Schedule",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Schedule string `json:"schedule"`
@@ -31,6 +32,8 @@ type EtcdBackupScheduleSpec struct {
 // VerifySpec schedules test-restores.
 type VerifySpec struct {
 	// Schedule in cron format.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.split(' ').filter(f, f != '').size() == 5 || self.startsWith('@')",message="verify.schedule must be a 5-field cron expression or a macro such as @daily"
 	Schedule string `json:"schedule"`
 }
 

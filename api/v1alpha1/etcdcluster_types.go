@@ -20,9 +20,10 @@ type EtcdClusterSpec struct {
 	// Version is the etcd version to run, for example 3.6.16. The operator steps through
 	// intermediate minor versions itself.
 	// +kubebuilder:default="3.6.16"
+	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^3\\\\.[5-7]\\\\.(0|[1-9][0-9]*)$')",message="version must be an etcd release this operator supports, written MAJOR.MINOR.PATCH without a leading v: 3.5.x, 3.6.x or 3.7.x (for example 3.6.16)"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="etcd Version",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
-	Version string `json:"version"`
+	Version string `json:"version,omitempty"`
 
 	// Image overrides the etcd image for Version. It must contain etcd, etcdctl and etcdutl.
 	// +optional
@@ -77,15 +78,16 @@ const (
 )
 
 // StorageSpec describes the data directory of every member.
-// +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size can only grow"
-// +kubebuilder:validation:XValidation:rule="(has(self.storageClassName) ? self.storageClassName : ”) == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : ”)",message="storage.storageClassName is immutable"
-// +kubebuilder:validation:XValidation:rule="(has(self.medium) ? self.medium : ”) == (has(oldSelf.medium) ? oldSelf.medium : ”)",message="storage.medium is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || has(self.size) && quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size can only grow"
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.medium) == has(oldSelf.medium) && (!has(self.medium) || self.medium == oldSelf.medium)",message="storage.medium is immutable"
 type StorageSpec struct {
 	// Size of each member's volume.
 	// +kubebuilder:default="8Gi"
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi"
-	Size resource.Quantity `json:"size"`
+	// +optional
+	Size resource.Quantity `json:"size,omitzero"`
 
 	// StorageClassName of the member PVCs; empty means the cluster's default class.
 	// +optional
@@ -141,7 +143,7 @@ type TLSSpec struct {
 }
 
 // EtcdOptions are typed etcd server flags.
-// +kubebuilder:validation:XValidation:rule="self.electionTimeoutMillis >= 5 * self.heartbeatIntervalMillis",message="etcd.electionTimeoutMillis must be at least 5 times etcd.heartbeatIntervalMillis, or elections flap"
+// +kubebuilder:validation:XValidation:rule="(has(self.electionTimeoutMillis) ? self.electionTimeoutMillis : 1000) >= 5 * (has(self.heartbeatIntervalMillis) ? self.heartbeatIntervalMillis : 100)",message="etcd.electionTimeoutMillis must be at least 5 times etcd.heartbeatIntervalMillis, or elections flap"
 type EtcdOptions struct {
 	// QuotaBackendBytes is the database size limit; 0 means 2 GiB, etcd's default.
 	// +kubebuilder:validation:Minimum=0

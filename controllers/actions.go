@@ -1,0 +1,210 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+)
+
+// act takes one step. Every irreversible etcd call is preceded by a status write that records it
+// (status.pendingOperation), so a crash right after the call is recognised on the next pass.
+func (p *pass) act(ctx context.Context, a planner.Action, image string) error {
+	c := p.c
+	switch a.Kind {
+	case planner.InitBootstrap:
+		c.Status.Members = nil
+		for _, m := range a.Members {
+			c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: m})
+		}
+		c.Status.NextMemberIndex = int32(len(a.Members))
+		c.Status.ClusterToken = clusterToken(c)
+		return p.writeStatus(ctx)
+
+	case planner.CreateMembers:
+		initial := p.initialCluster(a.Bootstrap)
+		for _, m := range a.Members {
+			if err := p.createMember(ctx, m, image, initial, a.Bootstrap); err != nil {
+				return err
+			}
+		}
+		return nil
+
+	case planner.MarkBootstrapped:
+		c.Status.Bootstrapped = true
+		return p.writeStatus(ctx)
+
+	case planner.AddLearner:
+		name := a.Members[0]
+		if !hasMember(c, name) {
+			c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: name})
+		}
+		if idx := memberIndex(c.Name, name); idx >= c.Status.NextMemberIndex {
+			c.Status.NextMemberIndex = idx + 1
+		}
+		c.Status.PendingOperation = &v1.PendingOperation{Type: "AddMember", Member: name}
+		if err := p.writeStatus(ctx); err != nil {
+			return err
+		}
+		added, err := p.obs.etcd.AddLearner(ctx, naming.PeerURL(c.Name, c.Namespace, name, c.Spec.TLS.Peer != v1.TLSDisabled))
+		if err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.AfterMemberAdd)
+		c.Status.PendingOperation = nil
+		setMemberID(c, name, added.ID)
+		return p.writeStatus(ctx)
+
+	case planner.FinishAdd:
+		c.Status.PendingOperation = nil
+		setMemberID(c, a.Members[0], a.ID)
+		return p.writeStatus(ctx)
+
+	case planner.Promote:
+		err := p.obs.etcd.Promote(ctx, a.ID)
+		if errors.Is(err, etcdclient.ErrLearnerNotReady) {
+			return nil // etcd's own catch-up check; the next pass retries
+		}
+		if err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.AfterPromote)
+		return nil
+
+	case planner.MoveLeader:
+		leader := p.obs.pods[p.obs.names[p.obs.leaderID]]
+		if leader == nil || p.endpoint(leader) == "" {
+			return fmt.Errorf("leader %x has no reachable pod", p.obs.leaderID)
+		}
+		return p.obs.etcd.MoveLeader(ctx, p.endpoint(leader), a.ID)
+
+	case planner.RemoveMember:
+		name := a.Members[0]
+		c.Status.PendingOperation = &v1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID)}
+		if err := p.writeStatus(ctx); err != nil {
+			return err
+		}
+		if err := p.obs.etcd.Remove(ctx, a.ID); err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.AfterMemberRemove)
+		return p.forget(ctx, name)
+
+	case planner.FinishRemove, planner.ForgetMember:
+		return p.forget(ctx, a.Members[0])
+
+	case planner.DeletePod:
+		if pod := p.obs.pods[a.Members[0]]; pod != nil {
+			return p.deleteObserved(ctx, pod)
+		}
+		return nil
+	}
+	return fmt.Errorf("no handler for action %s", a.Kind)
+}
+
+// initialCluster is the --initial-cluster list for new pods: the initial members while
+// bootstrapping, else etcd's current member list (which a joining member must match exactly).
+func (p *pass) initialCluster(bootstrap bool) []string {
+	var out []string
+	if bootstrap || p.obs.etcd == nil {
+		for _, m := range p.c.Status.Members {
+			out = append(out, m.Name)
+		}
+		return out
+	}
+	for _, m := range p.obs.members {
+		if n := p.obs.names[m.ID]; n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (p *pass) createMember(ctx context.Context, member, image string, initial []string, bootstrap bool) error {
+	c := p.c
+	if c.Spec.Storage.Medium != v1.StorageMediumMemory && p.obs.pvcs[member] == nil {
+		if err := p.r.Create(ctx, resources.MemberPVC(c, member)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create PVC of %s: %w", member, err)
+		}
+	}
+	if p.obs.pods[member] != nil {
+		return nil
+	}
+	pod := resources.MemberPod(c, resources.MemberPodInput{Member: member, Image: image, InitialCluster: initial, Bootstrap: bootstrap})
+	if err := p.r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create pod of %s: %w", member, err)
+	}
+	failpoint.Hit(failpoint.AfterPodCreate)
+	return nil
+}
+
+// forget deletes a member's pod and PVC and drops it from status, ending any pending operation on it.
+func (p *pass) forget(ctx context.Context, member string) error {
+	if pod := p.obs.pods[member]; pod != nil {
+		if err := p.deleteObserved(ctx, pod); err != nil {
+			return err
+		}
+	}
+	if pvc := p.obs.pvcs[member]; pvc != nil {
+		if err := p.deleteObserved(ctx, pvc); err != nil {
+			return err
+		}
+	}
+	c := p.c
+	kept := c.Status.Members[:0:0]
+	for _, m := range c.Status.Members {
+		if m.Name != member {
+			kept = append(kept, m)
+		}
+	}
+	c.Status.Members = kept
+	if pd := c.Status.PendingOperation; pd != nil && pd.Member == member {
+		c.Status.PendingOperation = nil
+	}
+	return p.writeStatus(ctx)
+}
+
+// deleteObserved deletes exactly the object this pass observed (UID precondition), never a
+// namesake created since.
+func (p *pass) deleteObserved(ctx context.Context, obj client.Object) error {
+	uid := obj.GetUID()
+	if err := p.r.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+	}
+	return nil
+}
+
+func hasMember(c *v1.EtcdCluster, name string) bool {
+	for _, m := range c.Status.Members {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func setMemberID(c *v1.EtcdCluster, name string, id uint64) {
+	for i := range c.Status.Members {
+		if c.Status.Members[i].Name == name {
+			c.Status.Members[i].ID = idString(id)
+		}
+	}
+}
+
+// memberIndex is the number at the end of a member name made by naming.MemberName.
+func memberIndex(cluster, member string) int32 {
+	var idx int32
+	if _, err := fmt.Sscanf(member[len(cluster):], "-%d", &idx); err != nil {
+		return -1
+	}
+	return idx
+}

@@ -1,0 +1,188 @@
+// Package controllers holds one reconciler per kind.
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
+)
+
+const (
+	// requeueBusy is the pace while the cluster converges.
+	requeueBusy = 2 * time.Second
+	// requeueIdle re-observes etcd, whose health changes raise no Kubernetes event.
+	requeueIdle = 30 * time.Second
+)
+
+// EtcdClusterReconciler runs etcd clusters: observe → decide (internal/planner) → one step → status.
+type EtcdClusterReconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Recorder record.EventRecorder
+	// Now is the clock; tests may pin it.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services;secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile is one pass over one EtcdCluster.
+func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	c := &v1.EtcdCluster{}
+	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("cluster", req.NamespacedName.String()))
+
+	if !c.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, c)
+	}
+	if controllerutil.AddFinalizer(c, naming.Finalizer) {
+		if err := r.Update(ctx, c); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+
+	p := &pass{r: r, c: c, orig: c.DeepCopy(), now: r.now()}
+	res, err := p.run(ctx)
+	if serr := p.writeStatus(ctx); serr != nil && err == nil {
+		err = serr
+	}
+	return res, err
+}
+
+func (r *EtcdClusterReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// pass is the state of one reconcile pass.
+type pass struct {
+	r    *EtcdClusterReconciler
+	c    *v1.EtcdCluster
+	orig *v1.EtcdCluster // status as last written
+	now  time.Time
+	obs  *observation
+}
+
+func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
+	c := p.c
+	if c.Status.ClusterToken == "" {
+		c.Status.ClusterToken = clusterToken(c)
+	}
+	image := c.Spec.Image
+	if image == "" {
+		img, err := versions.Image(c.Spec.Version)
+		if err != nil {
+			setCondition(c, v1.ConditionDegraded, true, "UnsupportedVersion", err.Error())
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, "UnsupportedVersion", err.Error())
+			return ctrl.Result{}, nil // a spec change wakes us
+		}
+		image = img
+	}
+	if err := p.ensureTLS(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := p.ensureServices(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	obs, err := p.observe(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer obs.close()
+	p.obs = obs
+	action := planner.Decide(p.plannerInput())
+	p.recordObservation(action)
+	if action.Kind == planner.None || action.Kind == planner.Wait {
+		return ctrl.Result{RequeueAfter: requeueIdle}, nil
+	}
+	log.FromContext(ctx).Info("acting", "action", action.Kind, "members", action.Members, "reason", action.Reason)
+	if err := p.act(ctx, action, image); err != nil {
+		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, "ActionFailed", "%s %v: %v", action.Kind, action.Members, err)
+		setCondition(c, v1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
+		return ctrl.Result{RequeueAfter: requeueBusy}, nil
+	}
+	p.r.Recorder.Event(c, corev1.EventTypeNormal, action.Reason, action.Message)
+	return ctrl.Result{RequeueAfter: requeueBusy}, nil
+}
+
+// writeStatus patches status only when it changed, so an idle cluster costs no API writes.
+func (p *pass) writeStatus(ctx context.Context) error {
+	if equality.Semantic.DeepEqual(p.orig.Status, p.c.Status) {
+		return nil
+	}
+	if err := p.r.Status().Patch(ctx, p.c, client.MergeFromWithOptions(p.orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	p.orig = p.c.DeepCopy()
+	return nil
+}
+
+// finalize removes the finalizer once owned objects may go; with RetentionPolicy Retain the
+// PVCs are released from the cluster first so garbage collection keeps them.
+func (r *EtcdClusterReconciler) finalize(ctx context.Context, c *v1.EtcdCluster) error {
+	if !controllerutil.ContainsFinalizer(c, naming.Finalizer) {
+		return nil
+	}
+	if c.Spec.Storage.RetentionPolicy == v1.PVCRetentionRetain {
+		pvcs := &corev1.PersistentVolumeClaimList{}
+		if err := r.List(ctx, pvcs, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+			return fmt.Errorf("list PVCs to retain: %w", err)
+		}
+		for i := range pvcs.Items {
+			pvc := &pvcs.Items[i]
+			before := pvc.DeepCopy()
+			pvc.OwnerReferences = withoutOwner(pvc.OwnerReferences, c.UID)
+			if len(pvc.OwnerReferences) != len(before.OwnerReferences) {
+				if err := r.Patch(ctx, pvc, client.MergeFrom(before)); err != nil {
+					return fmt.Errorf("release PVC %s: %w", pvc.Name, err)
+				}
+			}
+		}
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, "PVCsRetained", "kept %d member volumes (storage.retentionPolicy Retain)", len(pvcs.Items))
+	}
+	controllerutil.RemoveFinalizer(c, naming.Finalizer)
+	if err := r.Update(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler; owned objects wake their cluster.
+func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.EtcdCluster{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.Secret{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(r)
+}

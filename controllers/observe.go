@@ -1,0 +1,209 @@
+package controllers
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+)
+
+// observation is what one pass saw of the cluster's pods, PVCs and etcd.
+type observation struct {
+	pods map[string]*corev1.Pod
+	pvcs map[string]*corev1.PersistentVolumeClaim
+	// etcd is nil when no member answered a linearizable member list.
+	etcd      *etcdclient.Client
+	members   []etcdclient.Member
+	clusterID uint64
+	status    map[uint64]etcdclient.Status
+	names     map[uint64]string
+	leaderID  uint64
+	// etcdErr explains why etcd is nil.
+	etcdErr error
+}
+
+func (o *observation) close() {
+	if o.etcd != nil {
+		_ = o.etcd.Close()
+	}
+}
+
+func (p *pass) observe(ctx context.Context) (*observation, error) {
+	c := p.c
+	o := &observation{pods: map[string]*corev1.Pod{}, pvcs: map[string]*corev1.PersistentVolumeClaim{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}}
+	sel := client.MatchingLabels(naming.Labels(c.Name))
+	pods := &corev1.PodList{}
+	if err := p.r.List(ctx, pods, client.InNamespace(c.Namespace), sel); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	for i := range pods.Items {
+		if m := pods.Items[i].Labels[naming.LabelMember]; m != "" {
+			o.pods[m] = &pods.Items[i]
+		}
+	}
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	if err := p.r.List(ctx, pvcs, client.InNamespace(c.Namespace), sel); err != nil {
+		return nil, fmt.Errorf("list PVCs: %w", err)
+	}
+	for i := range pvcs.Items {
+		if m := pvcs.Items[i].Labels[naming.LabelMember]; m != "" {
+			o.pvcs[m] = &pvcs.Items[i]
+		}
+	}
+
+	var endpoints []string
+	for _, pod := range o.pods {
+		if ep := p.endpoint(pod); ep != "" {
+			endpoints = append(endpoints, ep)
+		}
+	}
+	if len(endpoints) == 0 {
+		o.etcdErr = errors.New("no member pod is running")
+		return o, nil
+	}
+	tlsConfig, err := p.clientTLSConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := etcdclient.New(endpoints, tlsConfig)
+	if err != nil {
+		o.etcdErr = err
+		return o, nil
+	}
+	members, clusterID, err := cl.MemberList(ctx)
+	if err != nil {
+		_ = cl.Close()
+		o.etcdErr = err
+		log.FromContext(ctx).V(1).Info("etcd unreachable", "error", err.Error())
+		return o, nil
+	}
+	o.etcd, o.members, o.clusterID = cl, members, clusterID
+	for _, m := range members {
+		o.names[m.ID] = memberNameFromPeerURLs(c, m.PeerURLs)
+		pod := o.pods[o.names[m.ID]]
+		if pod == nil {
+			continue
+		}
+		ep := p.endpoint(pod)
+		if ep == "" {
+			continue
+		}
+		st, err := cl.Status(ctx, ep)
+		if err != nil {
+			continue
+		}
+		o.status[m.ID] = st
+		if st.Leader != 0 {
+			o.leaderID = st.Leader
+		}
+	}
+	return o, nil
+}
+
+// endpoint is the client URL of a running member pod, by IP: the operator may run outside the
+// cluster's DNS, and the server certificates carry the client Service name it verifies instead.
+func (p *pass) endpoint(pod *corev1.Pod) string {
+	if pod.Status.PodIP == "" || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return ""
+	}
+	return naming.EndpointForIP(pod.Status.PodIP, resources.ClientTLS(p.c))
+}
+
+func (p *pass) clientTLSConfig(ctx context.Context) (*tls.Config, error) {
+	if !resources.ClientTLS(p.c) {
+		return nil, nil
+	}
+	s := &corev1.Secret{}
+	if err := p.r.Get(ctx, client.ObjectKey{Namespace: p.c.Namespace, Name: naming.OperatorClientSecret(p.c.Name)}, s); err != nil {
+		return nil, fmt.Errorf("read operator client certificate: %w", err)
+	}
+	pair, err := tls.X509KeyPair(s.Data[pki.CertKey], s.Data[pki.PrivKeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("load operator client certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(s.Data[pki.CACertKey]) {
+		return nil, errors.New("operator client secret has no usable ca.crt")
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		RootCAs:      pool,
+		ServerName:   naming.ClientServiceHost(p.c.Name, p.c.Namespace),
+		MinVersion:   tls.VersionTLS12,
+	}, nil
+}
+
+// memberNameFromPeerURLs recovers the member name from its peer URL host
+// (<member>.<cluster>-peer.<ns>.svc); empty for URLs the operator did not make.
+func memberNameFromPeerURLs(c *v1.EtcdCluster, peerURLs []string) string {
+	suffix := fmt.Sprintf(".%s.%s.svc", naming.PeerService(c.Name), c.Namespace)
+	for _, raw := range peerURLs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue
+		}
+		if host := u.Hostname(); strings.HasSuffix(host, suffix) {
+			return strings.TrimSuffix(host, suffix)
+		}
+	}
+	return ""
+}
+
+func (p *pass) plannerInput() planner.Input {
+	c, o := p.c, p.obs
+	in := planner.Input{
+		Replicas:       c.Spec.Replicas,
+		Paused:         c.Spec.Maintenance.Paused,
+		EphemeralData:  c.Spec.Storage.Medium == v1.StorageMediumMemory,
+		Bootstrapped:   c.Status.Bootstrapped,
+		NextIndex:      c.Status.NextMemberIndex,
+		Pods:           map[string]planner.PodState{},
+		PVCs:           map[string]planner.PVCState{},
+		Now:            p.now,
+		MemberNameFunc: func(i int32) string { return naming.MemberName(c.Name, i) },
+	}
+	for _, m := range c.Status.Members {
+		k := planner.KnownMember{Name: m.Name}
+		if m.UnhealthySince != nil {
+			t := m.UnhealthySince.Time
+			k.UnhealthySince = &t
+		}
+		in.Known = append(in.Known, k)
+	}
+	if pd := c.Status.PendingOperation; pd != nil {
+		in.Pending = &planner.Pending{Type: pd.Type, Member: pd.Member, ID: parseID(pd.ID)}
+	}
+	for name, pod := range o.pods {
+		failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP}
+	}
+	for name, pvc := range o.pvcs {
+		in.PVCs[name] = planner.PVCState{Exists: true, Deleting: pvc.DeletionTimestamp != nil}
+	}
+	if o.etcd != nil {
+		e := &planner.Etcd{LeaderID: o.leaderID}
+		for _, m := range o.members {
+			st, answered := o.status[m.ID]
+			e.Members = append(e.Members, planner.EtcdMember{
+				ID: m.ID, Name: o.names[m.ID], Learner: m.IsLearner, Started: m.Started(),
+				Healthy: answered && len(st.Errors) == 0, RaftIndex: st.RaftIndex,
+			})
+		}
+		in.Etcd = e
+	}
+	return in
+}

@@ -1,0 +1,177 @@
+package controllers
+
+import (
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
+)
+
+// setCondition sets one condition; meta.SetStatusCondition keeps the transition time when only
+// the message changes, so repeated passes do not rewrite status.
+func setCondition(c *v1.EtcdCluster, typ string, status bool, reason, message string) {
+	s := metav1.ConditionFalse
+	if status {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{
+		Type: typ, Status: s, Reason: reason, Message: message, ObservedGeneration: c.Generation,
+	})
+}
+
+func idString(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatUint(id, 16)
+}
+
+func parseID(s string) uint64 {
+	id, _ := strconv.ParseUint(s, 16, 64)
+	return id
+}
+
+func clusterToken(c *v1.EtcdCluster) string { return resources.ClusterToken(c) }
+
+func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerReference {
+	out := refs[:0:0]
+	for _, r := range refs {
+		if r.UID != uid {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// recordObservation writes what this pass saw into status, and the conditions that follow from it
+// and from the action about to be taken.
+func (p *pass) recordObservation(action planner.Action) {
+	c, o := p.c, p.obs
+	byName := map[string]uint64{}
+	for id, n := range o.names {
+		byName[n] = id
+	}
+	learners := map[uint64]bool{}
+	for _, m := range o.members {
+		learners[m.ID] = m.IsLearner
+	}
+	var voters, healthyVoters int32
+	var minVersion *versions.Version
+	for i := range c.Status.Members {
+		ms := &c.Status.Members[i]
+		id, inEtcd := byName[ms.Name]
+		st, answered := o.status[id]
+		healthy := o.etcd != nil && inEtcd && answered && len(st.Errors) == 0
+		ms.PeerURL = naming.PeerURL(c.Name, c.Namespace, ms.Name, c.Spec.TLS.Peer != v1.TLSDisabled)
+		ms.ClientURL = naming.ClientURL(c.Name, c.Namespace, ms.Name, resources.ClientTLS(c))
+		if o.etcd == nil {
+			// Nothing answered: keep what was last known of identities, but nobody is healthy.
+			ms.Healthy, ms.Role = false, ""
+		} else {
+			ms.ID = idString(id)
+			ms.Healthy = healthy
+			switch {
+			case !inEtcd:
+				ms.Role = ""
+			case learners[id]:
+				ms.Role = v1.RoleLearner
+			case id == o.leaderID:
+				ms.Role = v1.RoleLeader
+			default:
+				ms.Role = v1.RoleFollower
+			}
+		}
+		if answered {
+			ms.Version, ms.DBSize, ms.DBSizeInUse, ms.RaftIndex = st.Version, st.DBSize, st.DBSizeInUse, st.RaftIndex
+			if v, err := versions.Parse(st.Version); err == nil && (minVersion == nil || v.Compare(*minVersion) < 0) {
+				minVersion = &v
+			}
+		}
+		switch {
+		case ms.Healthy:
+			ms.UnhealthySince = nil
+		case ms.UnhealthySince == nil:
+			t := metav1.NewTime(p.now)
+			ms.UnhealthySince = &t
+		}
+		if inEtcd && !learners[id] {
+			voters++
+			if ms.Healthy {
+				healthyVoters++
+			}
+		}
+	}
+	if o.etcd != nil {
+		c.Status.ClusterID = idString(o.clusterID)
+	}
+	// The lowest member version is the version the cluster as a whole runs.
+	if minVersion != nil {
+		c.Status.CurrentVersion = minVersion.String()
+	}
+	c.Status.Replicas = voters
+	c.Status.ReadyReplicas = healthyVoters
+	c.Status.Selector = labels.SelectorFromSet(naming.Labels(c.Name)).String()
+	c.Status.ObservedGeneration = c.Generation
+	c.Status.Endpoints = v1.Endpoints{ClientService: fmt.Sprintf("%s:%d", naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort)}
+	if resources.ClientTLS(c) {
+		c.Status.Endpoints.CASecret = naming.CASecret(c.Name)
+		c.Status.Endpoints.ClientSecret = naming.UserClientSecret(c.Name)
+	}
+
+	available := o.etcd != nil && voters > 0 && healthyVoters >= voters/2+1
+	switch {
+	case available:
+		setCondition(c, v1.ConditionAvailable, true, "QuorumHealthy", fmt.Sprintf("%d of %d voting members healthy", healthyVoters, voters))
+	case !c.Status.Bootstrapped:
+		setCondition(c, v1.ConditionAvailable, false, "Bootstrapping", "the initial members have not formed a cluster yet")
+	case o.etcd == nil:
+		setCondition(c, v1.ConditionAvailable, false, "EtcdUnreachable", fmt.Sprintf("no member answers: %v", o.etcdErr))
+	default:
+		setCondition(c, v1.ConditionAvailable, false, "QuorumLost", fmt.Sprintf("only %d of %d voting members healthy", healthyVoters, voters))
+	}
+
+	degraded := c.Status.Bootstrapped && (!available || healthyVoters < c.Spec.Replicas)
+	switch {
+	case action.Kind == planner.Wait && action.Reason == "Paused":
+		// Paused says nothing about health; keep the last Degraded verdict.
+	case degraded && o.etcd == nil:
+		setCondition(c, v1.ConditionDegraded, true, "EtcdUnreachable", action.Message)
+	case degraded:
+		setCondition(c, v1.ConditionDegraded, true, "MembersUnhealthy", fmt.Sprintf("%d of %d desired members healthy; %s", healthyVoters, c.Spec.Replicas, action.Message))
+	default:
+		setCondition(c, v1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
+	}
+
+	switch action.Kind {
+	case planner.None:
+		setCondition(c, v1.ConditionProgressing, false, "Ready", action.Message)
+	case planner.Wait:
+		setCondition(c, v1.ConditionProgressing, action.Reason != "Paused", action.Reason, action.Message)
+	default:
+		setCondition(c, v1.ConditionProgressing, true, action.Reason, action.Message)
+	}
+
+	switch {
+	case c.Spec.Maintenance.Paused:
+		c.Status.Phase = v1.PhasePaused
+	case !c.Status.Bootstrapped:
+		c.Status.Phase = v1.PhaseCreating
+	case !available:
+		c.Status.Phase = v1.PhaseDegraded
+	case action.Reason == "ScalingUp" || action.Reason == "ScalingDown" || action.Kind == planner.Promote:
+		c.Status.Phase = v1.PhaseScaling
+	case action.Kind != planner.None || degraded:
+		c.Status.Phase = v1.PhaseRepairing
+	default:
+		c.Status.Phase = v1.PhaseRunning
+	}
+}

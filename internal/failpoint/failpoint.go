@@ -1,0 +1,51 @@
+// Package failpoint kills the operator at named instants, so tests can show that every step
+// survives a crash right after it. Failpoints are armed only through the environment:
+//
+//	ETCD_AUTOPILOT_FAILPOINTS=afterMemberAdd,afterPodCreate
+//
+// An armed failpoint makes the process exit with code ExitCode when reached.
+package failpoint
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+)
+
+// Names of the instants, after the irreversible call they follow.
+const (
+	AfterMemberAdd    = "afterMemberAdd"
+	AfterMemberRemove = "afterMemberRemove"
+	AfterPodCreate    = "afterPodCreate"
+	AfterPromote      = "afterPromote"
+)
+
+// EnvVar arms failpoints.
+const EnvVar = "ETCD_AUTOPILOT_FAILPOINTS"
+
+// ExitCode is the exit status of a process killed by a failpoint.
+const ExitCode = 42
+
+var (
+	once  sync.Once
+	armed map[string]bool
+	// exit is replaced in tests.
+	exit = os.Exit
+)
+
+// Hit exits the process if name is armed.
+func Hit(name string) {
+	once.Do(func() {
+		armed = map[string]bool{}
+		for _, n := range strings.Split(os.Getenv(EnvVar), ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				armed[n] = true
+			}
+		}
+	})
+	if armed[name] {
+		fmt.Fprintf(os.Stderr, "failpoint %s: exiting\n", name)
+		exit(ExitCode)
+	}
+}

@@ -1,0 +1,318 @@
+// Package resources builds, as pure functions of an EtcdCluster, every Kubernetes object the operator
+// creates: member pods and PVCs, the client and peer Services, the PodDisruptionBudget and TLS Secrets.
+// No client calls here; the reconciler creates what these return.
+package resources
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+)
+
+// MemberPodInput is what differs between member pods.
+type MemberPodInput struct {
+	Member string
+	Image  string
+	// InitialCluster lists the members to name in --initial-cluster (must include Member).
+	InitialCluster []string
+	// Bootstrap: the member starts a new cluster with the other initial members
+	// (initial-cluster-state=new); otherwise it joins an existing one.
+	Bootstrap bool
+}
+
+func clientTLS(c *v1.EtcdCluster) bool { return c.Spec.TLS.Client != v1.TLSDisabled }
+func peerTLS(c *v1.EtcdCluster) bool   { return c.Spec.TLS.Peer != v1.TLSDisabled }
+
+// ClientTLS says whether clients must use TLS to reach c.
+func ClientTLS(c *v1.EtcdCluster) bool { return clientTLS(c) }
+
+func objectMeta(c *v1.EtcdCluster, name string, labels map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: name, Namespace: c.Namespace, Labels: labels,
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, v1.GroupVersion.WithKind("EtcdCluster"))},
+	}
+}
+
+// InitialClusterFlag renders --initial-cluster for members.
+func InitialClusterFlag(c *v1.EtcdCluster, members []string) string {
+	parts := make([]string, len(members))
+	for i, m := range members {
+		parts[i] = m + "=" + naming.PeerURL(c.Name, c.Namespace, m, peerTLS(c))
+	}
+	return strings.Join(parts, ",")
+}
+
+// ClusterToken is the initial-cluster-token of a cluster incarnation; the UID makes a re-created
+// EtcdCluster of the same name a different cluster to etcd.
+func ClusterToken(c *v1.EtcdCluster) string {
+	return fmt.Sprintf("%s-%s-%s", c.Namespace, c.Name, c.UID)
+}
+
+func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
+	o := c.Spec.Etcd
+	state := "existing"
+	if in.Bootstrap {
+		state = "new"
+	}
+	token := c.Status.ClusterToken
+	if token == "" {
+		token = ClusterToken(c)
+	}
+	args := []string{
+		"--name=" + in.Member,
+		"--data-dir=" + naming.DataDir + "/data",
+		fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", scheme(peerTLS(c)), naming.PeerPort),
+		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme(clientTLS(c)), naming.ClientPort),
+		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", naming.MetricsPort),
+		"--advertise-client-urls=" + naming.ClientURL(c.Name, c.Namespace, in.Member, clientTLS(c)),
+		"--initial-advertise-peer-urls=" + naming.PeerURL(c.Name, c.Namespace, in.Member, peerTLS(c)),
+		"--initial-cluster=" + InitialClusterFlag(c, in.InitialCluster),
+		"--initial-cluster-state=" + state,
+		"--initial-cluster-token=" + token,
+		fmt.Sprintf("--heartbeat-interval=%d", o.HeartbeatIntervalMillis),
+		fmt.Sprintf("--election-timeout=%d", o.ElectionTimeoutMillis),
+		fmt.Sprintf("--snapshot-count=%d", o.SnapshotCount),
+		"--auto-compaction-mode=" + o.AutoCompactionMode,
+		"--auto-compaction-retention=" + o.AutoCompactionRetention,
+		// A learner must be caught up before it may vote; etcd enforces it on promotion.
+		"--strict-reconfig-check=true",
+	}
+	if o.QuotaBackendBytes > 0 {
+		args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", o.QuotaBackendBytes))
+	}
+	if clientTLS(c) {
+		args = append(args,
+			"--cert-file="+naming.ServerTLS+"/tls.crt", "--key-file="+naming.ServerTLS+"/tls.key",
+			"--trusted-ca-file="+naming.ServerTLS+"/ca.crt", "--client-cert-auth=true")
+	}
+	if peerTLS(c) {
+		args = append(args,
+			"--peer-cert-file="+naming.PeerTLS+"/tls.crt", "--peer-key-file="+naming.PeerTLS+"/tls.key",
+			"--peer-trusted-ca-file="+naming.PeerTLS+"/ca.crt", "--peer-client-cert-auth=true")
+	}
+	return args
+}
+
+func scheme(tls bool) string {
+	if tls {
+		return "https"
+	}
+	return "http"
+}
+
+// MemberPod builds the pod of one member.
+func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
+	labels := naming.MemberLabels(c.Name, in.Member)
+	for k, v := range c.Spec.PodTemplate.Labels {
+		if _, reserved := labels[k]; !reserved {
+			labels[k] = v
+		}
+	}
+	meta := objectMeta(c, in.Member, labels)
+	meta.Annotations = map[string]string{}
+	for k, v := range c.Spec.PodTemplate.Annotations {
+		meta.Annotations[k] = v
+	}
+
+	httpProbe := func(path string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(naming.MetricsPort)}},
+			PeriodSeconds:    period,
+			TimeoutSeconds:   5,
+			FailureThreshold: failures,
+		}
+	}
+	container := corev1.Container{
+		Name:            "etcd",
+		Image:           in.Image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/usr/local/bin/etcd"},
+		Args:            etcdArgs(c, in),
+		Ports: []corev1.ContainerPort{
+			{Name: "client", ContainerPort: naming.ClientPort},
+			{Name: "peer", ContainerPort: naming.PeerPort},
+			{Name: "metrics", ContainerPort: naming.MetricsPort},
+		},
+		Resources: c.Spec.Resources,
+		// /livez answers while the process works, even without a leader, so elections never kill a member;
+		// /readyz needs a leader, and three misses (15s) outlast an election.
+		StartupProbe:   httpProbe("/livez", 5, 60),
+		LivenessProbe:  httpProbe("/livez", 10, 6),
+		ReadinessProbe: httpProbe("/readyz", 5, 3),
+		VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: naming.DataDir}},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			RunAsNonRoot:             ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	volumes := []corev1.Volume{dataVolume(c, in.Member)}
+	if clientTLS(c) {
+		volumes = append(volumes, secretVolume("server-tls", naming.ServerSecret(c.Name)))
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "server-tls", MountPath: naming.ServerTLS, ReadOnly: true})
+	}
+	if peerTLS(c) {
+		volumes = append(volumes, secretVolume("peer-tls", naming.PeerSecret(c.Name)))
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "peer-tls", MountPath: naming.PeerTLS, ReadOnly: true})
+	}
+
+	pt := c.Spec.PodTemplate
+	affinity := pt.Affinity
+	if affinity == nil {
+		affinity = defaultAffinity(c)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: meta,
+		Spec: corev1.PodSpec{
+			Hostname:                      in.Member,
+			Subdomain:                     naming.PeerService(c.Name),
+			Containers:                    []corev1.Container{container},
+			Volumes:                       volumes,
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			Affinity:                      affinity,
+			Tolerations:                   pt.Tolerations,
+			NodeSelector:                  pt.NodeSelector,
+			TopologySpreadConstraints:     pt.TopologySpreadConstraints,
+			PriorityClassName:             pt.PriorityClassName,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      ptr.To[int64](65532),
+				RunAsGroup:     ptr.To[int64](65532),
+				FSGroup:        ptr.To[int64](65532),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+		},
+	}
+	pod.Annotations[naming.AnnotationSpecHash] = SpecHash(pod.Spec)
+	return pod
+}
+
+// SpecHash identifies a built pod spec, so a later operator can tell whether it would build another.
+func SpecHash(spec corev1.PodSpec) string {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		panic(fmt.Sprintf("marshal pod spec: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func dataVolume(c *v1.EtcdCluster, member string) corev1.Volume {
+	if c.Spec.Storage.Medium == v1.StorageMediumMemory {
+		size := c.Spec.Storage.Size
+		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}}
+	}
+	return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: member}}}
+}
+
+func secretVolume(name, secret string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To[int32](0o440)}}}
+}
+
+func defaultAffinity(c *v1.EtcdCluster) *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: naming.Labels(c.Name)},
+				TopologyKey:   corev1.LabelHostname,
+			},
+		}},
+	}}
+}
+
+// MemberPVC builds the data volume claim of one member.
+func MemberPVC(c *v1.EtcdCluster, member string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: objectMeta(c, member, naming.MemberLabels(c.Name, member)),
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: c.Spec.Storage.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: c.Spec.Storage.Size}},
+		},
+	}
+}
+
+// ClientService is the ClusterIP Service clients use.
+func ClientService(c *v1.EtcdCluster) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: objectMeta(c, naming.ClientService(c.Name), naming.Labels(c.Name)),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: naming.Labels(c.Name),
+			Ports:    []corev1.ServicePort{{Name: "client", Protocol: corev1.ProtocolTCP, Port: naming.ClientPort, TargetPort: intstr.FromString("client")}},
+		},
+	}
+}
+
+// PeerService is the headless Service that gives members stable DNS names; not-ready members must
+// resolve too, or a starting cluster could never elect a leader.
+func PeerService(c *v1.EtcdCluster) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: objectMeta(c, naming.PeerService(c.Name), naming.Labels(c.Name)),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 naming.Labels(c.Name),
+			Ports: []corev1.ServicePort{
+				{Name: "client", Protocol: corev1.ProtocolTCP, Port: naming.ClientPort, TargetPort: intstr.FromString("client")},
+				{Name: "peer", Protocol: corev1.ProtocolTCP, Port: naming.PeerPort, TargetPort: intstr.FromString("peer")},
+				{Name: "metrics", Protocol: corev1.ProtocolTCP, Port: naming.MetricsPort, TargetPort: intstr.FromString("metrics")},
+			},
+		},
+	}
+}
+
+// PodDisruptionBudget keeps a voting quorum through voluntary disruptions (drains, evictions).
+func PodDisruptionBudget(c *v1.EtcdCluster) *policyv1.PodDisruptionBudget {
+	minAvailable := intstr.FromInt32(c.Spec.Replicas/2 + 1)
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: objectMeta(c, naming.PDB(c.Name), naming.Labels(c.Name)),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &minAvailable,
+			Selector:     &metav1.LabelSelector{MatchLabels: naming.Labels(c.Name)},
+		},
+	}
+}
+
+// Secret wraps TLS material of c.
+func Secret(c *v1.EtcdCluster, name string, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: objectMeta(c, name, naming.Labels(c.Name)), Type: corev1.SecretTypeOpaque, Data: data}
+}
+
+// ServerDNSNames are the names every member's server certificate carries: each member by its
+// peer DNS name (wildcard), and the client Service, which the operator verifies when it dials pod IPs.
+func ServerDNSNames(c *v1.EtcdCluster) []string {
+	peer := fmt.Sprintf("*.%s.%s.svc", naming.PeerService(c.Name), c.Namespace)
+	client := naming.ClientServiceHost(c.Name, c.Namespace)
+	names := []string{
+		peer, peer + ".cluster.local",
+		naming.ClientService(c.Name), naming.ClientService(c.Name) + "." + c.Namespace,
+		client, client + ".cluster.local", "localhost",
+	}
+	sort.Strings(names)
+	return names
+}
+
+// PeerDNSNames are the names of the peer certificate.
+func PeerDNSNames(c *v1.EtcdCluster) []string {
+	peer := fmt.Sprintf("*.%s.%s.svc", naming.PeerService(c.Name), c.Namespace)
+	return []string{peer, peer + ".cluster.local"}
+}

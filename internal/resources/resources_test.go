@@ -1,0 +1,137 @@
+package resources
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+)
+
+func sample() *v1.EtcdCluster {
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "u1"}}
+	c.Spec = v1.EtcdClusterSpec{
+		Replicas: 3, Version: "3.6.16",
+		Storage: v1.StorageSpec{Size: resource.MustParse("1Gi")},
+		TLS:     v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged},
+		Etcd:    v1.EtcdOptions{HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000, SnapshotCount: 10000, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h"},
+	}
+	return c
+}
+
+func arg(p *corev1.Pod, flag string) string {
+	for _, a := range p.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, flag+"=") {
+			return strings.TrimPrefix(a, flag+"=")
+		}
+	}
+	return ""
+}
+
+func TestMemberPodBootstrapVersusJoin(t *testing.T) {
+	c := sample()
+	boot := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-1", "demo-2"}, Bootstrap: true})
+	if got := arg(boot, "--initial-cluster-state"); got != "new" {
+		t.Errorf("bootstrap state = %q", got)
+	}
+	want := "demo-0=https://demo-0.demo-peer.ns.svc:2380,demo-1=https://demo-1.demo-peer.ns.svc:2380,demo-2=https://demo-2.demo-peer.ns.svc:2380"
+	if got := arg(boot, "--initial-cluster"); got != want {
+		t.Errorf("initial-cluster = %q", got)
+	}
+	if got := arg(boot, "--initial-cluster-token"); got != "ns-demo-u1" {
+		t.Errorf("token = %q", got)
+	}
+	join := MemberPod(c, MemberPodInput{Member: "demo-3", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-3"}})
+	if got := arg(join, "--initial-cluster-state"); got != "existing" {
+		t.Errorf("join state = %q", got)
+	}
+	if join.Spec.Hostname != "demo-3" || join.Spec.Subdomain != "demo-peer" {
+		t.Errorf("hostname/subdomain = %s/%s", join.Spec.Hostname, join.Spec.Subdomain)
+	}
+	if boot.Annotations[naming.AnnotationSpecHash] == join.Annotations[naming.AnnotationSpecHash] {
+		t.Error("different pods share a spec hash")
+	}
+	again := MemberPod(c, MemberPodInput{Member: "demo-3", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-3"}})
+	if again.Annotations[naming.AnnotationSpecHash] != join.Annotations[naming.AnnotationSpecHash] {
+		t.Error("the same input gives different hashes")
+	}
+}
+
+func TestMemberPodIsRestrictedAndTLS(t *testing.T) {
+	p := MemberPod(sample(), MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}})
+	psc, sc := p.Spec.SecurityContext, p.Spec.Containers[0].SecurityContext
+	if !*psc.RunAsNonRoot || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+		*sc.AllowPrivilegeEscalation || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("pod is not restricted: %+v %+v", psc, sc)
+	}
+	if *p.Spec.AutomountServiceAccountToken {
+		t.Error("etcd pods need no API token")
+	}
+	for _, flag := range []string{"--client-cert-auth", "--peer-client-cert-auth"} {
+		if arg(p, flag) != "true" {
+			t.Errorf("%s not set", flag)
+		}
+	}
+	if !strings.HasPrefix(arg(p, "--listen-client-urls"), "https://") || !strings.HasPrefix(arg(p, "--initial-advertise-peer-urls"), "https://") {
+		t.Error("TLS on, but URLs are plain")
+	}
+	if p.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution == nil {
+		t.Error("no default soft anti-affinity")
+	}
+}
+
+func TestPlainTextOnlyWhenAsked(t *testing.T) {
+	c := sample()
+	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSDisabled}
+	p := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}})
+	if !strings.HasPrefix(arg(p, "--listen-client-urls"), "http://") || arg(p, "--cert-file") != "" || len(p.Spec.Volumes) != 1 {
+		t.Errorf("plain-text pod still configured for TLS: %v", p.Spec.Containers[0].Args)
+	}
+}
+
+func TestUserLabelsCannotStealSelectors(t *testing.T) {
+	c := sample()
+	c.Spec.PodTemplate.Labels = map[string]string{naming.LabelInstance: "other", "team": "a"}
+	p := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}})
+	if p.Labels[naming.LabelInstance] != "demo" || p.Labels["team"] != "a" {
+		t.Errorf("labels = %v", p.Labels)
+	}
+}
+
+func TestMemoryMediumUsesNoPVC(t *testing.T) {
+	c := sample()
+	c.Spec.Storage.Medium = v1.StorageMediumMemory
+	p := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}})
+	if p.Spec.Volumes[0].EmptyDir == nil || p.Spec.Volumes[0].EmptyDir.Medium != corev1.StorageMediumMemory {
+		t.Errorf("data volume = %+v", p.Spec.Volumes[0])
+	}
+}
+
+func TestPDBKeepsQuorum(t *testing.T) {
+	for replicas, want := range map[int32]int{1: 1, 3: 2, 5: 3, 7: 4} {
+		c := sample()
+		c.Spec.Replicas = replicas
+		if got := PodDisruptionBudget(c).Spec.MinAvailable.IntValue(); got != want {
+			t.Errorf("replicas %d: minAvailable %d, want %d", replicas, got, want)
+		}
+	}
+}
+
+func TestServicesAndPVC(t *testing.T) {
+	c := sample()
+	if s := PeerService(c); s.Spec.ClusterIP != corev1.ClusterIPNone || !s.Spec.PublishNotReadyAddresses {
+		t.Error("peer service must be headless and publish not-ready addresses")
+	}
+	pvc := MemberPVC(c, "demo-1")
+	if q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != "1Gi" || pvc.OwnerReferences[0].Name != "demo" {
+		t.Errorf("pvc = %+v", pvc)
+	}
+	if !slices.Contains(ServerDNSNames(c), "*.demo-peer.ns.svc") || !slices.Contains(ServerDNSNames(c), "demo-client.ns.svc") {
+		t.Errorf("server names = %v", ServerDNSNames(c))
+	}
+}

@@ -1,0 +1,94 @@
+// Command manager runs the etcd-autopilot operator.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/controllers"
+)
+
+func main() {
+	var metricsAddr, probeAddr string
+	var leaderElect, secureMetrics bool
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so only one replica acts")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true, "serve metrics over HTTPS with authentication and authorization")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	if err := run(metricsAddr, probeAddr, leaderElect, secureMetrics); err != nil {
+		log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+// watchNamespaces reads WATCH_NAMESPACE (OLM's olm.targetNamespaces): empty means all namespaces,
+// otherwise one namespace or a comma-separated list.
+func watchNamespaces() map[string]cache.Config {
+	raw := strings.TrimSpace(os.Getenv("WATCH_NAMESPACE"))
+	if raw == "" {
+		return nil
+	}
+	out := map[string]cache.Config{}
+	for _, ns := range strings.Split(raw, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out[ns] = cache.Config{}
+		}
+	}
+	return out
+}
+
+func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1.AddToScheme(scheme))
+
+	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
+	if secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: probeAddr,
+		LeaderElection:         leaderElect,
+		LeaderElectionID:       "etcd-autopilot.etcd.autopilot.dev",
+		Cache:                  cache.Options{DefaultNamespaces: watchNamespaces()},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := (&controllers.EtcdClusterReconciler{
+		Client:   mgr.GetClient(),
+		Scheme:   mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorderFor("etcd-autopilot"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdCluster controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("starting manager", "watchNamespaces", os.Getenv("WATCH_NAMESPACE"))
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

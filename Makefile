@@ -75,8 +75,26 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 test-unit: envtest-assets ## Unit and envtest integration tests.
 	go test ./... -count=1
 
+.PHONY: test-e2e
+test-e2e: cluster-up cluster-load ## End-to-end tests on the local cluster (brought up if needed).
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -v $(E2E_ARGS)
+
 .PHONY: test
-test: verify-generated vet lint test-unit test-e2e ## Everything CI runs.
+test: verify-generated vet lint test-unit test-e2e ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e.
+
+##@ Deployment
+
+.PHONY: install
+install: manifests ## Install the CRDs into the cluster of the current kubeconfig.
+	kubectl apply --server-side -k config/crd
+
+.PHONY: deploy
+deploy: manifests ## Deploy the operator (config/default) into the cluster of the current kubeconfig.
+	kubectl apply --server-side --force-conflicts -k config/default
+
+.PHONY: demo
+demo: cluster-up cluster-load ## Local cluster + operator + a 3-member sample EtcdCluster.
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/demo.sh
 
 ##@ Build
 
@@ -87,3 +105,5 @@ build: ## Build the manager binary.
 .PHONY: run
 run: manifests generate ## Run the manager against the current kubeconfig.
 	go run .
+
+include hack/cluster/cluster.mk

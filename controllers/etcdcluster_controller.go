@@ -54,7 +54,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("cluster", req.NamespacedName.String()))
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("cluster", req.String()))
 
 	if !c.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, c)
@@ -70,7 +70,14 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if serr := p.writeStatus(ctx); serr != nil && err == nil {
 		err = serr
 	}
-	return res, err
+	if apierrors.IsConflict(err) {
+		// Another pass wrote first (the cache was behind); start over from fresh state.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return res, nil
 }
 
 func (r *EtcdClusterReconciler) now() time.Time {

@@ -255,7 +255,7 @@ func TestDeletionRetainsVolumesWhenAsked(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pvc); err != nil || len(pvc.OwnerReferences) != 0 {
 		t.Fatalf("retained PVC: err %v, owners %v", err, pvc.OwnerReferences)

@@ -139,12 +139,7 @@ func (p *pass) clientTLSConfig(ctx context.Context) (*tls.Config, error) {
 	if !pool.AppendCertsFromPEM(s.Data[pki.CACertKey]) {
 		return nil, errors.New("operator client secret has no usable ca.crt")
 	}
-	return &tls.Config{
-		Certificates: []tls.Certificate{pair},
-		RootCAs:      pool,
-		ServerName:   naming.ClientServiceHost(p.c.Name, p.c.Namespace),
-		MinVersion:   tls.VersionTLS12,
-	}, nil
+	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(p.c.Name, p.c.Namespace)), nil
 }
 
 // memberNameFromPeerURLs recovers the member name from its peer URL host

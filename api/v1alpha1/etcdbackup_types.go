@@ -108,7 +108,7 @@ type EtcdBackupStatus struct {
 // EtcdBackup is one snapshot of an EtcdCluster.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=etcdbackup,categories=etcd
+// +kubebuilder:resource:shortName=etcdbackup
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`

@@ -58,7 +58,7 @@ type EtcdBackupScheduleStatus struct {
 // EtcdBackupSchedule takes EtcdBackups periodically, with retention.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=etcdbackupschedule,categories=etcd
+// +kubebuilder:resource:shortName=etcdbackupschedule
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Last success",type=date,JSONPath=`.status.lastSuccessfulTime`

@@ -83,7 +83,20 @@ build_opm() {
   CGO_ENABLED=1 CC=${CC:-gcc} gobuild -tags json1,netgo,osusergo,containers_image_openpgp -ldflags "-s -w -extldflags=-static -X $R/cmd/opm/version.opmVersion=v1.65.0" -o "$1/opm" $R/cmd/opm
 }
 
-usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm}..." >&2; exit 2; }
+# local cluster (hack/cluster): add-ons, node tools and the sandbox image's process; static, so each
+# can be the only file in an image
+build_coredns() { gobuild -ldflags "-s -w" -o "$1/coredns" github.com/coredns/coredns; }
+build_local_path_provisioner() {
+  local v; v=$(go list -m -f '{{.Version}}' github.com/rancher/local-path-provisioner)
+  gobuild -ldflags "-s -w -X main.VERSION=$v" -o "$1/local-path-provisioner" github.com/rancher/local-path-provisioner
+}
+build_crictl() {
+  local v; v=$(go list -m -f '{{.Version}}' sigs.k8s.io/cri-tools)
+  gobuild -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$v" -o "$1/crictl" sigs.k8s.io/cri-tools/cmd/crictl
+}
+build_pause() { gobuild -ldflags "-s -w" -o "$1/pause" .; }
+
+usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|coredns|local-path-provisioner|crictl|pause}..." >&2; exit 2; }
 [ $# -gt 0 ] || usage
 for t in "$@"; do
   case $t in
@@ -92,6 +105,7 @@ for t in "$@"; do
     etcd-v3.6) ensure etcd-v3.6 etcd etcdctl etcdutl ;;
     etcd-v3.5|etcd-v3.7) BIN=$BIN/$t ensure "$t" etcd etcdctl etcdutl ;;
     controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm) ensure "$t" "$t" ;;
+    coredns|local-path-provisioner|crictl|pause) ensure "$t" "$t" ;;
     *) usage ;;
   esac
 done

@@ -1,0 +1,20 @@
+# The operator image, for users with Docker or another builder. The local cluster builds the
+# same layout without a daemon: hack/images/build.sh (make images / make cluster-load).
+FROM golang:1.26 AS builder
+ARG TARGETOS=linux
+ARG TARGETARCH
+WORKDIR /workspace
+COPY go.mod go.sum ./
+RUN go mod download
+# only the sources (not bin/ or the local cluster's .cluster/)
+COPY *.go ./
+COPY api/ api/
+COPY controllers/ controllers/
+COPY internal/ internal/
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o manager .
+
+FROM gcr.io/distroless/static:nonroot
+WORKDIR /
+COPY --from=builder /workspace/manager /manager
+USER 65532:65532
+ENTRYPOINT ["/manager"]

@@ -1,0 +1,656 @@
+#!/usr/bin/env bash
+# hack/cluster/up.sh [STATE_DIR] -- start a real single-node Kubernetes cluster on this host
+# (adapted from shared/local-cluster's proven recipe): etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubelet and kube-proxy (iptables) as host
+# processes, Debian's containerd + runc, a CNI bridge, CoreDNS behind kube-dns 10.96.0.10
+# and rancher local-path-provisioner as the default StorageClass.
+#
+# Binaries come from the project's pinned tools (hack/tools/build.sh, cached outside the
+# tree and linked into bin/); images are built without a daemon by hack/images/build.sh.
+# Missing Debian packages are apt-installed. Idempotent: re-running skips what is already
+# generated or running. Stop with hack/cluster/down.sh [STATE_DIR] [--purge].
+#
+# STATE_DIR: argument, else $CLUSTER_DIR, else <repo>/.cluster (short: the containerd
+# socket path must stay under 108 bytes). Afterwards: source STATE_DIR/env.sh
+# Env knobs: NODE_NAME NODE_IP PHASES ("prereq build pki config start addons")
+set -Eeuo pipefail
+trap 'echo "up.sh: FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+STATE=${1:-${CLUSTER_DIR:-$repo/.cluster}}
+mkdir -p "$STATE"; STATE=$(cd "$STATE" && pwd)
+# shellcheck source=../images/images.sh
+. "$repo/hack/images/images.sh"
+PHASES=${PHASES:-prereq build pki config start addons}
+
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SVC_IP=10.96.0.1
+DNS_SVC_IP=10.96.0.10
+CLUSTER_CIDR=10.244.0.0/16
+POD_SUBNET=10.244.0.0/24      # = the podCIDR the controller-manager gives the (only) node
+POD_GW=10.244.0.1
+BRIDGE=kcbr0
+CNI_NET=kc-net
+
+BIN=$repo/bin LOGS=$STATE/logs PKI=$STATE/pki RUN=$STATE/run
+PIDFILE=$STATE/pids
+SOCK=$STATE/containerd/containerd.sock
+KUBECONFIG_ADMIN=$STATE/kubeconfig
+mkdir -p "$LOGS" "$PKI" "$RUN"
+if [ ${#SOCK} -gt 100 ]; then echo "STATE path too long for a unix socket: $SOCK" >&2; exit 1; fi
+
+T0=${UP_T0:-$(date +%s.%N)}
+ts() { awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN{printf "%.1f", a-b}'; }
+log() { printf '[%6ss] %s\n' "$(ts)" "$*" | tee -a "$STATE/up.log" >&2; }
+phase_on() { [[ " $PHASES " == *" $1 "* ]]; }
+export PATH=$BIN:/usr/local/go/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+
+NODE_NAME=${NODE_NAME:-$(hostname | tr 'A-Z' 'a-z')}
+if [ -z "${NODE_IP:-}" ]; then
+  NODE_IP=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' || true)
+  [ -n "$NODE_IP" ] || NODE_IP=$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
+fi
+[ -n "$NODE_IP" ] || { echo "cannot determine NODE_IP; set it" >&2; exit 1; }
+
+###############################################################################
+# 0. prerequisites: Debian 12 packages (installed when missing) + Go for the tools
+###############################################################################
+APT_PACKAGES="containerd runc containernetworking-plugins busybox-static iptables iproute2 jq openssl curl file util-linux"
+missing_prereqs() {
+  local c
+  for c in containerd containerd-shim-runc-v2 runc ctr iptables iptables-save iptables-restore \
+           ip6tables-save ip jq openssl curl file setsid nsenter mount tar sha256sum; do
+    command -v "$c" >/dev/null || echo "$c"
+  done
+  for c in bridge host-local portmap loopback; do [ -x "/usr/lib/cni/$c" ] || echo "/usr/lib/cni/$c"; done
+  [ -x /bin/busybox ] && file -L /bin/busybox | grep -q 'statically linked' || echo "/bin/busybox (static)"
+}
+if phase_on prereq; then
+  missing=$(missing_prereqs | paste -sd' ' -)
+  if [ -n "$missing" ]; then
+    log "prereq: missing $missing -> apt-get install $APT_PACKAGES"
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $APT_PACKAGES >"$LOGS/apt.log" 2>&1 ||
+      { apt-get update -qq >>"$LOGS/apt.log" 2>&1 &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $APT_PACKAGES >>"$LOGS/apt.log" 2>&1; } ||
+      { echo "apt-get install failed, see $LOGS/apt.log" >&2; exit 1; }
+    missing=$(missing_prereqs | paste -sd' ' -)
+    [ -z "$missing" ] || { echo "still missing after apt-get install: $missing" >&2; exit 1; }
+  fi
+  command -v go >/dev/null || { echo "missing: go (>= 1.26, at /usr/local/go)" >&2; exit 1; }
+fi
+
+###############################################################################
+# 1. binaries: the project's pinned tools (no-op when cached), linked into bin/
+###############################################################################
+if phase_on build; then
+  "$repo/hack/tools/build.sh" kubernetes etcd-v3.6 coredns local-path-provisioner crictl pause
+  log "binaries: $(kube-apiserver --version), etcd $(etcd --version | sed -n 's/^etcd Version: //p')"
+fi
+
+# write stdin to $1 only if the content differs (kube-proxy exits when its config
+# file is rewritten, even with identical content)
+write_if_changed() {
+  local tmp; tmp=$(mktemp "$1.XXXXXX"); cat > "$tmp"
+  if [ -f "$1" ] && cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv "$tmp" "$1"; fi
+}
+
+###############################################################################
+# 2. env.sh: KUBECONFIG, PATH (bin/: kubectl, etcdctl, crictl...), containerd/CRI endpoints
+###############################################################################
+write_if_changed "$STATE/env.sh" <<EOF
+# source me: local cluster "$STATE" (hack/cluster/up.sh)
+export CLUSTER_DIR=$STATE
+export KUBECONFIG=$KUBECONFIG_ADMIN
+export PATH=$BIN:\$PATH
+export CONTAINERD_ADDRESS=$SOCK CONTAINERD_NAMESPACE=k8s.io
+export CONTAINER_RUNTIME_ENDPOINT=unix://$SOCK IMAGE_SERVICE_ENDPOINT=unix://$SOCK
+EOF
+export CONTAINERD_ADDRESS=$SOCK CONTAINERD_NAMESPACE=k8s.io
+
+###############################################################################
+# 3. PKI (openssl): CA, front-proxy CA, serving + client certs, SA key pair
+###############################################################################
+ssl_ca() { # name CN
+  [ -f "$PKI/$1.crt" ] && return 0
+  openssl genrsa -out "$PKI/$1.key" 2048 2>/dev/null
+  openssl req -x509 -new -key "$PKI/$1.key" -subj "/CN=$2" -days 3650 -sha256 -out "$PKI/$1.crt" \
+    -config <(printf '[req]\ndistinguished_name=dn\n[dn]\n[v3]\nbasicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign,digitalSignature,keyEncipherment\nsubjectKeyIdentifier=hash\n') -extensions v3
+}
+ssl_cert() { # name CN O(or "") eku(serverAuth|clientAuth|both) SAN(or "") ca
+  local n=$1 cn=$2 o=$3 eku=$4 san=$5 ca=${6:-ca}
+  [ -f "$PKI/$n.crt" ] && return 0
+  [ "$eku" = both ] && eku=serverAuth,clientAuth
+  openssl genrsa -out "$PKI/$n.key" 2048 2>/dev/null
+  openssl req -new -key "$PKI/$n.key" -subj "${o:+/O=$o}/CN=$cn" -out "$PKI/$n.csr"
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=%s\n%s\n' \
+    "$eku" "${san:+subjectAltName=$san}" > "$PKI/$n.ext"
+  openssl x509 -req -in "$PKI/$n.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" -CAcreateserial \
+    -days 3650 -sha256 -extfile "$PKI/$n.ext" -out "$PKI/$n.crt" 2>/dev/null
+  rm -f "$PKI/$n.csr" "$PKI/$n.ext"
+}
+kubeconfig() { # file user certname
+  write_if_changed "$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kc
+  cluster:
+    server: https://127.0.0.1:6443
+    certificate-authority-data: $(base64 -w0 "$PKI/ca.crt")
+users:
+- name: $2
+  user:
+    client-certificate-data: $(base64 -w0 "$PKI/$3.crt")
+    client-key-data: $(base64 -w0 "$PKI/$3.key")
+contexts:
+- name: kc
+  context: {cluster: kc, user: $2}
+current-context: kc
+EOF
+  chmod 600 "$1"
+}
+if phase_on pki; then
+  log "pki"
+  # node IP changed since last run -> re-issue the certificates that carry it
+  if [ -f "$PKI/node-ip" ] && [ "$(cat "$PKI/node-ip")" != "$NODE_IP" ]; then
+    rm -f "$PKI/apiserver.crt" "$PKI/kubelet-serving.crt"
+  fi
+  echo "$NODE_IP" > "$PKI/node-ip"
+  ssl_ca ca kc-ca
+  ssl_ca front-proxy-ca kc-front-proxy-ca
+  ssl_cert apiserver kube-apiserver "" serverAuth \
+    "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,DNS:$NODE_NAME,IP:127.0.0.1,IP:$KUBERNETES_SVC_IP,IP:$NODE_IP"
+  ssl_cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters clientAuth ""
+  ssl_cert admin kubernetes-admin system:masters clientAuth ""
+  ssl_cert controller-manager system:kube-controller-manager "" clientAuth ""
+  ssl_cert scheduler system:kube-scheduler "" clientAuth ""
+  ssl_cert kube-proxy system:kube-proxy "" clientAuth ""
+  ssl_cert kubelet "system:node:$NODE_NAME" system:nodes clientAuth ""
+  ssl_cert kubelet-serving "system:node:$NODE_NAME" system:nodes serverAuth "DNS:$NODE_NAME,DNS:localhost,IP:$NODE_IP,IP:127.0.0.1"
+  ssl_cert front-proxy-client front-proxy-client "" clientAuth "" front-proxy-ca
+  [ -f "$PKI/sa.key" ] || { openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null; openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null; }
+  kubeconfig "$KUBECONFIG_ADMIN" kubernetes-admin admin
+  kubeconfig "$PKI/controller-manager.kubeconfig" system:kube-controller-manager controller-manager
+  kubeconfig "$PKI/scheduler.kubeconfig" system:kube-scheduler scheduler
+  kubeconfig "$PKI/kube-proxy.kubeconfig" system:kube-proxy kube-proxy
+  kubeconfig "$PKI/kubelet.kubeconfig" "system:node:$NODE_NAME" kubelet
+fi
+export KUBECONFIG=$KUBECONFIG_ADMIN
+
+###############################################################################
+# 4. config files: containerd, CNI, kubelet, kube-proxy
+###############################################################################
+if phase_on config; then
+  log "config (node $NODE_NAME, ip $NODE_IP)"
+  mkdir -p "$STATE/containerd" "$STATE/cni/net.d" "$STATE/cni/ipam" "$STATE/kubelet" "$STATE/pod-logs" "$STATE/local-path"
+  write_if_changed "$STATE/containerd/config.toml" <<EOF
+version = 2
+root = "$STATE/containerd/root"
+state = "$STATE/containerd/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "$SOCK"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$STATE/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  # THE key fix on this VM: the capability bounding set lacks CAP_SYS_RESOURCE, so
+  # no process may lower oom_score_adj below 0; kubelet asks -998 for sandboxes
+  # (-997 for Guaranteed pods) and runc's nsexec dies -> "can't get final child's
+  # PID from pipe: EOF". This clamps the requested value to containerd's own (0).
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_unprivileged_ports = true
+  enable_unprivileged_icmp = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$STATE/containerd/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/cni/net.d"
+EOF
+  write_if_changed "$STATE/cni/net.d/10-kc.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$CNI_NET",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$STATE/cni/ipam",
+        "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$POD_GW"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+  write_if_changed "$STATE/kubelet-config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $PKI/kubelet-serving.crt
+tlsPrivateKeyFile: $PKI/kubelet-serving.key
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$SOCK
+clusterDNS: [$DNS_SVC_IP]
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+podLogsDir: $STATE/pod-logs
+failSwapOn: false
+oomScoreAdj: 0            # -999 (default) is refused here: no CAP_SYS_RESOURCE in the VM
+staticPodPath: ""
+rotateCertificates: false
+serverTLSBootstrap: false
+evictionHard: {memory.available: 100Mi, nodefs.available: 2%, nodefs.inodesFree: 2%, imagefs.available: 2%}
+# images are imported locally and can never be re-pulled: never garbage-collect them
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+EOF
+  write_if_changed "$STATE/kube-proxy-config.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $PKI/kube-proxy.kubeconfig}
+mode: iptables
+clusterCIDR: $CLUSTER_CIDR
+hostnameOverride: $NODE_NAME
+bindAddress: 0.0.0.0
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack: {maxPerCore: 0}
+EOF
+fi
+
+###############################################################################
+# 5. process management
+###############################################################################
+touch "$PIDFILE"
+# what down.sh needs to clean up precisely
+write_if_changed "$STATE/cluster.env" <<EOF
+STATE=$STATE
+SOCK=$SOCK
+BRIDGE=$BRIDGE
+CNI_NET=$CNI_NET
+POD_SUBNET=$POD_SUBNET
+NODE_NAME=$NODE_NAME
+NODE_IP=$NODE_IP
+EOF
+is_running() { # name -> 0 if the recorded pid is alive and still runs the recorded exe
+  local line pid exe
+  line=$(grep "^$1 " "$PIDFILE" | tail -1) || return 1
+  pid=$(awk '{print $2}' <<<"$line"); exe=$(awk '{print $3}' <<<"$line")
+  [ -d "/proc/$pid" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$exe" ]
+}
+start_proc() { # name cmd args...
+  local name=$1; shift
+  if is_running "$name"; then log "$name already running"; return 0; fi
+  local exe; exe=$(readlink -f "$(command -v "$1")")
+  # not a process-group leader -> setsid does not fork: $! is the daemon's own pid
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  local pid=$!
+  { grep -v "^$name " "$PIDFILE" || true; echo "$name $pid $exe"; } > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"
+  log "started $name (pid $pid)"
+}
+wait_for() { # desc timeout_s cmd...
+  local desc=$1 t=$2 i=0; shift 2
+  until "$@" >/dev/null 2>&1; do
+    i=$((i+1)); [ $i -gt $((t*2)) ] && { log "TIMEOUT waiting for $desc"; return 1; }
+    sleep 0.5
+  done
+  log "ready: $desc"
+}
+apiserver_ready() { curl -sf --cacert "$PKI/ca.crt" https://127.0.0.1:6443/readyz; }
+node_ready() { [ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
+
+###############################################################################
+# 6. images (built FROM nothing by hack/images) -- needs containerd, so inside "start"
+###############################################################################
+load_images() { CLUSTER_DIR=$STATE "$repo/hack/images/build.sh" load system; }
+
+###############################################################################
+# 7. start the node
+###############################################################################
+if phase_on start; then
+  log "start"
+  # kernel prerequisites (everything is built in; there are no modules to load)
+  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1
+  [ "$(sysctl -n fs.inotify.max_user_instances)" -ge 8192 ] || sysctl -qw fs.inotify.max_user_instances=8192
+  [ "$(sysctl -n fs.inotify.max_user_watches)" -ge 524288 ] || sysctl -qw fs.inotify.max_user_watches=524288
+
+  # remember host state that is shared with other CNI / kubelet users, so down.sh
+  # only removes what this cluster created
+  if [ ! -f "$STATE/host-baseline" ]; then
+    { iptables -t nat -S CNI-HOSTPORT-DNAT >/dev/null 2>&1 && echo HOSTPORT_PREEXIST=1 || echo HOSTPORT_PREEXIST=0
+      [ -d /var/lib/kubelet ] && echo VARLIBKUBELET_PREEXIST=1 || echo VARLIBKUBELET_PREEXIST=0; } > "$STATE/host-baseline"
+  fi
+  start_proc containerd containerd --config "$STATE/containerd/config.toml"
+  wait_for containerd 60 ctr -a "$SOCK" version
+  load_images
+
+  start_proc etcd etcd --name kc --data-dir "$STATE/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster kc=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
+  wait_for etcd 60 etcdctl --endpoints=http://127.0.0.1:2379 endpoint health
+
+  start_proc kube-apiserver kube-apiserver \
+    --advertise-address="$NODE_IP" --bind-address=0.0.0.0 --secure-port=6443 \
+    --etcd-servers=http://127.0.0.1:2379 \
+    --client-ca-file="$PKI/ca.crt" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$PKI/ca.crt" \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction --allow-privileged=true \
+    --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- --requestheader-group-headers=X-Remote-Group \
+    --requestheader-username-headers=X-Remote-User \
+    --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key"
+  wait_for kube-apiserver 120 apiserver_ready
+
+  start_proc kube-controller-manager kube-controller-manager \
+    --kubeconfig="$PKI/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$PKI/controller-manager.kubeconfig" --authorization-kubeconfig="$PKI/controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --leader-elect=false \
+    --client-ca-file="$PKI/ca.crt" --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+    --root-ca-file="$PKI/ca.crt" --service-account-private-key-file="$PKI/sa.key" --use-service-account-credentials=true \
+    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --allocate-node-cidrs=true --cluster-cidr="$CLUSTER_CIDR" --node-cidr-mask-size=24 \
+    --service-cluster-ip-range="$SERVICE_CIDR" --controllers='*,bootstrapsigner,tokencleaner'
+  start_proc kube-scheduler kube-scheduler \
+    --kubeconfig="$PKI/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$PKI/scheduler.kubeconfig" --authorization-kubeconfig="$PKI/scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 --leader-elect=false
+
+  start_proc kubelet kubelet --config="$STATE/kubelet-config.yaml" --kubeconfig="$PKI/kubelet.kubeconfig" \
+    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" \
+    --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki"
+  start_proc kube-proxy kube-proxy --config="$STATE/kube-proxy-config.yaml"
+  wait_for "node $NODE_NAME Ready" 180 node_ready
+fi
+
+###############################################################################
+# 8. add-ons: CoreDNS (kube-dns Service 10.96.0.10) + local-path-provisioner
+###############################################################################
+write_addons() {
+  mkdir -p "$STATE/manifests"
+  write_if_changed "$STATE/manifests/coredns.yaml" <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: coredns, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "system:coredns"}
+rules:
+- apiGroups: [""]
+  resources: [endpoints, services, pods, namespaces]
+  verbs: [list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "system:coredns"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:coredns"}
+subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coredns, namespace: kube-system}
+data:
+  Corefile: |
+    .:53 {
+        errors
+        health {
+           lameduck 5s
+        }
+        ready
+        kubernetes cluster.local in-addr.arpa ip6.arpa {
+           pods insecure
+           fallthrough in-addr.arpa ip6.arpa
+           ttl 30
+        }
+        prometheus :9153
+        forward . /etc/resolv.conf {
+           max_concurrent 1000
+        }
+        cache 30 {
+           disable success cluster.local
+           disable denial cluster.local
+        }
+        loop
+        reload
+        loadbalance
+    }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: coredns
+  namespace: kube-system
+  labels: {k8s-app: kube-dns}
+spec:
+  replicas: 1
+  selector: {matchLabels: {k8s-app: kube-dns}}
+  template:
+    metadata: {labels: {k8s-app: kube-dns}}
+    spec:
+      priorityClassName: system-cluster-critical
+      serviceAccountName: coredns
+      dnsPolicy: Default
+      tolerations: [{key: CriticalAddonsOnly, operator: Exists}, {key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]
+      containers:
+      - name: coredns
+        image: $COREDNS_IMAGE
+        imagePullPolicy: Never
+        args: ["-conf", "/etc/coredns/Corefile"]
+        resources:
+          limits: {memory: 170Mi}
+          requests: {cpu: 100m, memory: 70Mi}
+        volumeMounts: [{name: config-volume, mountPath: /etc/coredns, readOnly: true}]
+        ports:
+        - {containerPort: 53, name: dns, protocol: UDP}
+        - {containerPort: 53, name: dns-tcp, protocol: TCP}
+        - {containerPort: 9153, name: metrics, protocol: TCP}
+        securityContext:
+          allowPrivilegeEscalation: false
+          capabilities: {add: [NET_BIND_SERVICE], drop: [ALL]}
+          readOnlyRootFilesystem: true
+        livenessProbe:
+          httpGet: {path: /health, port: 8080, scheme: HTTP}
+          initialDelaySeconds: 60
+          timeoutSeconds: 5
+          successThreshold: 1
+          failureThreshold: 5
+        readinessProbe:
+          httpGet: {path: /ready, port: 8181, scheme: HTTP}
+          periodSeconds: 2
+      volumes:
+      - name: config-volume
+        configMap:
+          name: coredns
+          items: [{key: Corefile, path: Corefile}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: kube-dns
+  namespace: kube-system
+  labels: {k8s-app: kube-dns, kubernetes.io/name: CoreDNS}
+  annotations: {prometheus.io/port: "9153", prometheus.io/scrape: "true"}
+spec:
+  selector: {k8s-app: kube-dns}
+  clusterIP: $DNS_SVC_IP
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53, protocol: TCP}
+  - {name: metrics, port: 9153, protocol: TCP}
+EOF
+  # derived from local-path-provisioner $LPP_VERSION deploy/local-path-storage.yaml:
+  # local images, PV data under \$STATE/local-path, default StorageClass
+  write_if_changed "$STATE/manifests/local-path-storage.yaml" <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: local-path-storage}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: local-path-provisioner-service-account, namespace: local-path-storage}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: local-path-provisioner-role, namespace: local-path-storage}
+rules:
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, patch, update, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: local-path-provisioner-role}
+rules:
+- apiGroups: [""]
+  resources: [nodes, persistentvolumeclaims, configmaps, pods, pods/log]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [persistentvolumes]
+  verbs: [get, list, watch, create, patch, update, delete]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [storage.k8s.io]
+  resources: [storageclasses]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: local-path-provisioner-bind, namespace: local-path-storage}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: local-path-provisioner-role}
+subjects: [{kind: ServiceAccount, name: local-path-provisioner-service-account, namespace: local-path-storage}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: local-path-provisioner-bind}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: local-path-provisioner-role}
+subjects: [{kind: ServiceAccount, name: local-path-provisioner-service-account, namespace: local-path-storage}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: local-path-provisioner, namespace: local-path-storage}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: local-path-provisioner}}
+  template:
+    metadata: {labels: {app: local-path-provisioner}}
+    spec:
+      serviceAccountName: local-path-provisioner-service-account
+      containers:
+      - name: local-path-provisioner
+        image: $LPP_IMAGE
+        imagePullPolicy: Never
+        command: [local-path-provisioner, --debug, start, --config, /etc/config/config.json]
+        ports: [{name: health, containerPort: 8080, protocol: TCP}]
+        startupProbe:
+          httpGet: {path: /health, port: health}
+          periodSeconds: 2
+          failureThreshold: 30
+        livenessProbe:
+          httpGet: {path: /health, port: health}
+          periodSeconds: 10
+        readinessProbe:
+          httpGet: {path: /ready, port: health}
+          periodSeconds: 2
+        volumeMounts: [{name: config-volume, mountPath: /etc/config/}]
+        env:
+        - name: POD_NAMESPACE
+          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+        - {name: CONFIG_MOUNT_PATH, value: /etc/config/}
+        - {name: HEALTH_PORT, value: "8080"}
+      volumes:
+      - name: config-volume
+        configMap: {name: local-path-config}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: local-path
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: rancher.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+---
+kind: ConfigMap
+apiVersion: v1
+metadata: {name: local-path-config, namespace: local-path-storage}
+data:
+  config.json: |-
+    {
+      "nodePathMap": [
+        {"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["$STATE/local-path"]}
+      ]
+    }
+  setup: |-
+    #!/bin/sh
+    set -eu
+    mkdir -m 0777 -p "\$VOL_DIR"
+  teardown: |-
+    #!/bin/sh
+    set -eu
+    rm -rf "\$VOL_DIR"
+  helperPod.yaml: |-
+    apiVersion: v1
+    kind: Pod
+    metadata:
+      name: helper-pod
+    spec:
+      priorityClassName: system-node-critical
+      tolerations:
+        - key: node.kubernetes.io/disk-pressure
+          operator: Exists
+          effect: NoSchedule
+      containers:
+      - name: helper-pod
+        image: $BUSYBOX_IMAGE
+        imagePullPolicy: Never
+EOF
+}
+if phase_on addons; then
+  write_addons
+  log "addons: coredns, local-path-provisioner"
+  kubectl apply -f "$STATE/manifests/coredns.yaml" >/dev/null
+  kubectl apply -f "$STATE/manifests/local-path-storage.yaml" >/dev/null
+  wait_for "coredns available" 180 kubectl -n kube-system rollout status deploy/coredns --timeout=5s
+  wait_for "local-path-provisioner available" 180 kubectl -n local-path-storage rollout status deploy/local-path-provisioner --timeout=5s
+fi
+
+phase_on start || exit 0
+log "cluster is up: $(kubectl version 2>/dev/null | tr '\n' ' ' || true)"
+cat <<EOF
+
+Cluster: $STATE   (stop: hack/cluster/down.sh $STATE [--purge])
+Use it : source $STATE/env.sh   # KUBECONFIG, PATH with bin/ (kubectl, etcdctl, crictl)
+Images : hack/images/build.sh load   # + the etcd images and the operator image (\$IMG)
+EOF

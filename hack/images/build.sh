@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Daemonless image builds for the local cluster (hack/cluster): every image is one layer built
+# from static binaries by hack/images/mkimage (no base image, no Docker, no registry).
+#
+#   hack/images/build.sh build [SET...]   write the OCI archives (no-op for unchanged content)
+#   hack/images/build.sh load  [SET...]   build, then import into the cluster's containerd,
+#                                          skipping images already there with the same digest
+#   hack/images/build.sh list  [SET...]   print "NAME ARCHIVE" of the (built) archives
+# SETs: all (default) = system etcd operator
+#   system   = pause busybox coredns local-path-provisioner  (what hack/cluster/up.sh loads)
+#   etcd     = gcr.io/etcd-development/etcd:{v3.5.35,v3.6.16,v3.7.3}
+#   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.1.0), from a static bin/manager
+# Archives: $IMAGES_CACHE/<name>-<tag>-<contenthash>.tar (default ~/.cache/etcd-autopilot/images),
+# outside the work tree, so a fresh clone on the same machine rebuilds nothing.
+# Env: IMG, CLUSTER_DIR (default <repo>/.cluster), IMAGES_CACHE, BIN (default <repo>/bin),
+#      MANAGER_BIN (put this binary in the operator image instead of building bin/manager)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+# shellcheck source=images.sh
+. "$here/images.sh"
+BIN=${BIN:-$repo/bin}
+TOOLS=$repo/hack/tools/build.sh
+IMAGES_CACHE=${IMAGES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-autopilot/images}
+CLUSTER_DIR=${CLUSTER_DIR:-$repo/.cluster}
+export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+mkdir -p "$IMAGES_CACHE"
+stage=$(mktemp -d "$IMAGES_CACHE/.stage.XXXXXX"); trap 'rm -rf "$stage"' EXIT
+say() { echo "images: $*" >&2; }
+
+# --- rootfs builders ---------------------------------------------------------------------------
+base_rootfs() { # dir: /etc/passwd, /etc/group, /tmp (1777); no shell anywhere
+  mkdir -p "$1/etc" "$1/tmp"; chmod 1777 "$1/tmp"
+  printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' 'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' \
+    'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' > "$1/etc/passwd"
+  printf '%s\n' 'root:x:0:' 'nogroup:x:65534:' 'nonroot:x:65532:' > "$1/etc/group"
+}
+static_bin() { # file: refuse dynamically linked binaries (no loader in a FROM-nothing image)
+  file -L "$1" | grep -Eq 'statically linked|static-pie linked' || { echo "images: $1 is not a static binary" >&2; exit 1; }
+}
+rootfs_pause()   { static_bin "$BIN/pause"; cp -L "$BIN/pause" "$1/pause"; }
+rootfs_coredns() { static_bin "$BIN/coredns"; cp -L "$BIN/coredns" "$1/coredns"; }
+rootfs_lpp()     { static_bin "$BIN/local-path-provisioner"; mkdir -p "$1/usr/bin"; cp -L "$BIN/local-path-provisioner" "$1/usr/bin/"; }
+rootfs_busybox() { # Debian's busybox-static and its applet links (local-path's helper pods, tests)
+  local bb=/bin/busybox a; static_bin "$bb"
+  mkdir -p "$1/bin" "$1/sbin" "$1/usr/bin" "$1/usr/sbin"; cp "$bb" "$1/bin/busybox"
+  for a in $("$bb" --list-full); do [ -e "$1/$a" ] || ln -s /bin/busybox "$1/$a"; done
+  sed -i 's|/sbin/nologin|/bin/sh|' "$1/etc/passwd"
+}
+ETCD_DIR=
+rootfs_etcd() { # etcd, etcdctl, etcdutl of one release from $ETCD_DIR
+  local b; mkdir -p "$1/usr/local/bin" "$1/var/etcd" "$1/var/lib/etcd"
+  for b in etcd etcdctl etcdutl; do static_bin "$ETCD_DIR/$b"; cp -L "$ETCD_DIR/$b" "$1/usr/local/bin/"; done
+}
+rootfs_manager() { static_bin "$MANAGER"; cp -L "$MANAGER" "$1/manager"; }
+
+# --- image NAME ROOTFS_FN MKIMAGE_ARGS... : archive in the cache, keyed by its content -----------
+BUILT=()   # "name archive"
+image() {
+  local name=$1 fn=$2; shift 2
+  local r=$stage/rootfs h file prefix old
+  rm -rf "$r"; mkdir -p "$r"; base_rootfs "$r"; "$fn" "$r"
+  # the key: mkimage itself, its arguments and the exact layer it would write
+  h=$({ cat "$here/mkimage"; printf '%s\n' "$name" "$@"
+        (cd "$r" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort |
+          tar --mtime=@0 --owner=0 --group=0 --numeric-owner --no-recursion --verbatim-files-from -T - -cf -); } |
+      sha256sum | cut -c1-16)
+  prefix=$IMAGES_CACHE/${name//[\/:]/_}
+  prefix=${prefix%_*}-${name##*:}-   # <name>-<tag>-
+  file=$prefix$h.tar
+  if [ ! -f "$file" ]; then
+    "$here/mkimage" "$name" "$r" --out "$file" "$@" >/dev/null
+    for old in "$prefix"????????????????.tar; do [ "$old" = "$file" ] || rm -f "$old"; done
+    say "built $name -> $file"
+  fi
+  BUILT+=("$name $file")
+}
+
+set_system() {
+  "$TOOLS" pause coredns local-path-provisioner >&2
+  image "$PAUSE_IMAGE"   rootfs_pause   --entrypoint '["/pause"]'
+  image "$BUSYBOX_IMAGE" rootfs_busybox --cmd '["sh"]'
+  image "$COREDNS_IMAGE" rootfs_coredns --entrypoint '["/coredns"]'
+  image "$LPP_IMAGE"     rootfs_lpp     --entrypoint '["/usr/bin/local-path-provisioner"]'
+}
+set_etcd() {
+  local v tools=() minor got
+  for v in $ETCD_IMAGE_VERSIONS; do minor=${v%.*}; tools+=("etcd-$minor"); done
+  "$TOOLS" "${tools[@]}" >&2
+  for v in $ETCD_IMAGE_VERSIONS; do
+    minor=${v%.*}
+    # hack/tools/build.sh links etcd-v3.6 into bin/ and the other releases into bin/etcd-vX.Y/
+    if [ "$minor" = v3.6 ]; then ETCD_DIR=$BIN; else ETCD_DIR=$BIN/etcd-$minor; fi
+    got=v$("$ETCD_DIR/etcd" --version | sed -n 's/^etcd Version: //p')
+    [ "$got" = "$v" ] || { echo "images: $ETCD_DIR/etcd is $got, want $v (update hack/images/images.sh or hack/tools/etcd-$minor)" >&2; exit 1; }
+    image "$ETCD_IMAGE_REPO:$v" rootfs_etcd --entrypoint '["/usr/local/bin/etcd"]'
+  done
+}
+MANAGER=
+set_operator() {
+  [[ ${OPERATOR_IMAGE##*/} == *:?* ]] || { echo "images: IMG=$OPERATOR_IMAGE needs an explicit tag" >&2; exit 2; }
+  if [ -n "${MANAGER_BIN:-}" ]; then MANAGER=$MANAGER_BIN
+  else
+    say "go build bin/manager"
+    (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager .)
+    MANAGER=$repo/bin/manager
+  fi
+  image "$OPERATOR_IMAGE" rootfs_manager --entrypoint '["/manager"]' --user 65532:65532
+}
+
+build_sets() {
+  local s
+  [ $# -gt 0 ] || set -- all
+  for s in "$@"; do
+    case $s in
+      all) set_system; set_etcd; set_operator ;;
+      system|etcd|operator) "set_$s" ;;
+      *) echo "images: unknown set $s (all|system|etcd|operator)" >&2; exit 2 ;;
+    esac
+  done
+}
+
+load() {
+  local sock=$CLUSTER_DIR/containerd/containerd.sock have line name file idx want ref cur
+  [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1 ||
+    { echo "images: no containerd at $sock: start the cluster (hack/cluster/up.sh)" >&2; exit 1; }
+  # capture first: `ctr ... | grep -q` under pipefail can fail by SIGPIPE
+  have=$(ctr -a "$sock" -n k8s.io images ls)
+  for line in "${BUILT[@]}"; do
+    name=${line%% *} file=${line#* }
+    idx=$(tar -xOf "$file" index.json)
+    want=$(jq -r '.manifests[0].digest' <<<"$idx")
+    ref=$(jq -r '.manifests[0].annotations["io.containerd.image.name"]' <<<"$idx")
+    cur=$(awk -v r="$ref" '$1 == r {print $3}' <<<"$have")
+    if [ "$cur" = "$want" ]; then continue; fi
+    ctr -a "$sock" -n k8s.io images import "$file" >/dev/null
+    say "loaded $ref ($want)"
+  done
+}
+
+cmd=${1:-build}; [ $# -gt 0 ] && shift
+case $cmd in
+  build) build_sets "$@" ;;
+  list) build_sets "$@"; printf '%s\n' "${BUILT[@]}" ;;
+  load) build_sets "$@"; load ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac

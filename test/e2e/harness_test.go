@@ -1,0 +1,401 @@
+//go:build e2e
+
+// Package e2e runs the operator against the real local cluster (hack/cluster): real kubelet, real etcd
+// pods from the daemonless images, real volumes. Each test gets its own namespace and its own operator
+// process on the host (WATCH_NAMESPACE scoped), so a test can kill the operator at a failpoint and
+// start it again. The host reaches pod IPs directly, as the operator does.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+)
+
+var (
+	k8s        client.Client
+	managerBin string
+	kubeconfig string
+)
+
+func TestMain(m *testing.M) {
+	kubeconfig = os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		fmt.Fprintln(os.Stderr, "e2e: KUBECONFIG must point at the local cluster (make cluster-up; source .cluster/env.sh)")
+		os.Exit(1)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		panic(err)
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1.AddToScheme(scheme)
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		panic(err)
+	}
+	// The CRDs as this tree defines them.
+	install := exec.Command("kubectl", "apply", "--server-side", "--force-conflicts", "-k", "../../config/crd")
+	install.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if out, err := install.CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("install CRDs: %v\n%s", err, out))
+	}
+	dir, err := os.MkdirTemp("", "e2e-manager")
+	if err != nil {
+		panic(err)
+	}
+	managerBin = filepath.Join(dir, "manager")
+	build := exec.Command("go", "build", "-o", managerBin, "../..")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		panic("build manager: " + err.Error())
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// operator is a manager process on the host, scoped to one namespace.
+type operator struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	logs *bytes.Buffer
+	mu   *sync.Mutex
+}
+
+type lockedWriter struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+// startOperator runs the manager for namespace ns, with failpoints armed (comma list, may be empty).
+func startOperator(t *testing.T, ns, failpoints string) *operator {
+	t.Helper()
+	o := &operator{done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	o.cmd = exec.Command(managerBin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")
+	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+ns, "ETCD_AUTOPILOT_FAILPOINTS="+failpoints)
+	o.cmd.Stdout, o.cmd.Stderr = lockedWriter{o.mu, o.logs}, lockedWriter{o.mu, o.logs}
+	if err := o.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { o.err = o.cmd.Wait(); close(o.done) }()
+	t.Cleanup(func() {
+		o.stop()
+		if t.Failed() {
+			o.mu.Lock()
+			t.Logf("operator log (last 8k):\n%s", tail(o.logs.String(), 8192))
+			o.mu.Unlock()
+			dumpEvents(t, ns)
+		}
+	})
+	return o
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func (o *operator) stop() {
+	select {
+	case <-o.done:
+		return
+	default:
+	}
+	_ = o.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-o.done:
+	case <-time.After(10 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-o.done
+	}
+}
+
+// waitExit waits for the process to end by itself and returns its exit code.
+func (o *operator) waitExit(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-o.done:
+		var ee *exec.ExitError
+		if errors.As(o.err, &ee) {
+			return ee.ExitCode()
+		}
+		return 0
+	case <-time.After(timeout):
+		t.Fatalf("operator still running after %s", timeout)
+		return -1
+	}
+}
+
+func dumpEvents(t *testing.T, ns string) {
+	evs := &corev1.EventList{}
+	if err := k8s.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+		return
+	}
+	sort.Slice(evs.Items, func(i, j int) bool { return evs.Items[i].LastTimestamp.Before(&evs.Items[j].LastTimestamp) })
+	var b strings.Builder
+	for _, e := range evs.Items {
+		fmt.Fprintf(&b, "%s %s %s/%s %s: %s\n", e.LastTimestamp.Format("15:04:05"), e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+	}
+	t.Logf("events in %s:\n%s", ns, tail(b.String(), 8192))
+	pods := &corev1.PodList{}
+	_ = k8s.List(context.Background(), pods, client.InNamespace(ns))
+	for _, p := range pods.Items {
+		t.Logf("pod %s phase=%s ip=%s", p.Name, p.Status.Phase, p.Status.PodIP)
+	}
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-", Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted"}}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() || os.Getenv("E2E_KEEP_FAILED") == "" {
+			_ = k8s.Delete(context.Background(), ns)
+		}
+	})
+	return ns.Name
+}
+
+func createCluster(t *testing.T, ns string, replicas int32) *v1.EtcdCluster {
+	t.Helper()
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	c.Spec.Replicas = replicas
+	c.Spec.Storage.Size = resource.MustParse("256Mi")
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func getCluster(t *testing.T, c *v1.EtcdCluster) *v1.EtcdCluster {
+	t.Helper()
+	out := &v1.EtcdCluster{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func setReplicas(t *testing.T, c *v1.EtcdCluster, n int32) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+	if err := k8s.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it returns nil.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("%s: not after %s: %v", what, timeout, err)
+}
+
+// waitConverged waits until the cluster has n healthy voting members, is Available and has nothing left to do.
+func waitConverged(t *testing.T, c *v1.EtcdCluster, n int32, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s converged at %d members", c.Name, n), timeout, func() error {
+		s := getCluster(t, c).Status
+		av := meta.FindStatusCondition(s.Conditions, v1.ConditionAvailable)
+		pr := meta.FindStatusCondition(s.Conditions, v1.ConditionProgressing)
+		if av == nil || av.Status != metav1.ConditionTrue || pr == nil || pr.Status != metav1.ConditionFalse ||
+			s.ReadyReplicas != n || s.Replicas != n || len(s.Members) != int(n) || s.PendingOperation != nil {
+			return fmt.Errorf("phase=%s ready=%d/%d members=%d available=%v progressing=%v", s.Phase, s.ReadyReplicas, s.Replicas, len(s.Members), av, pr)
+		}
+		return nil
+	})
+}
+
+// etcdClient dials the cluster from the host through pod IPs with the user client certificate
+// the operator publishes in status.endpoints.clientSecret.
+func etcdClient(t *testing.T, c *v1.EtcdCluster) *clientv3.Client {
+	t.Helper()
+	ctx := context.Background()
+	cur := getCluster(t, c)
+	sec := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: cur.Status.Endpoints.ClientSecret}, sec); err != nil {
+		t.Fatalf("client secret %q: %v", cur.Status.Endpoints.ClientSecret, err)
+	}
+	pair, err := tls.X509KeyPair(sec.Data[pki.CertKey], sec.Data[pki.PrivKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(sec.Data[pki.CACertKey])
+	cl, err := clientv3.New(clientv3.Config{
+		Endpoints:   podEndpoints(t, c),
+		DialTimeout: 5 * time.Second,
+		TLS:         etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(c.Name, c.Namespace)),
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+func podEndpoints(t *testing.T, c *v1.EtcdCluster) []string {
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		t.Fatal(err)
+	}
+	var eps []string
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			eps = append(eps, naming.EndpointForIP(p.Status.PodIP, true))
+		}
+	}
+	return eps
+}
+
+// refreshEndpoints points cl at the current member pods (IPs change when pods are replaced).
+func refreshEndpoints(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
+	cl.SetEndpoints(podEndpoints(t, c)...)
+}
+
+func memberPodUIDs(t *testing.T, c *v1.EtcdCluster) map[string]string {
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = string(p.UID)
+	}
+	return out
+}
+
+// writer puts keys continuously and remembers which ones etcd acknowledged.
+type writer struct {
+	prefix string
+	stop   chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex
+	acked  []string
+	failed int
+}
+
+func startWriter(cl *clientv3.Client, prefix string) *writer {
+	w := &writer{prefix: prefix, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			key := fmt.Sprintf("%s%08d", prefix, i)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := cl.Put(ctx, key, "v-"+key)
+			cancel()
+			w.mu.Lock()
+			if err == nil {
+				w.acked = append(w.acked, key)
+			} else {
+				w.failed++
+			}
+			w.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *writer) finish() (acked []string, failed int) {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.acked, w.failed
+}
+
+// checkKeys asserts that every key is readable with its value (a linearizable read).
+func checkKeys(t *testing.T, cl *clientv3.Client, prefix string, keys []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cl.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("read back %s*: %v", prefix, err)
+	}
+	have := map[string]string{}
+	for _, kv := range resp.Kvs {
+		have[string(kv.Key)] = string(kv.Value)
+	}
+	lost := 0
+	for _, k := range keys {
+		if have[k] != "v-"+k {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d acknowledged writes under %s are lost", lost, len(keys), prefix)
+	}
+}
+
+func putKeys(t *testing.T, cl *clientv3.Client, prefix string, n int) []string {
+	t.Helper()
+	keys := make([]string, 0, n)
+	ctx := context.Background()
+	for i := 0; i < n; i += 100 {
+		var ops []clientv3.Op
+		for j := i; j < i+100 && j < n; j++ {
+			k := fmt.Sprintf("%s%06d", prefix, j)
+			ops = append(ops, clientv3.OpPut(k, "v-"+k))
+			keys = append(keys, k)
+		}
+		if _, err := cl.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatalf("write batch at %d: %v", i, err)
+		}
+	}
+	return keys
+}

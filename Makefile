@@ -107,3 +107,9 @@ run: manifests generate ## Run the manager against the current kubeconfig.
 	go run .
 
 include hack/cluster/cluster.mk
+
+##@ Benchmarks
+
+.PHONY: bench
+bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster; rewrites bench/results and BENCHMARKS.md.
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig go test -tags bench ./test/bench/ -run . -count=1 -timeout 60m -v $(BENCH_ARGS)

@@ -14,11 +14,12 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
 // act takes one step. Every irreversible etcd call is preceded by a status write that records it
 // (status.pendingOperation), so a crash right after the call is recognised on the next pass.
-func (p *pass) act(ctx context.Context, a planner.Action, image string) error {
+func (p *pass) act(ctx context.Context, a planner.Action) error {
 	c := p.c
 	switch a.Kind {
 	case planner.InitBootstrap:
@@ -31,13 +32,34 @@ func (p *pass) act(ctx context.Context, a planner.Action, image string) error {
 		return p.writeStatus(ctx)
 
 	case planner.CreateMembers:
+		image := c.Spec.Image
+		if image == "" {
+			var err error
+			if image, err = versions.Image(a.Version); err != nil {
+				return err
+			}
+		}
 		initial := p.initialCluster(a.Bootstrap)
 		for _, m := range a.Members {
-			if err := p.createMember(ctx, m, image, initial, a.Bootstrap); err != nil {
+			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, Bootstrap: a.Bootstrap}
+			if err := p.createMember(ctx, in); err != nil {
 				return err
 			}
 		}
 		return nil
+
+	case planner.RollMember:
+		pod := p.obs.pods[a.Members[0]]
+		if pod == nil {
+			return nil
+		}
+		if a.Reason == "UpgradeFailed" {
+			c.Status.UpgradeBlocked = &v1.UpgradeBlock{Version: pod.Labels[naming.LabelVersion], Target: c.Spec.Version, Member: a.Members[0]}
+			if err := p.writeStatus(ctx); err != nil {
+				return err
+			}
+		}
+		return p.deleteObserved(ctx, pod)
 
 	case planner.MarkBootstrapped:
 		c.Status.Bootstrapped = true
@@ -99,6 +121,9 @@ func (p *pass) act(ctx context.Context, a planner.Action, image string) error {
 		failpoint.Hit(failpoint.AfterMemberRemove)
 		return p.forget(ctx, name)
 
+	case planner.DeleteStrayObject:
+		return p.deleteMemberObjects(ctx, a.Members[0])
+
 	case planner.FinishRemove, planner.ForgetMember:
 		return p.forget(ctx, a.Members[0])
 
@@ -129,8 +154,8 @@ func (p *pass) initialCluster(bootstrap bool) []string {
 	return out
 }
 
-func (p *pass) createMember(ctx context.Context, member, image string, initial []string, bootstrap bool) error {
-	c := p.c
+func (p *pass) createMember(ctx context.Context, in resources.MemberPodInput) error {
+	c, member := p.c, in.Member
 	if c.Spec.Storage.Medium != v1.StorageMediumMemory && p.obs.pvcs[member] == nil {
 		if err := p.r.Create(ctx, resources.MemberPVC(c, member)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create PVC of %s: %w", member, err)
@@ -139,7 +164,7 @@ func (p *pass) createMember(ctx context.Context, member, image string, initial [
 	if p.obs.pods[member] != nil {
 		return nil
 	}
-	pod := resources.MemberPod(c, resources.MemberPodInput{Member: member, Image: image, InitialCluster: initial, Bootstrap: bootstrap})
+	pod := resources.MemberPod(c, in)
 	if err := p.r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create pod of %s: %w", member, err)
 	}
@@ -149,15 +174,8 @@ func (p *pass) createMember(ctx context.Context, member, image string, initial [
 
 // forget deletes a member's pod and PVC and drops it from status, ending any pending operation on it.
 func (p *pass) forget(ctx context.Context, member string) error {
-	if pod := p.obs.pods[member]; pod != nil {
-		if err := p.deleteObserved(ctx, pod); err != nil {
-			return err
-		}
-	}
-	if pvc := p.obs.pvcs[member]; pvc != nil {
-		if err := p.deleteObserved(ctx, pvc); err != nil {
-			return err
-		}
+	if err := p.deleteMemberObjects(ctx, member); err != nil {
+		return err
 	}
 	c := p.c
 	kept := c.Status.Members[:0:0]
@@ -171,6 +189,19 @@ func (p *pass) forget(ctx context.Context, member string) error {
 		c.Status.PendingOperation = nil
 	}
 	return p.writeStatus(ctx)
+}
+
+// deleteMemberObjects deletes the pod, then the PVC, observed under a member's name.
+func (p *pass) deleteMemberObjects(ctx context.Context, member string) error {
+	if pod := p.obs.pods[member]; pod != nil {
+		if err := p.deleteObserved(ctx, pod); err != nil {
+			return err
+		}
+	}
+	if pvc := p.obs.pvcs[member]; pvc != nil {
+		return p.deleteObserved(ctx, pvc)
+	}
+	return nil
 }
 
 // deleteObserved deletes exactly the object this pass observed (UID precondition), never a

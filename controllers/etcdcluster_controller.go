@@ -101,15 +101,14 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if c.Status.ClusterToken == "" {
 		c.Status.ClusterToken = clusterToken(c)
 	}
-	image := c.Spec.Image
-	if image == "" {
-		img, err := versions.Image(c.Spec.Version)
-		if err != nil {
-			setCondition(c, v1.ConditionDegraded, true, "UnsupportedVersion", err.Error())
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, "UnsupportedVersion", err.Error())
-			return ctrl.Result{}, nil // a spec change wakes us
-		}
-		image = img
+	if c.Spec.Image == "" && !versions.IsSupported(c.Spec.Version) {
+		_, err := versions.Image(c.Spec.Version)
+		setCondition(c, v1.ConditionDegraded, true, "UnsupportedVersion", err.Error())
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, "UnsupportedVersion", err.Error())
+		return ctrl.Result{}, nil // a spec change wakes us
+	}
+	if b := c.Status.UpgradeBlocked; b != nil && b.Target != c.Spec.Version {
+		c.Status.UpgradeBlocked = nil // a new target: try again
 	}
 	if err := p.ensureTLS(ctx); err != nil {
 		return ctrl.Result{}, err
@@ -130,7 +129,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: requeueIdle}, nil
 	}
 	log.FromContext(ctx).Info("acting", "action", action.Kind, "members", action.Members, "reason", action.Reason)
-	if err := p.act(ctx, action, image); err != nil {
+	if err := p.act(ctx, action); err != nil {
 		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, "ActionFailed", "%s %v: %v", action.Kind, action.Members, err)
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil

@@ -170,9 +170,13 @@ func (p *pass) plannerInput() planner.Input {
 		PVCs:           map[string]planner.PVCState{},
 		Now:            p.now,
 		MemberNameFunc: func(i int32) string { return naming.MemberName(c.Name, i) },
+		TargetVersion:  c.Spec.Version,
+	}
+	if b := c.Status.UpgradeBlocked; b != nil {
+		in.Blocked = b.Version
 	}
 	for _, m := range c.Status.Members {
-		k := planner.KnownMember{Name: m.Name}
+		k := planner.KnownMember{Name: m.Name, Version: m.Version}
 		if m.UnhealthySince != nil {
 			t := m.UnhealthySince.Time
 			k.UnhealthySince = &t
@@ -184,7 +188,7 @@ func (p *pass) plannerInput() planner.Input {
 	}
 	for name, pod := range o.pods {
 		failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
-		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP}
+		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion]}
 	}
 	for name, pvc := range o.pvcs {
 		in.PVCs[name] = planner.PVCState{Exists: true, Deleting: pvc.DeletionTimestamp != nil}
@@ -195,7 +199,7 @@ func (p *pass) plannerInput() planner.Input {
 			st, answered := o.status[m.ID]
 			e.Members = append(e.Members, planner.EtcdMember{
 				ID: m.ID, Name: o.names[m.ID], Learner: m.IsLearner, Started: m.Started(),
-				Healthy: answered && len(st.Errors) == 0, RaftIndex: st.RaftIndex,
+				Healthy: answered && len(st.Errors) == 0, RaftIndex: st.RaftIndex, Version: st.Version,
 			})
 		}
 		in.Etcd = e

@@ -161,6 +161,18 @@ func (p *pass) recordObservation(action planner.Action) {
 	}
 
 	switch {
+	case !c.Status.Bootstrapped || c.Status.CurrentVersion == "":
+		meta.RemoveStatusCondition(&c.Status.Conditions, v1.ConditionUpgrading)
+	case c.Status.UpgradeBlocked != nil:
+		b := c.Status.UpgradeBlocked
+		setCondition(c, v1.ConditionUpgrading, false, "UpgradeFailed", fmt.Sprintf("%s did not become healthy at %s and was rolled back to %s; change spec.version to retry", b.Member, b.Version, c.Status.CurrentVersion))
+	case action.Reason == "Upgrading" || action.Reason == "VersionChangeRefused":
+		setCondition(c, v1.ConditionUpgrading, action.Reason == "Upgrading", action.Reason, action.Message)
+	case c.Status.CurrentVersion == c.Spec.Version:
+		setCondition(c, v1.ConditionUpgrading, false, "UpToDate", "every member runs "+c.Spec.Version)
+	}
+
+	switch {
 	case c.Spec.Maintenance.Paused:
 		c.Status.Phase = v1.PhasePaused
 	case !c.Status.Bootstrapped:
@@ -169,6 +181,8 @@ func (p *pass) recordObservation(action planner.Action) {
 		c.Status.Phase = v1.PhaseDegraded
 	case action.Reason == "ScalingUp" || action.Reason == "ScalingDown" || action.Kind == planner.Promote:
 		c.Status.Phase = v1.PhaseScaling
+	case action.Reason == "Upgrading":
+		c.Status.Phase = v1.PhaseUpgrading
 	case action.Kind != planner.None || degraded:
 		c.Status.Phase = v1.PhaseRepairing
 	default:

@@ -204,6 +204,7 @@ const (
 	PhaseCreating  ClusterPhase = "Creating"
 	PhaseRunning   ClusterPhase = "Running"
 	PhaseScaling   ClusterPhase = "Scaling"
+	PhaseUpgrading ClusterPhase = "Upgrading"
 	PhaseRepairing ClusterPhase = "Repairing"
 	PhaseDegraded  ClusterPhase = "Degraded"
 	PhasePaused    ClusterPhase = "Paused"
@@ -215,6 +216,7 @@ const (
 	ConditionAvailable   = "Available"
 	ConditionProgressing = "Progressing"
 	ConditionDegraded    = "Degraded"
+	ConditionUpgrading   = "Upgrading"
 )
 
 // MemberRole is a member's raft role.
@@ -325,9 +327,23 @@ type EtcdClusterStatus struct {
 	// PendingOperation is an etcd membership call that may have been made but not yet recorded.
 	// +optional
 	PendingOperation *PendingOperation `json:"pendingOperation,omitempty"`
+	// UpgradeBlocked records a version whose rollout failed and was rolled back; the operator does not
+	// try it again until spec.version changes.
+	// +optional
+	UpgradeBlocked *UpgradeBlock `json:"upgradeBlocked,omitempty"`
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints"
 	Endpoints Endpoints `json:"endpoints,omitempty"`
+}
+
+// UpgradeBlock is a failed step of an upgrade.
+type UpgradeBlock struct {
+	// Version that failed to run.
+	Version string `json:"version"`
+	// Target is the spec.version the upgrade was heading to.
+	Target string `json:"target"`
+	// Member that failed.
+	Member string `json:"member"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator.

@@ -64,8 +64,8 @@ func New(endpoints []string, tlsConfig *tls.Config) (*Client, error) {
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		Logger:               zap.NewNop(),
-		// Membership calls must see a linearizable view; never silently retry a MemberAdd.
-		RejectOldCluster: true,
+		// Not RejectOldCluster: its version probe fails the whole dial when any one endpoint is down,
+		// which is exactly when the operator must act.
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dial etcd %v: %w", endpoints, err)
@@ -126,15 +126,12 @@ func (c *Client) Promote(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// Remove removes a member. Removing a member that is already gone is not an error, so a
-// remove repeated after a crash is harmless.
+// Remove removes a member. Callers check the member list first: with strict reconfiguration
+// checks, etcd answers a remove of an absent member with "unhealthy cluster", not "not found".
 func (c *Client) Remove(ctx context.Context, id uint64) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	if _, err := c.c.MemberRemove(ctx, id); err != nil {
-		if rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCMemberNotFound) {
-			return nil
-		}
 		return fmt.Errorf("remove member %x: %w", id, err)
 	}
 	return nil

@@ -13,6 +13,8 @@ const (
 	LabelComponent = "app.kubernetes.io/component"
 	// LabelMember is the member name on its pod and PVC.
 	LabelMember = "etcd.autopilot.dev/member"
+	// LabelVersion on a member pod is the etcd version it was built to run.
+	LabelVersion = "etcd.autopilot.dev/version"
 
 	AppName   = "etcd"
 	ManagedBy = "etcd-autopilot"

@@ -19,7 +19,9 @@ const UnhealthyReplaceAfter = 5 * time.Minute
 
 // PodState is what Kubernetes shows of a member's pod.
 type PodState struct {
-	Exists   bool
+	Exists bool
+	// Version of etcd the pod was built to run (its version label).
+	Version  string
 	Deleting bool
 	// Failed: the pod terminated for good (phase Failed/Succeeded) and must be recreated.
 	Failed bool
@@ -41,6 +43,8 @@ type EtcdMember struct {
 	// Healthy: the member answered a status call without errors.
 	Healthy   bool
 	RaftIndex uint64
+	// Version the member reports now (empty when it did not answer).
+	Version string
 }
 
 // Etcd is the view of the cluster from etcd itself; nil when no member answered.
@@ -51,7 +55,9 @@ type Etcd struct {
 
 // KnownMember is a member recorded in status.
 type KnownMember struct {
-	Name           string
+	Name string
+	// Version the member last reported.
+	Version        string
 	UnhealthySince *time.Time
 }
 
@@ -76,6 +82,11 @@ type Input struct {
 	Etcd           *Etcd
 	Now            time.Time
 	MemberNameFunc func(index int32) string
+	// TargetVersion is spec.version.
+	TargetVersion string
+	// Blocked is a version whose rollout failed; the operator does not step to it again until
+	// the target changes.
+	Blocked string
 }
 
 // Kind of an action.
@@ -96,6 +107,8 @@ const (
 	DeletePod         Kind = "DeletePod"
 	ForgetMember      Kind = "ForgetMember" // drop a never-added member from status and delete its objects
 	DeleteStrayObject Kind = "DeleteStrayObject"
+	// RollMember deletes a member's pod so that it is recreated, on its volume, at another version.
+	RollMember Kind = "RollMember"
 )
 
 // Action is the one step to take now.
@@ -105,6 +118,8 @@ type Action struct {
 	ID      uint64   // etcd member ID for Promote/RemoveMember/FinishAdd, transferee for MoveLeader
 	// Bootstrap is set on CreateMembers for the initial members (initial-cluster-state=new).
 	Bootstrap bool
+	// Version is the etcd version for the pods CreateMembers makes.
+	Version string
 	// Reason is a CamelCase word for conditions and events; Message explains it to a human.
 	Reason  string
 	Message string
@@ -161,7 +176,7 @@ func decideBootstrap(in Input) Action {
 		}
 	}
 	if len(missing) > 0 {
-		return Action{Kind: CreateMembers, Members: missing, Bootstrap: true, Reason: "Bootstrapping", Message: fmt.Sprintf("starting initial members %v", missing)}
+		return Action{Kind: CreateMembers, Members: missing, Bootstrap: true, Version: in.TargetVersion, Reason: "Bootstrapping", Message: fmt.Sprintf("starting initial members %v", missing)}
 	}
 	// Quorum formed: from now on every start must use initial-cluster-state=existing.
 	if in.Etcd != nil && len(in.Etcd.Members) > 0 {
@@ -180,7 +195,7 @@ func decideRunning(in Input) Action {
 	if in.Etcd == nil {
 		// With no member answering, the only safe step is bringing back members on their own data.
 		if recreate := podsToRecreate(in, nil); len(recreate) > 0 {
-			return Action{Kind: CreateMembers, Members: recreate, Reason: "RestartingMembers", Message: fmt.Sprintf("no member answers; restarting %v on their volumes", recreate)}
+			return Action{Kind: CreateMembers, Members: recreate, Version: podVersion(in), Reason: "RestartingMembers", Message: fmt.Sprintf("no member answers; restarting %v on their volumes", recreate)}
 		}
 		return Action{Kind: Wait, Reason: "EtcdUnreachable", Message: "no etcd member answers"}
 	}
@@ -201,6 +216,20 @@ func decideRunning(in Input) Action {
 			return Action{Kind: ForgetMember, Members: []string{k.Name}, Reason: "MemberNotInCluster", Message: fmt.Sprintf("%s is not in the etcd member list; deleting its pod and volume", k.Name)}
 		}
 	}
+	// Pods and PVCs that no member explains (left by a crash or made by hand) are deleted; never one
+	// whose name is still in the etcd member list.
+	for _, name := range sortedKeys(in.Pods, in.PVCs) {
+		if isKnown(in.Known, name) {
+			continue
+		}
+		if _, inEtcd := findByName(e.Members, name); inEtcd {
+			continue
+		}
+		if in.Pods[name].Deleting || (!in.Pods[name].Exists && in.PVCs[name].Deleting) {
+			continue
+		}
+		return Action{Kind: DeleteStrayObject, Members: []string{name}, Reason: "StrayObject", Message: fmt.Sprintf("pod/PVC %s belongs to no member; deleting it", name)}
+	}
 	// Data lost (PVC gone, or an in-memory member whose pod went): remove the member; it is replaced below.
 	for _, k := range in.Known {
 		m, _ := findByName(e.Members, k.Name)
@@ -210,7 +239,11 @@ func decideRunning(in Input) Action {
 	}
 	// A member whose pod is gone comes back as the same member on its volume.
 	if recreate := podsToRecreate(in, e); len(recreate) > 0 {
-		return Action{Kind: CreateMembers, Members: recreate, Reason: "RestartingMembers", Message: fmt.Sprintf("recreating the pods of %v on their volumes", recreate)}
+		return Action{Kind: CreateMembers, Members: recreate, Version: podVersion(in), Reason: "RestartingMembers", Message: fmt.Sprintf("recreating the pods of %v on their volumes", recreate)}
+	}
+	// A member that was upgraded and does not come back healthy is rolled back, and the upgrade stops.
+	if a, ok := failedUpgrade(in, e); ok {
+		return a
 	}
 	// A member unhealthy for too long is replaced, if the others keep quorum without it.
 	for _, k := range in.Known {
@@ -244,6 +277,9 @@ func decideRunning(in Input) Action {
 			return Action{Kind: MoveLeader, Members: []string{victim.Name, to.Name}, ID: to.ID, Reason: "ScalingDown", Message: fmt.Sprintf("moving leadership from %s to %s before removing it", victim.Name, to.Name)}
 		}
 		return Action{Kind: RemoveMember, Members: []string{victim.Name}, ID: victim.ID, Reason: "ScalingDown", Message: fmt.Sprintf("scaling %d -> %d: removing %s", voters, in.Replicas, victim.Name)}
+	}
+	if a, ok := decideUpgrade(in, e); ok {
+		return a
 	}
 	return Action{Kind: None, Reason: "Ready", Message: fmt.Sprintf("%d/%d members healthy", voters, in.Replicas)}
 }
@@ -332,6 +368,25 @@ func pickTransferee(ms []EtcdMember, exclude uint64) EtcdMember {
 		}
 	}
 	return best
+}
+
+func sortedKeys(pods map[string]PodState, pvcs map[string]PVCState) []string {
+	seen := map[string]bool{}
+	var out []string
+	for n := range pods {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	for n := range pvcs {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func countRoles(ms []EtcdMember) (voters, learners int) {

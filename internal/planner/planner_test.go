@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -150,6 +151,14 @@ func TestDecide(t *testing.T) {
 			member(in, "c-0").Healthy = false
 			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 9, Name: "intruder", Started: true})
 		}), kind: Wait},
+		{name: "stray pod and PVC are deleted", in: with(healthyCluster(3), func(in *Input) {
+			in.Pods["c-9"], in.PVCs["c-9"] = PodState{Exists: true}, PVCState{Exists: true}
+		}), kind: DeleteStrayObject, members: []string{"c-9"}},
+		{name: "a pod of an unknown member that cannot be removed is never deleted", in: with(healthyCluster(1), func(in *Input) {
+			member(in, "c-0").Healthy = false
+			in.Pods["c-9"] = PodState{Exists: true}
+			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 9, Name: "c-9", Started: true, Healthy: true})
+		}), kind: Wait},
 		{name: "recorded member that never made it into etcd is forgotten", in: with(healthyCluster(3), func(in *Input) {
 			in.Known = append(in.Known, KnownMember{Name: "c-3"})
 		}), kind: ForgetMember, members: []string{"c-3"}},
@@ -226,5 +235,125 @@ func TestNeverBelowQuorum(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// at sets every member of in to run version v.
+func at(in Input, v string) Input {
+	in.TargetVersion = v
+	for i := range in.Known {
+		in.Known[i].Version = v
+	}
+	for n, p := range in.Pods {
+		p.Version = v
+		in.Pods[n] = p
+	}
+	for i := range in.Etcd.Members {
+		in.Etcd.Members[i].Version = v
+	}
+	return in
+}
+
+// runs makes member name run 3.6.16.
+func runs(in *Input, name string) {
+	const v = "3.6.16"
+	p := in.Pods[name]
+	p.Version = v
+	in.Pods[name] = p
+	member(in, name).Version = v
+	for i := range in.Known {
+		if in.Known[i].Name == name {
+			in.Known[i].Version = v
+		}
+	}
+}
+
+func TestUpgradeDecisions(t *testing.T) {
+	base := at(healthyCluster(3), "3.5.35")
+	ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	cases := []struct {
+		name    string
+		in      Input
+		kind    Kind
+		members []string
+		version string
+		reason  string
+		message string
+	}{
+		{name: "up to date does nothing", in: base, kind: None},
+		{name: "followers are restarted first", in: with(base, func(in *Input) { in.TargetVersion = "3.6.16" }),
+			kind: RollMember, members: []string{"c-1"}, version: "3.6.16", message: "0/3 members at 3.6.16, stepping 3.5.35 → 3.6.16"},
+		{name: "next follower once the first is back", in: with(base, func(in *Input) { in.TargetVersion = "3.6.16"; runs(in, "c-1") }),
+			kind: RollMember, members: []string{"c-2"}, message: "1/3 members at 3.6.16"},
+		{name: "leader last, after moving leadership to an upgraded member", in: with(base, func(in *Input) {
+			in.TargetVersion = "3.6.16"
+			runs(in, "c-1")
+			runs(in, "c-2")
+			member(in, "c-2").RaftIndex = 105
+		}), kind: MoveLeader, members: []string{"c-0", "c-2"}},
+		{name: "former leader restarted once it is a follower", in: with(base, func(in *Input) {
+			in.TargetVersion = "3.6.16"
+			runs(in, "c-1")
+			runs(in, "c-2")
+			in.Etcd.LeaderID = 3
+		}), kind: RollMember, members: []string{"c-0"}},
+		{name: "skipping a minor steps through the newest 3.6 first", in: with(base, func(in *Input) { in.TargetVersion = "3.7.3" }),
+			kind: RollMember, version: "3.6.16", message: "stepping 3.5.35 → 3.6.16 → 3.7.3"},
+		{name: "a pod recreated mid-upgrade comes back at the step version", in: with(base, func(in *Input) {
+			in.TargetVersion = "3.6.16"
+			in.Pods["c-1"] = PodState{}
+			member(in, "c-1").Healthy, member(in, "c-1").Version = false, ""
+		}), kind: CreateMembers, members: []string{"c-1"}, version: "3.6.16"},
+		{name: "no restart while a member lags behind the leader", in: with(base, func(in *Input) {
+			in.TargetVersion = "3.6.16"
+			member(in, "c-2").RaftIndex = 100
+			member(in, "c-0").RaftIndex = 100 + maxCatchUpLag + 1
+		}), kind: None},
+		{name: "no restart while a member is unhealthy", in: with(base, func(in *Input) { in.TargetVersion = "3.6.16"; member(in, "c-2").Healthy = false }),
+			kind: Wait, reason: "WaitingForHealth"},
+		{name: "cross-minor downgrade is refused with the reason", in: with(at(healthyCluster(3), "3.6.16"), func(in *Input) { in.TargetVersion = "3.5.35" }),
+			kind: Wait, reason: "VersionChangeRefused", message: "downgrade API"},
+		{name: "an upgraded member that stays unhealthy is rolled back", in: with(base, func(in *Input) {
+			in.TargetVersion = "3.6.16"
+			p := in.Pods["c-1"]
+			p.Version = "3.6.16"
+			in.Pods["c-1"] = p
+			member(in, "c-1").Healthy, member(in, "c-1").Version = false, ""
+			in.Known[1].UnhealthySince = ago(UpgradeDeadline + time.Second)
+		}), kind: RollMember, members: []string{"c-1"}, version: "3.5.35", reason: "UpgradeFailed"},
+		{name: "after a failed upgrade the operator waits for a new target", in: with(base, func(in *Input) { in.TargetVersion = "3.6.16"; in.Blocked = "3.6.16" }),
+			kind: Wait, reason: "UpgradeFailed"},
+		{name: "after a failed upgrade, recreated pods run the cluster version", in: with(base, func(in *Input) {
+			in.TargetVersion, in.Blocked = "3.6.16", "3.6.16"
+			in.Pods["c-2"] = PodState{}
+			member(in, "c-2").Healthy = false
+		}), kind: CreateMembers, version: "3.5.35"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Decide(tc.in)
+			if tc.kind == None && got.Kind == Wait {
+				// "lagging" waits are fine too; what matters is that nothing is restarted
+				if got.Reason != "Upgrading" {
+					t.Fatalf("got %s (%s)", got.Kind, got.Message)
+				}
+				return
+			}
+			if got.Kind != tc.kind {
+				t.Fatalf("kind = %s (%s: %s), want %s", got.Kind, got.Reason, got.Message, tc.kind)
+			}
+			if tc.members != nil && !reflect.DeepEqual(got.Members, tc.members) {
+				t.Errorf("members = %v, want %v", got.Members, tc.members)
+			}
+			if tc.version != "" && got.Version != tc.version {
+				t.Errorf("version = %s, want %s", got.Version, tc.version)
+			}
+			if tc.reason != "" && got.Reason != tc.reason {
+				t.Errorf("reason = %s, want %s", got.Reason, tc.reason)
+			}
+			if tc.message != "" && !strings.Contains(got.Message, tc.message) {
+				t.Errorf("message %q lacks %q", got.Message, tc.message)
+			}
+		})
 	}
 }

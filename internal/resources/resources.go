@@ -25,6 +25,8 @@ import (
 type MemberPodInput struct {
 	Member string
 	Image  string
+	// Version of etcd the image holds, recorded on the pod.
+	Version string
 	// InitialCluster lists the members to name in --initial-cluster (must include Member).
 	InitialCluster []string
 	// Bootstrap: the member starts a new cluster with the other initial members
@@ -115,6 +117,9 @@ func scheme(tls bool) string {
 // MemberPod builds the pod of one member.
 func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 	labels := naming.MemberLabels(c.Name, in.Member)
+	if in.Version != "" {
+		labels[naming.LabelVersion] = in.Version
+	}
 	for k, v := range c.Spec.PodTemplate.Labels {
 		if _, reserved := labels[k]; !reserved {
 			labels[k] = v

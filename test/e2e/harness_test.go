@@ -189,9 +189,17 @@ func newNamespace(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if !t.Failed() || os.Getenv("E2E_KEEP_FAILED") == "" {
-			_ = k8s.Delete(context.Background(), ns)
+		if t.Failed() && os.Getenv("E2E_KEEP_FAILED") != "" {
+			return
 		}
+		// The test's operator has stopped by now; release its finalizers so the namespace can go.
+		ctx := context.Background()
+		list := &v1.EtcdClusterList{}
+		_ = k8s.List(ctx, list, client.InNamespace(ns.Name))
+		for i := range list.Items {
+			_ = k8s.Patch(ctx, &list.Items[i], client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+		}
+		_ = k8s.Delete(ctx, ns)
 	})
 	return ns.Name
 }

@@ -1,0 +1,268 @@
+//go:build bench
+
+// Package bench measures how much time the operator adds on top of etcd itself, on the real local
+// cluster (hack/cluster): every operator figure is divided by the same event done by hand with bare
+// etcd pods in the same run, so the machine's speed cancels out. `make bench` runs it and rewrites
+// bench/results/*.json and BENCHMARKS.md.
+//
+// The helpers here are deliberately bench-specific and small; they resemble test/e2e's but test
+// packages cannot share _test files.
+package bench
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+)
+
+// poll is how often the clock looks at the cluster: small against the 5–40 s being measured.
+const poll = 250 * time.Millisecond
+
+var (
+	k8s        client.Client
+	kubeconfig string
+	managerBin string
+	logDir     string // operator logs of this run, kept for reading timings afterwards
+)
+
+func TestMain(m *testing.M) {
+	kubeconfig = os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		fmt.Fprintln(os.Stderr, "bench: KUBECONFIG must point at the local cluster (make cluster-up; source .cluster/env.sh)")
+		os.Exit(1)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		panic(err)
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1.AddToScheme(scheme)
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		panic(err)
+	}
+	install := exec.Command("kubectl", "apply", "--server-side", "--force-conflicts", "-k", "../../config/crd")
+	install.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if out, err := install.CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("install CRDs: %v\n%s", err, out))
+	}
+	dir, err := os.MkdirTemp("", "bench-manager")
+	if err != nil {
+		panic(err)
+	}
+	managerBin = filepath.Join(dir, "manager")
+	build := exec.Command("go", "build", "-o", managerBin, "../..")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		panic("build manager: " + err.Error())
+	}
+	if logDir, err = os.MkdirTemp("", "bench-logs"); err != nil {
+		panic(err)
+	}
+	fmt.Fprintf(os.Stderr, "bench: operator logs in %s\n", logDir)
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// waitQuiet blocks until no e2e test is using the cluster, so both CPU cores are ours. A namespace
+// that is Terminating with no pods left costs no CPU and may never go (an EtcdCluster whose operator
+// has stopped keeps its finalizer), so it does not count.
+func waitQuiet(t *testing.T) {
+	t.Helper()
+	logged := time.Time{}
+	for {
+		busy, err := busyE2ENamespaces()
+		if err == nil && len(busy) == 0 {
+			return
+		}
+		if time.Since(logged) > time.Minute {
+			t.Logf("waiting for e2e namespaces to go: %v %v", busy, err)
+			logged = time.Now()
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+func busyE2ENamespaces() ([]string, error) {
+	ctx := context.Background()
+	nss := &corev1.NamespaceList{}
+	if err := k8s.List(ctx, nss); err != nil {
+		return nil, err
+	}
+	var busy []string
+	for _, ns := range nss.Items {
+		if !strings.HasPrefix(ns.Name, "e2e-") {
+			continue
+		}
+		pods := &corev1.PodList{}
+		if err := k8s.List(ctx, pods, client.InNamespace(ns.Name)); err != nil {
+			return nil, err
+		}
+		if ns.Status.Phase != corev1.NamespaceTerminating || len(pods.Items) > 0 {
+			busy = append(busy, ns.Name)
+		}
+	}
+	return busy, nil
+}
+
+// newNamespace creates a bench-* namespace; the returned func deletes it and waits until it is gone,
+// so the next measurement does not share the CPU with pod teardown and volume cleanup.
+func newNamespace(t *testing.T) (string, func()) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name, func() {
+		_ = k8s.Delete(context.Background(), ns)
+		waitFor(t, "namespace "+ns.Name+" gone", 5*time.Minute, func() (bool, error) {
+			err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ns), &corev1.Namespace{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+	}
+}
+
+// waitFor polls cond every poll interval; it returns the time at which cond first held.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, err = cond(); ok {
+			return time.Now()
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("%s: not after %s (last error: %v)", what, timeout, err)
+	return time.Time{}
+}
+
+// operator is a manager process on the host scoped to one namespace, as test/e2e runs it.
+type operator struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+func startOperator(t *testing.T, ns string) *operator {
+	t.Helper()
+	logPath := filepath.Join(logDir, ns+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &operator{done: make(chan struct{}), log: logPath}
+	o.cmd = exec.Command(managerBin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false",
+		"--zap-time-encoding=rfc3339nano")
+	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+ns)
+	o.cmd.Stdout, o.cmd.Stderr = f, f
+	if err := o.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = o.cmd.Wait(); _ = f.Close(); close(o.done) }()
+	// Start the clock only once the controller runs, so the operator's own start-up is not measured.
+	waitFor(t, "operator workers started", time.Minute, func() (bool, error) {
+		b, err := os.ReadFile(logPath)
+		return strings.Contains(string(b), "Starting workers"), err
+	})
+	return o
+}
+
+func (o *operator) stop() {
+	_ = o.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-o.done:
+	case <-time.After(10 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-o.done
+	}
+}
+
+// runningPods are the pods matching labels that have an IP and are not being deleted.
+func runningPods(ns string, labels map[string]string) ([]corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// allHealthy says whether each of the n pods answers what `etcdctl endpoint health` asks: a
+// linearizable read, which needs a leader and a quorum. Each endpoint gets its own client, so one
+// member answering cannot stand in for another.
+func allHealthy(ns string, labels map[string]string, n int, tlsCfg *tls.Config) (bool, error) {
+	pods, err := runningPods(ns, labels)
+	if err != nil || len(pods) != n {
+		return false, err
+	}
+	for _, p := range pods {
+		if err := endpointHealth(naming.EndpointForIP(p.Status.PodIP, tlsCfg != nil), tlsCfg); err != nil {
+			return false, fmt.Errorf("%s: %w", p.Name, err)
+		}
+	}
+	return true, nil
+}
+
+func endpointHealth(endpoint string, tlsCfg *tls.Config) error {
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: time.Second, TLS: tlsCfg, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = cl.Get(ctx, "health")
+	if errors.Is(err, rpctypes.ErrPermissionDenied) {
+		return nil // etcdctl counts this as healthy too: the member answered through raft
+	}
+	return err
+}
+
+// clusterTLS is the client TLS config of an operator-run cluster, from the user client Secret the
+// operator publishes.
+func clusterTLS(t *testing.T, c *v1.EtcdCluster) *tls.Config {
+	t.Helper()
+	sec := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: naming.UserClientSecret(c.Name)}, sec); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(sec.Data[pki.CertKey], sec.Data[pki.PrivKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(sec.Data[pki.CACertKey])
+	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(c.Name, c.Namespace))
+}

@@ -143,6 +143,9 @@ func (p *pass) recordObservation(action planner.Action) {
 	switch {
 	case action.Kind == planner.Wait && action.Reason == "Paused":
 		// Paused says nothing about health; keep the last Degraded verdict.
+	case c.Status.UpgradeBlocked != nil && !degraded:
+		b := c.Status.UpgradeBlocked
+		setCondition(c, v1.ConditionDegraded, true, "UpgradeFailed", fmt.Sprintf("%s did not become healthy at %s; it was rolled back and the upgrade to %s is stopped", b.Member, b.Version, b.Target))
 	case degraded && o.etcd == nil:
 		setCondition(c, v1.ConditionDegraded, true, "EtcdUnreachable", action.Message)
 	case degraded:
@@ -155,7 +158,9 @@ func (p *pass) recordObservation(action planner.Action) {
 	case planner.None:
 		setCondition(c, v1.ConditionProgressing, false, "Ready", action.Message)
 	case planner.Wait:
-		setCondition(c, v1.ConditionProgressing, action.Reason != "Paused", action.Reason, action.Message)
+		// Paused, refused or failed: nothing is under way until the spec changes.
+		stalled := action.Reason == "Paused" || action.Reason == "UpgradeFailed" || action.Reason == "VersionChangeRefused"
+		setCondition(c, v1.ConditionProgressing, !stalled, action.Reason, action.Message)
 	default:
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, action.Message)
 	}
@@ -177,12 +182,14 @@ func (p *pass) recordObservation(action planner.Action) {
 		c.Status.Phase = v1.PhasePaused
 	case !c.Status.Bootstrapped:
 		c.Status.Phase = v1.PhaseCreating
-	case !available:
+	case !available || c.Status.UpgradeBlocked != nil:
 		c.Status.Phase = v1.PhaseDegraded
 	case action.Reason == "ScalingUp" || action.Reason == "ScalingDown" || action.Kind == planner.Promote:
 		c.Status.Phase = v1.PhaseScaling
 	case action.Reason == "Upgrading":
 		c.Status.Phase = v1.PhaseUpgrading
+	case action.Kind == planner.Wait && action.Reason == "VersionChangeRefused":
+		c.Status.Phase = v1.PhaseRunning
 	case action.Kind != planner.None || degraded:
 		c.Status.Phase = v1.PhaseRepairing
 	default:

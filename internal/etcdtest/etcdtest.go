@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -19,6 +20,8 @@ type Member struct {
 	PeerURL   string
 	ClientURL string
 	Etcd      *embed.Etcd
+	// ClientTLS, when set before start, serves clients over TLS and requires client certificates.
+	ClientTLS *transport.TLSInfo
 }
 
 // Stop stops the member (idempotent).
@@ -38,6 +41,17 @@ func freeURL(t testing.TB) string {
 // NewMemberURLs picks free peer and client URLs for a member that will be started later.
 func NewMemberURLs(t testing.TB, name string) *Member {
 	return &Member{Name: name, PeerURL: freeURL(t), ClientURL: freeURL(t)}
+}
+
+// StartTLSMember starts a single-member cluster whose client port requires TLS with tlsInfo.
+func StartTLSMember(t testing.TB, tlsInfo transport.TLSInfo) *Member {
+	t.Helper()
+	m := NewMemberURLs(t, "tls0")
+	m.ClientTLS = &tlsInfo
+	if err := m.start(t, m.Name+"="+m.PeerURL, embed.ClusterStateFlagNew); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // StartCluster starts n members that bootstrap together, and stops them when the test ends.
@@ -81,6 +95,11 @@ func (m *Member) start(t testing.TB, initialCluster, state string) error {
 	pu, _ := url.Parse(m.PeerURL)
 	cu, _ := url.Parse(m.ClientURL)
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	if m.ClientTLS != nil {
+		cu.Scheme = "https"
+		m.ClientURL = cu.String()
+		cfg.ClientTLSInfo = *m.ClientTLS
+	}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.TickMs, cfg.ElectionMs = 50, 500
 	e, err := embed.StartEtcd(cfg)

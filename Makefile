@@ -82,6 +82,19 @@ test-e2e: cluster-up cluster-load ## End-to-end tests on the local cluster (brou
 .PHONY: test
 test: verify-generated vet lint test-unit test-e2e ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e.
 
+##@ Bundle (OLM)
+
+OPERATOR_SDK := $(LOCALBIN)/operator-sdk
+$(OPERATOR_SDK):
+	$(TOOLS) operator-sdk
+
+.PHONY: bundle
+bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Dockerfile from config/manifests, then validate.
+	$(OPERATOR_SDK) generate kustomize manifests --interactive=false -q --apis-dir api
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+
 ##@ Deployment
 
 .PHONY: install

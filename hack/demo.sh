@@ -12,7 +12,7 @@ kubectl apply --server-side --force-conflicts -k "$repo/config/default" >/dev/nu
 kubectl -n etcd-autopilot-system rollout status deploy/etcd-autopilot-controller-manager --timeout=180s
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl label namespace "$NS" pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
-kubectl -n "$NS" apply -k "$repo/config/samples" >/dev/null
+kubectl -n "$NS" apply -f "$repo/config/samples/etcd_v1alpha1_etcdcluster.yaml" >/dev/null
 echo "waiting for EtcdCluster/example to become Available..."
 kubectl -n "$NS" wait etcdcluster/example --for=condition=Available --timeout=300s
 kubectl -n "$NS" get etcd,pods -o wide

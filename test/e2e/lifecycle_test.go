@@ -141,6 +141,13 @@ func TestOperatorDownEtcdServesAndRestartAdopts(t *testing.T) {
 			t.Fatalf("pod %s was restarted by the new operator", name)
 		}
 	}
+
+	// Steady state costs no API writes: the object is unchanged across more than one idle re-check.
+	rv := getCluster(t, c).ResourceVersion
+	time.Sleep(35 * time.Second)
+	if now := getCluster(t, c); now.ResourceVersion != rv {
+		t.Fatalf("an idle cluster was rewritten (resourceVersion %s -> %s): %+v", rv, now.ResourceVersion, now.Status)
+	}
 }
 
 // The operator dies right after each irreversible step; a fresh operator finishes the work and the

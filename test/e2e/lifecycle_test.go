@@ -12,31 +12,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
 const convergeTimeout = 4 * time.Minute
 
 // Create 3 → write 10k keys → delete a pod → it comes back as the same member; nothing lost.
 func TestCreateWriteAndPodFailover(t *testing.T) {
-	ns := newNamespace(t)
-	startOperator(t, ns, "")
-	c := createCluster(t, ns, 3)
-	waitConverged(t, c, 3, convergeTimeout)
+	ns := env.NewNamespace(t, "e2e-")
+	env.StartOperator(t, ns, "")
+	c := env.CreateCluster(t, ns, 3, "")
+	env.WaitConverged(t, c, 3, convergeTimeout)
 
-	cl := etcdClient(t, c)
-	keys := putKeys(t, cl, "/failover/", 10000)
-	before := getCluster(t, c).Status
+	cl := env.EtcdClient(t, c)
+	keys := framework.PutKeys(t, cl, "/failover/", 10000)
+	before := env.Get(t, c).Status
 
 	victim := &corev1.Pod{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: before.Members[1].Name}, victim); err != nil {
+	if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: before.Members[1].Name}, victim); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(context.Background(), victim); err != nil {
+	if err := env.K8s.Delete(context.Background(), victim); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "pod recreated", time.Minute, func() error {
+	framework.WaitFor(t, "pod recreated", time.Minute, func() error {
 		p := &corev1.Pod{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(victim), p); err != nil {
+		if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(victim), p); err != nil {
 			return err
 		}
 		if p.UID == victim.UID {
@@ -44,41 +45,41 @@ func TestCreateWriteAndPodFailover(t *testing.T) {
 		}
 		return nil
 	})
-	waitConverged(t, c, 3, convergeTimeout)
-	after := getCluster(t, c).Status
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	after := env.Get(t, c).Status
 	for i := range before.Members {
 		if before.Members[i].Name != after.Members[i].Name || before.Members[i].ID != after.Members[i].ID {
 			t.Fatalf("membership changed: %+v -> %+v", before.Members, after.Members)
 		}
 	}
-	refreshEndpoints(t, cl, c)
-	checkKeys(t, cl, "/failover/", keys)
+	env.RefreshEndpoints(t, cl, c)
+	framework.CheckKeys(t, cl, "/failover/", keys)
 }
 
 // Scale 3 → 5 → 3 while a client writes: every acknowledged write survives.
 func TestScaleUnderWrites(t *testing.T) {
-	ns := newNamespace(t)
-	startOperator(t, ns, "")
-	c := createCluster(t, ns, 3)
-	waitConverged(t, c, 3, convergeTimeout)
-	cl := etcdClient(t, c)
-	w := startWriter(cl, "/scale/")
+	ns := env.NewNamespace(t, "e2e-")
+	env.StartOperator(t, ns, "")
+	c := env.CreateCluster(t, ns, 3, "")
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	cl := env.EtcdClient(t, c)
+	w := framework.StartWriter(cl, "/scale/")
 
-	setReplicas(t, c, 5)
-	waitConverged(t, c, 5, convergeTimeout)
-	refreshEndpoints(t, cl, c)
-	setReplicas(t, c, 3)
-	waitConverged(t, c, 3, convergeTimeout)
-	refreshEndpoints(t, cl, c)
+	env.SetReplicas(t, c, 5)
+	env.WaitConverged(t, c, 5, convergeTimeout)
+	env.RefreshEndpoints(t, cl, c)
+	env.SetReplicas(t, c, 3)
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	env.RefreshEndpoints(t, cl, c)
 	time.Sleep(2 * time.Second)
-	acked, failed := w.finish()
+	acked, failed := w.Finish()
 	t.Logf("writer: %d acknowledged, %d failed (retried later) during 3→5→3", len(acked), failed)
 	if len(acked) < 100 {
 		t.Fatalf("the writer barely wrote (%d keys): the cluster was unavailable", len(acked))
 	}
-	checkKeys(t, cl, "/scale/", acked)
+	framework.CheckKeys(t, cl, "/scale/", acked)
 	names := []string{}
-	for _, m := range getCluster(t, c).Status.Members {
+	for _, m := range env.Get(t, c).Status.Members {
 		names = append(names, m.Name)
 	}
 	t.Logf("members after 3→5→3: %v", names)
@@ -86,56 +87,56 @@ func TestScaleUnderWrites(t *testing.T) {
 
 // Deleting a member's PVC and pod loses its data: the member is replaced under a new name.
 func TestLostVolumeIsReplacedByANewMember(t *testing.T) {
-	ns := newNamespace(t)
-	startOperator(t, ns, "")
-	c := createCluster(t, ns, 3)
-	waitConverged(t, c, 3, convergeTimeout)
-	cl := etcdClient(t, c)
-	keys := putKeys(t, cl, "/replace/", 1000)
+	ns := env.NewNamespace(t, "e2e-")
+	env.StartOperator(t, ns, "")
+	c := env.CreateCluster(t, ns, 3, "")
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	cl := env.EtcdClient(t, c)
+	keys := framework.PutKeys(t, cl, "/replace/", 1000)
 
-	victim := getCluster(t, c).Status.Members[2].Name
+	victim := env.Get(t, c).Status.Members[2].Name
 	ctx := context.Background()
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, pvc); err != nil {
+	if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, pvc); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, pvc); err != nil {
+	if err := env.K8s.Delete(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: pvc.ObjectMeta}); err != nil {
+	if err := env.K8s.Delete(ctx, &corev1.Pod{ObjectMeta: pvc.ObjectMeta}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "replacement member", convergeTimeout, func() error {
-		for _, m := range getCluster(t, c).Status.Members {
+	framework.WaitFor(t, "replacement member", convergeTimeout, func() error {
+		for _, m := range env.Get(t, c).Status.Members {
 			if m.Name == victim {
 				return fmt.Errorf("%s still a member", victim)
 			}
 		}
 		return nil
 	})
-	waitConverged(t, c, 3, convergeTimeout)
-	refreshEndpoints(t, cl, c)
-	checkKeys(t, cl, "/replace/", keys)
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	env.RefreshEndpoints(t, cl, c)
+	framework.CheckKeys(t, cl, "/replace/", keys)
 }
 
 // With the operator stopped, etcd keeps serving; a restarted operator adopts the cluster without
 // restarting any member.
 func TestOperatorDownEtcdServesAndRestartAdopts(t *testing.T) {
-	ns := newNamespace(t)
-	op := startOperator(t, ns, "")
-	c := createCluster(t, ns, 3)
-	waitConverged(t, c, 3, convergeTimeout)
-	uids := memberPodUIDs(t, c)
-	op.stop()
+	ns := env.NewNamespace(t, "e2e-")
+	op := env.StartOperator(t, ns, "")
+	c := env.CreateCluster(t, ns, 3, "")
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	uids := env.MemberPodUIDs(t, c)
+	op.Stop()
 
-	cl := etcdClient(t, c)
-	keys := putKeys(t, cl, "/down/", 500)
-	checkKeys(t, cl, "/down/", keys)
+	cl := env.EtcdClient(t, c)
+	keys := framework.PutKeys(t, cl, "/down/", 500)
+	framework.CheckKeys(t, cl, "/down/", keys)
 
-	startOperator(t, ns, "")
+	env.StartOperator(t, ns, "")
 	time.Sleep(10 * time.Second)
-	waitConverged(t, c, 3, time.Minute)
-	after := memberPodUIDs(t, c)
+	env.WaitConverged(t, c, 3, time.Minute)
+	after := env.MemberPodUIDs(t, c)
 	for name, uid := range uids {
 		if after[name] != uid {
 			t.Fatalf("pod %s was restarted by the new operator", name)
@@ -143,9 +144,9 @@ func TestOperatorDownEtcdServesAndRestartAdopts(t *testing.T) {
 	}
 
 	// Steady state costs no API writes: the object is unchanged across more than one idle re-check.
-	rv := getCluster(t, c).ResourceVersion
+	rv := env.Get(t, c).ResourceVersion
 	time.Sleep(35 * time.Second)
-	if now := getCluster(t, c); now.ResourceVersion != rv {
+	if now := env.Get(t, c); now.ResourceVersion != rv {
 		t.Fatalf("an idle cluster was rewritten (resourceVersion %s -> %s): %+v", rv, now.ResourceVersion, now.Status)
 	}
 }
@@ -163,23 +164,23 @@ func TestCrashAtEveryFailpointConverges(t *testing.T) {
 		{failpoint.AfterMemberRemove, 3, 1},
 	} {
 		t.Run(tc.failpoint, func(t *testing.T) {
-			ns := newNamespace(t)
-			op := startOperator(t, ns, "")
-			c := createCluster(t, ns, tc.from)
-			waitConverged(t, c, tc.from, convergeTimeout)
-			cl := etcdClient(t, c)
-			keys := putKeys(t, cl, "/crash/", 1000)
-			op.stop()
+			ns := env.NewNamespace(t, "e2e-")
+			op := env.StartOperator(t, ns, "")
+			c := env.CreateCluster(t, ns, tc.from, "")
+			env.WaitConverged(t, c, tc.from, convergeTimeout)
+			cl := env.EtcdClient(t, c)
+			keys := framework.PutKeys(t, cl, "/crash/", 1000)
+			op.Stop()
 
-			crashing := startOperator(t, ns, tc.failpoint)
-			setReplicas(t, c, tc.to)
-			if code := crashing.waitExit(t, 2*time.Minute); code != failpoint.ExitCode {
+			crashing := env.StartOperator(t, ns, tc.failpoint)
+			env.SetReplicas(t, c, tc.to)
+			if code := crashing.WaitExit(t, 2*time.Minute); code != failpoint.ExitCode {
 				t.Fatalf("operator exit code %d, want the failpoint's %d", code, failpoint.ExitCode)
 			}
-			startOperator(t, ns, "")
-			waitConverged(t, c, tc.to, convergeTimeout)
-			refreshEndpoints(t, cl, c)
-			checkKeys(t, cl, "/crash/", keys)
+			env.StartOperator(t, ns, "")
+			env.WaitConverged(t, c, tc.to, convergeTimeout)
+			env.RefreshEndpoints(t, cl, c)
+			framework.CheckKeys(t, cl, "/crash/", keys)
 		})
 	}
 }

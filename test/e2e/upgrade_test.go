@@ -11,37 +11,25 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
 func setVersion(t *testing.T, c *v1.EtcdCluster, version string) {
 	t.Helper()
 	patch := []byte(fmt.Sprintf(`{"spec":{"version":%q}}`, version))
-	if err := k8s.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+	if err := env.K8s.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func createVersioned(t *testing.T, ns, version string) *v1.EtcdCluster {
-	t.Helper()
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
-	c.Spec.Replicas, c.Spec.Version = 3, version
-	c.Spec.Storage.Size = resource.MustParse("256Mi")
-	if err := k8s.Create(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // waitAllAt waits until every member reports version and is healthy.
 func waitAllAt(t *testing.T, c *v1.EtcdCluster, version string, timeout time.Duration, observe func(v1.EtcdClusterStatus)) {
 	t.Helper()
-	waitFor(t, "every member at "+version, timeout, func() error {
-		s := getCluster(t, c).Status
+	framework.WaitFor(t, "every member at "+version, timeout, func() error {
+		s := env.Get(t, c).Status
 		if observe != nil {
 			observe(s)
 		}
@@ -68,7 +56,7 @@ func sameDataEverywhere(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 	}
 	rev := head.Header.Revision
 	var hashes []uint32
-	for _, ep := range podEndpoints(t, c) {
+	for _, ep := range env.PodEndpoints(t, c) {
 		resp, err := clientv3.NewMaintenance(cl).HashKV(ctx, ep, rev)
 		if err != nil {
 			t.Fatalf("HashKV %s: %v", ep, err)
@@ -85,24 +73,24 @@ func sameDataEverywhere(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 // 3.6 → 3.7 under a continuous writer: one member at a time, followers first, leader last; no
 // acknowledged write lost; every member ends with the same data.
 func TestUpgrade36To37UnderWrites(t *testing.T) {
-	ns := newNamespace(t)
-	startOperator(t, ns, "")
-	c := createVersioned(t, ns, "3.6.16")
-	waitConverged(t, c, 3, convergeTimeout)
-	cl := etcdClient(t, c)
-	w := startWriter(cl, "/upgrade/")
-	uids := memberPodUIDs(t, c)
+	ns := env.NewNamespace(t, "e2e-")
+	env.StartOperator(t, ns, "")
+	c := env.CreateCluster(t, ns, 3, "3.6.16")
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	cl := env.EtcdClient(t, c)
+	w := framework.StartWriter(cl, "/upgrade/")
+	uids := env.MemberPodUIDs(t, c)
 
 	setVersion(t, c, "3.7.3")
 	waitAllAt(t, c, "3.7.3", 5*time.Minute, nil)
-	waitConverged(t, c, 3, convergeTimeout)
-	refreshEndpoints(t, cl, c)
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	env.RefreshEndpoints(t, cl, c)
 	time.Sleep(2 * time.Second)
-	acked, failed := w.finish()
+	acked, failed := w.Finish()
 	t.Logf("writer: %d acknowledged, %d failed during 3.6.16 → 3.7.3", len(acked), failed)
-	checkKeys(t, cl, "/upgrade/", acked)
+	framework.CheckKeys(t, cl, "/upgrade/", acked)
 	sameDataEverywhere(t, cl, c)
-	for name, uid := range memberPodUIDs(t, c) {
+	for name, uid := range env.MemberPodUIDs(t, c) {
 		if uids[name] == uid {
 			t.Errorf("pod %s was not restarted by the upgrade", name)
 		}
@@ -114,17 +102,17 @@ func TestUpgrade36To37UnderWrites(t *testing.T) {
 // taken a snapshot on 3.6, so on a young cluster the 3.7 step fails: the operator must notice, roll
 // that member back to 3.6, stop, and say so, losing nothing.
 func TestUpgrade35To37StepsThrough36AndRollsBackAFailedStep(t *testing.T) {
-	ns := newNamespace(t)
-	startOperator(t, ns, "")
-	c := createVersioned(t, ns, "3.5.35")
-	waitConverged(t, c, 3, convergeTimeout)
-	cl := etcdClient(t, c)
-	w := startWriter(cl, "/upgrade/")
+	ns := env.NewNamespace(t, "e2e-")
+	env.StartOperator(t, ns, "")
+	c := env.CreateCluster(t, ns, 3, "3.5.35")
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	cl := env.EtcdClient(t, c)
+	w := framework.StartWriter(cl, "/upgrade/")
 
 	setVersion(t, c, "3.7.3")
 	waitAllAt(t, c, "3.6.16", 5*time.Minute, nil)
-	waitFor(t, "the 3.7 step ends", 8*time.Minute, func() error {
-		s := getCluster(t, c).Status
+	framework.WaitFor(t, "the 3.7 step ends", 8*time.Minute, func() error {
+		s := env.Get(t, c).Status
 		if s.CurrentVersion == "3.7.3" {
 			return nil // etcd replayed the history after all: the upgrade simply completed
 		}
@@ -133,7 +121,7 @@ func TestUpgrade35To37StepsThrough36AndRollsBackAFailedStep(t *testing.T) {
 		}
 		return nil
 	})
-	s := getCluster(t, c).Status
+	s := env.Get(t, c).Status
 	if s.CurrentVersion != "3.7.3" {
 		d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
 		u := meta.FindStatusCondition(s.Conditions, v1.ConditionUpgrading)
@@ -143,31 +131,31 @@ func TestUpgrade35To37StepsThrough36AndRollsBackAFailedStep(t *testing.T) {
 		t.Logf("3.7 step failed and was rolled back: %s", u.Message)
 		waitAllAt(t, c, "3.6.16", 3*time.Minute, nil)
 	}
-	refreshEndpoints(t, cl, c)
+	env.RefreshEndpoints(t, cl, c)
 	time.Sleep(2 * time.Second)
-	acked, failed := w.finish()
+	acked, failed := w.Finish()
 	t.Logf("writer: %d acknowledged, %d failed during 3.5.35 → 3.6.16 → (3.7.3)", len(acked), failed)
-	checkKeys(t, cl, "/upgrade/", acked)
+	framework.CheckKeys(t, cl, "/upgrade/", acked)
 	sameDataEverywhere(t, cl, c)
 }
 
 // A downgrade across a minor needs etcd's downgrade API; the operator refuses it with the reason and
 // leaves the cluster as it is.
 func TestCrossMinorDowngradeIsRefused(t *testing.T) {
-	ns := newNamespace(t)
-	startOperator(t, ns, "")
-	c := createCluster(t, ns, 1)
-	waitConverged(t, c, 1, convergeTimeout)
-	uids := memberPodUIDs(t, c)
+	ns := env.NewNamespace(t, "e2e-")
+	env.StartOperator(t, ns, "")
+	c := env.CreateCluster(t, ns, 1, "")
+	env.WaitConverged(t, c, 1, convergeTimeout)
+	uids := env.MemberPodUIDs(t, c)
 	setVersion(t, c, "3.5.35")
-	waitFor(t, "refusal reported", time.Minute, func() error {
-		u := meta.FindStatusCondition(getCluster(t, c).Status.Conditions, v1.ConditionUpgrading)
+	framework.WaitFor(t, "refusal reported", time.Minute, func() error {
+		u := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionUpgrading)
 		if u == nil || u.Reason != "VersionChangeRefused" || !strings.Contains(u.Message, "downgrade") {
 			return fmt.Errorf("Upgrading = %+v", u)
 		}
 		return nil
 	})
-	for name, uid := range memberPodUIDs(t, c) {
+	for name, uid := range env.MemberPodUIDs(t, c) {
 		if uids[name] != uid {
 			t.Fatalf("pod %s was restarted by a refused downgrade", name)
 		}

@@ -1,0 +1,409 @@
+// Package framework runs the operator against the real local cluster (hack/cluster) for the e2e
+// tests and the benchmarks: each test gets its own namespace and its own operator process on the
+// host (WATCH_NAMESPACE scoped), so a test can kill the operator at a failpoint and start it again.
+// The host reaches pod IPs directly, as the operator does.
+package framework
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+)
+
+// Env is a connection to the local cluster and a freshly built manager binary.
+type Env struct {
+	K8s        client.Client
+	Kubeconfig string
+	ManagerBin string
+	dir        string
+}
+
+// Setup connects to the cluster of $KUBECONFIG, installs the CRDs of this tree and builds the
+// manager. repoRoot is the path of the repository root from the calling test's directory.
+func Setup(repoRoot string) (*Env, error) {
+	e := &Env{Kubeconfig: os.Getenv("KUBECONFIG")}
+	if e.Kubeconfig == "" {
+		return nil, fmt.Errorf("KUBECONFIG must point at the local cluster (make cluster-up; source .cluster/env.sh)")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1.AddToScheme(scheme)
+	if e.K8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	install := exec.Command("kubectl", "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "crd"))
+	install.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
+	if out, err := install.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("install CRDs: %w\n%s", err, out)
+	}
+	if e.dir, err = os.MkdirTemp("", "etcd-autopilot-manager"); err != nil {
+		return nil, err
+	}
+	e.ManagerBin = filepath.Join(e.dir, "manager")
+	build := exec.Command("go", "build", "-o", e.ManagerBin, repoRoot)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("build manager: %w", err)
+	}
+	return e, nil
+}
+
+// Close removes the manager binary.
+func (e *Env) Close() { _ = os.RemoveAll(e.dir) }
+
+// Operator is a manager process on the host, scoped to one namespace.
+type Operator struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	logs *bytes.Buffer
+	mu   *sync.Mutex
+}
+
+type lockedWriter struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+// StartOperator runs the manager for namespace ns, with failpoints armed (comma list, may be empty).
+func (e *Env) StartOperator(t *testing.T, ns, failpoints string) *Operator {
+	t.Helper()
+	o := &Operator{done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	o.cmd = exec.Command(e.ManagerBin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")
+	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "WATCH_NAMESPACE="+ns, "ETCD_AUTOPILOT_FAILPOINTS="+failpoints)
+	o.cmd.Stdout, o.cmd.Stderr = lockedWriter{o.mu, o.logs}, lockedWriter{o.mu, o.logs}
+	if err := o.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { o.err = o.cmd.Wait(); close(o.done) }()
+	t.Cleanup(func() {
+		o.Stop()
+		if t.Failed() {
+			o.mu.Lock()
+			t.Logf("operator log (last 8k):\n%s", tail(o.logs.String(), 8192))
+			o.mu.Unlock()
+			e.DumpEvents(t, ns)
+		}
+	})
+	return o
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func (o *Operator) Stop() {
+	select {
+	case <-o.done:
+		return
+	default:
+	}
+	_ = o.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-o.done:
+	case <-time.After(10 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-o.done
+	}
+}
+
+// WaitExit waits for the process to end by itself and returns its exit code.
+func (o *Operator) WaitExit(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-o.done:
+		var ee *exec.ExitError
+		if errors.As(o.err, &ee) {
+			return ee.ExitCode()
+		}
+		return 0
+	case <-time.After(timeout):
+		t.Fatalf("operator still running after %s", timeout)
+		return -1
+	}
+}
+
+func (e *Env) DumpEvents(t *testing.T, ns string) {
+	evs := &corev1.EventList{}
+	if err := e.K8s.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+		return
+	}
+	sort.Slice(evs.Items, func(i, j int) bool { return evs.Items[i].LastTimestamp.Before(&evs.Items[j].LastTimestamp) })
+	var b strings.Builder
+	for _, e := range evs.Items {
+		fmt.Fprintf(&b, "%s %s %s/%s %s: %s\n", e.LastTimestamp.Format("15:04:05"), e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+	}
+	t.Logf("events in %s:\n%s", ns, tail(b.String(), 8192))
+	pods := &corev1.PodList{}
+	_ = e.K8s.List(context.Background(), pods, client.InNamespace(ns))
+	for _, p := range pods.Items {
+		t.Logf("pod %s phase=%s ip=%s", p.Name, p.Status.Phase, p.Status.PodIP)
+	}
+}
+
+func (e *Env) NewNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted"}}}
+	if err := e.K8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() && os.Getenv("E2E_KEEP_FAILED") != "" {
+			return
+		}
+		// The test's operator has stopped by now; release its finalizers so the namespace can go.
+		ctx := context.Background()
+		list := &v1.EtcdClusterList{}
+		_ = e.K8s.List(ctx, list, client.InNamespace(ns.Name))
+		for i := range list.Items {
+			_ = e.K8s.Patch(ctx, &list.Items[i], client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+		}
+		_ = e.K8s.Delete(ctx, ns)
+	})
+	return ns.Name
+}
+
+func (e *Env) CreateCluster(t *testing.T, ns string, replicas int32, version string) *v1.EtcdCluster {
+	t.Helper()
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	c.Spec.Replicas, c.Spec.Version = replicas, version
+	c.Spec.Storage.Size = resource.MustParse("256Mi")
+	if err := e.K8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (e *Env) Get(t *testing.T, c *v1.EtcdCluster) *v1.EtcdCluster {
+	t.Helper()
+	out := &v1.EtcdCluster{}
+	if err := e.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (e *Env) SetReplicas(t *testing.T, c *v1.EtcdCluster, n int32) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+	if err := e.K8s.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitFor polls cond until it returns nil.
+func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("%s: not after %s: %v", what, timeout, err)
+}
+
+// WaitConverged waits until the cluster has n healthy voting members, is Available and has nothing left to do.
+func (e *Env) WaitConverged(t *testing.T, c *v1.EtcdCluster, n int32, timeout time.Duration) {
+	t.Helper()
+	WaitFor(t, fmt.Sprintf("%s converged at %d members", c.Name, n), timeout, func() error {
+		s := e.Get(t, c).Status
+		av := meta.FindStatusCondition(s.Conditions, v1.ConditionAvailable)
+		pr := meta.FindStatusCondition(s.Conditions, v1.ConditionProgressing)
+		if av == nil || av.Status != metav1.ConditionTrue || pr == nil || pr.Status != metav1.ConditionFalse ||
+			s.ReadyReplicas != n || s.Replicas != n || len(s.Members) != int(n) || s.PendingOperation != nil {
+			return fmt.Errorf("phase=%s ready=%d/%d members=%d available=%v progressing=%v", s.Phase, s.ReadyReplicas, s.Replicas, len(s.Members), av, pr)
+		}
+		return nil
+	})
+}
+
+// EtcdClient dials the cluster from the host through pod IPs with the user client certificate
+// the operator publishes in status.endpoints.clientSecret.
+func (e *Env) EtcdClient(t *testing.T, c *v1.EtcdCluster) *clientv3.Client {
+	t.Helper()
+	ctx := context.Background()
+	cur := e.Get(t, c)
+	sec := &corev1.Secret{}
+	if err := e.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: cur.Status.Endpoints.ClientSecret}, sec); err != nil {
+		t.Fatalf("client secret %q: %v", cur.Status.Endpoints.ClientSecret, err)
+	}
+	pair, err := tls.X509KeyPair(sec.Data[pki.CertKey], sec.Data[pki.PrivKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(sec.Data[pki.CACertKey])
+	cl, err := clientv3.New(clientv3.Config{
+		Endpoints:   e.PodEndpoints(t, c),
+		DialTimeout: 5 * time.Second,
+		TLS:         etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(c.Name, c.Namespace)),
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+func (e *Env) PodEndpoints(t *testing.T, c *v1.EtcdCluster) []string {
+	pods := &corev1.PodList{}
+	if err := e.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		t.Fatal(err)
+	}
+	var eps []string
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			eps = append(eps, naming.EndpointForIP(p.Status.PodIP, true))
+		}
+	}
+	return eps
+}
+
+// RefreshEndpoints points cl at the current member pods (IPs change when pods are replaced).
+func (e *Env) RefreshEndpoints(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
+	cl.SetEndpoints(e.PodEndpoints(t, c)...)
+}
+
+func (e *Env) MemberPodUIDs(t *testing.T, c *v1.EtcdCluster) map[string]string {
+	pods := &corev1.PodList{}
+	if err := e.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = string(p.UID)
+	}
+	return out
+}
+
+// Writer puts keys continuously and remembers which ones etcd acknowledged.
+type Writer struct {
+	prefix string
+	stop   chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex
+	acked  []string
+	failed int
+}
+
+func StartWriter(cl *clientv3.Client, prefix string) *Writer {
+	w := &Writer{prefix: prefix, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			key := fmt.Sprintf("%s%08d", prefix, i)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := cl.Put(ctx, key, "v-"+key)
+			cancel()
+			w.mu.Lock()
+			if err == nil {
+				w.acked = append(w.acked, key)
+			} else {
+				w.failed++
+			}
+			w.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *Writer) Finish() (acked []string, failed int) {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.acked, w.failed
+}
+
+// CheckKeys asserts that every key is readable with its value (a linearizable read).
+func CheckKeys(t *testing.T, cl *clientv3.Client, prefix string, keys []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cl.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("read back %s*: %v", prefix, err)
+	}
+	have := map[string]string{}
+	for _, kv := range resp.Kvs {
+		have[string(kv.Key)] = string(kv.Value)
+	}
+	lost := 0
+	for _, k := range keys {
+		if have[k] != "v-"+k {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d acknowledged writes under %s are lost", lost, len(keys), prefix)
+	}
+}
+
+func PutKeys(t *testing.T, cl *clientv3.Client, prefix string, n int) []string {
+	t.Helper()
+	keys := make([]string, 0, n)
+	ctx := context.Background()
+	for i := 0; i < n; i += 100 {
+		var ops []clientv3.Op
+		for j := i; j < i+100 && j < n; j++ {
+			k := fmt.Sprintf("%s%06d", prefix, j)
+			ops = append(ops, clientv3.OpPut(k, "v-"+k))
+			keys = append(keys, k)
+		}
+		if _, err := cl.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatalf("write batch at %d: %v", i, err)
+		}
+	}
+	return keys
+}

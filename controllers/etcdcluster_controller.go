@@ -26,7 +26,7 @@ import (
 
 const (
 	// requeueBusy is the pace while the cluster converges.
-	requeueBusy = 2 * time.Second
+	requeueBusy = time.Second
 	// requeueIdle re-observes etcd, whose health changes raise no Kubernetes event.
 	requeueIdle = 30 * time.Second
 )
@@ -125,8 +125,13 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.obs = obs
 	action := planner.Decide(p.plannerInput())
 	p.recordObservation(action)
-	if action.Kind == planner.None || action.Kind == planner.Wait {
+	if action.Kind == planner.None || stalled(action) {
 		return ctrl.Result{RequeueAfter: requeueIdle}, nil
+	}
+	if action.Kind == planner.Wait {
+		// Waiting on etcd (a member starting, catching up, electing): its progress raises no
+		// Kubernetes event, so look again soon.
+		return ctrl.Result{RequeueAfter: requeueBusy}, nil
 	}
 	log.FromContext(ctx).Info("acting", "action", action.Kind, "members", action.Members, "reason", action.Reason)
 	if err := p.act(ctx, action); err != nil {

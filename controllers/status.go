@@ -40,6 +40,11 @@ func parseID(s string) uint64 {
 	return id
 }
 
+// stalled says that nothing is under way until the spec changes: paused, refused or failed.
+func stalled(a planner.Action) bool {
+	return a.Kind == planner.Wait && (a.Reason == "Paused" || a.Reason == "UpgradeFailed" || a.Reason == "VersionChangeRefused")
+}
+
 func clusterToken(c *v1.EtcdCluster) string { return resources.ClusterToken(c) }
 
 func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerReference {
@@ -158,9 +163,7 @@ func (p *pass) recordObservation(action planner.Action) {
 	case planner.None:
 		setCondition(c, v1.ConditionProgressing, false, "Ready", action.Message)
 	case planner.Wait:
-		// Paused, refused or failed: nothing is under way until the spec changes.
-		stalled := action.Reason == "Paused" || action.Reason == "UpgradeFailed" || action.Reason == "VersionChangeRefused"
-		setCondition(c, v1.ConditionProgressing, !stalled, action.Reason, action.Message)
+		setCondition(c, v1.ConditionProgressing, !stalled(action), action.Reason, action.Message)
 	default:
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, action.Message)
 	}

@@ -13,10 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -134,7 +136,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
 	}
 	log.FromContext(ctx).Info("acting", "action", action.Kind, "members", action.Members, "reason", action.Reason)
-	if err := p.act(ctx, action); err != nil {
+	if err := p.act(ctx, action); apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: requeueBusy}, nil // a stale view; look again, nothing failed
+	} else if err != nil {
 		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, "ActionFailed", "%s %v: %v", action.Kind, action.Members, err)
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
@@ -188,7 +192,9 @@ func (r *EtcdClusterReconciler) finalize(ctx context.Context, c *v1.EtcdCluster)
 // SetupWithManager registers the reconciler; owned objects wake their cluster.
 func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.EtcdCluster{}).
+		// Spec changes and deletion bump the generation; the operator's own status writes must not
+		// wake it (a failing step would otherwise retry in a tight loop).
+		For(&v1.EtcdCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&corev1.Service{}).

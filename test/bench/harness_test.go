@@ -123,15 +123,41 @@ func busyE2ENamespaces() ([]string, error) {
 		if err := k8s.List(ctx, pods, client.InNamespace(ns.Name)); err != nil {
 			return nil, err
 		}
-		if ns.Status.Phase != corev1.NamespaceTerminating || len(pods.Items) > 0 {
+		if (ns.Status.Phase != corev1.NamespaceTerminating || len(pods.Items) > 0) && !abandoned(pods.Items) {
 			busy = append(busy, ns.Name)
 		}
 	}
 	return busy, nil
 }
 
-// newNamespace creates a bench-* namespace; the returned func deletes it and waits until it is gone,
-// so the next measurement does not share the CPU with pod teardown and volume cleanup.
+// abandoned says whether pods look left behind by an e2e run that ended (E2E_KEEP_FAILED keeps
+// failed tests' namespaces): all ready and nothing started or changed readiness for two minutes.
+// Idle etcd pods cost almost no CPU, while a running e2e test changes its pods far more often.
+func abandoned(pods []corev1.Pod) bool {
+	if len(pods) == 0 {
+		return false // an Active namespace without pods yet is a test about to start
+	}
+	quietSince := time.Now().Add(-2 * time.Minute)
+	for _, p := range pods {
+		if p.CreationTimestamp.After(quietSince) {
+			return false
+		}
+		ready := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				ready = c.Status == corev1.ConditionTrue && c.LastTransitionTime.Time.Before(quietSince)
+			}
+		}
+		if !ready {
+			return false
+		}
+	}
+	return true
+}
+
+// newNamespace creates a bench-* namespace; the returned func deletes it and waits until it and its
+// volumes are gone: the next measurement must not share the CPU, nor the local-path provisioner (which
+// creates and deletes volumes with helper pods), with the teardown of this one.
 func newNamespace(t *testing.T) (string, func()) {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}}
@@ -143,6 +169,18 @@ func newNamespace(t *testing.T) (string, func()) {
 		waitFor(t, "namespace "+ns.Name+" gone", 5*time.Minute, func() (bool, error) {
 			err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ns), &corev1.Namespace{})
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+		waitFor(t, "volumes of "+ns.Name+" gone", 5*time.Minute, func() (bool, error) {
+			pvs := &corev1.PersistentVolumeList{}
+			if err := k8s.List(context.Background(), pvs); err != nil {
+				return false, err
+			}
+			for _, pv := range pvs.Items {
+				if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == ns.Name {
+					return false, nil
+				}
+			}
+			return true, nil
 		})
 	}
 }

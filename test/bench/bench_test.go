@@ -307,8 +307,9 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func round(x float64, digits int) float64 {
-	f, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', digits, 64), 64)
+// round2 keeps two decimals: the clock polls every 250 ms, finer digits would be noise.
+func round2(x float64) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 2, 64), 64)
 	return f
 }
 
@@ -334,7 +335,7 @@ func writeResults(t *testing.T, samples map[string][]float64) {
 	var rows []result
 	for _, d := range defs {
 		v, b := median(samples[d.metric]), median(samples[d.baseline])
-		r := result{Metric: d.metric, Value: round(v, 2), Unit: "s", Baseline: round(b, 2), Ratio: round(v/b, 2),
+		r := result{Metric: d.metric, Value: round2(v), Unit: "s", Baseline: round2(b), Ratio: round2(v / b),
 			Date: date, Command: command, Notes: d.notes, Goal: d.goal, Samples: roundAll(samples[d.metric]), BaselineSamples: roundAll(samples[d.baseline])}
 		rows = append(rows, r)
 		out, _ := json.MarshalIndent(r, "", "  ")
@@ -348,7 +349,7 @@ func writeResults(t *testing.T, samples map[string][]float64) {
 func roundAll(xs []float64) []float64 {
 	out := make([]float64, len(xs))
 	for i, x := range xs {
-		out[i] = round(x, 2)
+		out[i] = round2(x)
 	}
 	return out
 }

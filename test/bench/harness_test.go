@@ -5,8 +5,8 @@
 // etcd pods in the same run, so the machine's speed cancels out. `make bench` runs it and rewrites
 // bench/results/*.json and BENCHMARKS.md.
 //
-// The helpers here are deliberately bench-specific and small; they resemble test/e2e's but test
-// packages cannot share _test files.
+// Setup is shared with test/e2e (test/framework); the helpers here need what the e2e ones do not:
+// a 250 ms clock, operator logs on disk with timestamps, and cleanup that waits for volumes.
 package bench
 
 import (
@@ -28,15 +28,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
 // poll is how often the clock looks at the cluster: small against the 5–40 s being measured.
@@ -50,42 +48,18 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	kubeconfig = os.Getenv("KUBECONFIG")
-	if kubeconfig == "" {
-		fmt.Fprintln(os.Stderr, "bench: KUBECONFIG must point at the local cluster (make cluster-up; source .cluster/env.sh)")
+	env, err := framework.Setup("../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		panic(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1.AddToScheme(scheme)
-	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		panic(err)
-	}
-	install := exec.Command("kubectl", "apply", "--server-side", "--force-conflicts", "-k", "../../config/crd")
-	install.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	if out, err := install.CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("install CRDs: %v\n%s", err, out))
-	}
-	dir, err := os.MkdirTemp("", "bench-manager")
-	if err != nil {
-		panic(err)
-	}
-	managerBin = filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-o", managerBin, "../..")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		panic("build manager: " + err.Error())
-	}
+	k8s, kubeconfig, managerBin = env.K8s, env.Kubeconfig, env.ManagerBin
 	if logDir, err = os.MkdirTemp("", "bench-logs"); err != nil {
 		panic(err)
 	}
 	fmt.Fprintf(os.Stderr, "bench: operator logs in %s\n", logDir)
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	env.Close()
 	os.Exit(code)
 }
 
@@ -278,7 +252,7 @@ func endpointHealth(endpoint string, tlsCfg *tls.Config) error {
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer func() { _ = cl.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err = cl.Get(ctx, "health")

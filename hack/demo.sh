@@ -15,6 +15,7 @@ kubectl label namespace "$NS" pod-security.kubernetes.io/enforce=restricted --ov
 kubectl -n "$NS" apply -f "$repo/config/samples/etcd_v1alpha1_etcdcluster.yaml" >/dev/null
 echo "waiting for EtcdCluster/example to become Available..."
 kubectl -n "$NS" wait etcdcluster/example --for=condition=Available --timeout=300s
+kubectl -n "$NS" wait etcdcluster/example --for=jsonpath='{.status.readyReplicas}'=3 --timeout=300s >/dev/null
 kubectl -n "$NS" get etcd,pods -o wide
 
 secret=$(kubectl -n "$NS" get etcdcluster example -o jsonpath='{.status.endpoints.clientSecret}')

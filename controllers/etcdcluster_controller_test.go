@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // a failed start (say, a CRD the API server rejects) leaves its processes running
 		panic("start envtest (KUBEBUILDER_ASSETS=bin, `make envtest-assets`): " + err.Error())
 	}
 	scheme := runtime.NewScheme()

@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // a failed start (say, a CRD the API server rejects) leaves its processes running
 		panic("start envtest (run `make envtest-assets`, KUBEBUILDER_ASSETS=bin): " + err.Error())
 	}
 	scheme := runtime.NewScheme()

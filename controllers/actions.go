@@ -28,7 +28,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 			c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: m})
 		}
 		c.Status.NextMemberIndex = int32(len(a.Members))
-		c.Status.ClusterToken = clusterToken(c)
+		c.Status.ClusterToken = resources.ClusterToken(c)
 		return p.writeStatus(ctx)
 
 	case planner.CreateMembers:

@@ -100,9 +100,6 @@ type pass struct {
 
 func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	c := p.c
-	if c.Status.ClusterToken == "" {
-		c.Status.ClusterToken = clusterToken(c)
-	}
 	if c.Spec.Image == "" && !versions.IsSupported(c.Spec.Version) {
 		_, err := versions.Image(c.Spec.Version)
 		setCondition(c, v1.ConditionDegraded, true, "UnsupportedVersion", err.Error())

@@ -45,8 +45,6 @@ func stalled(a planner.Action) bool {
 	return a.Kind == planner.Wait && (a.Reason == "Paused" || a.Reason == "UpgradeFailed" || a.Reason == "VersionChangeRefused")
 }
 
-func clusterToken(c *v1.EtcdCluster) string { return resources.ClusterToken(c) }
-
 func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerReference {
 	out := refs[:0:0]
 	for _, r := range refs {

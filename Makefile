@@ -33,7 +33,7 @@ help: ## Show the targets.
 
 .PHONY: tools
 tools: ## Build the pinned toolchain (no-op when cached).
-	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6
+	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6 etcd-v3.5 etcd-v3.7 operator-sdk opm crane
 
 $(CONTROLLER_GEN):
 	$(TOOLS) controller-gen

@@ -77,7 +77,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if err := p.writeStatus(ctx); err != nil {
 			return err
 		}
-		added, err := p.obs.etcd.AddLearner(ctx, naming.PeerURL(c.Name, c.Namespace, name, c.Spec.TLS.Peer != v1.TLSDisabled))
+		added, err := p.obs.etcd.AddLearner(ctx, naming.PeerURL(c.Name, c.Namespace, name, resources.PeerTLS(c)))
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
@@ -21,7 +20,7 @@ import (
 // certificate nears expiry, lacks a name or was not signed by the current CA.
 func (p *pass) ensureTLS(ctx context.Context) error {
 	c := p.c
-	if !resources.ClientTLS(c) && c.Spec.TLS.Peer == v1.TLSDisabled {
+	if !resources.ClientTLS(c) && !resources.PeerTLS(c) {
 		return nil
 	}
 	caSecret := &corev1.Secret{}

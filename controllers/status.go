@@ -74,7 +74,7 @@ func (p *pass) recordObservation(action planner.Action) {
 		id, inEtcd := byName[ms.Name]
 		st, answered := o.status[id]
 		healthy := o.etcd != nil && inEtcd && answered && len(st.Errors) == 0
-		ms.PeerURL = naming.PeerURL(c.Name, c.Namespace, ms.Name, c.Spec.TLS.Peer != v1.TLSDisabled)
+		ms.PeerURL = naming.PeerURL(c.Name, c.Namespace, ms.Name, resources.PeerTLS(c))
 		ms.ClientURL = naming.ClientURL(c.Name, c.Namespace, ms.Name, resources.ClientTLS(c))
 		if o.etcd == nil {
 			// Nothing answered: keep what was last known of identities, but nobody is healthy.

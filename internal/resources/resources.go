@@ -34,11 +34,9 @@ type MemberPodInput struct {
 	Bootstrap bool
 }
 
-func clientTLS(c *v1.EtcdCluster) bool { return c.Spec.TLS.Client != v1.TLSDisabled }
-func peerTLS(c *v1.EtcdCluster) bool   { return c.Spec.TLS.Peer != v1.TLSDisabled }
-
-// ClientTLS says whether clients must use TLS to reach c.
-func ClientTLS(c *v1.EtcdCluster) bool { return clientTLS(c) }
+// ClientTLS says whether clients must use TLS to reach c; PeerTLS, whether members talk TLS to each other.
+func ClientTLS(c *v1.EtcdCluster) bool { return c.Spec.TLS.Client != v1.TLSDisabled }
+func PeerTLS(c *v1.EtcdCluster) bool   { return c.Spec.TLS.Peer != v1.TLSDisabled }
 
 func objectMeta(c *v1.EtcdCluster, name string, labels map[string]string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
@@ -51,7 +49,7 @@ func objectMeta(c *v1.EtcdCluster, name string, labels map[string]string) metav1
 func InitialClusterFlag(c *v1.EtcdCluster, members []string) string {
 	parts := make([]string, len(members))
 	for i, m := range members {
-		parts[i] = m + "=" + naming.PeerURL(c.Name, c.Namespace, m, peerTLS(c))
+		parts[i] = m + "=" + naming.PeerURL(c.Name, c.Namespace, m, PeerTLS(c))
 	}
 	return strings.Join(parts, ",")
 }
@@ -75,11 +73,11 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 	args := []string{
 		"--name=" + in.Member,
 		"--data-dir=" + naming.DataDir + "/data",
-		fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", scheme(peerTLS(c)), naming.PeerPort),
-		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme(clientTLS(c)), naming.ClientPort),
+		fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", scheme(PeerTLS(c)), naming.PeerPort),
+		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme(ClientTLS(c)), naming.ClientPort),
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", naming.MetricsPort),
-		"--advertise-client-urls=" + naming.ClientURL(c.Name, c.Namespace, in.Member, clientTLS(c)),
-		"--initial-advertise-peer-urls=" + naming.PeerURL(c.Name, c.Namespace, in.Member, peerTLS(c)),
+		"--advertise-client-urls=" + naming.ClientURL(c.Name, c.Namespace, in.Member, ClientTLS(c)),
+		"--initial-advertise-peer-urls=" + naming.PeerURL(c.Name, c.Namespace, in.Member, PeerTLS(c)),
 		"--initial-cluster=" + InitialClusterFlag(c, in.InitialCluster),
 		"--initial-cluster-state=" + state,
 		"--initial-cluster-token=" + token,
@@ -94,12 +92,12 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 	if o.QuotaBackendBytes > 0 {
 		args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", o.QuotaBackendBytes))
 	}
-	if clientTLS(c) {
+	if ClientTLS(c) {
 		args = append(args,
 			"--cert-file="+naming.ServerTLS+"/tls.crt", "--key-file="+naming.ServerTLS+"/tls.key",
 			"--trusted-ca-file="+naming.ServerTLS+"/ca.crt", "--client-cert-auth=true")
 	}
-	if peerTLS(c) {
+	if PeerTLS(c) {
 		args = append(args,
 			"--peer-cert-file="+naming.PeerTLS+"/tls.crt", "--peer-key-file="+naming.PeerTLS+"/tls.key",
 			"--peer-trusted-ca-file="+naming.PeerTLS+"/ca.crt", "--peer-client-cert-auth=true")
@@ -166,11 +164,11 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	volumes := []corev1.Volume{dataVolume(c, in.Member)}
-	if clientTLS(c) {
+	if ClientTLS(c) {
 		volumes = append(volumes, secretVolume("server-tls", naming.ServerSecret(c.Name)))
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "server-tls", MountPath: naming.ServerTLS, ReadOnly: true})
 	}
-	if peerTLS(c) {
+	if PeerTLS(c) {
 		volumes = append(volumes, secretVolume("peer-tls", naming.PeerSecret(c.Name)))
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "peer-tls", MountPath: naming.PeerTLS, ReadOnly: true})
 	}

@@ -61,6 +61,27 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		}
 		return p.deleteObserved(ctx, pod)
 
+	case planner.EnableDowngrade:
+		// Idempotent in etcd: enabling the same target again is refused only if a different one is set.
+		return p.obs.etcd.EnableDowngrade(ctx, a.Version)
+
+	case planner.AdvanceLog:
+		// Bounded per pass so a huge snapshot-count never holds a reconcile for long; the next pass
+		// observes the new applied indexes and appends the rest.
+		return p.obs.etcd.AdvanceLog(ctx, int(min(a.Count, maxAdvancePerPass)))
+
+	case planner.AdoptPod:
+		pod := p.obs.pods[a.Members[0]]
+		if pod == nil {
+			return nil
+		}
+		patch := client.MergeFrom(pod.DeepCopy())
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[naming.AnnotationConfigHash] = resources.ConfigHash(c)
+		return p.r.Patch(ctx, pod, patch)
+
 	case planner.MarkBootstrapped:
 		c.Status.Bootstrapped = true
 		return p.writeStatus(ctx)
@@ -135,6 +156,9 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 	}
 	return fmt.Errorf("no handler for action %s", a.Kind)
 }
+
+// maxAdvancePerPass bounds the raft entries one AdvanceLog pass appends (a few seconds of work).
+const maxAdvancePerPass = 20000
 
 // initialCluster is the --initial-cluster list for new pods: the initial members while
 // bootstrapping, else etcd's current member list (which a joining member must match exactly).

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"time"
+
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -158,6 +160,9 @@ func memberNameFromPeerURLs(c *v1.EtcdCluster, peerURLs []string) string {
 	return ""
 }
 
+// defaultUpgradeTimeout matches the CRD default of spec.maintenance.upgradeTimeout.
+const defaultUpgradeTimeout = 3 * time.Minute
+
 func (p *pass) plannerInput() planner.Input {
 	c, o := p.c, p.obs
 	in := planner.Input{
@@ -171,6 +176,13 @@ func (p *pass) plannerInput() planner.Input {
 		Now:            p.now,
 		MemberNameFunc: func(i int32) string { return naming.MemberName(c.Name, i) },
 		TargetVersion:  c.Spec.Version,
+		UpgradeTimeout: c.Spec.Maintenance.UpgradeTimeout.Duration,
+		LegacyWALIndex: uint64(c.Status.LegacyWALIndex),
+		SnapshotCount:  uint64(c.Spec.Etcd.SnapshotCount),
+		ConfigHash:     resources.ConfigHash(c),
+	}
+	if in.UpgradeTimeout <= 0 {
+		in.UpgradeTimeout = defaultUpgradeTimeout // objects stored before the field existed
 	}
 	if b := c.Status.UpgradeBlocked; b != nil {
 		in.Blocked = b.Version
@@ -188,7 +200,7 @@ func (p *pass) plannerInput() planner.Input {
 	}
 	for name, pod := range o.pods {
 		failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
-		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion]}
+		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion], ConfigHash: pod.Annotations[naming.AnnotationConfigHash]}
 	}
 	for name, pvc := range o.pvcs {
 		in.PVCs[name] = planner.PVCState{Exists: true, Deleting: pvc.DeletionTimestamp != nil}
@@ -200,6 +212,7 @@ func (p *pass) plannerInput() planner.Input {
 			e.Members = append(e.Members, planner.EtcdMember{
 				ID: m.ID, Name: o.names[m.ID], Learner: m.IsLearner, Started: m.Started(),
 				Healthy: answered && len(st.Errors) == 0, RaftIndex: st.RaftIndex, Version: st.Version,
+				AppliedIndex: st.RaftAppliedIndex, StorageVersion: st.StorageVersion, DowngradeTarget: st.DowngradeTarget,
 			})
 		}
 		in.Etcd = e

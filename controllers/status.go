@@ -69,6 +69,7 @@ func (p *pass) recordObservation(action planner.Action) {
 	}
 	var voters, healthyVoters int32
 	var minVersion *versions.Version
+	before := lowestRecordedVersion(c)
 	for i := range c.Status.Members {
 		ms := &c.Status.Members[i]
 		id, inEtcd := byName[ms.Name]
@@ -119,6 +120,13 @@ func (p *pass) recordObservation(action planner.Action) {
 	// The lowest member version is the version the cluster as a whole runs.
 	if minVersion != nil {
 		c.Status.CurrentVersion = minVersion.String()
+	}
+	if o.etcd != nil {
+		var indexes []uint64
+		for _, st := range o.status {
+			indexes = append(indexes, st.RaftIndex)
+		}
+		c.Status.LegacyWALIndex = int64(planner.LegacyWALIndex(uint64(c.Status.LegacyWALIndex), before, lowestRecordedVersion(c), indexes))
 	}
 	c.Status.Replicas = voters
 	c.Status.ReadyReplicas = healthyVoters
@@ -196,4 +204,19 @@ func (p *pass) recordObservation(action planner.Action) {
 	default:
 		c.Status.Phase = v1.PhaseRunning
 	}
+}
+
+// lowestRecordedVersion is the lowest version any member last reported, answering now or not: a
+// member that is down keeps counting with the version it last ran.
+func lowestRecordedVersion(c *v1.EtcdCluster) string {
+	var low *versions.Version
+	for _, m := range c.Status.Members {
+		if v, err := versions.Parse(m.Version); err == nil && (low == nil || v.Compare(*low) < 0) {
+			low = &v
+		}
+	}
+	if low == nil {
+		return ""
+	}
+	return low.String()
 }

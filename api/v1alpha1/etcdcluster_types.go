@@ -57,6 +57,7 @@ type EtcdClusterSpec struct {
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
 	// Maintenance controls the operator's own actions.
+	// +kubebuilder:default={}
 	// +optional
 	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
 }
@@ -195,6 +196,13 @@ type MaintenanceSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Paused",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
 	Paused bool `json:"paused,omitempty"`
+
+	// UpgradeTimeout is how long a member restarted at a new version may take to become healthy;
+	// past it the member is rolled back to the version it ran and the version change stops.
+	// +kubebuilder:default="3m"
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Upgrade timeout",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	UpgradeTimeout metav1.Duration `json:"upgradeTimeout,omitzero"`
 }
 
 // ClusterPhase is a one-word summary of the cluster, for humans; automation reads conditions.
@@ -331,6 +339,11 @@ type EtcdClusterStatus struct {
 	// try it again until spec.version changes.
 	// +optional
 	UpgradeBlocked *UpgradeBlock `json:"upgradeBlocked,omitempty"`
+	// LegacyWALIndex is the raft index up to which the members' logs may hold entries written by
+	// etcd 3.5, which etcd 3.7 cannot replay: before any member steps to 3.7, every member must have
+	// taken a snapshot past it.
+	// +optional
+	LegacyWALIndex int64 `json:"legacyWALIndex,omitempty"`
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints"
 	Endpoints Endpoints `json:"endpoints,omitempty"`

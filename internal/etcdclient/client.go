@@ -41,9 +41,15 @@ type Status struct {
 	DBSize      int64
 	DBSizeInUse int64
 	RaftIndex   uint64
-	RaftTerm    uint64
-	IsLearner   bool
-	Errors      []string
+	// RaftAppliedIndex is the last raft entry this member applied (its snapshots follow it).
+	RaftAppliedIndex uint64
+	RaftTerm         uint64
+	IsLearner        bool
+	Errors           []string
+	// StorageVersion is the schema version of the member's data ("3.5.0"); etcd 3.6+ only.
+	StorageVersion string
+	// DowngradeTarget is the version a downgrade is enabled to, empty when none is.
+	DowngradeTarget string
 }
 
 // Client talks to one etcd cluster.
@@ -145,11 +151,83 @@ func (c *Client) Status(ctx context.Context, endpoint string) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("status of %s: %w", endpoint, err)
 	}
-	return Status{
+	st := Status{
 		ID: resp.Header.MemberId, Leader: resp.Leader, Version: resp.Version,
 		DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse, RaftIndex: resp.RaftIndex,
-		RaftTerm: resp.RaftTerm, IsLearner: resp.IsLearner, Errors: resp.Errors,
-	}, nil
+		RaftAppliedIndex: resp.RaftAppliedIndex, RaftTerm: resp.RaftTerm, IsLearner: resp.IsLearner,
+		Errors: resp.Errors, StorageVersion: resp.StorageVersion,
+	}
+	if d := resp.DowngradeInfo; d != nil && d.Enabled {
+		st.DowngradeTarget = d.TargetVersion
+	}
+	return st, nil
+}
+
+// EnableDowngrade asks etcd to validate, then enable, a downgrade of the cluster to target
+// ("3.5.0"). From then on the cluster version is target and every member migrates its storage
+// to it; members may then be restarted at the older version.
+func (c *Client) EnableDowngrade(ctx context.Context, target string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if _, err := c.c.Downgrade(ctx, clientv3.DowngradeValidate, target); err != nil {
+		return fmt.Errorf("validate downgrade to %s: %w", target, err)
+	}
+	if _, err := c.c.Downgrade(ctx, clientv3.DowngradeEnable, target); err != nil {
+		return fmt.Errorf("enable downgrade to %s: %w", target, err)
+	}
+	return nil
+}
+
+// AdvanceLog appends at least entries raft entries without touching the keyspace (lease grants
+// and revokes, two entries per lease), so that every member takes a snapshot past the current
+// index: etcd has no API to ask for one, it snapshots every --snapshot-count applied entries.
+func (c *Client) AdvanceLog(ctx context.Context, entries int) error {
+	const workers = 8
+	leases := (entries + 1) / 2
+	errs := make(chan error, workers)
+	next := make(chan struct{})
+	go func() {
+		defer close(next)
+		for i := 0; i < leases; i++ {
+			select {
+			case next <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for w := 0; w < workers; w++ {
+		go func() {
+			var err error
+			for range next {
+				if err == nil {
+					err = c.grantAndRevoke(ctx)
+				}
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return fmt.Errorf("advance the raft log by %d entries: %w", entries, first)
+	}
+	return ctx.Err()
+}
+
+func (c *Client) grantAndRevoke(ctx context.Context) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	l, err := c.c.Grant(ctx, 60)
+	if err != nil {
+		return err
+	}
+	_, err = c.c.Revoke(ctx, l.ID)
+	return err
 }
 
 // MoveLeader asks the leader, reachable at leaderEndpoint, to hand leadership to transferee.

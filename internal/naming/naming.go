@@ -19,9 +19,9 @@ const (
 	AppName   = "etcd"
 	ManagedBy = "etcd-autopilot"
 
-	// AnnotationSpecHash on a member pod is the hash of the pod spec the operator built, so a
-	// newer operator restarts a pod only when what it would build really differs.
-	AnnotationSpecHash = "etcd.autopilot.dev/spec-hash"
+	// AnnotationConfigHash on a member pod is the hash of the configuration it was built from
+	// (resources.ConfigHash): a pod whose hash differs is restarted, one member at a time.
+	AnnotationConfigHash = "etcd.autopilot.dev/config-hash"
 
 	ClientPort = 2379
 	PeerPort   = 2380

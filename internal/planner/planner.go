@@ -26,6 +26,8 @@ type PodState struct {
 	// Failed: the pod terminated for good (phase Failed/Succeeded) and must be recreated.
 	Failed bool
 	IP     string
+	// ConfigHash is the configuration the pod was built from; empty for pods of earlier operators.
+	ConfigHash string
 }
 
 // PVCState is what Kubernetes shows of a member's PVC.
@@ -43,8 +45,14 @@ type EtcdMember struct {
 	// Healthy: the member answered a status call without errors.
 	Healthy   bool
 	RaftIndex uint64
+	// AppliedIndex is the last raft entry the member applied.
+	AppliedIndex uint64
 	// Version the member reports now (empty when it did not answer).
 	Version string
+	// StorageVersion is the schema version of its data ("3.5.0"), reported by etcd 3.6+.
+	StorageVersion string
+	// DowngradeTarget is the downgrade etcd has enabled ("3.5.0"), empty when none.
+	DowngradeTarget string
 }
 
 // Etcd is the view of the cluster from etcd itself; nil when no member answered.
@@ -87,6 +95,15 @@ type Input struct {
 	// Blocked is a version whose rollout failed; the operator does not step to it again until
 	// the target changes.
 	Blocked string
+	// UpgradeTimeout is how long a restarted member may take to become healthy at a new version
+	// before it is rolled back.
+	UpgradeTimeout time.Duration
+	// LegacyWALIndex: raft entries up to this index may have been written by etcd 3.5 (see
+	// LegacyWALIndex in upgrade.go); SnapshotCount is the members' --snapshot-count.
+	LegacyWALIndex uint64
+	SnapshotCount  uint64
+	// ConfigHash is the configuration member pods should be built from (resources.ConfigHash).
+	ConfigHash string
 }
 
 // Kind of an action.
@@ -109,6 +126,13 @@ const (
 	DeleteStrayObject Kind = "DeleteStrayObject"
 	// RollMember deletes a member's pod so that it is recreated, on its volume, at another version.
 	RollMember Kind = "RollMember"
+	// EnableDowngrade asks etcd to lower the cluster version to Version ("3.5.0") before any
+	// member is restarted at the older minor.
+	EnableDowngrade Kind = "EnableDowngrade"
+	// AdvanceLog appends Count raft entries that touch no key, so that every member snapshots.
+	AdvanceLog Kind = "AdvanceLog"
+	// AdoptPod records the current ConfigHash on a pod made by an earlier operator version.
+	AdoptPod Kind = "AdoptPod"
 )
 
 // Action is the one step to take now.
@@ -118,8 +142,10 @@ type Action struct {
 	ID      uint64   // etcd member ID for Promote/RemoveMember/FinishAdd, transferee for MoveLeader
 	// Bootstrap is set on CreateMembers for the initial members (initial-cluster-state=new).
 	Bootstrap bool
-	// Version is the etcd version for the pods CreateMembers makes.
+	// Version is the etcd version for the pods CreateMembers makes, or the downgrade target.
 	Version string
+	// Count of raft entries for AdvanceLog.
+	Count uint64
 	// Reason is a CamelCase word for conditions and events; Message explains it to a human.
 	Reason  string
 	Message string
@@ -279,6 +305,9 @@ func decideRunning(in Input) Action {
 		return Action{Kind: RemoveMember, Members: []string{victim.Name}, ID: victim.ID, Reason: "ScalingDown", Message: fmt.Sprintf("scaling %d -> %d: removing %s", voters, in.Replicas, victim.Name)}
 	}
 	if a, ok := decideUpgrade(in, e); ok {
+		return a
+	}
+	if a, ok := decideReconfigure(in, e); ok {
 		return a
 	}
 	return Action{Kind: None, Reason: "Ready", Message: fmt.Sprintf("%d/%d members healthy", voters, in.Replicas)}

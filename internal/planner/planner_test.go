@@ -270,7 +270,31 @@ func runs(in *Input, name string) {
 
 func TestUpgradeDecisions(t *testing.T) {
 	base := at(healthyCluster(3), "3.5.35")
+	base.UpgradeTimeout = 3 * time.Minute
 	ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	at36 := with(at(healthyCluster(3), "3.6.16"), func(in *Input) {
+		in.UpgradeTimeout = 3 * time.Minute
+		for i := range in.Etcd.Members {
+			in.Etcd.Members[i].StorageVersion = "3.6.0"
+		}
+	})
+	downgrading := func(storage ...string) Input {
+		return with(at36, func(in *Input) {
+			in.TargetVersion = "3.5.35"
+			for i := range in.Etcd.Members {
+				in.Etcd.Members[i].DowngradeTarget = "3.5.0"
+				in.Etcd.Members[i].StorageVersion = storage[i]
+			}
+		})
+	}
+	legacy := func(applied ...uint64) Input {
+		return with(at36, func(in *Input) {
+			in.TargetVersion, in.LegacyWALIndex, in.SnapshotCount = "3.7.3", 1000, 10000
+			for i := range in.Etcd.Members {
+				in.Etcd.Members[i].AppliedIndex = applied[i]
+			}
+		})
+	}
 	cases := []struct {
 		name    string
 		in      Input
@@ -311,15 +335,41 @@ func TestUpgradeDecisions(t *testing.T) {
 		}), kind: None},
 		{name: "no restart while a member is unhealthy", in: with(base, func(in *Input) { in.TargetVersion = "3.6.16"; member(in, "c-2").Healthy = false }),
 			kind: Wait, reason: "WaitingForHealth"},
-		{name: "cross-minor downgrade is refused with the reason", in: with(at(healthyCluster(3), "3.6.16"), func(in *Input) { in.TargetVersion = "3.5.35" }),
-			kind: Wait, reason: "VersionChangeRefused", message: "downgrade API"},
+		{name: "a two-minor downgrade is refused with the reason", in: with(at(healthyCluster(3), "3.7.3"), func(in *Input) { in.TargetVersion = "3.5.35" }),
+			kind: Wait, reason: "VersionChangeRefused", message: "set spec.version to 3.6.16 first"},
+		{name: "a minor downgrade first enables etcd's downgrade", in: with(at36, func(in *Input) { in.TargetVersion = "3.5.35" }),
+			kind: EnableDowngrade, version: "3.5.0", message: "stepping 3.6.16 → 3.5.35"},
+		{name: "no member restarts before every member migrated its data", in: downgrading("3.5.0", "3.6.0", "3.5.0"),
+			kind: Wait, reason: "Upgrading", message: "c-1 at 3.6.0"},
+		{name: "once migrated, followers are downgraded first", in: downgrading("3.5.0", "3.5.0", "3.5.0"),
+			kind: RollMember, members: []string{"c-1"}, version: "3.5.35"},
+		{name: "a pod recreated before the migration keeps the newer version", in: with(downgrading("3.6.0", "3.6.0", "3.6.0"), func(in *Input) {
+			in.Pods["c-1"] = PodState{}
+			member(in, "c-1").Healthy, member(in, "c-1").Version = false, ""
+		}), kind: CreateMembers, members: []string{"c-1"}, version: "3.6.16"},
+		{name: "a member rolled for the downgrade comes back at the older version", in: with(downgrading("3.5.0", "3.5.0", "3.5.0"), func(in *Input) {
+			in.Pods["c-1"] = PodState{}
+			member(in, "c-1").Healthy, member(in, "c-1").Version, member(in, "c-1").StorageVersion, member(in, "c-1").DowngradeTarget = false, "", "", ""
+		}), kind: CreateMembers, members: []string{"c-1"}, version: "3.5.35"},
+		{name: "after the first downgraded member the others follow", in: with(downgrading("3.5.0", "3.5.0", "3.5.0"), func(in *Input) {
+			p := in.Pods["c-1"]
+			p.Version = "3.5.35"
+			in.Pods["c-1"] = p
+			member(in, "c-1").Version, member(in, "c-1").StorageVersion = "3.5.35", ""
+		}), kind: RollMember, members: []string{"c-2"}, version: "3.5.35"},
+		{name: "3.7 waits until every member snapshotted past the 3.5 entries", in: legacy(11001, 11001, 9000),
+			kind: AdvanceLog, message: "etcd 3.7 cannot replay"},
+		{name: "3.7 proceeds once every member is past them", in: legacy(11001, 11002, 11001),
+			kind: RollMember, members: []string{"c-1"}, version: "3.7.3"},
+		{name: "a cluster born on 3.6 steps to 3.7 directly", in: with(legacy(5, 5, 5), func(in *Input) { in.LegacyWALIndex = 0 }),
+			kind: RollMember, version: "3.7.3"},
 		{name: "an upgraded member that stays unhealthy is rolled back", in: with(base, func(in *Input) {
 			in.TargetVersion = "3.6.16"
 			p := in.Pods["c-1"]
 			p.Version = "3.6.16"
 			in.Pods["c-1"] = p
 			member(in, "c-1").Healthy, member(in, "c-1").Version = false, ""
-			in.Known[1].UnhealthySince = ago(UpgradeDeadline + time.Second)
+			in.Known[1].UnhealthySince = ago(3*time.Minute + time.Second)
 		}), kind: RollMember, members: []string{"c-1"}, version: "3.5.35", reason: "UpgradeFailed"},
 		{name: "after a failed upgrade the operator waits for a new target", in: with(base, func(in *Input) { in.TargetVersion = "3.6.16"; in.Blocked = "3.6.16" }),
 			kind: Wait, reason: "UpgradeFailed"},
@@ -353,6 +403,76 @@ func TestUpgradeDecisions(t *testing.T) {
 			}
 			if tc.message != "" && !strings.Contains(got.Message, tc.message) {
 				t.Errorf("message %q lacks %q", got.Message, tc.message)
+			}
+		})
+	}
+}
+
+func TestLegacyWALIndex(t *testing.T) {
+	e := []uint64{700, 900, 800}
+	for _, tc := range []struct {
+		old       uint64
+		prev, now string
+		want      uint64
+	}{
+		{0, "3.5.35", "3.6.16", 900}, // the last 3.5 member is gone: mark the leader's index
+		{0, "3.5.35", "3.5.35", 0},
+		{0, "3.6.16", "3.7.3", 0},    // no 3.5 history
+		{50, "3.6.16", "3.6.16", 50}, // kept
+		{0, "", "3.6.16", 0},         // first observation: unknown history is not guessed
+	} {
+		if got := LegacyWALIndex(tc.old, tc.prev, tc.now, e); got != tc.want {
+			t.Errorf("LegacyWALIndex(%d, %q, %q) = %d, want %d", tc.old, tc.prev, tc.now, got, tc.want)
+		}
+	}
+}
+
+func TestReconfigureDecisions(t *testing.T) {
+	// configured: every pod built from configuration "new"; c-0 leads.
+	configured := with(at(healthyCluster(3), "3.6.16"), func(in *Input) {
+		in.ConfigHash = "new"
+		for n, p := range in.Pods {
+			p.ConfigHash = "new"
+			in.Pods[n] = p
+		}
+	})
+	hash := func(in *Input, name, h string) {
+		p := in.Pods[name]
+		p.ConfigHash = h
+		in.Pods[name] = p
+	}
+	cases := []struct {
+		name    string
+		in      Input
+		kind    Kind
+		members []string
+	}{
+		{"nothing to do when every pod runs the configuration", configured, None, nil},
+		{"a pod of an earlier operator is adopted, not restarted", with(configured, func(in *Input) { hash(in, "c-1", "") }), AdoptPod, []string{"c-1"}},
+		{"a changed spec restarts followers first", with(configured, func(in *Input) {
+			in.ConfigHash = "newer"
+		}), RollMember, []string{"c-1"}},
+		{"then the leader, after moving leadership", with(configured, func(in *Input) {
+			in.ConfigHash = "newer"
+			hash(in, "c-1", "newer")
+			hash(in, "c-2", "newer")
+		}), MoveLeader, []string{"c-0", "c-1"}},
+		{"never while a member is unhealthy", with(configured, func(in *Input) {
+			in.ConfigHash = "newer"
+			member(in, "c-2").Healthy = false
+		}), Wait, nil},
+		{"a version change goes first; its restarts carry the new configuration", with(configured, func(in *Input) {
+			in.ConfigHash, in.TargetVersion = "newer", "3.7.3"
+		}), RollMember, []string{"c-1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Decide(tc.in)
+			if got.Kind != tc.kind || (tc.members != nil && !reflect.DeepEqual(got.Members, tc.members)) {
+				t.Fatalf("got %s %v (%s: %s), want %s %v", got.Kind, got.Members, got.Reason, got.Message, tc.kind, tc.members)
+			}
+			if tc.kind == RollMember && tc.in.TargetVersion == "3.6.16" && got.Version != "3.6.16" {
+				t.Errorf("a configuration roll changed the version to %s", got.Version)
 			}
 		})
 	}

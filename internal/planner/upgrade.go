@@ -3,13 +3,9 @@ package planner
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
-
-// UpgradeDeadline is how long an upgraded member may take to become healthy before it is rolled back.
-const UpgradeDeadline = 3 * time.Minute
 
 // maxCatchUpLag is how far (raft entries) a member may trail the leader before the next member is restarted.
 const maxCatchUpLag = 1000
@@ -49,10 +45,31 @@ func podVersion(in Input) string {
 		return in.TargetVersion
 	}
 	step, err := versions.NextStep(cur, in.TargetVersion)
-	if err != nil || step == in.Blocked {
+	if err != nil || step == in.Blocked || versions.IsMinorDowngrade(cur, step) && !downgradeReady(in.Etcd, step) {
 		return cur
 	}
 	return step
+}
+
+// downgradeReady says whether members may start at the older minor step: etcd's downgrade to it is
+// enabled and every member that answers has migrated its data (a member being restarted does not
+// answer; it migrated before it was stopped, since prepareStep waits for all of them).
+func downgradeReady(e *Etcd, step string) bool {
+	if e == nil {
+		return false
+	}
+	target := versions.MinorOf(step)
+	answered := 0
+	for _, m := range e.Members {
+		if m.Version == "" {
+			continue
+		}
+		answered++
+		if m.DowngradeTarget != target || m.StorageVersion != target {
+			return false
+		}
+	}
+	return answered > 0
 }
 
 // runningVersion is the version a member's pod runs: its label, else what the member reports.
@@ -78,10 +95,25 @@ func decideUpgrade(in Input, e *Etcd) (Action, bool) {
 		return Action{Kind: Wait, Reason: "UpgradeFailed", Message: fmt.Sprintf("the upgrade to %s failed and was rolled back; change spec.version to try again", step)}, true
 	}
 	path, _ := versions.Path(cur, in.TargetVersion)
+	if a, ok := prepareStep(in, e, cur, step, path); ok {
+		return a, true
+	}
+	atStep := len(upgraded(in, e, step))
+	progress := fmt.Sprintf("%d/%d members at %s, stepping %s", atStep, len(e.Members), step, strings.Join(path, " → "))
+	if atStep == len(e.Members) {
+		// Every pod runs the step; the reported versions follow once the members answer again.
+		return Action{Kind: Wait, Reason: "Upgrading", Message: progress}, true
+	}
+	return rollNext(e, func(m EtcdMember) bool { return runningVersion(in, m) != step }, step, "Upgrading", progress), true
+}
+
+// rollNext restarts the next member that needs it: followers first, the leader last once it handed
+// leadership to a member that no longer needs a restart; only when every member is caught up.
+func rollNext(e *Etcd, needsRestart func(EtcdMember) bool, version, reason, progress string) Action {
 	var pending []EtcdMember
 	var leader *EtcdMember
 	for i, m := range e.Members {
-		if runningVersion(in, m) == step {
+		if !needsRestart(m) {
 			continue
 		}
 		if m.ID == e.LeaderID {
@@ -90,31 +122,115 @@ func decideUpgrade(in Input, e *Etcd) (Action, bool) {
 		}
 		pending = append(pending, m)
 	}
-	atStep := len(e.Members) - len(pending)
-	if leader != nil {
-		atStep--
-	}
-	progress := fmt.Sprintf("%d/%d members at %s, stepping %s", atStep, len(e.Members), step, strings.Join(path, " → "))
-	if len(pending) == 0 && leader == nil {
-		// Every pod runs the step; the reported versions follow once the members answer again.
-		return Action{Kind: Wait, Reason: "Upgrading", Message: progress}, true
-	}
 	if lag := catchUpLag(e); lag > maxCatchUpLag {
-		return Action{Kind: Wait, Reason: "Upgrading", Message: fmt.Sprintf("%s; waiting for members to catch up (lag %d entries)", progress, lag)}, true
+		return Action{Kind: Wait, Reason: reason, Message: fmt.Sprintf("%s; waiting for members to catch up (lag %d entries)", progress, lag)}
 	}
 	if len(pending) > 0 {
 		m := pending[0]
-		return Action{Kind: RollMember, Members: []string{m.Name}, Version: step, Reason: "Upgrading", Message: fmt.Sprintf("%s; restarting %s at %s", progress, m.Name, step)}, true
+		return Action{Kind: RollMember, Members: []string{m.Name}, Version: version, Reason: reason, Message: fmt.Sprintf("%s; restarting %s at %s", progress, m.Name, version)}
 	}
-	to := pickTransferee(upgraded(in, e, step), leader.ID)
+	var done []EtcdMember
+	for _, m := range e.Members {
+		if !needsRestart(m) {
+			done = append(done, m)
+		}
+	}
+	to := pickTransferee(done, leader.ID)
 	if to.ID == 0 {
-		return Action{Kind: Wait, Reason: "Upgrading", Message: progress + "; no upgraded member can take leadership"}, true
+		return Action{Kind: Wait, Reason: reason, Message: progress + "; no restarted member can take leadership"}
 	}
-	return Action{Kind: MoveLeader, Members: []string{leader.Name, to.Name}, ID: to.ID, Reason: "Upgrading", Message: fmt.Sprintf("%s; moving leadership from %s to %s before restarting it", progress, leader.Name, to.Name)}, true
+	return Action{Kind: MoveLeader, Members: []string{leader.Name, to.Name}, ID: to.ID, Reason: reason, Message: fmt.Sprintf("%s; moving leadership from %s to %s before restarting it", progress, leader.Name, to.Name)}
+}
+
+// decideReconfigure brings member pods to the configuration the spec asks for (ConfigHash). Pods an
+// earlier operator made carry no hash: they are adopted as they are, by recording the current hash,
+// so that upgrading the operator restarts nothing; a changed spec is then rolled one member at a time.
+func decideReconfigure(in Input, e *Etcd) (Action, bool) {
+	if in.ConfigHash == "" {
+		return Action{}, false
+	}
+	for _, m := range e.Members {
+		if p := in.Pods[m.Name]; p.Exists && !p.Deleting && p.ConfigHash == "" {
+			return Action{Kind: AdoptPod, Members: []string{m.Name}, Reason: "AdoptingPod",
+				Message: fmt.Sprintf("the pod of %s was made by an earlier operator version; adopting it without a restart", m.Name)}, true
+		}
+	}
+	stale := func(m EtcdMember) bool { return in.Pods[m.Name].ConfigHash != in.ConfigHash }
+	n := 0
+	for _, m := range e.Members {
+		if stale(m) {
+			n++
+		}
+	}
+	if n == 0 {
+		return Action{}, false
+	}
+	progress := fmt.Sprintf("%d/%d members run the current pod configuration", len(e.Members)-n, len(e.Members))
+	return rollNext(e, stale, podVersion(in), "Reconfiguring", progress), true
+}
+
+// prepareStep holds the first restart of a step until etcd can take it:
+//   - a minor downgrade needs etcd's downgrade API enabled, then every member's storage migrated
+//     to the older schema (etcd snapshots right after the cluster version drops);
+//   - a step to 3.7 needs every member to have snapshotted past the entries etcd 3.5 wrote, which
+//     3.7 can no longer decode when it replays the log (it panics: "unmarshal should never fail").
+func prepareStep(in Input, e *Etcd, cur, step string, path []string) (Action, bool) {
+	progress := fmt.Sprintf("stepping %s", strings.Join(path, " → "))
+	if versions.IsMinorDowngrade(cur, step) {
+		target := versions.MinorOf(step)
+		for _, m := range e.Members {
+			if m.DowngradeTarget != target {
+				return Action{Kind: EnableDowngrade, Version: target, Reason: "Upgrading", Message: fmt.Sprintf("%s; enabling etcd's downgrade to %s", progress, target)}, true
+			}
+		}
+		var waiting []string
+		for _, m := range e.Members {
+			if m.StorageVersion != target {
+				waiting = append(waiting, fmt.Sprintf("%s at %s", m.Name, m.StorageVersion))
+			}
+		}
+		if len(waiting) > 0 {
+			return Action{Kind: Wait, Reason: "Upgrading", Message: fmt.Sprintf("%s; waiting for members to migrate their data to %s (%s)", progress, target, strings.Join(waiting, ", "))}, true
+		}
+		return Action{}, false
+	}
+	s, _ := versions.Parse(step)
+	if s.Minor < 7 || in.LegacyWALIndex == 0 {
+		return Action{}, false
+	}
+	need := in.LegacyWALIndex + in.SnapshotCount + 1
+	var low uint64
+	for i, m := range e.Members {
+		if i == 0 || m.AppliedIndex < low {
+			low = m.AppliedIndex
+		}
+	}
+	if low >= need {
+		return Action{}, false
+	}
+	return Action{Kind: AdvanceLog, Count: need - low, Reason: "Upgrading",
+		Message: fmt.Sprintf("%s; the log may hold etcd 3.5 entries up to index %d, which etcd 3.7 cannot replay: appending %d entries so that every member snapshots past them", progress, in.LegacyWALIndex, need-low)}, true
+}
+
+// LegacyWALIndex is the new value of status.legacyWALIndex after observing the cluster version go
+// from prev to now: when the last 3.5 member is gone, no 3.5 entry can be appended after the
+// leader's current index, but the entries before it stay in the log until each member snapshots.
+// raftIndexes are the indexes the members report now.
+func LegacyWALIndex(old uint64, prev, now string, raftIndexes []uint64) uint64 {
+	p, err1 := versions.Parse(prev)
+	n, err2 := versions.Parse(now)
+	if err1 != nil || err2 != nil || p.Minor > 5 || n.Minor < 6 {
+		return old
+	}
+	index := old
+	for _, i := range raftIndexes {
+		index = max(index, i)
+	}
+	return index
 }
 
 // failedUpgrade finds a member whose pod runs a newer version than the cluster's and that has been
-// unhealthy past UpgradeDeadline, and rolls it back to the cluster version.
+// unhealthy past the upgrade timeout, and rolls it back to the cluster version.
 func failedUpgrade(in Input, e *Etcd) (Action, bool) {
 	cur := ClusterVersion(in)
 	cv, err := versions.Parse(cur)
@@ -124,11 +240,11 @@ func failedUpgrade(in Input, e *Etcd) (Action, bool) {
 	for _, k := range in.Known {
 		m, ok := findByName(e.Members, k.Name)
 		pv, perr := versions.Parse(in.Pods[k.Name].Version)
-		if !ok || m.Healthy || perr != nil || pv.Compare(cv) <= 0 || k.UnhealthySince == nil || in.Now.Sub(*k.UnhealthySince) < UpgradeDeadline {
+		if !ok || m.Healthy || perr != nil || pv.Compare(cv) <= 0 || k.UnhealthySince == nil || in.Now.Sub(*k.UnhealthySince) < in.UpgradeTimeout {
 			continue
 		}
 		return Action{Kind: RollMember, Members: []string{k.Name}, Version: cur, Reason: "UpgradeFailed",
-			Message: fmt.Sprintf("%s did not become healthy at %s within %s; rolling it back to %s and stopping the upgrade", k.Name, pv, UpgradeDeadline, cur)}, true
+			Message: fmt.Sprintf("%s did not become healthy at %s within %s; rolling it back to %s and stopping the upgrade", k.Name, pv, in.UpgradeTimeout, cur)}, true
 	}
 	return Action{}, false
 }

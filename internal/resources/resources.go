@@ -203,15 +203,29 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 			},
 		},
 	}
-	pod.Annotations[naming.AnnotationSpecHash] = SpecHash(pod.Spec)
+	pod.Annotations[naming.AnnotationConfigHash] = ConfigHash(c)
 	return pod
 }
 
-// SpecHash identifies a built pod spec, so a later operator can tell whether it would build another.
-func SpecHash(spec corev1.PodSpec) string {
-	b, err := json.Marshal(spec)
+// PodRevision is raised by a release of the operator that must change running member pods (a
+// security fix, a flag etcd needs): it is part of ConfigHash, so raising it rolls every member once.
+// Any other change of the builder reaches pods only as they are recreated, so upgrading the
+// operator restarts nothing by itself.
+const PodRevision = 1
+
+// ConfigHash identifies what a member pod is built from, apart from its identity and version (the
+// upgrade logic handles versions): the user's pod-affecting spec and PodRevision.
+func ConfigHash(c *v1.EtcdCluster) string {
+	b, err := json.Marshal(struct {
+		Revision    int
+		Image       string
+		Resources   corev1.ResourceRequirements
+		PodTemplate v1.PodTemplate
+		Etcd        v1.EtcdOptions
+		TLS         v1.TLSSpec
+	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, c.Spec.Etcd, c.Spec.TLS})
 	if err != nil {
-		panic(fmt.Sprintf("marshal pod spec: %v", err))
+		panic(fmt.Sprintf("marshal pod configuration: %v", err))
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])

@@ -53,12 +53,31 @@ func TestMemberPodBootstrapVersusJoin(t *testing.T) {
 	if join.Spec.Hostname != "demo-3" || join.Spec.Subdomain != "demo-peer" {
 		t.Errorf("hostname/subdomain = %s/%s", join.Spec.Hostname, join.Spec.Subdomain)
 	}
-	if boot.Annotations[naming.AnnotationSpecHash] == join.Annotations[naming.AnnotationSpecHash] {
-		t.Error("different pods share a spec hash")
+	if boot.Annotations[naming.AnnotationConfigHash] != join.Annotations[naming.AnnotationConfigHash] {
+		t.Error("members of one cluster carry different configuration hashes")
 	}
-	again := MemberPod(c, MemberPodInput{Member: "demo-3", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-3"}})
-	if again.Annotations[naming.AnnotationSpecHash] != join.Annotations[naming.AnnotationSpecHash] {
-		t.Error("the same input gives different hashes")
+}
+
+func TestConfigHashFollowsPodAffectingSpecOnly(t *testing.T) {
+	base := ConfigHash(sample())
+	same := sample()
+	same.Spec.Version, same.Spec.Replicas = "3.7.3", 5 // handled by upgrades and scaling, not restarts
+	if ConfigHash(same) != base {
+		t.Error("version or replicas changed the configuration hash")
+	}
+	for name, change := range map[string]func(*v1.EtcdCluster){
+		"resources": func(c *v1.EtcdCluster) {
+			c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+		},
+		"etcd options": func(c *v1.EtcdCluster) { c.Spec.Etcd.SnapshotCount++ },
+		"pod labels":   func(c *v1.EtcdCluster) { c.Spec.PodTemplate.Labels = map[string]string{"team": "a"} },
+		"image":        func(c *v1.EtcdCluster) { c.Spec.Image = "registry.example/etcd@sha256:0" },
+	} {
+		c := sample()
+		change(c)
+		if ConfigHash(c) == base {
+			t.Errorf("a change of %s kept the configuration hash", name)
+		}
 	}
 }
 

@@ -24,8 +24,8 @@ func newestPatch(major, minor int) (Version, bool) {
 
 // NextStep is the version the cluster, now running cur (the lowest member version), must move to
 // next on its way to target: patch changes directly; minors one at a time through the newest
-// supported patch of each, after the floor of the current minor. Downgrades across a minor need
-// etcd's downgrade API, which the operator does not drive; they are refused with the reason.
+// supported patch of each, after the floor of the current minor. A downgrade may cross one minor
+// (etcd's downgrade API supports exactly that); deeper downgrades are refused with the reason.
 func NextStep(cur, target string) (string, error) {
 	c, err := Parse(cur)
 	if err != nil {
@@ -45,8 +45,11 @@ func NextStep(cur, target string) (string, error) {
 		return "", fmt.Errorf("cannot change the etcd major version (%s -> %s)", c, t)
 	case c.Minor == t.Minor:
 		return t.String(), nil // patch upgrade or downgrade: binary compatible
+	case t.Minor == c.Minor-1:
+		return t.String(), nil // through etcd's downgrade API: see IsMinorDowngrade
 	case t.Minor < c.Minor:
-		return "", fmt.Errorf("downgrading %s -> %s crosses a minor version; that needs etcd's downgrade API, which this operator version does not drive yet", c, t)
+		step, _ := newestPatch(c.Major, c.Minor-1)
+		return "", fmt.Errorf("etcd downgrades one minor version at a time (%s -> %s): set spec.version to %s first, then to %s", c, t, step, t)
 	}
 	if floor, ok := upgradeFloors[c.Minor]; ok && c.Compare(floor) < 0 {
 		p, ok := newestPatch(c.Major, c.Minor)
@@ -80,4 +83,21 @@ func Path(cur, target string) ([]string, error) {
 		cur = next
 	}
 	return path, nil
+}
+
+// IsMinorDowngrade says whether moving from cur to next lowers the minor version, which etcd allows
+// only after its downgrade API has lowered the cluster and storage versions.
+func IsMinorDowngrade(cur, next string) bool {
+	c, err1 := Parse(cur)
+	n, err2 := Parse(next)
+	return err1 == nil && err2 == nil && c.Major == n.Major && n.Minor < c.Minor
+}
+
+// MinorOf is "major.minor.0", the form etcd uses for cluster, storage and downgrade target versions.
+func MinorOf(v string) string {
+	p, err := Parse(v)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%d.%d.0", p.Major, p.Minor)
 }

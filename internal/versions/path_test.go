@@ -13,11 +13,11 @@ func TestPathsBetweenEverySupportedPair(t *testing.T) {
 		{"3.6.16", "3.7.3"}:  "3.6.16 3.7.3",
 		{"3.6.16", "3.6.16"}: "3.6.16",
 		{"3.7.3", "3.7.3"}:   "3.7.3",
+		{"3.6.16", "3.5.35"}: "3.6.16 3.5.35", // etcd's downgrade API, one minor
+		{"3.7.3", "3.6.16"}:  "3.7.3 3.6.16",
 	}
 	refused := map[[2]string]string{
-		{"3.6.16", "3.5.35"}: "downgrade API",
-		{"3.7.3", "3.6.16"}:  "downgrade API",
-		{"3.7.3", "3.5.35"}:  "downgrade API",
+		{"3.7.3", "3.5.35"}: "set spec.version to 3.6.16 first",
 	}
 	for _, from := range Supported {
 		for _, to := range Supported {
@@ -54,5 +54,19 @@ func TestFloorsAndOddInputs(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%s -> %s = %q, %v; want %q", tc.cur, tc.target, got, err, tc.want)
 		}
+	}
+}
+
+func TestMinorDowngradeAndMinorOf(t *testing.T) {
+	for _, tc := range []struct {
+		cur, next string
+		want      bool
+	}{{"3.6.16", "3.5.35", true}, {"3.7.3", "3.6.16", true}, {"3.6.16", "3.6.4", false}, {"3.5.35", "3.6.16", false}, {"bad", "3.5.35", false}} {
+		if got := IsMinorDowngrade(tc.cur, tc.next); got != tc.want {
+			t.Errorf("IsMinorDowngrade(%s, %s) = %v", tc.cur, tc.next, got)
+		}
+	}
+	if got := MinorOf("3.5.35"); got != "3.5.0" {
+		t.Errorf("MinorOf = %q", got)
 	}
 }

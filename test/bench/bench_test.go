@@ -67,7 +67,7 @@ func TestBench(t *testing.T) {
 		}
 	}
 	t.Logf("all measurements took %s", time.Since(start).Round(time.Second))
-	writeResults(t, samples)
+	writeResults(t, lifecycleMetrics(), samples)
 }
 
 // --- bare etcd: what etcd needs without any operator --------------------------------------------
@@ -83,14 +83,7 @@ func bareRun(t *testing.T, image string, n int, available func(time.Duration)) (
 	waitQuiet(t)
 
 	t0 := time.Now()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "bare-peer", Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: bareLabels,
-			Ports: []corev1.ServicePort{{Name: "peer", Port: naming.PeerPort, TargetPort: intstr.FromInt32(naming.PeerPort)}},
-		},
-	}
-	if err := k8s.Create(ctx, svc); err != nil {
+	if err := k8s.Create(ctx, bareService(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
@@ -126,6 +119,17 @@ func bareRun(t *testing.T, image string, n int, available func(time.Duration)) (
 		t.Fatal(err)
 	}
 	return waitFor(t, "bare-1 healthy again", timeout, healthy).Sub(t0)
+}
+
+// bareService is the headless peer Service of the bare members.
+func bareService(ns string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "bare-peer", Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: bareLabels,
+			Ports: []corev1.ServicePort{{Name: "peer", Port: naming.PeerPort, TargetPort: intstr.FromInt32(naming.PeerPort)}},
+		},
+	}
 }
 
 func barePVC(ns string, i int) *corev1.PersistentVolumeClaim {
@@ -313,37 +317,48 @@ func round2(x float64) float64 {
 	return f
 }
 
-func writeResults(t *testing.T, samples map[string][]float64) {
-	date := time.Now().UTC().Format(time.RFC3339)
+// metricDef says how one figure is derived from the samples of a run: the median of metric's
+// samples, divided by the median of baseline's; a count without a baseline has ratio = value.
+type metricDef struct {
+	metric, baseline, unit, notes string
+	goal                          *float64
+}
+
+func lifecycleMetrics() []metricDef {
 	g := goal
 	bareAvail := "seconds from creating n plain etcd pods (static --initial-cluster over a headless Service with publishNotReadyAddresses, plain http, one local-path PVC each) until every pod answers a linearizable read (etcdctl endpoint health)"
 	bareRecovery := "seconds from deleting one pod of a bare 3-member etcd (its PVC kept) and recreating it as soon as its name is free, until all 3 answer a linearizable read"
-	defs := []struct {
-		metric, baseline, notes string
-		goal                    *float64
-	}{
-		{"time_to_available_1", "bare_available_1", "EtcdCluster of 1 member (TLS, 256Mi) created until converged (Available, not Progressing, 1 ready); baseline: " + bareAvail + ", n=1", &g},
-		{"time_to_available_3", "bare_available_3", "EtcdCluster of 3 members (TLS, 256Mi) created until converged (Available, not Progressing, 3 ready); baseline: " + bareAvail + ", n=3", &g},
-		{"time_to_available_5", "bare_available_5", "EtcdCluster of 5 members (TLS, 256Mi) created until converged (Available, not Progressing, 5 ready); baseline: " + bareAvail + ", n=5", &g},
-		{"recovery_pod_deleted", "bare_recovery", "one member pod of a converged 3-member EtcdCluster deleted until converged again with all 3 answering a linearizable read; baseline: " + bareRecovery, &g},
-		{"replace_member_pvc_lost", "bare_recovery", "PVC and pod of one member of a converged 3-member EtcdCluster deleted until converged with 3 members (a new member name) all answering a linearizable read; baseline: the recovery_pod_deleted baseline (" + bareRecovery + "), as bare etcd has no automatic replacement to compare with", nil},
+	return []metricDef{
+		{"time_to_available_1", "bare_available_1", "s", "EtcdCluster of 1 member (TLS, 256Mi) created until converged (Available, not Progressing, 1 ready); baseline: " + bareAvail + ", n=1", &g},
+		{"time_to_available_3", "bare_available_3", "s", "EtcdCluster of 3 members (TLS, 256Mi) created until converged (Available, not Progressing, 3 ready); baseline: " + bareAvail + ", n=3", &g},
+		{"time_to_available_5", "bare_available_5", "s", "EtcdCluster of 5 members (TLS, 256Mi) created until converged (Available, not Progressing, 5 ready); baseline: " + bareAvail + ", n=5", &g},
+		{"recovery_pod_deleted", "bare_recovery", "s", "one member pod of a converged 3-member EtcdCluster deleted until converged again with all 3 answering a linearizable read; baseline: " + bareRecovery, &g},
+		{"replace_member_pvc_lost", "bare_recovery", "s", "PVC and pod of one member of a converged 3-member EtcdCluster deleted until converged with 3 members (a new member name) all answering a linearizable read; baseline: the recovery_pod_deleted baseline (" + bareRecovery + "), as bare etcd has no automatic replacement to compare with", nil},
 	}
+}
+
+// writeResults writes bench/results/<metric>.json for defs, then BENCHMARKS.md from every result
+// file there, so that each benchmark can be re-run alone without losing the others' figures.
+func writeResults(t *testing.T, defs []metricDef, samples map[string][]float64) {
+	date := time.Now().UTC().Format(time.RFC3339)
 	dir := filepath.Join("..", "..", "bench", "results")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var rows []result
 	for _, d := range defs {
-		v, b := median(samples[d.metric]), median(samples[d.baseline])
-		r := result{Metric: d.metric, Value: round2(v), Unit: "s", Baseline: round2(b), Ratio: round2(v / b),
-			Date: date, Command: command, Notes: d.notes, Goal: d.goal, Samples: roundAll(samples[d.metric]), BaselineSamples: roundAll(samples[d.baseline])}
-		rows = append(rows, r)
+		v := median(samples[d.metric])
+		r := result{Metric: d.metric, Value: round2(v), Unit: d.unit, Ratio: round2(v), Date: date, Command: command,
+			Notes: d.notes, Goal: d.goal, Samples: roundAll(samples[d.metric])}
+		if d.baseline != "" {
+			b := median(samples[d.baseline])
+			r.Baseline, r.Ratio, r.BaselineSamples = round2(b), round2(v/b), roundAll(samples[d.baseline])
+		}
 		out, _ := json.MarshalIndent(r, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, d.metric+".json"), append(out, '\n'), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writeMarkdown(t, rows, date, len(samples["bare_recovery"]))
+	writeMarkdown(t, dir)
 }
 
 func roundAll(xs []float64) []float64 {
@@ -354,43 +369,51 @@ func roundAll(xs []float64) []float64 {
 	return out
 }
 
-func writeMarkdown(t *testing.T, rows []result, date string, reps int) {
+func writeMarkdown(t *testing.T, dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	sort.Strings(files)
+	var rows []result
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r result
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		rows = append(rows, r)
+	}
 	kernel, _ := exec.Command("uname", "-r").Output()
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Benchmarks\n\n")
-	fmt.Fprintf(&b, "What the operator costs in time on top of etcd itself. Each figure is the median of %d runs, divided by a\n", reps)
-	fmt.Fprintf(&b, "baseline measured in the same run on the same cluster with bare etcd pods, so the ratio is what to compare\n")
-	fmt.Fprintf(&b, "across machines. Generated by `test/bench` (build tag `bench`); raw samples are in `bench/results/*.json`.\n\n")
-	fmt.Fprintf(&b, "- Date: %s\n", date)
+	fmt.Fprintf(&b, "What the operator costs on top of etcd itself. Each figure is the median of several runs (the samples are in\n")
+	fmt.Fprintf(&b, "`bench/results/<metric>.json`), divided by a baseline measured in the same run on the same cluster with bare\n")
+	fmt.Fprintf(&b, "etcd pods, so the ratio is what to compare across machines; a count has no baseline and its ratio is the count.\n")
+	fmt.Fprintf(&b, "Generated by `test/bench` (build tag `bench`).\n\n")
 	fmt.Fprintf(&b, "- Machine: %d vCPU (`nproc`), %s RAM, kernel `%s`; the single-node local cluster of `hack/cluster`\n", runtime.NumCPU(), memTotal(), strings.TrimSpace(string(kernel)))
-	fmt.Fprintf(&b, "- Command: `%s`\n", command)
-	fmt.Fprintf(&b, "- etcd v3.6.16 on both sides; member volumes 256Mi from the default StorageClass (`local-path`)\n\n")
-	fmt.Fprintf(&b, "| metric | operator (s) | baseline (s) | ratio | goal |\n|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "- Command: `%s`\n\n", command)
+	fmt.Fprintf(&b, "| metric | value | baseline | ratio | goal | runs | date |\n|---|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		g := "—"
 		if r.Goal != nil {
-			g = fmt.Sprintf("≤ %.1f×", *r.Goal)
+			g = fmt.Sprintf("≤ %g×", *r.Goal)
 		}
-		fmt.Fprintf(&b, "| `%s` | %.1f | %.1f | %.2f× | %s |\n", r.Metric, r.Value, r.Baseline, r.Ratio, g)
+		base := "—"
+		if len(r.BaselineSamples) > 0 {
+			base = fmt.Sprintf("%.2f %s", r.Baseline, r.Unit)
+		}
+		fmt.Fprintf(&b, "| `%s` | %.2f %s | %s | %.2f× | %s | %d | %s |\n", r.Metric, r.Value, r.Unit, base, r.Ratio, g, len(r.Samples), r.Date[:10])
+	}
+	b.WriteString("\nHow each figure and its baseline were measured (clocks poll every 250 ms from the host, through pod IPs):\n\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "- `%s`: %s\n", r.Metric, r.Notes)
 	}
 	b.WriteString(`
-How each figure and its baseline were measured (clocks poll every 250 ms from the host, through pod IPs):
-
-- ` + "`time_to_available_N`" + `: from creating an EtcdCluster of N members (TLS on, the default) until it is converged:
-  Available=True, Progressing=False, N ready voting members. Baseline: N plain etcd pods created by hand, with a
-  static ` + "`--initial-cluster`" + ` over a headless Service with publishNotReadyAddresses, plain http and one PVC each,
-  until every pod answers a linearizable read (what ` + "`etcdctl endpoint health`" + ` checks).
-- ` + "`recovery_pod_deleted`" + `: from deleting one member pod of a converged 3-member EtcdCluster until it is converged
-  again and all 3 pods answer a linearizable read. Baseline: one pod of the bare 3-member cluster deleted and,
-  as soon as its name is free, recreated by hand on the same PVC, until all 3 answer again.
-- ` + "`replace_member_pvc_lost`" + `: from deleting the PVC and pod of one member of a converged 3-member EtcdCluster until
-  it is converged with 3 members again, the lost one replaced under a new name. Bare etcd has no automatic
-  replacement, so the baseline is the bare pod-recovery time above (the least any repair can take here).
-
-Bare and operator runs alternate (1, 3, 5 members, repeated), and each measurement first waits until no
-` + "`e2e-*`" + ` namespace is in use (namespaces left Terminating without pods, or whose pods have all been ready and
-unchanged for two minutes, are taken as abandoned), so both sides see the same, quiet machine. Operator
-logs of the run are kept in a temporary directory printed at the start of ` + "`make bench`" + `.
+Bare and operator runs alternate, and each measurement first waits until no ` + "`e2e-*`" + ` namespace is in use
+(namespaces left Terminating without pods, or whose pods have all been ready and unchanged for two minutes,
+are taken as abandoned), so both sides see the same, quiet machine. Operator logs of the run are kept in a
+temporary directory printed at the start of ` + "`make bench`" + `.
 `)
 	if err := os.WriteFile(filepath.Join("..", "..", "BENCHMARKS.md"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)

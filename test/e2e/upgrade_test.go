@@ -5,12 +5,13 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -94,93 +95,180 @@ func TestUpgrade36To37UnderWrites(t *testing.T) {
 	}
 }
 
-// 3.5 → 3.7: the operator steps through 3.6 itself. etcd 3.7 may be unable to replay raft entries a
-// cluster wrote while it ran 3.5 (seen here: 3.7.3 panics at apply, on some runs) until every member
-// has taken a snapshot on 3.6. Either the 3.7 step succeeds, or the operator notices, rolls that
-// member back to 3.6, stops and says so; in both cases nothing is lost.
-func TestUpgrade35To37StepsThrough36(t *testing.T) {
+// raftTerm is the highest raft term any member reports: it grows by one per leader election.
+func raftTerm(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var term uint64
+	for _, ep := range env.PodEndpoints(t, c) {
+		if st, err := cl.Status(ctx, ep); err == nil {
+			term = max(term, st.RaftTerm)
+		}
+	}
+	return term
+}
+
+// keepEndpointsFresh points cl at the current member pods every second while a test restarts them,
+// as a client of the client Service would see them.
+func keepEndpointsFresh(cl *clientv3.Client, c *v1.EtcdCluster) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Second):
+			}
+			if eps, err := env.CurrentEndpoints(c); err == nil && len(eps) > 0 {
+				cl.SetEndpoints(eps...)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// versionChangeUnderWrites moves a 3-member cluster from one version to another under a writer that
+// retries failed puts, and checks what the issue asks of every version change: every member at the
+// target, no acknowledged write lost, at most one leader election per member restart, and the same
+// data on every member (HashKV).
+func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, during func(s v1.EtcdClusterStatus)) *v1.EtcdCluster {
+	t.Helper()
 	ns := env.NewNamespace(t, "e2e-")
 	env.StartOperator(t, ns, "")
-	c := env.CreateCluster(t, ns, 3, "3.5.35")
+	c := env.CreateCluster(t, ns, 3, from)
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	cl := env.EtcdClient(t, c)
-	w := framework.StartWriter(cl, "/upgrade/")
+	stop := keepEndpointsFresh(cl, c)
+	w := framework.StartWriter(cl, "/versions/")
+	termBefore := raftTerm(t, cl, c)
+	uids := env.MemberPodUIDs(t, c)
 
-	setVersion(t, c, "3.7.3")
-	// The cluster version (the lowest member version) must pass through 3.6.16, whatever happens next.
-	seen36 := false
-	framework.WaitFor(t, "the upgrade ends", 10*time.Minute, func() error {
+	setVersion(t, c, to)
+	framework.WaitFor(t, "every member at "+to, 10*time.Minute, func() error {
 		s := env.Get(t, c).Status
+		if during != nil {
+			during(s)
+		}
+		if s.UpgradeBlocked != nil {
+			t.Fatalf("the version change failed: %+v", s.UpgradeBlocked)
+		}
+		if s.CurrentVersion != to {
+			return fmt.Errorf("current version %s", s.CurrentVersion)
+		}
+		for _, m := range s.Members {
+			if m.Version != to || !m.Healthy {
+				return fmt.Errorf("member %s at %s healthy=%v", m.Name, m.Version, m.Healthy)
+			}
+		}
+		return nil
+	})
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	time.Sleep(2 * time.Second)
+	acked, failed := w.Finish()
+	stop()
+	env.RefreshEndpoints(t, cl, c)
+	elections := raftTerm(t, cl, c) - termBefore
+	t.Logf("%s → %s: writer %d acknowledged, %d failed attempts (each retried until acknowledged); %d leader elections for %d member restarts",
+		from, to, len(acked), failed, elections, restarts)
+	framework.CheckKeys(t, cl, "/versions/", acked)
+	sameDataEverywhere(t, cl, c)
+	if elections > uint64(restarts) {
+		t.Errorf("%d leader elections for %d member restarts", elections, restarts)
+	}
+	for name, uid := range env.MemberPodUIDs(t, c) {
+		if uids[name] == uid {
+			t.Errorf("pod %s was not restarted", name)
+		}
+	}
+	return c
+}
+
+// 3.5 → 3.7: the operator steps through 3.6 itself, then makes every member snapshot past the
+// entries etcd 3.5 wrote (etcd 3.7 cannot replay them) before the first 3.7 restart.
+func TestUpgrade35To37StepsThrough36(t *testing.T) {
+	seen36, sawBarrier := false, false
+	c := versionChangeUnderWrites(t, "3.5.35", "3.7.3", 6, func(s v1.EtcdClusterStatus) {
 		if s.CurrentVersion == "3.6.16" {
 			seen36 = true
 		}
-		if s.UpgradeBlocked != nil {
-			return nil
+		if s.LegacyWALIndex > 0 {
+			sawBarrier = true
 		}
-		for _, m := range s.Members {
-			if m.Version != "3.7.3" || !m.Healthy {
-				return fmt.Errorf("upgrading: current %s, member %s at %s healthy=%v", s.CurrentVersion, m.Name, m.Version, m.Healthy)
-			}
-		}
-		return nil
 	})
 	if !seen36 {
-		t.Fatal("the cluster never ran 3.6.16: the operator did not step through 3.6")
+		t.Error("the cluster never ran 3.6.16: the operator did not step through 3.6")
 	}
-	if b := env.Get(t, c).Status.UpgradeBlocked; b != nil {
-		// Only the member that failed goes back; members already on 3.7 stay (etcd runs mixed
-		// versions at the lower cluster version). Wait for the rollback to finish.
-		framework.WaitFor(t, "rollback of "+b.Member, 3*time.Minute, func() error {
-			s := env.Get(t, c).Status
-			for _, m := range s.Members {
-				if !m.Healthy || (m.Name == b.Member && m.Version != "3.6.16") {
-					return fmt.Errorf("member %s at %s healthy=%v", m.Name, m.Version, m.Healthy)
-				}
-			}
-			if s.CurrentVersion != "3.6.16" {
-				return fmt.Errorf("current version %s", s.CurrentVersion)
-			}
-			return nil
-		})
+	if !sawBarrier || env.Get(t, c).Status.LegacyWALIndex == 0 {
+		t.Error("status.legacyWALIndex was never recorded for a cluster with 3.5 history")
 	}
-	s := env.Get(t, c).Status
-	if s.CurrentVersion != "3.7.3" {
-		d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
-		u := meta.FindStatusCondition(s.Conditions, v1.ConditionUpgrading)
-		if d == nil || d.Reason != "UpgradeFailed" || u == nil || u.Reason != "UpgradeFailed" || s.UpgradeBlocked.Version != "3.7.3" {
-			t.Fatalf("failed step not reported: Degraded %+v, Upgrading %+v, blocked %+v", d, u, s.UpgradeBlocked)
-		}
-		t.Logf("3.7 step failed and was rolled back: %s", u.Message)
-	} else {
-		t.Log("the 3.7 step succeeded: every member runs 3.7.3")
-	}
-	env.RefreshEndpoints(t, cl, c)
-	time.Sleep(2 * time.Second)
-	acked, failed := w.Finish()
-	t.Logf("writer: %d acknowledged, %d failed during 3.5.35 → 3.6.16 → (3.7.3)", len(acked), failed)
-	framework.CheckKeys(t, cl, "/upgrade/", acked)
-	sameDataEverywhere(t, cl, c)
 }
 
-// A downgrade across a minor needs etcd's downgrade API; the operator refuses it with the reason and
-// leaves the cluster as it is.
-func TestCrossMinorDowngradeIsRefused(t *testing.T) {
+// 3.6 → 3.5 through etcd's downgrade API: enable, wait for every member's storage to migrate, then
+// roll the members one at a time.
+func TestDowngrade36To35UnderWrites(t *testing.T) {
+	versionChangeUnderWrites(t, "3.6.16", "3.5.35", 3, nil)
+}
+
+// A member that cannot start at the new version (its image cannot be pulled) is rolled back after
+// spec.maintenance.upgradeTimeout, the upgrade stops with Degraded/UpgradeFailed, no other member is
+// touched, and a new spec.version clears the block.
+func TestFailedUpgradeIsRolledBack(t *testing.T) {
 	ns := env.NewNamespace(t, "e2e-")
-	env.StartOperator(t, ns, "")
-	c := env.CreateCluster(t, ns, 1, "")
-	env.WaitConverged(t, c, 1, convergeTimeout)
+	env.StartOperator(t, ns, "", "RELATED_IMAGE_ETCD_V3_7_3=localhost/etcd:does-not-exist")
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}, Spec: v1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}}
+	c.Spec.Storage.Size = resource.MustParse("256Mi")
+	c.Spec.Maintenance.UpgradeTimeout = metav1.Duration{Duration: 30 * time.Second}
+	if err := env.K8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	cl := env.EtcdClient(t, c)
+	w := framework.StartWriter(cl, "/failed/")
 	uids := env.MemberPodUIDs(t, c)
-	setVersion(t, c, "3.5.35")
-	framework.WaitFor(t, "refusal reported", time.Minute, func() error {
-		u := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionUpgrading)
-		if u == nil || u.Reason != "VersionChangeRefused" || !strings.Contains(u.Message, "downgrade") {
-			return fmt.Errorf("Upgrading = %+v", u)
+
+	setVersion(t, c, "3.7.3")
+	framework.WaitFor(t, "the failed step is reported and rolled back", 4*time.Minute, func() error {
+		s := env.Get(t, c).Status
+		d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
+		if s.UpgradeBlocked == nil || d == nil || d.Status != metav1.ConditionTrue || d.Reason != "UpgradeFailed" {
+			return fmt.Errorf("blocked %+v, Degraded %+v", s.UpgradeBlocked, d)
+		}
+		for _, m := range s.Members {
+			if m.Version != "3.6.16" || !m.Healthy {
+				return fmt.Errorf("member %s at %s healthy=%v", m.Name, m.Version, m.Healthy)
+			}
 		}
 		return nil
 	})
+	s := env.Get(t, c).Status
+	if s.UpgradeBlocked.Version != "3.7.3" || s.CurrentVersion != "3.6.16" {
+		t.Fatalf("blocked %+v, current %s", s.UpgradeBlocked, s.CurrentVersion)
+	}
+	restarted := 0
 	for name, uid := range env.MemberPodUIDs(t, c) {
 		if uids[name] != uid {
-			t.Fatalf("pod %s was restarted by a refused downgrade", name)
+			restarted++
 		}
 	}
+	if restarted != 1 {
+		t.Errorf("%d pods restarted; only the member that failed should be", restarted)
+	}
+	acked, failed := w.Finish()
+	t.Logf("writer: %d acknowledged, %d failed attempts during the failed step", len(acked), failed)
+	env.RefreshEndpoints(t, cl, c)
+	framework.CheckKeys(t, cl, "/failed/", acked)
+
+	// Going back to the running version clears the block.
+	setVersion(t, c, "3.6.16")
+	framework.WaitFor(t, "the block is cleared", time.Minute, func() error {
+		s := env.Get(t, c).Status
+		d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
+		if s.UpgradeBlocked != nil || d == nil || d.Status != metav1.ConditionFalse {
+			return fmt.Errorf("blocked %+v, Degraded %+v", s.UpgradeBlocked, d)
+		}
+		return nil
+	})
 }

@@ -82,6 +82,26 @@ func Setup(repoRoot string) (*Env, error) {
 // Close removes the manager binary.
 func (e *Env) Close() { _ = os.RemoveAll(e.dir) }
 
+// BuildManagerAt builds the manager of an earlier commit of this repository (a previous release),
+// from the repository's own history.
+func (e *Env) BuildManagerAt(repoRoot, commit string) (string, error) {
+	src := filepath.Join(e.dir, "src-"+commit)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	extract := exec.Command("sh", "-c", fmt.Sprintf("git -C %q archive --format=tar %s | tar -x -C %q", repoRoot, commit, src))
+	if out, err := extract.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("extract %s: %w\n%s", commit, err, out)
+	}
+	bin := filepath.Join(e.dir, "manager-"+commit)
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build manager at %s: %w\n%s", commit, err, out)
+	}
+	return bin, nil
+}
+
 // Operator is a manager process on the host, scoped to one namespace.
 type Operator struct {
 	cmd  *exec.Cmd
@@ -102,12 +122,19 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
-// StartOperator runs the manager for namespace ns, with failpoints armed (comma list, may be empty).
-func (e *Env) StartOperator(t *testing.T, ns, failpoints string) *Operator {
+// StartOperator runs the manager for namespace ns, with failpoints armed (comma list, may be empty)
+// and extra environment variables (NAME=value).
+func (e *Env) StartOperator(t *testing.T, ns, failpoints string, extraEnv ...string) *Operator {
+	t.Helper()
+	return e.StartOperatorBinary(t, e.ManagerBin, ns, append(extraEnv, "ETCD_AUTOPILOT_FAILPOINTS="+failpoints)...)
+}
+
+// StartOperatorBinary runs manager binary bin (e.g. an earlier release) for namespace ns.
+func (e *Env) StartOperatorBinary(t *testing.T, bin, ns string, extraEnv ...string) *Operator {
 	t.Helper()
 	o := &Operator{done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
-	o.cmd = exec.Command(e.ManagerBin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")
-	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "WATCH_NAMESPACE="+ns, "ETCD_AUTOPILOT_FAILPOINTS="+failpoints)
+	o.cmd = exec.Command(bin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")
+	o.cmd.Env = append(append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "WATCH_NAMESPACE="+ns), extraEnv...)
 	o.cmd.Stdout, o.cmd.Stderr = lockedWriter{o.mu, o.logs}, lockedWriter{o.mu, o.logs}
 	if err := o.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -291,9 +318,18 @@ func (e *Env) EtcdClient(t *testing.T, c *v1.EtcdCluster) *clientv3.Client {
 }
 
 func (e *Env) PodEndpoints(t *testing.T, c *v1.EtcdCluster) []string {
+	eps, err := e.CurrentEndpoints(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eps
+}
+
+// CurrentEndpoints are the client URLs of the member pods that have an IP and are not going away.
+func (e *Env) CurrentEndpoints(c *v1.EtcdCluster) ([]string, error) {
 	pods := &corev1.PodList{}
 	if err := e.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var eps []string
 	for _, p := range pods.Items {
@@ -301,7 +337,7 @@ func (e *Env) PodEndpoints(t *testing.T, c *v1.EtcdCluster) []string {
 			eps = append(eps, naming.EndpointForIP(p.Status.PodIP, true))
 		}
 	}
-	return eps
+	return eps, nil
 }
 
 // RefreshEndpoints points cl at the current member pods (IPs change when pods are replaced).
@@ -322,20 +358,23 @@ func (e *Env) MemberPodUIDs(t *testing.T, c *v1.EtcdCluster) map[string]string {
 }
 
 // Writer puts keys continuously and remembers which ones etcd acknowledged.
+// Writer puts numbered keys one after another; a failed put is retried with the same key and value
+// until it succeeds, as a careful client would, so every key it moves past is acknowledged.
 type Writer struct {
-	prefix string
-	stop   chan struct{}
-	done   chan struct{}
-	mu     sync.Mutex
-	acked  []string
-	failed int
+	prefix    string
+	stop      chan struct{}
+	done      chan struct{}
+	mu        sync.Mutex
+	acked     []string
+	failed    int
+	latencies []time.Duration
 }
 
 func StartWriter(cl *clientv3.Client, prefix string) *Writer {
 	w := &Writer{prefix: prefix, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		for i := 0; ; i++ {
+		for i := 0; ; {
 			select {
 			case <-w.stop:
 				return
@@ -343,11 +382,15 @@ func StartWriter(cl *clientv3.Client, prefix string) *Writer {
 			}
 			key := fmt.Sprintf("%s%08d", prefix, i)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			start := time.Now()
 			_, err := cl.Put(ctx, key, "v-"+key)
+			took := time.Since(start)
 			cancel()
 			w.mu.Lock()
 			if err == nil {
 				w.acked = append(w.acked, key)
+				w.latencies = append(w.latencies, took)
+				i++
 			} else {
 				w.failed++
 			}
@@ -358,6 +401,8 @@ func StartWriter(cl *clientv3.Client, prefix string) *Writer {
 	return w
 }
 
+// Finish stops the writer and returns the acknowledged keys and the number of failed attempts
+// (each was retried until it succeeded, except possibly one in flight when the writer stopped).
 func (w *Writer) Finish() (acked []string, failed int) {
 	close(w.stop)
 	<-w.done
@@ -366,14 +411,32 @@ func (w *Writer) Finish() (acked []string, failed int) {
 	return w.acked, w.failed
 }
 
+// Latencies of the acknowledged puts, in order; call after Finish.
+func (w *Writer) Latencies() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Duration(nil), w.latencies...)
+}
+
 // CheckKeys asserts that every key is readable with its value (a linearizable read).
 func CheckKeys(t *testing.T, cl *clientv3.Client, prefix string, keys []string) {
 	t.Helper()
+	lost, err := LostKeys(cl, prefix, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d acknowledged writes under %s are lost", lost, len(keys), prefix)
+	}
+}
+
+// LostKeys counts the keys (written with the value "v-"+key) that a linearizable read does not return.
+func LostKeys(cl *clientv3.Client, prefix string, keys []string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := cl.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
-		t.Fatalf("read back %s*: %v", prefix, err)
+		return 0, fmt.Errorf("read back %s*: %w", prefix, err)
 	}
 	have := map[string]string{}
 	for _, kv := range resp.Kvs {
@@ -385,9 +448,7 @@ func CheckKeys(t *testing.T, cl *clientv3.Client, prefix string, keys []string) 
 			lost++
 		}
 	}
-	if lost > 0 {
-		t.Fatalf("%d of %d acknowledged writes under %s are lost", lost, len(keys), prefix)
-	}
+	return lost, nil
 }
 
 func PutKeys(t *testing.T, cl *clientv3.Client, prefix string, n int) []string {

@@ -1,0 +1,213 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
+)
+
+const upgradeFrom, upgradeTo = "3.6.16", "3.7.3"
+
+// steadyWindow is how long the writer runs on the idle cluster to measure steady-state latency.
+const steadyWindow = 20 * time.Second
+
+// TestBenchUpgrade times a 3-member rolling upgrade 3.6 → 3.7 under a writer against the same three
+// member restarts done by hand on bare etcd pods, and records what a client sees meanwhile.
+func TestBenchUpgrade(t *testing.T) {
+	reps := 3
+	if s := os.Getenv("BENCH_REPS"); s != "" {
+		reps, _ = strconv.Atoi(s)
+	}
+	from, err := versions.Image(upgradeFrom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := versions.Image(upgradeTo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := map[string][]float64{}
+	add := func(key string, v float64) {
+		samples[key] = append(samples[key], v)
+		t.Logf("%s: %.2f", key, v)
+	}
+	for r := 1; r <= reps; r++ {
+		t.Logf("repetition %d/%d", r, reps)
+		add("bare_rolling_restarts_3", bareRollingUpgrade(t, from, to).Seconds())
+		operatorUpgrade(t, add)
+	}
+	restarts := "the sum of three member restarts done by hand on a bare 3-member etcd (" + upgradeFrom + ", plain http, one PVC each): each pod deleted, recreated at " + upgradeTo + " on its PVC as soon as its name is free, and timed until all 3 answer a linearizable read"
+	writeResults(t, []metricDef{
+		{"upgrade_duration_3", "bare_rolling_restarts_3", "s", "spec.version of a converged 3-member EtcdCluster changed " + upgradeFrom + " → " + upgradeTo + " under a writer, until every member reports " + upgradeTo + " and the cluster is converged; baseline: " + restarts, nil},
+		{"upgrade_lost_acked_writes", "", "writes", "acknowledged puts of the writer (one client, sequential puts of new keys, 20 ms apart, each failed put retried with the same key until acknowledged) missing from a linearizable read after the upgrade; a count", nil},
+		{"upgrade_failed_writes", "", "writes", "put attempts of that writer that returned an error during the upgrade (each was retried until acknowledged); a count", nil},
+		{"upgrade_p99_write_latency", "steady_p99_write_latency", "ms", fmt.Sprintf("p99 latency of the acknowledged puts during the upgrade; baseline: p99 of the same writer on the same converged cluster for %s just before the upgrade", steadyWindow), nil},
+	}, samples)
+}
+
+// bareRollingUpgrade upgrades a bare 3-member cluster by hand, one pod at a time, and returns the
+// sum of the three restart times (each from the pod's deletion to all 3 answering again).
+func bareRollingUpgrade(t *testing.T, from, to string) time.Duration {
+	ns, cleanup := newNamespace(t)
+	defer cleanup()
+	ctx := context.Background()
+	waitQuiet(t)
+	if err := k8s.Create(ctx, bareService(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := k8s.Create(ctx, barePVC(ns, i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Create(ctx, barePod(ns, from, i, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	healthy := func() (bool, error) { return allHealthy(ns, bareLabels, 3, nil) }
+	waitFor(t, "3 bare members healthy", timeout, healthy)
+	var total time.Duration
+	for i := 0; i < 3; i++ {
+		waitQuiet(t)
+		victim := barePod(ns, from, i, 3)
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(victim), victim); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := k8s.Delete(ctx, victim); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, victim.Name+" gone", timeout, func() (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(victim), victim)
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+		if err := k8s.Create(ctx, barePod(ns, to, i, 3)); err != nil {
+			t.Fatal(err)
+		}
+		total += waitFor(t, victim.Name+" healthy at "+to, timeout, healthy).Sub(t0)
+	}
+	return total
+}
+
+// operatorUpgrade runs the writer on a converged 3-member EtcdCluster, first at steady state, then
+// through an upgrade, and adds the figures of this repetition.
+func operatorUpgrade(t *testing.T, add func(string, float64)) {
+	ns, cleanup := newNamespace(t)
+	defer cleanup()
+	op := startOperator(t, ns)
+	defer func() {
+		if t.Failed() {
+			t.Logf("operator log: %s", op.log)
+		}
+	}()
+	defer op.stop()
+	ctx := context.Background()
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	defer func() {
+		_ = k8s.Delete(ctx, c)
+		waitFor(t, "EtcdCluster deleted", time.Minute, func() (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &v1.EtcdCluster{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+	}()
+	waitQuiet(t)
+	c.Spec.Replicas, c.Spec.Version = 3, upgradeFrom
+	c.Spec.Storage.Size = resource.MustParse(storageSize)
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "EtcdCluster converged", timeout, func() (bool, error) { return converged(c, 3) })
+
+	pods, err := runningPods(ns, naming.Labels(c.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []string
+	for _, p := range pods {
+		eps = append(eps, naming.EndpointForIP(p.Status.PodIP, true))
+	}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, TLS: clusterTLS(t, c), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cl.Close() }()
+
+	steady := framework.StartWriter(cl, "/steady/")
+	time.Sleep(steadyWindow)
+	steady.Finish()
+	add("steady_p99_write_latency", p99ms(steady.Latencies()))
+
+	refresh := make(chan struct{})
+	refreshed := make(chan struct{})
+	go func() { // a client of the Service would follow the pods too
+		defer close(refreshed)
+		for {
+			select {
+			case <-refresh:
+				return
+			case <-time.After(time.Second):
+			}
+			if pods, err := runningPods(ns, naming.Labels(c.Name)); err == nil && len(pods) > 0 {
+				var eps []string
+				for _, p := range pods {
+					eps = append(eps, naming.EndpointForIP(p.Status.PodIP, true))
+				}
+				cl.SetEndpoints(eps...)
+			}
+		}
+	}()
+	w := framework.StartWriter(cl, "/upgrade/")
+	t0 := time.Now()
+	patch := []byte(fmt.Sprintf(`{"spec":{"version":%q}}`, upgradeTo))
+	if err := k8s.Patch(ctx, c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+	done := waitFor(t, "every member at "+upgradeTo, 2*timeout, func() (bool, error) {
+		if ok, err := converged(c, 3); !ok {
+			return false, err
+		}
+		for _, m := range c.Status.Members {
+			if m.Version != upgradeTo {
+				return false, nil
+			}
+		}
+		return c.Status.CurrentVersion == upgradeTo, nil
+	})
+	add("upgrade_duration_3", done.Sub(t0).Seconds())
+	acked, failed := w.Finish()
+	close(refresh)
+	<-refreshed
+	add("upgrade_failed_writes", float64(failed))
+	add("upgrade_p99_write_latency", p99ms(w.Latencies()))
+	lost, err := framework.LostKeys(cl, "/upgrade/", acked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("upgrade_lost_acked_writes", float64(lost))
+}
+
+func p99ms(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return float64(s[(len(s)*99)/100]) / float64(time.Millisecond)
+}

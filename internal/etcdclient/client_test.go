@@ -9,14 +9,21 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 )
 
-func TestMembershipLifecycleOnRealEtcd(t *testing.T) {
-	ctx := context.Background()
+// startOne starts a one-member embedded etcd and a client of it, closed with the test.
+func startOne(t *testing.T) (*Client, []*etcdtest.Member) {
+	t.Helper()
 	ms := etcdtest.StartCluster(t, 1)
 	c, err := New(etcdtest.ClientURLs(ms), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.Close() }()
+	t.Cleanup(func() { _ = c.Close() })
+	return c, ms
+}
+
+func TestMembershipLifecycleOnRealEtcd(t *testing.T) {
+	ctx := context.Background()
+	c, ms := startOne(t)
 
 	members, clusterID, err := c.MemberList(ctx)
 	if err != nil || len(members) != 1 || clusterID == 0 || members[0].Name != "m0" {
@@ -99,12 +106,7 @@ func TestMembershipLifecycleOnRealEtcd(t *testing.T) {
 }
 
 func TestStatusOfUnreachableMemberFailsFast(t *testing.T) {
-	ms := etcdtest.StartCluster(t, 1)
-	c, err := New(etcdtest.ClientURLs(ms), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	c, _ := startOne(t)
 	start := time.Now()
 	if _, err := c.Status(context.Background(), "http://127.0.0.1:1"); err == nil {
 		t.Fatal("status of a closed port succeeded")

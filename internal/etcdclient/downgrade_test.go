@@ -6,20 +6,13 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 )
 
 // A downgrade enabled through the API lowers the cluster version and, after etcd's forced
 // snapshot, the storage version: the signal the operator waits for before restarting members.
 func TestEnableDowngradeMigratesStorageOnRealEtcd(t *testing.T) {
 	ctx := context.Background()
-	ms := etcdtest.StartCluster(t, 1)
-	c, err := New(etcdtest.ClientURLs(ms), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	c, ms := startOne(t)
 
 	waitStatus := func(what string, ok func(Status) bool) {
 		t.Helper()
@@ -48,12 +41,7 @@ func TestEnableDowngradeMigratesStorageOnRealEtcd(t *testing.T) {
 
 func TestAdvanceLogAppendsEntriesWithoutWrites(t *testing.T) {
 	ctx := context.Background()
-	ms := etcdtest.StartCluster(t, 1)
-	c, err := New(etcdtest.ClientURLs(ms), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	c, ms := startOne(t)
 	before, err := c.Status(ctx, ms[0].ClientURL)
 	if err != nil {
 		t.Fatal(err)

@@ -190,25 +190,11 @@ func barePod(ns, image string, i, n int) *corev1.Pod {
 // operatorRun times an n-member EtcdCluster to converged; with n=3 it then times the return of a
 // deleted member pod, and the replacement of a member whose PVC was lost.
 func operatorRun(t *testing.T, n int, available, recovery, replace func(time.Duration)) {
-	ns, cleanup := newNamespace(t)
-	defer cleanup()
-	op := startOperator(t, ns)
-	defer func() {
-		if t.Failed() {
-			t.Logf("operator log: %s", op.log)
-		}
-	}()
-	defer op.stop()
+	withOperator(t, func(ns string, c *v1.EtcdCluster) { operatorRunIn(t, ns, c, n, available, recovery, replace) })
+}
+
+func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, available, recovery, replace func(time.Duration)) {
 	ctx := context.Background()
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
-	// The EtcdCluster must go while its operator still runs, or its finalizer holds the namespace forever.
-	defer func() {
-		_ = k8s.Delete(ctx, c)
-		waitFor(t, "EtcdCluster deleted", time.Minute, func() (bool, error) {
-			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &v1.EtcdCluster{})
-			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-		})
-	}()
 	waitQuiet(t)
 
 	c.Spec.Replicas = int32(n)

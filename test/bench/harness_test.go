@@ -206,6 +206,31 @@ func startOperator(t *testing.T, ns string) *operator {
 	return o
 }
 
+// withOperator runs body with a fresh bench-* namespace, a host operator scoped to it and an
+// EtcdCluster named etcd that body fills in and creates; afterwards the EtcdCluster is deleted while
+// its operator still runs (or its finalizer would hold the namespace forever), then everything goes.
+func withOperator(t *testing.T, body func(ns string, c *v1.EtcdCluster)) {
+	ns, cleanup := newNamespace(t)
+	defer cleanup()
+	op := startOperator(t, ns)
+	defer op.stop()
+	defer func() {
+		if t.Failed() {
+			t.Logf("operator log: %s", op.log)
+		}
+	}()
+	ctx := context.Background()
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	defer func() {
+		_ = k8s.Delete(ctx, c)
+		waitFor(t, "EtcdCluster deleted", time.Minute, func() (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &v1.EtcdCluster{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+	}()
+	body(ns, c)
+}
+
 func (o *operator) stop() {
 	_ = o.cmd.Process.Signal(os.Interrupt)
 	select {

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -109,24 +108,11 @@ func bareRollingUpgrade(t *testing.T, from, to string) time.Duration {
 // operatorUpgrade runs the writer on a converged 3-member EtcdCluster, first at steady state, then
 // through an upgrade, and adds the figures of this repetition.
 func operatorUpgrade(t *testing.T, add func(string, float64)) {
-	ns, cleanup := newNamespace(t)
-	defer cleanup()
-	op := startOperator(t, ns)
-	defer func() {
-		if t.Failed() {
-			t.Logf("operator log: %s", op.log)
-		}
-	}()
-	defer op.stop()
+	withOperator(t, func(ns string, c *v1.EtcdCluster) { operatorUpgradeIn(t, ns, c, add) })
+}
+
+func operatorUpgradeIn(t *testing.T, ns string, c *v1.EtcdCluster, add func(string, float64)) {
 	ctx := context.Background()
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
-	defer func() {
-		_ = k8s.Delete(ctx, c)
-		waitFor(t, "EtcdCluster deleted", time.Minute, func() (bool, error) {
-			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &v1.EtcdCluster{})
-			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-		})
-	}()
 	waitQuiet(t)
 	c.Spec.Replicas, c.Spec.Version = 3, upgradeFrom
 	c.Spec.Storage.Size = resource.MustParse(storageSize)
@@ -135,13 +121,9 @@ func operatorUpgrade(t *testing.T, add func(string, float64)) {
 	}
 	waitFor(t, "EtcdCluster converged", timeout, func() (bool, error) { return converged(c, 3) })
 
-	pods, err := runningPods(ns, naming.Labels(c.Name))
+	eps, err := podEndpoints(ns, c)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var eps []string
-	for _, p := range pods {
-		eps = append(eps, naming.EndpointForIP(p.Status.PodIP, true))
 	}
 	cl, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, TLS: clusterTLS(t, c), Logger: zap.NewNop()})
 	if err != nil {
@@ -154,25 +136,7 @@ func operatorUpgrade(t *testing.T, add func(string, float64)) {
 	steady.Finish()
 	add("steady_p99_write_latency", p99ms(steady.Latencies()))
 
-	refresh := make(chan struct{})
-	refreshed := make(chan struct{})
-	go func() { // a client of the Service would follow the pods too
-		defer close(refreshed)
-		for {
-			select {
-			case <-refresh:
-				return
-			case <-time.After(time.Second):
-			}
-			if pods, err := runningPods(ns, naming.Labels(c.Name)); err == nil && len(pods) > 0 {
-				var eps []string
-				for _, p := range pods {
-					eps = append(eps, naming.EndpointForIP(p.Status.PodIP, true))
-				}
-				cl.SetEndpoints(eps...)
-			}
-		}
-	}()
+	stopFollowing := framework.FollowPods(cl, func() ([]string, error) { return podEndpoints(ns, c) })
 	w := framework.StartWriter(cl, "/upgrade/")
 	t0 := time.Now()
 	patch := []byte(fmt.Sprintf(`{"spec":{"version":%q}}`, upgradeTo))
@@ -192,8 +156,7 @@ func operatorUpgrade(t *testing.T, add func(string, float64)) {
 	})
 	add("upgrade_duration_3", done.Sub(t0).Seconds())
 	acked, failed := w.Finish()
-	close(refresh)
-	<-refreshed
+	stopFollowing()
 	add("upgrade_failed_writes", float64(failed))
 	add("upgrade_p99_write_latency", p99ms(w.Latencies()))
 	lost, err := framework.LostKeys(cl, "/upgrade/", acked)
@@ -210,4 +173,14 @@ func p99ms(ds []time.Duration) float64 {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return float64(s[(len(s)*99)/100]) / float64(time.Millisecond)
+}
+
+// podEndpoints are the client URLs of c's running member pods.
+func podEndpoints(ns string, c *v1.EtcdCluster) ([]string, error) {
+	pods, err := runningPods(ns, naming.Labels(c.Name))
+	var eps []string
+	for _, p := range pods {
+		eps = append(eps, naming.EndpointForIP(p.Status.PodIP, true))
+	}
+	return eps, err
 }

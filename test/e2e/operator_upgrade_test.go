@@ -89,7 +89,7 @@ func TestOperatorUpgradeAdoptsWithoutRestarts(t *testing.T) {
 
 	// A spec change that needs new pods: rolled one member at a time, nothing lost.
 	w := framework.StartWriter(cl, "/adopt-roll/")
-	stop := keepEndpointsFresh(cl, c)
+	stop := followPods(cl, c)
 	current := env.Get(t, c)
 	current.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
 	if err := env.K8s.Update(context.Background(), current); err != nil {
@@ -111,10 +111,7 @@ func TestOperatorUpgradeAdoptsWithoutRestarts(t *testing.T) {
 		return nil
 	})
 	env.WaitConverged(t, c, 3, convergeTimeout)
-	time.Sleep(2 * time.Second)
-	acked, failed := w.Finish()
-	stop()
-	env.RefreshEndpoints(t, cl, c)
+	acked, failed := env.StopWriter(t, w, stop, cl, c)
 	t.Logf("rolling reconfiguration: writer %d acknowledged, %d failed attempts", len(acked), failed)
 	framework.CheckKeys(t, cl, "/adopt-roll/", acked)
 	framework.CheckKeys(t, cl, "/adopt/", keys)

@@ -5,10 +5,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,6 +97,22 @@ func TestUpgrade36To37UnderWrites(t *testing.T) {
 	}
 }
 
+// requireEvent fails unless an event of c says something containing text.
+func requireEvent(t *testing.T, c *v1.EtcdCluster, text string) {
+	t.Helper()
+	evs := &corev1.EventList{}
+	if err := env.K8s.List(context.Background(), evs, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Name == c.Name && strings.Contains(e.Message, text) {
+			t.Logf("event %s: %s", e.Reason, e.Message)
+			return
+		}
+	}
+	t.Errorf("no event of %s says %q", c.Name, text)
+}
+
 // raftTerm is the highest raft term any member reports: it grows by one per leader election.
 func raftTerm(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) uint64 {
 	t.Helper()
@@ -109,25 +127,9 @@ func raftTerm(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) uint64 {
 	return term
 }
 
-// keepEndpointsFresh points cl at the current member pods every second while a test restarts them,
-// as a client of the client Service would see them.
-func keepEndpointsFresh(cl *clientv3.Client, c *v1.EtcdCluster) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Second):
-			}
-			if eps, err := env.CurrentEndpoints(c); err == nil && len(eps) > 0 {
-				cl.SetEndpoints(eps...)
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
+// followPods keeps cl pointed at the member pods of c while they are replaced.
+func followPods(cl *clientv3.Client, c *v1.EtcdCluster) (stop func()) {
+	return framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })
 }
 
 // versionChangeUnderWrites moves a 3-member cluster from one version to another under a writer that
@@ -141,7 +143,7 @@ func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, durin
 	c := env.CreateCluster(t, ns, 3, from)
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	cl := env.EtcdClient(t, c)
-	stop := keepEndpointsFresh(cl, c)
+	stop := followPods(cl, c)
 	w := framework.StartWriter(cl, "/versions/")
 	termBefore := raftTerm(t, cl, c)
 	uids := env.MemberPodUIDs(t, c)
@@ -166,10 +168,7 @@ func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, durin
 		return nil
 	})
 	env.WaitConverged(t, c, 3, convergeTimeout)
-	time.Sleep(2 * time.Second)
-	acked, failed := w.Finish()
-	stop()
-	env.RefreshEndpoints(t, cl, c)
+	acked, failed := env.StopWriter(t, w, stop, cl, c)
 	elections := raftTerm(t, cl, c) - termBefore
 	t.Logf("%s → %s: writer %d acknowledged, %d failed attempts (each retried until acknowledged); %d leader elections for %d member restarts",
 		from, to, len(acked), failed, elections, restarts)
@@ -204,12 +203,14 @@ func TestUpgrade35To37StepsThrough36(t *testing.T) {
 	if !sawBarrier || env.Get(t, c).Status.LegacyWALIndex == 0 {
 		t.Error("status.legacyWALIndex was never recorded for a cluster with 3.5 history")
 	}
+	requireEvent(t, c, "etcd 3.7 cannot replay")
 }
 
 // 3.6 → 3.5 through etcd's downgrade API: enable, wait for every member's storage to migrate, then
 // roll the members one at a time.
 func TestDowngrade36To35UnderWrites(t *testing.T) {
-	versionChangeUnderWrites(t, "3.6.16", "3.5.35", 3, nil)
+	c := versionChangeUnderWrites(t, "3.6.16", "3.5.35", 3, nil)
+	requireEvent(t, c, "enabling etcd's downgrade to 3.5.0")
 }
 
 // A member that cannot start at the new version (its image cannot be pulled) is rolled back after

@@ -340,6 +340,37 @@ func (e *Env) CurrentEndpoints(c *v1.EtcdCluster) ([]string, error) {
 	return eps, nil
 }
 
+// FollowPods points cl at the endpoints that list returns, every second, until stop is called: a
+// client of the client Service would follow member pods as they are replaced, and so do tests.
+func FollowPods(cl *clientv3.Client, list func() ([]string, error)) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Second):
+			}
+			if eps, err := list(); err == nil && len(eps) > 0 {
+				cl.SetEndpoints(eps...)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// StopWriter lets a cluster that just converged settle, stops w and its endpoint follower, and points
+// cl at the current pods for the checks that follow.
+func (e *Env) StopWriter(t *testing.T, w *Writer, stopFollowing func(), cl *clientv3.Client, c *v1.EtcdCluster) (acked []string, failed int) {
+	t.Helper()
+	time.Sleep(2 * time.Second)
+	acked, failed = w.Finish()
+	stopFollowing()
+	e.RefreshEndpoints(t, cl, c)
+	return acked, failed
+}
+
 // RefreshEndpoints points cl at the current member pods (IPs change when pods are replaced).
 func (e *Env) RefreshEndpoints(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 	cl.SetEndpoints(e.PodEndpoints(t, c)...)

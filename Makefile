@@ -1,10 +1,15 @@
 # etcd-autopilot — see README.md. Everything is built from the Go module proxy and Debian's apt.
 
-VERSION ?= 0.1.0
+VERSION ?= 0.2.0
 IMAGE_TAG_BASE ?= ghcr.io/etcd-autopilot/etcd-autopilot
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 CHANNELS ?= candidate,fast,stable
 DEFAULT_CHANNEL ?= stable
+# The CSV's createdAt: fixed per release so `make bundle` is reproducible.
+BUNDLE_CREATED_AT ?= 2026-11-22T00:00:00Z
+# The previous release (the upgrade graph's tail and the OLM upgrade test's start): its commit.
+PREV_VERSION ?= 0.1.0
+PREV_COMMIT ?= c48036b
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -93,7 +98,36 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Do
 	$(OPERATOR_SDK) generate kustomize manifests --interactive=false -q --apis-dir api
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
+	sed -i -E 's|^(    createdAt: ).*|\1"$(BUNDLE_CREATED_AT)"|; s|^(    containerImage: ).*|\1$(IMG)|' bundle/manifests/etcd-autopilot.clusterserviceversion.yaml
+	$(MAKE) --no-print-directory bundle-validate
+
+.PHONY: bundle-validate
+bundle-validate: $(OPERATOR_SDK) ## Validate bundle/: operatorframework suite, operatorhub, size under 1 MiB compressed.
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional name=operatorhub
+	@size=$$(tar -C bundle -cf - . | gzip -9 | wc -c); echo "bundle: $$size bytes compressed"; [ $$size -lt 1048576 ]
+
+##@ Catalog and OLM
+
+OLM_IMAGES_ENV = IMG=$(IMG) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PREV_VERSION=$(PREV_VERSION) PREV_COMMIT=$(PREV_COMMIT) CLUSTER_DIR=$(CLUSTER_DIR)
+
+.PHONY: catalog-build
+catalog-build: ## Bundle images (this tree + $(PREV_COMMIT)), catalog/ rendered from catalog/templates by opm and validated, the catalog image.
+	$(OLM_IMAGES_ENV) hack/images/build.sh build catalog
+
+.PHONY: prev-image
+prev-image: ## Build and load the previous release's operator image (v$(PREV_VERSION), commit $(PREV_COMMIT)); prints its references.
+	$(OLM_IMAGES_ENV) hack/images/build.sh load prev
+	@$(OLM_IMAGES_ENV) hack/images/build.sh refs prev
+
+.PHONY: olm-install
+olm-install: cluster-up ## Install OLM v0.42.0 (built from source, its own Helm chart rendered offline) into the local cluster.
+	$(OLM_IMAGES_ENV) hack/images/build.sh load olm
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/olm/install.sh
+
+.PHONY: catalog-load
+catalog-load: cluster-up ## catalog-build, then import the catalog, bundle and operator images into the local cluster.
+	$(OLM_IMAGES_ENV) hack/images/build.sh load catalog etcd
 
 ##@ Deployment
 

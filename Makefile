@@ -85,7 +85,7 @@ test-e2e: cluster-up cluster-load ## End-to-end tests on the local cluster (brou
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -v $(E2E_ARGS)
 
 .PHONY: test
-test: verify-generated vet lint test-unit test-e2e ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e.
+test: verify-generated vet lint test-unit test-e2e bundle-validate test-olm scorecard ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM e2e, scorecard.
 
 ##@ Bundle (OLM)
 
@@ -127,7 +127,20 @@ olm-install: cluster-up ## Install OLM v0.42.0 (built from source, its own Helm 
 
 .PHONY: catalog-load
 catalog-load: cluster-up ## catalog-build, then import the catalog, bundle and operator images into the local cluster.
-	$(OLM_IMAGES_ENV) hack/images/build.sh load catalog etcd
+	$(OLM_IMAGES_ENV) hack/images/build.sh load catalog
+
+# The catalog image by digest (OLM pulls tag references), for CatalogSources.
+CATALOG_REF = $$($(OLM_IMAGES_ENV) hack/images/build.sh refs catalog | awk '$$1 ~ /-catalog:/ {print $$2}')
+
+.PHONY: test-olm
+test-olm: olm-install catalog-load ## e2e through OLM: every install mode, upgrade from v$(PREV_VERSION), uninstall/reinstall.
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig OLM_CATALOG_IMAGE=$(CATALOG_REF) OLM_VERSION=$(VERSION) OLM_PREV_VERSION=$(PREV_VERSION) \
+	  go test -tags e2e ./test/olm/ -count=1 -timeout 40m -v $(E2E_ARGS)
+
+.PHONY: scorecard
+scorecard: olm-install catalog-load ## operator-sdk scorecard (basic, olm and our own suites) against the operator installed through OLM.
+	$(OLM_IMAGES_ENV) hack/images/build.sh load scorecard
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/olm/scorecard.sh $(CATALOG_REF) etcd-autopilot.v$(VERSION)
 
 ##@ Deployment
 

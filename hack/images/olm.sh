@@ -113,7 +113,11 @@ render_catalog() {
     if grep -q "$BUNDLE_REPO:" "$stage/template.yaml"; then
       echo "images: $t names a bundle that was not built: $(grep "$BUNDLE_REPO:" "$stage/template.yaml")" >&2; exit 1
     fi
-    "$BIN/opm" alpha render-template basic "$stage/template.yaml" --use-http -o yaml \
+    # opm pulls through containers/image, which wants a signature policy: accept the loopback
+    # registry's images (we just pushed them) via a HOME of its own, not the host's policy.
+    mkdir -p "$stage/home/.config/containers"
+    echo '{"default": [{"type": "insecureAcceptAnything"}]}' > "$stage/home/.config/containers/policy.json"
+    HOME=$stage/home "$BIN/opm" alpha render-template basic "$stage/template.yaml" --use-http -o yaml \
         --migrate-level bundle-object-to-csv-metadata 2>"$stage/render.log" |
       sed "s|$reg/bundle@|$BUNDLE_REPO@|" > "$out.tmp" || { cat "$stage/render.log" >&2; exit 1; }
     mv "$out.tmp" "$out"
@@ -135,4 +139,22 @@ set_catalog() {
   image "$CATALOG_REPO:v$v" rootfs_catalog --entrypoint '["/bin/opm"]' \
     --cmd '["serve","/configs","--cache-dir=/tmp/cache"]' --user 1001 \
     --label operators.operatorframework.io.index.configs.v1=/configs
+}
+
+rootfs_scorecard_test() {
+  mkdir -p "$1/usr/local/bin" "$1/opt/scorecard-test"
+  static_bin "$BIN/scorecard-test"; cp -L "$BIN/scorecard-test" "$1/usr/local/bin/"
+}
+SCORECARD_BIN=
+rootfs_scorecard_custom() { mkdir -p "$1/usr/local/bin"; cp "$SCORECARD_BIN" "$1/usr/local/bin/etcd-autopilot-scorecard"; }
+set_scorecard() {
+  "$TOOLS" scorecard-test >&2
+  # the untar init container runs `tar xvzf` as a non-root user (scorecard --pod-security=restricted)
+  image "$SCORECARD_UNTAR_IMAGE" rootfs_busybox --user 1001
+  image "$SCORECARD_TEST_IMAGE" rootfs_scorecard_test --entrypoint '["/usr/local/bin/scorecard-test"]' \
+    --workdir /opt/scorecard-test --env HOME=/opt/scorecard-test --user 1001
+  say "go build scorecard/"
+  SCORECARD_BIN=$stage/etcd-autopilot-scorecard
+  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$SCORECARD_BIN" ./scorecard)
+  image "$SCORECARD_CUSTOM_IMAGE" rootfs_scorecard_custom --entrypoint '["/usr/local/bin/etcd-autopilot-scorecard"]' --user 1001
 }

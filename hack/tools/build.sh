@@ -77,6 +77,8 @@ build_operator_sdk() {
   local R=github.com/operator-framework/operator-sdk V=v1.42.2
   gobuild -tags containers_image_openpgp -ldflags "-s -w -X $R/internal/version.Version=$V -X $R/internal/version.GitVersion=$V -X $R/internal/version.KubernetesVersion=v1.33.1 -X $R/internal/version.ImageVersion=$V" -o "$1/operator-sdk" $R/cmd/operator-sdk
 }
+# scorecard's built-in tests, for its test image (same module and version as operator-sdk)
+build_scorecard_test() { gobuild -tags containers_image_openpgp -ldflags "-s -w" -o "$1/scorecard-test" github.com/operator-framework/operator-sdk/images/scorecard-test; }
 # opm needs cgo (sqlite); linked statically so it can be the only file in an image
 build_opm() {
   local R=github.com/operator-framework/operator-registry
@@ -107,7 +109,7 @@ build_crictl() {
 }
 build_pause() { gobuild -ldflags "-s -w" -o "$1/pause" .; }
 
-usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|coredns|local-path-provisioner|crictl|pause}..." >&2; exit 2; }
+usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause}..." >&2; exit 2; }
 [ $# -gt 0 ] || usage
 for t in "$@"; do
   case $t in
@@ -119,6 +121,7 @@ for t in "$@"; do
     olm) ensure olm olm catalog package-server copy-content cpb ;;
     grpc-health-probe) ensure grpc-health-probe grpc_health_probe ;;
     helm) ensure helm helm ;;
+    scorecard-test) ensure scorecard-test scorecard-test ;;
     coredns|local-path-provisioner|crictl|pause) ensure "$t" "$t" ;;
     *) usage ;;
   esac

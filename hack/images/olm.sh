@@ -95,7 +95,7 @@ render_catalog() {
   reg=127.0.0.1:$port
   "$BIN/crane" registry serve --address "$reg" >"$stage/registry.log" 2>&1 & pid=$!
   # shellcheck disable=SC2064
-  trap "kill $pid 2>/dev/null; rm -rf '$stage'" EXIT
+  trap "kill $pid 2>/dev/null || true; rm -rf '$stage'" EXIT
   for _ in $(seq 50); do curl -sf "http://$reg/v2/" >/dev/null && break; sleep 0.1; done
   local seds=()
   for a in "$@"; do
@@ -123,6 +123,7 @@ render_catalog() {
     mv "$out.tmp" "$out"
   done
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  trap 'rm -rf "$stage"' EXIT   # build.sh's own
   "$BIN/opm" validate "$repo/catalog"
   say "rendered and validated catalog/ from catalog/templates"
 }
@@ -136,8 +137,10 @@ set_catalog() {
   render_catalog "${bundles[@]}"
   CATALOG_DIR=$repo/catalog
   v=$(awk '$1 == "version:" && /^  version:/ {print $2}' "$repo"/bundle/manifests/*.clusterserviceversion.yaml)
+  # opm builds its cache at start (two bundles: instant) in /tmp, writable by the non-root user; a
+  # cache built into the image would be owned by root here (mkimage writes every file as 0:0).
   image "$CATALOG_REPO:v$v" rootfs_catalog --entrypoint '["/bin/opm"]' \
-    --cmd '["serve","/configs","--cache-dir=/tmp/cache"]' --user 1001 \
+    --cmd '["serve","/configs","--cache-dir=/tmp/cache","--cache-enforce-integrity=false"]' --user 1001 \
     --label operators.operatorframework.io.index.configs.v1=/configs
 }
 

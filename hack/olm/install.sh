@@ -29,4 +29,11 @@ for _ in $(seq 90); do
 done
 kubectl -n olm wait csv/packageserver --for=jsonpath='{.status.phase}'=Succeeded --timeout=10s >/dev/null
 kubectl wait apiservice/v1.packages.operators.coreos.com --for=condition=Available --timeout=120s >/dev/null
-echo "OLM v0.42.0 is running (namespaces olm, operators)"
+
+# The monitoring API, CRDs only (no Prometheus): the bundle ships ServiceMonitors and a PrometheusRule,
+# and OLM fails an InstallPlan whose objects have no API on the cluster. OpenShift always has these.
+crds=$(cd "$here/monitoring-crds" && go mod download -json github.com/prometheus-operator/prometheus-operator | jq -r .Dir)/example/prometheus-operator-crd
+for k in servicemonitors podmonitors prometheusrules; do
+  kubectl apply --server-side --force-conflicts -f "$crds/monitoring.coreos.com_$k.yaml" >/dev/null
+done
+echo "OLM v0.42.0 is running (namespaces olm, operators); monitoring.coreos.com CRDs installed"

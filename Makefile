@@ -135,7 +135,7 @@ CATALOG_REF = $$($(OLM_IMAGES_ENV) hack/images/build.sh refs catalog | awk '$$1 
 .PHONY: test-olm
 test-olm: olm-install catalog-load ## e2e through OLM: every install mode, upgrade from v$(PREV_VERSION), uninstall/reinstall.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig OLM_CATALOG_IMAGE=$(CATALOG_REF) OLM_VERSION=$(VERSION) OLM_PREV_VERSION=$(PREV_VERSION) \
-	  go test -tags e2e ./test/olm/ -count=1 -timeout 40m -v $(E2E_ARGS)
+	  go test -tags e2e ./test/olm/ -count=1 -timeout 40m -parallel 5 -v $(E2E_ARGS)
 
 .PHONY: scorecard
 scorecard: olm-install catalog-load ## operator-sdk scorecard (basic, olm and our own suites) against the operator installed through OLM.

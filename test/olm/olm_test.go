@@ -188,29 +188,41 @@ func uninstall(t *testing.T, ns string) {
 	t.Errorf("operator Deployment %s/%s still there 2m after its CSV was deleted", ns, deploymentName)
 }
 
-// approve approves the InstallPlan that installs csv, once OLM has made it.
+// approve approves the InstallPlan for csv that the Subscription in ns currently points at, once
+// OLM has finished making it (phase RequiresApproval), and waits until OLM acts on the approval.
+// OLM may replace a plan it could not update, so only the Subscription's current plan counts.
 func approve(t *testing.T, ns, csv string) {
 	t.Helper()
 	ctx := context.Background()
-	framework.WaitFor(t, "an InstallPlan for "+csv, installTimeout, func() error {
-		plans := &unstructured.UnstructuredList{}
-		plans.SetAPIVersion("operators.coreos.com/v1alpha1")
-		plans.SetKind("InstallPlanList")
-		if err := env.K8s.List(ctx, plans, client.InNamespace(ns)); err != nil {
+	framework.WaitFor(t, "the InstallPlan for "+csv+" approved", installTimeout, func() error {
+		sub := olmObject("v1alpha1", "Subscription", ns, pkg)
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil {
 			return err
 		}
-		for i := range plans.Items {
-			p := &plans.Items[i]
-			names, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "clusterServiceVersionNames")
-			if !slices.Contains(names, csv) {
-				continue
-			}
-			if ok, _, _ := unstructured.NestedBool(p.Object, "spec", "approved"); ok {
-				return nil
-			}
-			return env.K8s.Patch(ctx, p, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"approved":true}}`)))
+		name, _, _ := unstructured.NestedString(sub.Object, "status", "installPlanRef", "name")
+		if name == "" {
+			return fmt.Errorf("no InstallPlan yet")
 		}
-		return fmt.Errorf("none yet")
+		p := olmObject("v1alpha1", "InstallPlan", ns, name)
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		names, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "clusterServiceVersionNames")
+		approved, _, _ := unstructured.NestedBool(p.Object, "spec", "approved")
+		phase, _, _ := unstructured.NestedString(p.Object, "status", "phase")
+		switch {
+		case !slices.Contains(names, csv):
+			return fmt.Errorf("current InstallPlan %s is for %v", name, names)
+		case !approved && phase == "RequiresApproval":
+			if err := env.K8s.Patch(ctx, p, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"approved":true}}`))); err != nil {
+				return err
+			}
+			return fmt.Errorf("approved %s just now", name)
+		case phase == "Installing" || phase == "Complete":
+			return nil
+		default:
+			return fmt.Errorf("InstallPlan %s: approved=%v phase=%q", name, approved, phase)
+		}
 	})
 }
 

@@ -153,8 +153,8 @@ deploy: manifests ## Deploy the operator (config/default) into the cluster of th
 	kubectl apply --server-side --force-conflicts -k config/default
 
 .PHONY: demo
-demo: cluster-up cluster-load ## Local cluster + operator + a 3-member sample EtcdCluster.
-	CLUSTER_DIR=$(CLUSTER_DIR) hack/demo.sh
+demo: cluster-up cluster-load olm-install catalog-load ## Local cluster + OLM + the operator through a Subscription + a 3-member sample EtcdCluster.
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/demo.sh $(CATALOG_REF) etcd-autopilot.v$(VERSION)
 
 ##@ Build
 

@@ -22,8 +22,11 @@ import (
 // sampleCluster reads the EtcdCluster example from the alm-examples of the bundle's CSV in root.
 func sampleCluster(root string) (*v1.EtcdCluster, error) {
 	paths, err := filepath.Glob(filepath.Join(root, "manifests", "*.clusterserviceversion.yaml"))
-	if err != nil || len(paths) != 1 {
-		return nil, fmt.Errorf("want one CSV in %s/manifests, found %v (%v)", root, paths, err)
+	if err != nil {
+		return nil, fmt.Errorf("find the CSV: %w", err)
+	}
+	if len(paths) != 1 {
+		return nil, fmt.Errorf("want one CSV in %s/manifests, found %v", root, paths)
 	}
 	raw, err := os.ReadFile(paths[0])
 	if err != nil {
@@ -86,7 +89,7 @@ func poll(ctx context.Context, what string, cond func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last: %v)", what, ctx.Err(), err)
+			return fmt.Errorf("%s: %w (last: %w)", what, ctx.Err(), err)
 		case <-time.After(time.Second):
 		}
 	}
@@ -135,8 +138,11 @@ func memberRecovery(ctx context.Context, e *testEnv) (string, error) {
 	}
 	l.printf("EtcdCluster %s/%s Available", c.Namespace, c.Name)
 	pods := &corev1.PodList{}
-	if err := e.k8s.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil || len(pods.Items) == 0 {
-		return l.b.String(), fmt.Errorf("member pods of %s: %d (%v)", c.Name, len(pods.Items), err)
+	if err := e.k8s.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		return l.b.String(), fmt.Errorf("list the member pods of %s: %w", c.Name, err)
+	}
+	if len(pods.Items) == 0 {
+		return l.b.String(), fmt.Errorf("EtcdCluster %s is Available without member pods", c.Name)
 	}
 	victim := pods.Items[0]
 	if err := e.k8s.Delete(ctx, &victim); err != nil {

@@ -366,7 +366,7 @@ type availability struct {
 	lost []string
 }
 
-func watchAvailable(t *testing.T, c *v1.EtcdCluster) *availability {
+func watchAvailable(c *v1.EtcdCluster) *availability {
 	a := &availability{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
@@ -440,7 +440,7 @@ func testUpgrade(t *testing.T) {
 	uids := env.MemberPodUIDs(t, c)
 	cl := env.EtcdClient(t, c)
 	w := framework.StartWriter(cl, "/olm-upgrade/")
-	avail := watchAvailable(t, c)
+	avail := watchAvailable(c)
 
 	approve(t, ns, currentCSV)
 	waitCSV(t, ns, currentCSV)
@@ -449,7 +449,7 @@ func testUpgrade(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("%s still there (%v)", previousCSV, err)
+		return fmt.Errorf("%s still there (%w)", previousCSV, err)
 	})
 	waitOperatorReady(t, ns)
 	if img := operatorImage(t, ns); img == oldImage {

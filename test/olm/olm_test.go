@@ -446,10 +446,13 @@ func testUpgrade(t *testing.T) {
 	waitCSV(t, ns, currentCSV)
 	framework.WaitFor(t, "the previous CSV replaced", installTimeout, func() error {
 		err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: previousCSV}, olmObject("v1alpha1", "ClusterServiceVersion", ns, previousCSV))
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			return nil
+		case err != nil:
+			return err
 		}
-		return fmt.Errorf("%s still there (%w)", previousCSV, err)
+		return fmt.Errorf("%s still there", previousCSV)
 	})
 	waitOperatorReady(t, ns)
 	if img := operatorImage(t, ns); img == oldImage {

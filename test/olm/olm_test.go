@@ -347,6 +347,7 @@ func TestInstallModes(t *testing.T) {
 	// cluster outside its own namespace has converged, even if the test fails.
 	t.Run("AllNamespaces", func(t *testing.T) {
 		op, other := env.NewNamespace(t, "olm-all-op-"), env.NewNamespace(t, "olm-all-")
+		waitNoForeignClusters(t, 10*time.Minute)
 		install(t, subscription{ns: op})
 		waitCSV(t, op, currentCSV)
 		c := newCluster(t, other, 1)
@@ -355,6 +356,27 @@ func TestInstallModes(t *testing.T) {
 			t.Errorf("in AllNamespaces mode the operator may not list pods in %s", other)
 		}
 		uninstall(t, op)
+	})
+}
+
+// waitNoForeignClusters waits until no EtcdCluster exists anywhere: on a shared cluster, other
+// tests' clusters belong to their own host operators, which an AllNamespaces operator would fight.
+// (In CI the cluster is this run's alone and test/e2e has finished, so this returns at once.)
+func waitNoForeignClusters(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	framework.WaitFor(t, "no EtcdCluster of other tests on the cluster", timeout, func() error {
+		list := &v1.EtcdClusterList{}
+		if err := env.K8s.List(context.Background(), list); err != nil {
+			return err
+		}
+		var names []string
+		for _, c := range list.Items {
+			names = append(names, c.Namespace+"/"+c.Name)
+		}
+		if len(names) > 0 {
+			return fmt.Errorf("present: %v", names)
+		}
+		return nil
 	})
 }
 

@@ -155,5 +155,5 @@ case $cmd in
   list) build_sets "$@"; printf '%s\n' "${BUILT[@]}" ;;
   refs) build_sets "$@"; for line in "${BUILT[@]}"; do echo "${line%% *} $(digest_ref "${line#* }")"; done ;;
   load) build_sets "$@"; load ;;
-  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

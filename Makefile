@@ -38,7 +38,8 @@ help: ## Show the targets.
 
 .PHONY: tools
 tools: ## Build the pinned toolchain (no-op when cached).
-	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6 etcd-v3.5 etcd-v3.7 operator-sdk opm crane
+	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6 etcd-v3.5 etcd-v3.7 operator-sdk opm crane \
+	  olm grpc-health-probe helm scorecard-test
 
 $(CONTROLLER_GEN):
 	$(TOOLS) controller-gen
@@ -112,11 +113,11 @@ bundle-validate: $(OPERATOR_SDK) ## Validate bundle/: operatorframework suite, o
 OLM_IMAGES_ENV = IMG=$(IMG) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PREV_VERSION=$(PREV_VERSION) PREV_COMMIT=$(PREV_COMMIT) CLUSTER_DIR=$(CLUSTER_DIR)
 
 .PHONY: catalog-build
-catalog-build: ## Bundle images (this tree + $(PREV_COMMIT)), catalog/ rendered from catalog/templates by opm and validated, the catalog image.
+catalog-build: ## Bundle images (this tree + the previous release, PREV_COMMIT), catalog/ rendered from catalog/templates by opm and validated, the catalog image.
 	$(OLM_IMAGES_ENV) hack/images/build.sh build catalog
 
 .PHONY: prev-image
-prev-image: ## Build and load the previous release's operator image (v$(PREV_VERSION), commit $(PREV_COMMIT)); prints its references.
+prev-image: ## Build and load the previous release's operator image (PREV_VERSION, commit PREV_COMMIT); prints its references.
 	$(OLM_IMAGES_ENV) hack/images/build.sh load prev
 	@$(OLM_IMAGES_ENV) hack/images/build.sh refs prev
 
@@ -133,7 +134,7 @@ catalog-load: cluster-up ## catalog-build, then import the catalog, bundle and o
 CATALOG_REF = $$($(OLM_IMAGES_ENV) hack/images/build.sh refs catalog | awk '$$1 ~ /-catalog:/ {print $$2}')
 
 .PHONY: test-olm
-test-olm: olm-install catalog-load ## e2e through OLM: every install mode, upgrade from v$(PREV_VERSION), uninstall/reinstall.
+test-olm: olm-install catalog-load ## e2e through OLM: every install mode, upgrade from the previous release, uninstall/reinstall.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig OLM_CATALOG_IMAGE=$(CATALOG_REF) OLM_VERSION=$(VERSION) OLM_PREV_VERSION=$(PREV_VERSION) \
 	  go test -tags e2e ./test/olm/ -count=1 -timeout 40m -parallel 5 -v $(E2E_ARGS)
 

@@ -86,7 +86,7 @@ test-e2e: cluster-up cluster-load ## End-to-end tests on the local cluster (brou
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -v $(E2E_ARGS)
 
 .PHONY: test
-test: verify-generated vet lint test-unit test-e2e bundle-validate test-olm scorecard ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM e2e, scorecard.
+test: verify-generated vet lint test-unit test-e2e verify-bundle test-olm scorecard ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM e2e, scorecard.
 
 ##@ Bundle (OLM)
 
@@ -101,6 +101,10 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Do
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
 	sed -i -E 's|^(    createdAt: ).*|\1"$(BUNDLE_CREATED_AT)"|; s|^(    containerImage: ).*|\1$(IMG)|' bundle/manifests/etcd-autopilot.clusterserviceversion.yaml
 	$(MAKE) --no-print-directory bundle-validate
+
+.PHONY: verify-bundle
+verify-bundle: bundle ## Fail if bundle/ differs from what make bundle renders (it is reproducible), after validating it.
+	@git diff --exit-code -- bundle bundle.Dockerfile config/manager || { echo "bundle/ is stale: run 'make bundle' and commit" >&2; exit 1; }
 
 .PHONY: bundle-validate
 bundle-validate: $(OPERATOR_SDK) ## Validate bundle/: operatorframework suite, operatorhub, size under 1 MiB compressed.

@@ -105,7 +105,6 @@ render_catalog() {
     "$BIN/crane" push "$d" "$reg/bundle:$tag" >/dev/null 2>&1
     seds+=(-e "s|$BUNDLE_REPO:$tag\$|$reg/bundle@${ref#*@}|")
   done
-  mkdir -p "$repo/catalog/etcd-autopilot"
   for t in "$repo"/catalog/templates/*.yaml; do
     out=$repo/catalog/$(awk '$1 == "package:" {print $2; exit}' "$t")/catalog.yaml
     mkdir -p "$(dirname "$out")"

@@ -1,10 +1,15 @@
 # etcd-autopilot — see README.md. Everything is built from the Go module proxy and Debian's apt.
 
-VERSION ?= 0.1.0
+VERSION ?= 0.2.0
 IMAGE_TAG_BASE ?= ghcr.io/etcd-autopilot/etcd-autopilot
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 CHANNELS ?= candidate,fast,stable
 DEFAULT_CHANNEL ?= stable
+# The CSV's createdAt: fixed per release so `make bundle` is reproducible.
+BUNDLE_CREATED_AT ?= 2026-11-22T00:00:00Z
+# The previous release (the upgrade graph's tail and the OLM upgrade test's start): its commit.
+PREV_VERSION ?= 0.1.0
+PREV_COMMIT ?= c48036b
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -33,7 +38,8 @@ help: ## Show the targets.
 
 .PHONY: tools
 tools: ## Build the pinned toolchain (no-op when cached).
-	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6 etcd-v3.5 etcd-v3.7 operator-sdk opm crane
+	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6 etcd-v3.5 etcd-v3.7 operator-sdk opm crane \
+	  olm grpc-health-probe helm scorecard-test
 
 $(CONTROLLER_GEN):
 	$(TOOLS) controller-gen
@@ -80,7 +86,7 @@ test-e2e: cluster-up cluster-load ## End-to-end tests on the local cluster (brou
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -v $(E2E_ARGS)
 
 .PHONY: test
-test: verify-generated vet lint test-unit test-e2e ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e.
+test: verify-generated vet lint test-unit test-e2e verify-bundle test-olm scorecard ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM e2e, scorecard.
 
 ##@ Bundle (OLM)
 
@@ -93,7 +99,53 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Do
 	$(OPERATOR_SDK) generate kustomize manifests --interactive=false -q --apis-dir api
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
+	sed -i -E 's|^(    createdAt: ).*|\1"$(BUNDLE_CREATED_AT)"|; s|^(    containerImage: ).*|\1$(IMG)|' bundle/manifests/etcd-autopilot.clusterserviceversion.yaml
+	$(MAKE) --no-print-directory bundle-validate
+
+.PHONY: verify-bundle
+verify-bundle: bundle ## Fail if bundle/ differs from what make bundle renders (it is reproducible), after validating it.
+	@git diff --exit-code -- bundle bundle.Dockerfile config/manager || { echo "bundle/ is stale: run 'make bundle' and commit" >&2; exit 1; }
+
+.PHONY: bundle-validate
+bundle-validate: $(OPERATOR_SDK) ## Validate bundle/: operatorframework suite, operatorhub, size under 1 MiB compressed.
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional name=operatorhub
+	@size=$$(tar -C bundle -cf - . | gzip -9 | wc -c); echo "bundle: $$size bytes compressed"; [ $$size -lt 1048576 ]
+
+##@ Catalog and OLM
+
+OLM_IMAGES_ENV = IMG=$(IMG) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PREV_VERSION=$(PREV_VERSION) PREV_COMMIT=$(PREV_COMMIT) CLUSTER_DIR=$(CLUSTER_DIR)
+
+.PHONY: catalog-build
+catalog-build: ## Bundle images (this tree + the previous release, PREV_COMMIT), catalog/ rendered from catalog/templates by opm and validated, the catalog image.
+	$(OLM_IMAGES_ENV) hack/images/build.sh build catalog
+
+.PHONY: prev-image
+prev-image: ## Build and load the previous release's operator image (PREV_VERSION, commit PREV_COMMIT); prints its references.
+	$(OLM_IMAGES_ENV) hack/images/build.sh load prev
+	@$(OLM_IMAGES_ENV) hack/images/build.sh refs prev
+
+.PHONY: olm-install
+olm-install: cluster-up ## Install OLM v0.42.0 (built from source, its own Helm chart rendered offline) into the local cluster.
+	$(OLM_IMAGES_ENV) hack/images/build.sh load olm
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/olm/install.sh
+
+.PHONY: catalog-load
+catalog-load: cluster-up ## catalog-build, then import the catalog, bundle and operator images into the local cluster.
+	$(OLM_IMAGES_ENV) hack/images/build.sh load catalog
+
+# The catalog image by digest (OLM pulls tag references), for CatalogSources.
+CATALOG_REF = $$($(OLM_IMAGES_ENV) hack/images/build.sh refs catalog | awk '$$1 ~ /-catalog:/ {print $$2}')
+
+.PHONY: test-olm
+test-olm: olm-install catalog-load ## e2e through OLM: every install mode, upgrade from the previous release, uninstall/reinstall.
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig OLM_CATALOG_IMAGE=$(CATALOG_REF) OLM_VERSION=$(VERSION) OLM_PREV_VERSION=$(PREV_VERSION) \
+	  go test -tags e2e ./test/olm/ -count=1 -timeout 40m -parallel 5 -v $(E2E_ARGS)
+
+.PHONY: scorecard
+scorecard: olm-install catalog-load ## operator-sdk scorecard (basic, olm and our own suites) against the operator installed through OLM.
+	$(OLM_IMAGES_ENV) hack/images/build.sh load scorecard
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/olm/scorecard.sh $(CATALOG_REF) etcd-autopilot.v$(VERSION)
 
 ##@ Deployment
 
@@ -106,8 +158,8 @@ deploy: manifests ## Deploy the operator (config/default) into the cluster of th
 	kubectl apply --server-side --force-conflicts -k config/default
 
 .PHONY: demo
-demo: cluster-up cluster-load ## Local cluster + operator + a 3-member sample EtcdCluster.
-	CLUSTER_DIR=$(CLUSTER_DIR) hack/demo.sh
+demo: cluster-up cluster-load olm-install catalog-load ## Local cluster + OLM + the operator through a Subscription + a 3-member sample EtcdCluster.
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/demo.sh $(CATALOG_REF) etcd-autopilot.v$(VERSION)
 
 ##@ Build
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# make demo: the operator (config/default) and a 3-member sample EtcdCluster on the local cluster.
-# Expects a running cluster with the images loaded (make cluster-up cluster-load). Re-running is safe.
+# make demo: the operator installed through OLM, as users get it (CatalogSource with our catalog image
+# → OperatorGroup → Subscription → CSV Succeeded), then a 3-member sample EtcdCluster.
+# Expects a running cluster with OLM and the images loaded (make cluster-up cluster-load olm-install
+# catalog-load); the Makefile passes the catalog image (by digest) and the CSV name. Re-running is safe.
+# Usage: hack/demo.sh CATALOG_IMAGE CSV
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 CLUSTER_DIR=${CLUSTER_DIR:-$repo/.cluster}
@@ -8,10 +11,9 @@ CLUSTER_DIR=${CLUSTER_DIR:-$repo/.cluster}
 . "$CLUSTER_DIR/env.sh"
 NS=${DEMO_NAMESPACE:-etcd-demo}
 
-kubectl apply --server-side --force-conflicts -k "$repo/config/default" >/dev/null
-kubectl -n etcd-autopilot-system rollout status deploy/etcd-autopilot-controller-manager --timeout=180s
-kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-kubectl label namespace "$NS" pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
+[ $# -eq 2 ] || { sed -n '2,6p' "$0" | sed 's/^# //' >&2; exit 2; }
+"$repo/hack/olm/subscribe.sh" "$NS" "$1" "$2"
+kubectl -n "$NS" get subscription,csv
 kubectl -n "$NS" apply -f "$repo/config/samples/etcd_v1alpha1_etcdcluster.yaml" >/dev/null
 echo "waiting for EtcdCluster/example to become Available..."
 kubectl -n "$NS" wait etcdcluster/example --for=condition=Available --timeout=300s

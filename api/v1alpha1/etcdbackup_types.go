@@ -9,9 +9,11 @@ import (
 type BackupDestination struct {
 	// S3 is S3-compatible object storage.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="S3"
 	S3 *S3Destination `json:"s3,omitempty"`
 	// PVC is a path on a PersistentVolumeClaim in the same namespace.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="PVC"
 	PVC *PVCDestination `json:"pvc,omitempty"`
 }
 
@@ -20,22 +22,27 @@ type S3Destination struct {
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9][a-z0-9.-]*[a-z0-9]$')",message="s3.bucket must be a valid bucket name: lowercase letters, digits, dots and hyphens"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Bucket",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Bucket string `json:"bucket"`
 	// Prefix of the object keys; for a restore source, the full object key.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Key prefix",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Prefix string `json:"prefix,omitempty"`
 	// Endpoint URL, e.g. https://minio.storage.svc:9000; empty means AWS for the region.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="s3.endpoint must be an http:// or https:// URL"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Endpoint",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Endpoint string `json:"endpoint,omitempty"`
 	// +kubebuilder:default="us-east-1"
 	Region string `json:"region,omitempty"`
 	// ForcePathStyle addresses buckets as endpoint/bucket (MinIO and most S3-compatible stores).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Path-style addressing",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
 	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
 	// CredentialsSecret holds accessKeyID and secretAccessKey.
 	// +kubebuilder:validation:MinLength=1
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Credentials Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	CredentialsSecret string `json:"credentialsSecret"`
 	// ServerSideEncryption, e.g. AES256 or aws:kms.
 	// +optional
@@ -46,6 +53,7 @@ type S3Destination struct {
 // PVCDestination is a directory (backup) or file (restore source) on a PVC.
 type PVCDestination struct {
 	// +kubebuilder:validation:MinLength=1
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Claim",xDescriptors={"urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"}
 	ClaimName string `json:"claimName"`
 	// Path inside the volume.
 	// +optional
@@ -62,6 +70,7 @@ type EtcdBackupSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Cluster",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	ClusterName string `json:"clusterName"`
 	// Destination of the snapshot.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Destination"
 	Destination BackupDestination `json:"destination"`
 }
 
@@ -98,10 +107,12 @@ type EtcdBackupStatus struct {
 	SHA256 string `json:"sha256,omitempty"`
 	// Location is the full URL of the snapshot (s3://bucket/key or pvc://claim/path).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Location",xDescriptors={"urn:alm:descriptor:text"}
 	Location string `json:"location,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 

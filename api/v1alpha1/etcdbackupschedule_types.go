@@ -12,16 +12,19 @@ type EtcdBackupScheduleSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Schedule",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Schedule string `json:"schedule"`
 	// Template of each EtcdBackup; object keys get a timestamp suffix.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Backup template"
 	Template EtcdBackupSpec `json:"template"`
 	// KeepLast successful backups; older ones and their objects are deleted.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:default=7
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Keep last",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	KeepLast int32 `json:"keepLast,omitempty"`
 	// MaxAge deletes backups older than this, e.g. 720h; the newest successful one is always kept.
 	// +optional
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 	// Suspend stops new runs; running ones finish.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Suspend",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
 	Suspend bool `json:"suspend,omitempty"`
 	// Verify restores the newest backup into a throwaway single-member etcd on this schedule and
 	// checks its hash and revision.
@@ -45,6 +48,7 @@ type EtcdBackupScheduleStatus struct {
 	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
 	// LastBackup is the name of the newest EtcdBackup made by this schedule.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Last backup",xDescriptors={"urn:alm:descriptor:text"}
 	LastBackup string `json:"lastBackup,omitempty"`
 	// LastVerifiedBackup is the newest backup a test-restore succeeded for.
 	// +optional
@@ -52,6 +56,7 @@ type EtcdBackupScheduleStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 

@@ -88,10 +88,12 @@ type StorageSpec struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Volume size",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Size resource.Quantity `json:"size,omitzero"`
 
 	// StorageClassName of the member PVCs; empty means the cluster's default class.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage class",xDescriptors={"urn:alm:descriptor:io.kubernetes:StorageClass"}
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
 	// Medium Memory keeps data in memory (emptyDir); a member pod lost is a member lost. Test clusters only.

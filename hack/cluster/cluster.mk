@@ -1,7 +1,7 @@
 # Local single-node Kubernetes cluster and daemonless images (hack/cluster, hack/images).
 # Included from the root Makefile; every variable here can be overridden there or on the command line.
 CLUSTER_DIR ?= $(CURDIR)/.cluster
-IMG ?= ghcr.io/etcd-autopilot/etcd-autopilot:v0.1.0
+IMG ?= ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0
 CLUSTER_MK_ROOT := $(patsubst %/hack/cluster/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 
 ##@ Local cluster

@@ -6,10 +6,12 @@
 #   hack/images/build.sh load  [SET...]   build, then import into the cluster's containerd,
 #                                          skipping images already there with the same digest
 #   hack/images/build.sh list  [SET...]   print "NAME ARCHIVE" of the (built) archives
+#   hack/images/build.sh refs  [SET...]   print "NAME DIGEST-REFERENCE" of the (built) archives
 # SETs: all (default) = system etcd operator
 #   system   = pause busybox coredns local-path-provisioner  (what hack/cluster/up.sh loads)
 #   etcd     = gcr.io/etcd-development/etcd:{v3.5.35,v3.6.16,v3.7.3}
-#   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.1.0), from a static bin/manager
+#   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0), from a static bin/manager
+#   OLM sets (hack/images/olm.sh): olm, bundle, prev, catalog, scorecard
 # Archives: $IMAGES_CACHE/<name>-<tag>-<contenthash>.tar (default ~/.cache/etcd-autopilot/images),
 # outside the work tree, so a fresh clone on the same machine rebuilds nothing.
 # Env: IMG, CLUSTER_DIR (default <repo>/.cluster), IMAGES_CACHE, BIN (default <repo>/bin),
@@ -108,14 +110,17 @@ set_operator() {
   image "$OPERATOR_IMAGE" rootfs_manager --entrypoint '["/manager"]' --user 65532:65532
 }
 
+# shellcheck source=olm.sh
+. "$here/olm.sh"
+
 build_sets() {
   local s
   [ $# -gt 0 ] || set -- all
   for s in "$@"; do
     case $s in
       all) set_system; set_etcd; set_operator ;;
-      system|etcd|operator) "set_$s" ;;
-      *) echo "images: unknown set $s (all|system|etcd|operator)" >&2; exit 2 ;;
+      system|etcd|operator|olm|bundle|prev|catalog|scorecard) "set_$s" ;;
+      *) echo "images: unknown set $s (all|system|etcd|operator|olm|bundle|prev|catalog|scorecard)" >&2; exit 2 ;;
     esac
   done
 }
@@ -132,9 +137,15 @@ load() {
     want=$(jq -r '.manifests[0].digest' <<<"$idx")
     ref=$(jq -r '.manifests[0].annotations["io.containerd.image.name"]' <<<"$idx")
     cur=$(awk -v r="$ref" '$1 == r {print $3}' <<<"$have")
-    if [ "$cur" = "$want" ]; then continue; fi
-    ctr -a "$sock" -n k8s.io images import "$file" >/dev/null
-    say "loaded $ref ($want)"
+    if [ "$cur" != "$want" ]; then
+      ctr -a "$sock" -n k8s.io images import "$file" >/dev/null
+      say "loaded $ref ($want)"
+    fi
+    # Also under its digest reference: OLM gives every tag reference it launches (catalog, bundle
+    # and opm pods) imagePullPolicy Always, which fails without a registry; a digest is IfNotPresent.
+    if ! awk -v r="${ref%:*}@$want" '$1 == r {f = 1} END {exit !f}' <<<"$have"; then
+      ctr -a "$sock" -n k8s.io images tag --force "$ref" "${ref%:*}@$want" >/dev/null
+    fi
   done
 }
 
@@ -142,6 +153,7 @@ cmd=${1:-build}; [ $# -gt 0 ] && shift
 case $cmd in
   build) build_sets "$@" ;;
   list) build_sets "$@"; printf '%s\n' "${BUILT[@]}" ;;
+  refs) build_sets "$@"; for line in "${BUILT[@]}"; do echo "${line%% *} $(digest_ref "${line#* }")"; done ;;
   load) build_sets "$@"; load ;;
-  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -4,7 +4,7 @@
 # implies imagePullPolicy: Always.
 ETCD_IMAGE_REPO=gcr.io/etcd-development/etcd
 ETCD_IMAGE_VERSIONS="v3.5.35 v3.6.16 v3.7.3"     # built from hack/tools/etcd-v3.5, etcd-v3.6, etcd-v3.7
-OPERATOR_IMAGE=${IMG:-ghcr.io/etcd-autopilot/etcd-autopilot:v0.1.0}
+OPERATOR_IMAGE=${IMG:-ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0}
 PAUSE_IMAGE=registry.k8s.io/pause:3.10              # hack/tools/pause (our own program)
 BUSYBOX_IMAGE=localhost/busybox:1.35.0              # Debian's busybox-static (local-path helper pods, tests)
 COREDNS_IMAGE=localhost/coredns:v1.14.7             # hack/tools/coredns

@@ -77,11 +77,24 @@ build_operator_sdk() {
   local R=github.com/operator-framework/operator-sdk V=v1.42.2
   gobuild -tags containers_image_openpgp -ldflags "-s -w -X $R/internal/version.Version=$V -X $R/internal/version.GitVersion=$V -X $R/internal/version.KubernetesVersion=v1.33.1 -X $R/internal/version.ImageVersion=$V" -o "$1/operator-sdk" $R/cmd/operator-sdk
 }
+# scorecard's built-in tests, for its test image (same module and version as operator-sdk)
+build_scorecard_test() { gobuild -tags containers_image_openpgp -ldflags "-s -w" -o "$1/scorecard-test" github.com/operator-framework/operator-sdk/images/scorecard-test; }
 # opm needs cgo (sqlite); linked statically so it can be the only file in an image
 build_opm() {
   local R=github.com/operator-framework/operator-registry
   CGO_ENABLED=1 CC=${CC:-gcc} gobuild -tags json1,netgo,osusergo,containers_image_openpgp -ldflags "-s -w -extldflags=-static -X $R/cmd/opm/version.opmVersion=v1.65.0" -o "$1/opm" $R/cmd/opm
 }
+# OLM v0 (olm-operator, catalog-operator, packageserver, and the util binaries its pods copy)
+build_olm() {
+  local M=github.com/operator-framework/operator-lifecycle-manager
+  gobuild -tags json1 -ldflags "-s -w -X $M/pkg/version.OLMVersion=v0.42.0" -o "$1/" \
+    $M/cmd/olm $M/cmd/catalog $M/cmd/package-server $M/cmd/copy-content $M/util/cpb
+}
+# OLM's registry pods probe the catalog with grpc_health_probe, so the catalog image carries it
+build_grpc_health_probe() { gobuild -ldflags "-s -w" -o "$1/grpc_health_probe" github.com/grpc-ecosystem/grpc-health-probe; }
+
+# helm only renders OLM's own chart (deploy/chart in the OLM module) for `make olm-install`
+build_helm() { gobuild -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.21.4" -o "$1/helm" helm.sh/helm/v3/cmd/helm; }
 
 # local cluster (hack/cluster): add-ons, node tools and the sandbox image's process; static, so each
 # can be the only file in an image
@@ -96,7 +109,7 @@ build_crictl() {
 }
 build_pause() { gobuild -ldflags "-s -w" -o "$1/pause" .; }
 
-usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|coredns|local-path-provisioner|crictl|pause}..." >&2; exit 2; }
+usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause}..." >&2; exit 2; }
 [ $# -gt 0 ] || usage
 for t in "$@"; do
   case $t in
@@ -105,6 +118,10 @@ for t in "$@"; do
     etcd-v3.6) ensure etcd-v3.6 etcd etcdctl etcdutl ;;
     etcd-v3.5|etcd-v3.7) BIN=$BIN/$t ensure "$t" etcd etcdctl etcdutl ;;
     controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm) ensure "$t" "$t" ;;
+    olm) ensure olm olm catalog package-server copy-content cpb ;;
+    grpc-health-probe) ensure grpc-health-probe grpc_health_probe ;;
+    helm) ensure helm helm ;;
+    scorecard-test) ensure scorecard-test scorecard-test ;;
     coredns|local-path-provisioner|crictl|pause) ensure "$t" "$t" ;;
     *) usage ;;
   esac

@@ -1,0 +1,162 @@
+# shellcheck shell=bash
+# OLM image sets of hack/images/build.sh (sourced by it: uses image, BUILT, BIN, TOOLS, IMAGES_CACHE).
+#   olm        what OLM runs: its own image (olm, catalog, package-server, copy-content, cpb and a real
+#              /bin/cp, which the catalog operator's util init containers call) and opm's
+#   bundle     the bundle image of bundle/, with the operator image ($IMG, built too) pinned by digest
+#   prev       the previous release, commit $PREV_COMMIT: its operator image, built from that commit's
+#              tree, and its committed bundle/ (pinned the same way); cached by commit
+#   catalog    the file-based catalog: catalog/templates rendered by opm against both bundle images
+#              (served from a loopback registry), validated, written to catalog/etcd-autopilot/ and
+#              served by opm in the catalog image
+#   scorecard  operator-sdk's scorecard-test image and the custom tests in scorecard/
+# OLM launches catalog, bundle and opm images itself and pulls any tag reference (policy Always), so
+# bundles and catalogs name images by digest; `build.sh load` creates those digest references.
+
+OLM_IMAGE=quay.io/operator-framework/olm:v0.42.0
+OPM_IMAGE=quay.io/operator-framework/opm:v1.65.0
+BUNDLE_REPO=${IMAGE_TAG_BASE:-ghcr.io/etcd-autopilot/etcd-autopilot}-bundle
+CATALOG_REPO=${IMAGE_TAG_BASE:-ghcr.io/etcd-autopilot/etcd-autopilot}-catalog
+PREV_VERSION=${PREV_VERSION:-0.1.0}
+PREV_COMMIT=${PREV_COMMIT:-c48036b}
+SCORECARD_TEST_IMAGE=quay.io/operator-framework/scorecard-test:v1.42.2
+SCORECARD_UNTAR_IMAGE=localhost/scorecard-untar:v1.42.2
+SCORECARD_CUSTOM_IMAGE=${IMAGE_TAG_BASE:-ghcr.io/etcd-autopilot/etcd-autopilot}-scorecard:v1
+
+# digest_ref ARCHIVE: the repository@digest reference of an archive built by mkimage
+digest_ref() {
+  local idx; idx=$(tar -xOf "$1" index.json)
+  jq -r '.manifests[0] | (.annotations["io.containerd.image.name"] | sub(":[^:/]*$"; "")) + "@" + .digest' <<<"$idx"
+}
+last_archive() { echo "${BUILT[${#BUILT[@]}-1]#* }"; }
+
+rootfs_olm() {
+  local b; mkdir -p "$1/bin"
+  for b in olm catalog package-server copy-content cpb; do static_bin "$BIN/$b"; cp -L "$BIN/$b" "$1/bin/"; done
+  static_bin /bin/busybox; cp /bin/busybox "$1/bin/cp"   # busybox runs the applet named by argv[0]
+}
+rootfs_opm() {
+  mkdir -p "$1/bin"; static_bin "$BIN/opm"; static_bin "$BIN/grpc_health_probe"
+  cp -L "$BIN/opm" "$BIN/grpc_health_probe" "$1/bin/"
+}
+set_olm() {
+  "$TOOLS" olm opm grpc-health-probe >&2
+  image "$OLM_IMAGE" rootfs_olm --entrypoint '["/bin/olm"]' --user 1001
+  image "$OPM_IMAGE" rootfs_opm --entrypoint '["/bin/opm"]' --user 1001
+}
+
+# bundle_image DIR FROM TO: the bundle in DIR (manifests, metadata, tests) with image FROM replaced
+# by TO in the CSV; labels from metadata/annotations.yaml, which the bundle format makes authoritative
+BUNDLE_DIR= BUNDLE_FROM= BUNDLE_TO=
+rootfs_bundle() {
+  cp -r "$BUNDLE_DIR/manifests" "$BUNDLE_DIR/metadata" "$BUNDLE_DIR/tests" "$1/"
+  sed -i "s|$BUNDLE_FROM\$|$BUNDLE_TO|; s|$BUNDLE_FROM\([\"' ]\)|$BUNDLE_TO\1|g" "$1"/manifests/*.clusterserviceversion.yaml
+}
+bundle_image() {
+  BUNDLE_DIR=$1 BUNDLE_FROM=$2 BUNDLE_TO=$3
+  local v args=() l
+  v=$(awk '$1 == "version:" && /^  version:/ {print $2}' "$BUNDLE_DIR"/manifests/*.clusterserviceversion.yaml)
+  [ -n "$v" ] || { echo "images: no spec.version in $BUNDLE_DIR" >&2; exit 1; }
+  while read -r l; do args+=(--label "$l"); done < <(
+    awk '/^  [a-z]/ {k = $1; sub(/:$/, "", k); print k "=" $2}' "$BUNDLE_DIR/metadata/annotations.yaml")
+  image "$BUNDLE_REPO:v$v" rootfs_bundle "${args[@]}"
+}
+set_bundle() {
+  set_operator
+  bundle_image "$repo/bundle" "$OPERATOR_IMAGE" "$(digest_ref "$(last_archive)")"
+}
+
+# The previous release: tagged apart from everyone's working-tree builds of the same version.
+prev_operator_image() { echo "${OPERATOR_IMAGE%:*}:v$PREV_VERSION-$PREV_COMMIT"; }
+set_prev() {
+  local full src
+  full=$(git -C "$repo" rev-parse --verify "$PREV_COMMIT^{commit}")
+  src=$IMAGES_CACHE/src-$full
+  if [ ! -x "$src/bin/manager" ]; then
+    say "building the manager of $PREV_COMMIT (v$PREV_VERSION)"
+    rm -rf "$src.tmp"; mkdir -p "$src.tmp"
+    git -C "$repo" archive "$full" | tar -x -C "$src.tmp"
+    (cd "$src.tmp" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager .)
+    rm -rf "$src"; mv "$src.tmp" "$src"
+  fi
+  MANAGER=$src/bin/manager
+  image "$(prev_operator_image)" rootfs_manager --entrypoint '["/manager"]' --user 65532:65532
+  bundle_image "$src/bundle" "${OPERATOR_IMAGE%:*}:v$PREV_VERSION" "$(digest_ref "$(last_archive)")"
+}
+
+CATALOG_DIR=
+rootfs_catalog() {
+  rootfs_opm "$1"
+  mkdir -p "$1/configs"; cp -r "$CATALOG_DIR"/. "$1/configs/"
+}
+# render_catalog ARCHIVE...: catalog/templates/*.yaml -> catalog/<package>/catalog.yaml, each bundle
+# tag reference in a template replaced by the digest of the bundle image built for it
+render_catalog() {
+  local port=$((20000 + RANDOM % 20000)) reg pid a ref tag d t out
+  reg=127.0.0.1:$port
+  "$BIN/crane" registry serve --address "$reg" >"$stage/registry.log" 2>&1 & pid=$!
+  # shellcheck disable=SC2064
+  trap "kill $pid 2>/dev/null || true; rm -rf '$stage'" EXIT
+  for _ in $(seq 50); do curl -sf "http://$reg/v2/" >/dev/null && break; sleep 0.1; done
+  local seds=()
+  for a in "$@"; do
+    ref=$(digest_ref "$a"); d=$stage/oci-${ref##*:}
+    tag=$(tar -xOf "$a" index.json | jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]')
+    mkdir -p "$d"; tar -xf "$a" -C "$d"
+    "$BIN/crane" push "$d" "$reg/bundle:$tag" >/dev/null 2>&1
+    seds+=(-e "s|$BUNDLE_REPO:$tag\$|$reg/bundle@${ref#*@}|")
+  done
+  for t in "$repo"/catalog/templates/*.yaml; do
+    out=$repo/catalog/$(awk '$1 == "package:" {print $2; exit}' "$t")/catalog.yaml
+    mkdir -p "$(dirname "$out")"
+    sed "${seds[@]}" "$t" > "$stage/template.yaml"
+    if grep -q "$BUNDLE_REPO:" "$stage/template.yaml"; then
+      echo "images: $t names a bundle that was not built: $(grep "$BUNDLE_REPO:" "$stage/template.yaml")" >&2; exit 1
+    fi
+    # opm pulls through containers/image, which wants a signature policy: accept the loopback
+    # registry's images (we just pushed them) via a HOME of its own, not the host's policy.
+    mkdir -p "$stage/home/.config/containers"
+    echo '{"default": [{"type": "insecureAcceptAnything"}]}' > "$stage/home/.config/containers/policy.json"
+    HOME=$stage/home "$BIN/opm" alpha render-template basic "$stage/template.yaml" --use-http -o yaml \
+        --migrate-level bundle-object-to-csv-metadata 2>"$stage/render.log" |
+      sed "s|$reg/bundle@|$BUNDLE_REPO@|" > "$out.tmp" || { cat "$stage/render.log" >&2; exit 1; }
+    mv "$out.tmp" "$out"
+  done
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  trap 'rm -rf "$stage"' EXIT   # build.sh's own
+  "$BIN/opm" validate "$repo/catalog"
+  say "rendered and validated catalog/ from catalog/templates"
+}
+set_catalog() {
+  "$TOOLS" opm crane grpc-health-probe >&2
+  local bundles=() n=${#BUILT[@]} i v
+  set_prev; set_bundle
+  for ((i = n; i < ${#BUILT[@]}; i++)); do
+    [[ ${BUILT[i]} == "$BUNDLE_REPO:"* ]] && bundles+=("${BUILT[i]#* }")
+  done
+  render_catalog "${bundles[@]}"
+  CATALOG_DIR=$repo/catalog
+  v=$(awk '$1 == "version:" && /^  version:/ {print $2}' "$repo"/bundle/manifests/*.clusterserviceversion.yaml)
+  # opm builds its cache at start (two bundles: instant) in /tmp, writable by the non-root user; a
+  # cache built into the image would be owned by root here (mkimage writes every file as 0:0).
+  image "$CATALOG_REPO:v$v" rootfs_catalog --entrypoint '["/bin/opm"]' \
+    --cmd '["serve","/configs","--cache-dir=/tmp/cache","--cache-enforce-integrity=false"]' --user 1001 \
+    --label operators.operatorframework.io.index.configs.v1=/configs
+}
+
+rootfs_scorecard_test() {
+  mkdir -p "$1/usr/local/bin" "$1/opt/scorecard-test"
+  static_bin "$BIN/scorecard-test"; cp -L "$BIN/scorecard-test" "$1/usr/local/bin/"
+}
+SCORECARD_BIN=
+rootfs_scorecard_custom() { mkdir -p "$1/usr/local/bin"; cp "$SCORECARD_BIN" "$1/usr/local/bin/etcd-autopilot-scorecard"; }
+set_scorecard() {
+  "$TOOLS" scorecard-test >&2
+  # the untar init container runs `tar xvzf` as a non-root user (scorecard --pod-security=restricted)
+  image "$SCORECARD_UNTAR_IMAGE" rootfs_busybox --user 1001
+  image "$SCORECARD_TEST_IMAGE" rootfs_scorecard_test --entrypoint '["/usr/local/bin/scorecard-test"]' \
+    --workdir /opt/scorecard-test --env HOME=/opt/scorecard-test --user 1001
+  say "go build scorecard/"
+  SCORECARD_BIN=$stage/etcd-autopilot-scorecard
+  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$SCORECARD_BIN" ./scorecard)
+  image "$SCORECARD_CUSTOM_IMAGE" rootfs_scorecard_custom --entrypoint '["/usr/local/bin/etcd-autopilot-scorecard"]' --user 1001
+}

@@ -1,0 +1,568 @@
+//go:build e2e
+
+// Package olm installs the operator through a real OLM (make olm-install) from the catalog image
+// built from this tree (make catalog-load), the way users get it: CatalogSource → OperatorGroup →
+// Subscription → CSV. It covers every install mode, the upgrade from the previous release, and an
+// uninstall that leaves the etcd clusters serving. Run it with make test-olm; never concurrently
+// with test/e2e, because the AllNamespaces install briefly watches every namespace.
+package olm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
+)
+
+const (
+	pkg            = "etcd-autopilot"
+	channel        = "stable"
+	catalogNS      = "olm" // OLM's global catalog namespace: Subscriptions in any namespace may use it
+	catalogName    = "etcd-autopilot-e2e"
+	deploymentName = "etcd-autopilot-controller-manager"
+	serviceAccount = "etcd-autopilot-controller-manager"
+	installTimeout = 5 * time.Minute
+	clusterTimeout = 5 * time.Minute
+)
+
+var (
+	env                     *framework.Env
+	currentCSV, previousCSV string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	image, cur, prev := os.Getenv("OLM_CATALOG_IMAGE"), os.Getenv("OLM_VERSION"), os.Getenv("OLM_PREV_VERSION")
+	if !strings.Contains(image, "@sha256:") || cur == "" || prev == "" {
+		fmt.Fprintln(os.Stderr, "olm e2e: set OLM_CATALOG_IMAGE (by digest), OLM_VERSION and OLM_PREV_VERSION: run make test-olm")
+		return 1
+	}
+	currentCSV, previousCSV = pkg+".v"+cur, pkg+".v"+prev
+	var err error
+	if env, err = framework.Setup("../.."); err != nil {
+		fmt.Fprintln(os.Stderr, "olm e2e:", err)
+		return 1
+	}
+	defer env.Close()
+	if err := createCatalogSource(image); err != nil {
+		fmt.Fprintln(os.Stderr, "olm e2e:", err)
+		return 1
+	}
+	defer func() {
+		_ = env.K8s.Delete(context.Background(), olmObject("v1alpha1", "CatalogSource", catalogNS, catalogName))
+	}()
+	return m.Run()
+}
+
+func olmObject(version, kind, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("operators.coreos.com/" + version)
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// createCatalogSource serves the catalog image (by digest: OLM pulls tag references) and waits
+// until OLM reports its registry pod READY.
+func createCatalogSource(image string) error {
+	ctx := context.Background()
+	cs := olmObject("v1alpha1", "CatalogSource", catalogNS, catalogName)
+	cs.Object["spec"] = map[string]any{
+		"sourceType":    "grpc",
+		"image":         image,
+		"displayName":   "etcd-autopilot (e2e)",
+		"publisher":     "etcd-autopilot",
+		"grpcPodConfig": map[string]any{"securityContextConfig": "restricted"},
+	}
+	if err := env.K8s.Patch(ctx, cs, client.Apply, client.FieldOwner("olm-e2e"), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply CatalogSource: %w", err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(cs), cs); err == nil {
+			if s, _, _ := unstructured.NestedString(cs.Object, "status", "connectionState", "lastObservedState"); s == "READY" {
+				return nil
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+	return fmt.Errorf("CatalogSource %s/%s not READY after 3m: %v", catalogNS, catalogName, cs.Object["status"])
+}
+
+type subscription struct {
+	ns          string
+	targets     []string // nil: AllNamespaces
+	startingCSV string
+	manual      bool
+}
+
+// install creates the OperatorGroup and Subscription in s.ns, and registers the uninstall
+// (Subscription and CSV deleted, the operator Deployment gone) to run at the end of the test.
+func install(t *testing.T, s subscription) {
+	t.Helper()
+	ctx := context.Background()
+	og := olmObject("v1", "OperatorGroup", s.ns, "etcd-autopilot")
+	spec := map[string]any{}
+	if s.targets != nil {
+		spec["targetNamespaces"] = toAny(s.targets)
+	}
+	og.Object["spec"] = spec
+	if err := env.K8s.Create(ctx, og); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	subscribe(t, s)
+	t.Cleanup(func() { uninstall(t, s.ns) })
+}
+
+func subscribe(t *testing.T, s subscription) {
+	t.Helper()
+	sub := olmObject("v1alpha1", "Subscription", s.ns, pkg)
+	spec := map[string]any{"channel": channel, "name": pkg, "source": catalogName, "sourceNamespace": catalogNS,
+		"installPlanApproval": "Automatic"}
+	if s.manual {
+		spec["installPlanApproval"] = "Manual"
+	}
+	if s.startingCSV != "" {
+		spec["startingCSV"] = s.startingCSV
+	}
+	sub.Object["spec"] = spec
+	if err := env.K8s.Create(context.Background(), sub); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// uninstall deletes the Subscription and the CSV (OLM then deletes the Deployment it owns) and
+// waits until the operator is gone. Idempotent; CRDs and operands stay, as with OLM's own uninstall.
+func uninstall(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	_ = env.K8s.Delete(ctx, olmObject("v1alpha1", "Subscription", ns, pkg))
+	csvs := &unstructured.UnstructuredList{}
+	csvs.SetAPIVersion("operators.coreos.com/v1alpha1")
+	csvs.SetKind("ClusterServiceVersionList")
+	if err := env.K8s.List(ctx, csvs, client.InNamespace(ns)); err != nil {
+		t.Errorf("list CSVs: %v", err)
+	}
+	for i := range csvs.Items {
+		if c := &csvs.Items[i]; c.GetLabels()["olm.copiedFrom"] == "" && strings.HasPrefix(c.GetName(), pkg+".") {
+			_ = env.K8s.Delete(ctx, c)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		err := env.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: deploymentName}, &appsv1.Deployment{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Errorf("operator Deployment %s/%s still there 2m after its CSV was deleted", ns, deploymentName)
+}
+
+// approve approves the InstallPlan for csv that the Subscription in ns currently points at, once
+// OLM has finished making it (phase RequiresApproval), and waits until OLM acts on the approval.
+// OLM may replace a plan it could not update, so only the Subscription's current plan counts.
+func approve(t *testing.T, ns, csv string) {
+	t.Helper()
+	ctx := context.Background()
+	framework.WaitFor(t, "the InstallPlan for "+csv+" approved", installTimeout, func() error {
+		sub := olmObject("v1alpha1", "Subscription", ns, pkg)
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil {
+			return err
+		}
+		name, _, _ := unstructured.NestedString(sub.Object, "status", "installPlanRef", "name")
+		if name == "" {
+			return fmt.Errorf("no InstallPlan yet")
+		}
+		p := olmObject("v1alpha1", "InstallPlan", ns, name)
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		names, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "clusterServiceVersionNames")
+		approved, _, _ := unstructured.NestedBool(p.Object, "spec", "approved")
+		phase, _, _ := unstructured.NestedString(p.Object, "status", "phase")
+		switch {
+		case !slices.Contains(names, csv):
+			return fmt.Errorf("current InstallPlan %s is for %v", name, names)
+		case !approved && phase == "RequiresApproval":
+			if err := env.K8s.Patch(ctx, p, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"approved":true}}`))); err != nil {
+				return err
+			}
+			return fmt.Errorf("approved %s just now", name)
+		case phase == "Installing" || phase == "Complete":
+			return nil
+		default:
+			return fmt.Errorf("InstallPlan %s: approved=%v phase=%q", name, approved, phase)
+		}
+	})
+}
+
+// waitCSV waits until csv is Succeeded in ns; a Failed CSV fails the test at once.
+func waitCSV(t *testing.T, ns, csv string) {
+	t.Helper()
+	framework.WaitFor(t, "CSV "+csv+" Succeeded", installTimeout, func() error {
+		u := olmObject("v1alpha1", "ClusterServiceVersion", ns, csv)
+		if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(u), u); err != nil {
+			return err
+		}
+		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		reason, _, _ := unstructured.NestedString(u.Object, "status", "reason")
+		msg, _, _ := unstructured.NestedString(u.Object, "status", "message")
+		if phase == "Failed" {
+			t.Fatalf("CSV %s/%s Failed: %s: %s", ns, csv, reason, msg)
+		}
+		if phase != "Succeeded" {
+			return fmt.Errorf("phase %s (%s: %s)", phase, reason, msg)
+		}
+		return nil
+	})
+}
+
+// newCluster creates an EtcdCluster named "etcd" in ns.
+func newCluster(t *testing.T, ns string, replicas int32) *v1.EtcdCluster {
+	t.Helper()
+	return env.CreateCluster(t, ns, replicas, "3.6.16")
+}
+
+// untouched asserts that no operator has acted on c: no status, no finalizer, no member pods.
+func untouched(t *testing.T, c *v1.EtcdCluster) {
+	t.Helper()
+	got := env.Get(t, c)
+	pods := &corev1.PodList{}
+	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != "" || len(got.Finalizers) > 0 || len(pods.Items) > 0 {
+		t.Fatalf("EtcdCluster %s/%s outside the target namespaces was reconciled: phase=%q finalizers=%v pods=%d",
+			c.Namespace, c.Name, got.Status.Phase, got.Finalizers, len(pods.Items))
+	}
+}
+
+// canList reports whether the operator's ServiceAccount (in opNS) may list pods in ns.
+func canList(t *testing.T, opNS, ns string) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   "system:serviceaccount:" + opNS + ":" + serviceAccount,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + opNS},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: "list", Resource: "pods",
+		},
+	}}
+	if err := env.K8s.Create(context.Background(), sar); err != nil {
+		t.Fatal(err)
+	}
+	return sar.Status.Allowed
+}
+
+// checkScoped installs with targets, then proves the operator acts exactly there: a cluster in
+// each target namespace converges, one elsewhere stays untouched, and RBAC follows the scope.
+func checkScoped(t *testing.T, opNS string, targets []string) {
+	t.Helper()
+	outside := env.NewNamespace(t, "olm-outside-")
+	install(t, subscription{ns: opNS, targets: targets})
+	waitCSV(t, opNS, currentCSV)
+	var clusters []*v1.EtcdCluster
+	for _, ns := range targets {
+		clusters = append(clusters, newCluster(t, ns, 1))
+	}
+	stray := newCluster(t, outside, 1)
+	for _, c := range clusters {
+		env.WaitConverged(t, c, 1, clusterTimeout)
+	}
+	// The operator has had every chance to see the stray cluster by now: its targets converged.
+	untouched(t, stray)
+	for _, ns := range targets {
+		if !canList(t, opNS, ns) {
+			t.Errorf("the operator may not list pods in its target namespace %s", ns)
+		}
+	}
+	if canList(t, opNS, outside) {
+		t.Errorf("the operator may list pods in %s, outside its target namespaces", outside)
+	}
+}
+
+// TestInstallModes installs through a Subscription in each install mode. The namespaced modes run
+// in parallel (disjoint namespaces); AllNamespaces runs alone afterwards and is kept short.
+func TestInstallModes(t *testing.T) {
+	t.Run("scoped", func(t *testing.T) {
+		t.Run("OwnNamespace", func(t *testing.T) {
+			t.Parallel()
+			ns := env.NewNamespace(t, "olm-own-")
+			checkScoped(t, ns, []string{ns})
+		})
+		t.Run("SingleNamespace", func(t *testing.T) {
+			t.Parallel()
+			op, target := env.NewNamespace(t, "olm-single-op-"), env.NewNamespace(t, "olm-single-")
+			checkScoped(t, op, []string{target})
+		})
+		t.Run("MultiNamespace", func(t *testing.T) {
+			t.Parallel()
+			op := env.NewNamespace(t, "olm-multi-op-")
+			a, b := env.NewNamespace(t, "olm-multi-a-"), env.NewNamespace(t, "olm-multi-b-")
+			checkScoped(t, op, []string{a, b})
+		})
+		t.Run("Upgrade", func(t *testing.T) {
+			t.Parallel()
+			testUpgrade(t)
+		})
+		t.Run("UninstallReinstall", func(t *testing.T) {
+			t.Parallel()
+			testUninstallReinstall(t)
+		})
+	})
+	if t.Failed() {
+		return
+	}
+	// AllNamespaces: the operator watches every namespace, including other tests' on a shared
+	// cluster, so it runs alone and is uninstalled (Subscription, CSV, Deployment) as soon as a
+	// cluster outside its own namespace has converged, even if the test fails.
+	t.Run("AllNamespaces", func(t *testing.T) {
+		op, other := env.NewNamespace(t, "olm-all-op-"), env.NewNamespace(t, "olm-all-")
+		waitNoForeignClusters(t, 10*time.Minute)
+		install(t, subscription{ns: op})
+		waitCSV(t, op, currentCSV)
+		c := newCluster(t, other, 1)
+		env.WaitConverged(t, c, 1, clusterTimeout)
+		if !canList(t, op, other) {
+			t.Errorf("in AllNamespaces mode the operator may not list pods in %s", other)
+		}
+		uninstall(t, op)
+	})
+}
+
+// waitNoForeignClusters waits until no EtcdCluster exists anywhere: on a shared cluster, other
+// tests' clusters belong to their own host operators, which an AllNamespaces operator would fight.
+// (In CI the cluster is this run's alone and test/e2e has finished, so this returns at once.)
+func waitNoForeignClusters(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	framework.WaitFor(t, "no EtcdCluster of other tests on the cluster", timeout, func() error {
+		list := &v1.EtcdClusterList{}
+		if err := env.K8s.List(context.Background(), list); err != nil {
+			return err
+		}
+		var names []string
+		for _, c := range list.Items {
+			names = append(names, c.Namespace+"/"+c.Name)
+		}
+		if len(names) > 0 {
+			return fmt.Errorf("present: %v", names)
+		}
+		return nil
+	})
+}
+
+// availability samples the cluster's Available condition every second until stopped.
+type availability struct {
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	lost []string
+}
+
+func watchAvailable(c *v1.EtcdCluster) *availability {
+	a := &availability{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-a.stop:
+				return
+			case <-tick.C:
+			}
+			cur := &v1.EtcdCluster{}
+			if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), cur); err != nil {
+				continue
+			}
+			if cond := meta.FindStatusCondition(cur.Status.Conditions, v1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionTrue {
+				a.mu.Lock()
+				a.lost = append(a.lost, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), cond))
+				a.mu.Unlock()
+			}
+		}
+	}()
+	return a
+}
+
+func (a *availability) finish() []string {
+	close(a.stop)
+	<-a.done
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lost
+}
+
+// operatorImage is the image of the operator Deployment in ns.
+func operatorImage(t *testing.T, ns string) string {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: deploymentName}, d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Spec.Template.Spec.Containers[0].Image
+}
+
+// waitOperatorReady waits until the operator Deployment in ns has rolled out completely.
+func waitOperatorReady(t *testing.T, ns string) {
+	t.Helper()
+	framework.WaitFor(t, "operator Deployment rolled out", installTimeout, func() error {
+		d := &appsv1.Deployment{}
+		if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: deploymentName}, d); err != nil {
+			return err
+		}
+		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != 1 || d.Status.AvailableReplicas != 1 || d.Status.Replicas != 1 {
+			return fmt.Errorf("updated=%d available=%d replicas=%d", d.Status.UpdatedReplicas, d.Status.AvailableReplicas, d.Status.Replicas)
+		}
+		return nil
+	})
+}
+
+// testUpgrade subscribes at the previous release, creates a cluster, then lets OLM upgrade the
+// operator: the new CSV succeeds, the etcd pods are the same pods, the cluster stays Available and
+// keeps every acknowledged write.
+func testUpgrade(t *testing.T) {
+	ns := env.NewNamespace(t, "olm-upgrade-")
+	install(t, subscription{ns: ns, targets: []string{ns}, startingCSV: previousCSV, manual: true})
+	approve(t, ns, previousCSV)
+	waitCSV(t, ns, previousCSV)
+	oldImage := operatorImage(t, ns)
+
+	c := newCluster(t, ns, 3)
+	env.WaitConverged(t, c, 3, clusterTimeout)
+	uids := env.MemberPodUIDs(t, c)
+	cl := env.EtcdClient(t, c)
+	w := framework.StartWriter(cl, "/olm-upgrade/")
+	avail := watchAvailable(c)
+
+	approve(t, ns, currentCSV)
+	waitCSV(t, ns, currentCSV)
+	framework.WaitFor(t, "the previous CSV replaced", installTimeout, func() error {
+		err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: previousCSV}, olmObject("v1alpha1", "ClusterServiceVersion", ns, previousCSV))
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return fmt.Errorf("%s still there", previousCSV)
+	})
+	waitOperatorReady(t, ns)
+	if img := operatorImage(t, ns); img == oldImage {
+		t.Fatalf("the operator Deployment still runs the previous image %s", img)
+	}
+	// Give the new operator time to act on the cluster (it reconciles at start), then check it did
+	// not need to touch a single member.
+	time.Sleep(20 * time.Second)
+	env.WaitConverged(t, c, 3, clusterTimeout)
+	lost := avail.finish()
+	acked, _ := w.Finish()
+	if len(lost) > 0 {
+		t.Errorf("the cluster was not Available during the operator upgrade: %v", lost)
+	}
+	if got := env.MemberPodUIDs(t, c); !mapsEqual(got, uids) {
+		t.Errorf("etcd pods changed during the operator upgrade: before %v, after %v", uids, got)
+	}
+	if len(acked) == 0 {
+		t.Fatal("no write was acknowledged during the operator upgrade")
+	}
+	framework.CheckKeys(t, cl, "/olm-upgrade/", acked)
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// testUninstallReinstall removes the operator (Subscription + CSV) under a running cluster, which
+// keeps serving, then installs it again: the new operator adopts the same pods.
+func testUninstallReinstall(t *testing.T) {
+	ns := env.NewNamespace(t, "olm-uninstall-")
+	install(t, subscription{ns: ns, targets: []string{ns}})
+	waitCSV(t, ns, currentCSV)
+	c := newCluster(t, ns, 3)
+	env.WaitConverged(t, c, 3, clusterTimeout)
+	uids := env.MemberPodUIDs(t, c)
+	cl := env.EtcdClient(t, c)
+	keys := framework.PutKeys(t, cl, "/olm-uninstall/before/", 200)
+
+	uninstall(t, ns)
+	// Without the operator: the same pods keep running and serving reads and writes.
+	w := framework.StartWriter(cl, "/olm-uninstall/without/")
+	time.Sleep(15 * time.Second)
+	acked, failed := w.Finish()
+	if failed > 0 || len(acked) == 0 {
+		t.Errorf("writes without the operator: %d acknowledged, %d failed", len(acked), failed)
+	}
+	if got := env.MemberPodUIDs(t, c); !mapsEqual(got, uids) {
+		t.Fatalf("etcd pods changed after the operator was uninstalled: before %v, after %v", uids, got)
+	}
+	framework.CheckKeys(t, cl, "/olm-uninstall/before/", keys)
+
+	subscribe(t, subscription{ns: ns, targets: []string{ns}})
+	waitCSV(t, ns, currentCSV)
+	waitOperatorReady(t, ns)
+	// Adoption: the new operator observes a spec change on the existing cluster and converges it
+	// without replacing a member.
+	pause(t, c, true)
+	pause(t, c, false)
+	env.WaitConverged(t, c, 3, clusterTimeout)
+	if got := env.MemberPodUIDs(t, c); !mapsEqual(got, uids) {
+		t.Errorf("etcd pods changed when the operator was reinstalled: before %v, after %v", uids, got)
+	}
+	framework.CheckKeys(t, cl, "/olm-uninstall/without/", acked)
+}
+
+// pause sets spec.maintenance.paused and waits until the operator has observed that generation
+// (and, when pausing, reports the Paused phase).
+func pause(t *testing.T, c *v1.EtcdCluster, paused bool) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"spec":{"maintenance":{"paused":%v}}}`, paused))
+	cur := env.Get(t, c)
+	if err := env.K8s.Patch(context.Background(), cur, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitFor(t, fmt.Sprintf("paused=%v observed", paused), clusterTimeout, func() error {
+		got := env.Get(t, c)
+		if got.Status.ObservedGeneration != got.Generation || paused != (got.Status.Phase == v1.PhasePaused) {
+			return fmt.Errorf("observed generation %d of %d, phase %s", got.Status.ObservedGeneration, got.Generation, got.Status.Phase)
+		}
+		return nil
+	})
+}

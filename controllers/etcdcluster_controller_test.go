@@ -46,7 +46,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	if err := (&EtcdClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorderFor("etcd-autopilot")}).SetupWithManager(mgr); err != nil {
+	rec := mgr.GetEventRecorderFor("etcd-autopilot")
+	if err := (&EtcdClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: rec, OperatorImage: testOperatorImage}).SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
+	if err := (&EtcdBackupReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: testOperatorImage}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -217,6 +217,9 @@ const (
 	ConditionProgressing = "Progressing"
 	ConditionDegraded    = "Degraded"
 	ConditionUpgrading   = "Upgrading"
+	// ConditionRestored, only on clusters with spec.bootstrap.restore: False with the reason while
+	// the initial members' data cannot be restored (e.g. SnapshotChecksumMismatch), True once done.
+	ConditionRestored = "Restored"
 )
 
 // MemberRole is a member's raft role.

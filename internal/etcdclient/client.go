@@ -42,8 +42,10 @@ type Status struct {
 	DBSizeInUse int64
 	RaftIndex   uint64
 	RaftTerm    uint64
-	IsLearner   bool
-	Errors      []string
+	// Revision is the member's current key-value revision.
+	Revision  int64
+	IsLearner bool
+	Errors    []string
 }
 
 // Client talks to one etcd cluster.
@@ -148,7 +150,7 @@ func (c *Client) Status(ctx context.Context, endpoint string) (Status, error) {
 	return Status{
 		ID: resp.Header.MemberId, Leader: resp.Leader, Version: resp.Version,
 		DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse, RaftIndex: resp.RaftIndex,
-		RaftTerm: resp.RaftTerm, IsLearner: resp.IsLearner, Errors: resp.Errors,
+		RaftTerm: resp.RaftTerm, Revision: resp.Header.Revision, IsLearner: resp.IsLearner, Errors: resp.Errors,
 	}, nil
 }
 

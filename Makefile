@@ -33,7 +33,7 @@ help: ## Show the targets.
 
 .PHONY: tools
 tools: ## Build the pinned toolchain (no-op when cached).
-	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6 etcd-v3.5 etcd-v3.7 operator-sdk opm crane
+	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6 etcd-v3.5 etcd-v3.7 operator-sdk opm crane minio
 
 $(CONTROLLER_GEN):
 	$(TOOLS) controller-gen
@@ -44,6 +44,10 @@ $(GOLANGCI_LINT):
 .PHONY: envtest-assets
 envtest-assets:
 	$(TOOLS) kubernetes etcd-v3.6
+# MinIO: the S3 tests of internal/backup run a real server (internal/miniotest)
+.PHONY: minio
+minio:
+	$(TOOLS) minio
 
 ##@ Development
 
@@ -72,7 +76,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test-unit
-test-unit: envtest-assets ## Unit and envtest integration tests.
+test-unit: envtest-assets minio ## Unit and envtest integration tests.
 	go test ./... -count=1
 
 .PHONY: test-e2e

@@ -6,8 +6,9 @@
 #   hack/images/build.sh load  [SET...]   build, then import into the cluster's containerd,
 #                                          skipping images already there with the same digest
 #   hack/images/build.sh list  [SET...]   print "NAME ARCHIVE" of the (built) archives
-# SETs: all (default) = system etcd operator
+# SETs: all (default) = system etcd operator test
 #   system   = pause busybox coredns local-path-provisioner  (what hack/cluster/up.sh loads)
+#   test     = minio (S3 storage for the backup e2e tests and benchmarks, hack/minio)
 #   etcd     = gcr.io/etcd-development/etcd:{v3.5.35,v3.6.16,v3.7.3}
 #   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.1.0), from a static bin/manager
 # Archives: $IMAGES_CACHE/<name>-<tag>-<contenthash>.tar (default ~/.cache/etcd-autopilot/images),
@@ -52,6 +53,7 @@ rootfs_etcd() { # etcd, etcdctl, etcdutl of one release from $ETCD_DIR
   local b; mkdir -p "$1/usr/local/bin" "$1/var/etcd" "$1/var/lib/etcd"
   for b in etcd etcdctl etcdutl; do static_bin "$ETCD_DIR/$b"; cp -L "$ETCD_DIR/$b" "$1/usr/local/bin/"; done
 }
+rootfs_minio()   { static_bin "$BIN/minio"; mkdir -p "$1/usr/bin"; cp -L "$BIN/minio" "$1/usr/bin/"; }
 rootfs_manager() { static_bin "$MANAGER"; cp -L "$MANAGER" "$1/manager"; }
 
 # --- image NAME ROOTFS_FN MKIMAGE_ARGS... : archive in the cache, keyed by its content -----------
@@ -96,6 +98,10 @@ set_etcd() {
     image "$ETCD_IMAGE_REPO:$v" rootfs_etcd --entrypoint '["/usr/local/bin/etcd"]'
   done
 }
+set_test() {
+  "$TOOLS" minio >&2
+  image "$MINIO_IMAGE" rootfs_minio --entrypoint '["/usr/bin/minio"]' --user 65532:65532
+}
 MANAGER=
 set_operator() {
   [[ ${OPERATOR_IMAGE##*/} == *:?* ]] || { echo "images: IMG=$OPERATOR_IMAGE needs an explicit tag" >&2; exit 2; }
@@ -113,9 +119,9 @@ build_sets() {
   [ $# -gt 0 ] || set -- all
   for s in "$@"; do
     case $s in
-      all) set_system; set_etcd; set_operator ;;
-      system|etcd|operator) "set_$s" ;;
-      *) echo "images: unknown set $s (all|system|etcd|operator)" >&2; exit 2 ;;
+      all) set_system; set_etcd; set_operator; set_test ;;
+      system|etcd|operator|test) "set_$s" ;;
+      *) echo "images: unknown set $s (all|system|etcd|operator|test)" >&2; exit 2 ;;
     esac
   done
 }
@@ -143,5 +149,5 @@ case $cmd in
   build) build_sets "$@" ;;
   list) build_sets "$@"; printf '%s\n' "${BUILT[@]}" ;;
   load) build_sets "$@"; load ;;
-  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -43,12 +43,13 @@ type Env struct {
 	Kubeconfig string
 	ManagerBin string
 	dir        string
+	root       string
 }
 
 // Setup connects to the cluster of $KUBECONFIG, installs the CRDs of this tree and builds the
 // manager. repoRoot is the path of the repository root from the calling test's directory.
 func Setup(repoRoot string) (*Env, error) {
-	e := &Env{Kubeconfig: os.Getenv("KUBECONFIG")}
+	e := &Env{Kubeconfig: os.Getenv("KUBECONFIG"), root: repoRoot}
 	if e.Kubeconfig == "" {
 		return nil, fmt.Errorf("KUBECONFIG must point at the local cluster (make cluster-up; source .cluster/env.sh)")
 	}
@@ -108,6 +109,10 @@ func (e *Env) StartOperator(t *testing.T, ns, failpoints string) *Operator {
 	o := &Operator{done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	o.cmd = exec.Command(e.ManagerBin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "WATCH_NAMESPACE="+ns, "ETCD_AUTOPILOT_FAILPOINTS="+failpoints)
+	if img := os.Getenv("IMG"); img != "" {
+		// backup Jobs and restore init containers run the image `make cluster-load` loaded from this tree
+		o.cmd.Env = append(o.cmd.Env, "OPERATOR_IMAGE="+img)
+	}
 	o.cmd.Stdout, o.cmd.Stderr = lockedWriter{o.mu, o.logs}, lockedWriter{o.mu, o.logs}
 	if err := o.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -15,10 +15,12 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
@@ -50,6 +52,7 @@ type EtcdBackupReconciler struct {
 
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
@@ -58,6 +61,9 @@ func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	b := &v1.EtcdBackup{}
 	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.deleteSnapshot(ctx, b)
 	}
 	if b.Status.Phase == v1.BackupSucceeded || b.Status.Phase == v1.BackupFailed {
 		recordBackupMetrics(b)
@@ -229,6 +235,53 @@ func containerReport(statuses []corev1.ContainerStatus, name string) (backup.Rep
 		}
 	}
 	return backup.Report{}, false
+}
+
+// deleteSnapshot runs the Job that deletes the stored snapshot of a deleted EtcdBackup that owns
+// it (SnapshotFinalizer: those made by a schedule), then lets the record go. A failed deletion is
+// reported in an event rather than holding the record forever.
+func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBackup) error {
+	if !controllerutil.ContainsFinalizer(b, naming.SnapshotFinalizer) {
+		return nil
+	}
+	release := func() error {
+		controllerutil.RemoveFinalizer(b, naming.SnapshotFinalizer)
+		if err := r.Update(ctx, b); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("release backup %s: %w", b.Name, err)
+		}
+		return nil
+	}
+	if b.Status.Location == "" {
+		return release() // nothing was stored
+	}
+	job := &batchv1.Job{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupDeleteJobName(b.Name)}, job)
+	if apierrors.IsNotFound(err) {
+		if err := r.Create(ctx, resources.BackupDeleteJob(b, r.OperatorImage)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create snapshot delete job: %w", err)
+		}
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("read snapshot delete job: %w", err)
+	}
+	for _, cond := range job.Status.Conditions {
+		if cond.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch cond.Type {
+		case batchv1.JobComplete:
+			r.Recorder.Event(b, corev1.EventTypeNormal, "SnapshotDeleted", "deleted "+b.Status.Location)
+			return release()
+		case batchv1.JobFailed:
+			rep, err := r.jobReport(ctx, job, false)
+			if err != nil {
+				return err
+			}
+			r.Recorder.Eventf(b, corev1.EventTypeWarning, "SnapshotDeleteFailed", "could not delete %s, left in place: %s %s", b.Status.Location, rep.Reason, rep.Message)
+			return release()
+		}
+	}
+	return nil // the Job's progress wakes us
 }
 
 func setBackupCondition(b *v1.EtcdBackup, typ string, status bool, reason, message string) {

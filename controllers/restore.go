@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,14 +45,7 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 	if b.Status.Phase != v1.BackupSucceeded {
 		return nil, fmt.Errorf("EtcdBackup %q has not succeeded (phase %q)", r.BackupName, b.Status.Phase)
 	}
-	src := *b.Spec.Destination.DeepCopy()
-	switch {
-	case src.S3 != nil:
-		src.S3.Prefix = strings.TrimPrefix(b.Status.Location, "s3://"+src.S3.Bucket+"/")
-	case src.PVC != nil:
-		src.PVC.Path = strings.TrimPrefix(b.Status.Location, "pvc://"+src.PVC.ClaimName+"/")
-	}
-	return &resources.RestoreInput{Source: src, SHA256: b.Status.SHA256, Size: b.Status.Size, OperatorImage: p.r.OperatorImage}, nil
+	return &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size, OperatorImage: p.r.OperatorImage}, nil
 }
 
 // observeRestore reports the restore of the initial members in the Restored condition: a refused

@@ -32,6 +32,7 @@ const (
 	ReasonChecksumMismatch   = "SnapshotChecksumMismatch"
 	ReasonCorruptSnapshot    = "SnapshotCorrupt"
 	ReasonRestoreFailed      = "RestoreFailed"
+	ReasonDeleteFailed       = "DeleteFailed"
 )
 
 // Failure is an error with a condition reason; Permanent ones (bad credentials, a missing bucket,

@@ -195,6 +195,31 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer) int {
 	return ExitOK
 }
 
+// DeleteMain is `manager delete`: remove a stored snapshot (retention). A missing one is fine.
+func DeleteMain(ctx context.Context, args []string, out io.Writer) int {
+	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
+	var st storageFlags
+	st.register(fs)
+	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
+	if err := fs.Parse(args); err != nil {
+		return ExitPermanent
+	}
+	if err := st.validate(); err != nil {
+		return finish(out, *termLog, nil, fail(ReasonDeleteFailed, true, "bad arguments: %w", err))
+	}
+	var err error
+	if st.s3Bucket != "" {
+		err = st.s3().Delete(ctx)
+	} else {
+		err = (&File{Path: st.file, Location: st.location}).Delete(ctx)
+	}
+	if err != nil {
+		return finish(out, *termLog, nil, AsFailure(err, ReasonDeleteFailed))
+	}
+	_, _ = fmt.Fprintln(out, "deleted")
+	return ExitOK
+}
+
 // CopySelfMain is `manager copy-self DEST`: puts this static binary on a shared volume, so a
 // container of another image (the etcd image, which has no shell) can run `manager restore`.
 func CopySelfMain(args []string) error {

@@ -72,7 +72,7 @@ func (f *File) Open(context.Context) (io.ReadCloser, error) {
 // Delete removes the file (retention); a missing file is not an error.
 func (f *File) Delete(context.Context) error {
 	if err := os.Remove(f.Path); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("delete %s: %w", f.Location, err)
+		return fail(ReasonDeleteFailed, false, "delete %s: %w", f.Location, err)
 	}
 	return nil
 }

@@ -160,7 +160,7 @@ func (s *S3) Delete(ctx context.Context) error {
 		if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
 			return nil
 		}
-		return classify(err, "delete "+s.Location(), ReasonUploadFailed)
+		return classify(err, "delete "+s.Location(), ReasonDeleteFailed)
 	}
 	return nil
 }

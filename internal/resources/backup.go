@@ -128,10 +128,38 @@ func BackupJob(b *v1.EtcdBackup, c *v1.EtcdCluster, operatorImage string) *batch
 		vols = append(vols, secretVolume("client-tls", naming.OperatorClientSecret(c.Name)))
 		mounts = append(mounts, corev1.VolumeMount{Name: "client-tls", MountPath: clientTLSMount, ReadOnly: true})
 	}
-	labels := map[string]string{naming.LabelApp: naming.AppName, naming.LabelInstance: c.Name, naming.LabelManagedBy: naming.ManagedBy, naming.LabelComponent: "backup"}
+	return snapshotJob(b, BackupJobName(b.Name), "backup", operatorImage, args, env, vols, mounts)
+}
+
+// BackupDeleteJob deletes the snapshot of b (retention of scheduled backups) with `manager delete`.
+// Like the backup itself this runs in a Job, so the operator never holds storage credentials
+// nor mounts backup volumes.
+func BackupDeleteJob(b *v1.EtcdBackup, operatorImage string) *batchv1.Job {
+	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, false)
+	return snapshotJob(b, BackupDeleteJobName(b.Name), "backup-delete", operatorImage, append([]string{"delete"}, args...), env, vols, mounts)
+}
+
+// BackupDeleteJobName is the Job that deletes an EtcdBackup's snapshot.
+func BackupDeleteJobName(backupName string) string { return BackupJobName("rm-" + backupName) }
+
+// SnapshotSource names the stored snapshot of a successful b itself: its S3 object (prefix = the
+// full key) or its file on the claim.
+func SnapshotSource(b *v1.EtcdBackup) v1.BackupDestination {
+	src := *b.Spec.Destination.DeepCopy()
+	switch {
+	case src.S3 != nil:
+		src.S3.Prefix = strings.TrimPrefix(b.Status.Location, "s3://"+src.S3.Bucket+"/")
+	case src.PVC != nil:
+		src.PVC.Path = strings.TrimPrefix(b.Status.Location, "pvc://"+src.PVC.ClaimName+"/")
+	}
+	return src
+}
+
+func snapshotJob(b *v1.EtcdBackup, name, component, image string, args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) *batchv1.Job {
+	labels := map[string]string{naming.LabelApp: naming.AppName, naming.LabelInstance: b.Spec.ClusterName, naming.LabelManagedBy: naming.ManagedBy, naming.LabelComponent: component}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: BackupJobName(b.Name), Namespace: b.Namespace, Labels: labels,
+			Name: name, Namespace: b.Namespace, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(b, v1.GroupVersion.WithKind("EtcdBackup"))},
 		},
 		Spec: batchv1.JobSpec{
@@ -150,7 +178,7 @@ func BackupJob(b *v1.EtcdBackup, c *v1.EtcdCluster, operatorImage string) *batch
 					SecurityContext:              restrictedPod(),
 					Volumes:                      vols,
 					Containers: []corev1.Container{{
-						Name: BackupContainer, Image: operatorImage, ImagePullPolicy: corev1.PullIfNotPresent,
+						Name: BackupContainer, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 						Command: []string{"/manager"}, Args: args, Env: env, VolumeMounts: mounts,
 						SecurityContext: restrictedContainer(),
 						// Streaming needs one 16 MiB S3 part plus the etcd and HTTP clients; the limit

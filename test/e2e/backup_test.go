@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
+
+var runsMu sync.Mutex
 
 const (
 	bucket     = "etcd-backups"
@@ -113,6 +116,28 @@ func TestBackupAndRestore(t *testing.T) {
 	start := time.Now()
 	keys := framework.PutKeys(t, env.EtcdClient(t, src), "bk/", backupKeys)
 	t.Logf("wrote %d keys in %s", len(keys), time.Since(start).Round(time.Millisecond))
+	// The schedule runs every minute while the rest of the test goes on; checked at the end.
+	sched := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "minutely", Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
+		Schedule: "* * * * *", KeepLast: 3, Template: v1.EtcdBackupSpec{ClusterName: src.Name, Destination: mio.Destination(bucket, "sched")},
+	}}
+	if err := env.K8s.Create(ctx, sched); err != nil {
+		t.Fatal(err)
+	}
+	schedStart := time.Now()
+	runs := map[string]bool{}
+	go func() { // record every run by name: retention deletes the old ones
+		for time.Since(schedStart) < 10*time.Minute && !t.Failed() {
+			list := &v1.EtcdBackupList{}
+			if err := env.K8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{naming.LabelSchedule: sched.Name}); err == nil {
+				runsMu.Lock()
+				for _, b := range list.Items {
+					runs[b.Name] = true
+				}
+				runsMu.Unlock()
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}()
 
 	start = time.Now()
 	toS3 := createBackup(t, ns, "to-s3", src.Name, mio.Destination(bucket, "prod"))
@@ -160,6 +185,37 @@ func TestBackupAndRestore(t *testing.T) {
 		for u := range mio.Client.ListIncompleteUploads(ctx, bucket, "wrong/", true) {
 			t.Fatalf("an upload was started with wrong credentials: %+v", u)
 		}
+	})
+
+	t.Run("schedule keeps the last 3 of 5 runs", func(t *testing.T) {
+		framework.WaitFor(t, "5 scheduled runs, 3 kept", 8*time.Minute, func() error {
+			runsMu.Lock()
+			n := len(runs)
+			runsMu.Unlock()
+			list := &v1.EtcdBackupList{}
+			if err := env.K8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{naming.LabelSchedule: sched.Name}); err != nil {
+				return err
+			}
+			succeeded := 0
+			for _, b := range list.Items {
+				if b.Status.Phase == v1.BackupSucceeded && b.DeletionTimestamp.IsZero() {
+					succeeded++
+				}
+			}
+			objects := mio.Keys(t, bucket, "sched/")
+			if n < 5 || succeeded != 3 || len(list.Items) != 3 || len(objects) != 3 {
+				return fmt.Errorf("%d runs, %d records (%d succeeded), objects %v", n, len(list.Items), succeeded, objects)
+			}
+			return nil
+		})
+		cur := &v1.EtcdBackupSchedule{}
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(sched), cur); err != nil {
+			t.Fatal(err)
+		}
+		if cur.Status.LastSuccessfulTime == nil || cur.Status.LastBackup == "" {
+			t.Fatalf("schedule status %+v", cur.Status)
+		}
+		t.Logf("5 runs and retention in %s", time.Since(schedStart).Round(time.Second))
 	})
 
 	t.Run("tampered object", func(t *testing.T) {

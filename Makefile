@@ -129,4 +129,4 @@ include hack/cluster/cluster.mk
 
 .PHONY: bench
 bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster; rewrites bench/results and BENCHMARKS.md.
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig go test -tags bench ./test/bench/ -run . -count=1 -timeout 60m -v $(BENCH_ARGS)
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run . -count=1 -timeout 60m -v $(BENCH_ARGS)

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -145,9 +147,15 @@ func BackupMain(ctx context.Context, args []string, out io.Writer) int {
 	if st.s3Bucket != "" {
 		sink = st.s3()
 	}
+	start := time.Now()
 	res, err := Take(ctx, strings.Split(*endpoints, ","), tlsConfig, sink)
 	if err != nil {
 		return finish(out, *termLog, nil, err)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		res.PeakRSSBytes = ru.Maxrss * 1024 // KiB on Linux
 	}
 	return finish(out, *termLog, &res, nil)
 }

@@ -27,7 +27,7 @@ const testOperatorImage = "example.test/etcd-autopilot:test"
 // availableCluster is an EtcdCluster whose status says it is available. Its version is one the
 // operator does not support, so the cluster controller (running in this envtest) stops before
 // observing etcd and leaves this status alone; no kubelet runs here to start real members.
-func availableCluster(t *testing.T, ns string) *v1.EtcdCluster {
+func availableCluster(t *testing.T, ns string) {
 	t.Helper()
 	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Version = "3.6.0" })
 	eventually(t, "cluster marked unsupported", func() error {
@@ -43,7 +43,6 @@ func availableCluster(t *testing.T, ns string) *v1.EtcdCluster {
 	if err := k8s.Status().Update(context.Background(), cur); err != nil {
 		t.Fatal(err)
 	}
-	return cur
 }
 
 func newBackup(t *testing.T, ns, name string, dest v1.BackupDestination) *v1.EtcdBackup {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,9 @@ const (
 	ExitRetryable = 1
 	ExitPermanent = 2
 )
+
+// memoryLimit is the backup process's soft memory limit (GOMEMLIMIT).
+const memoryLimit = 40 << 20
 
 // Env names of the S3 credentials (from the credentials Secret, never on the command line).
 const (
@@ -147,6 +151,9 @@ func BackupMain(ctx context.Context, args []string, out io.Writer) int {
 	if st.s3Bucket != "" {
 		sink = st.s3()
 	}
+	// The live heap is the upload buffers (uploadThreads × PartSize) plus small clients; a soft
+	// limit keeps the garbage of the 1 MiB-ish snapshot chunks from doubling the footprint.
+	debug.SetMemoryLimit(memoryLimit)
 	start := time.Now()
 	res, err := Take(ctx, strings.Split(*endpoints, ","), tlsConfig, sink)
 	if err != nil {

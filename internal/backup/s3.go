@@ -15,9 +15,13 @@ import (
 )
 
 // PartSize of S3 multipart uploads. A snapshot's size is unknown until it ends, and minio-go then
-// sizes parts for the 5 TiB maximum object (hundreds of MiB each) and buffers one whole part;
-// 16 MiB bounds memory and still allows 10,000 × 16 MiB = 156 GiB, far above etcd's 8 GiB quota.
-const PartSize = 16 << 20
+// sizes parts for the 5 TiB maximum object (hundreds of MiB each) and buffers whole parts;
+// 8 MiB bounds memory and still allows 10,000 × 8 MiB = 78 GiB, far above etcd's 8 GiB quota.
+const PartSize = 8 << 20
+
+// uploadThreads parts are in memory at once: one is read from etcd while the other uploads, so
+// neither side waits for the other (a single buffer stalls the snapshot stream during each upload).
+const uploadThreads = 2
 
 // S3 is an object in S3-compatible storage.
 type S3 struct {
@@ -124,7 +128,12 @@ func (s *S3) Write(ctx context.Context, r io.Reader) (string, error) {
 		return "", err
 	}
 	_, err = c.PutObject(ctx, s.Bucket, s.Key, r, -1, minio.PutObjectOptions{
-		PartSize: PartSize, ContentType: "application/octet-stream", ServerSideEncryption: sse,
+		PartSize: PartSize, NumThreads: uploadThreads, ConcurrentStreamParts: true,
+		ContentType: "application/octet-stream", ServerSideEncryption: sse,
+		// Not a second SHA-256 pass over every part for the request signature (UNSIGNED-PAYLOAD):
+		// the stream's own SHA-256 is recorded and checked before any restore, and minio-go still
+		// sends a CRC32C checksum of each part that the server verifies.
+		DisableContentSha256: true,
 	})
 	if err != nil {
 		return "", classify(err, "upload "+s.Location(), ReasonUploadFailed)

@@ -181,7 +181,7 @@ func snapshotJob(b *v1.EtcdBackup, name, component, image string, args []string,
 						Name: BackupContainer, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 						Command: []string{"/manager"}, Args: args, Env: env, VolumeMounts: mounts,
 						SecurityContext: restrictedContainer(),
-						// Streaming needs one 16 MiB S3 part plus the etcd and HTTP clients; the limit
+						// Streaming needs two 8 MiB S3 parts plus the etcd and HTTP clients; the limit
 						// makes a regression to unbounded buffering fail loudly instead of starving the node.
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},

@@ -47,9 +47,9 @@ func TestBackupBench(t *testing.T) {
 	reps := benchReps()
 	waitQuiet(t)
 	ns, cleanup := newNamespace(t)
-	defer cleanup()
 	op := startOperator(t, ns)
 	defer op.stop()
+	defer cleanup() // first, while the operator still runs to release its clusters' finalizers
 	mio := fwEnv.DeployMinIO(t, ns, benchBucket)
 	ctx := context.Background()
 

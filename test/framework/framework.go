@@ -199,10 +199,16 @@ func (e *Env) NewNamespace(t *testing.T, prefix string) string {
 		}
 		// The test's operator has stopped by now; release its finalizers so the namespace can go.
 		ctx := context.Background()
+		release := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
 		list := &v1.EtcdClusterList{}
 		_ = e.K8s.List(ctx, list, client.InNamespace(ns.Name))
 		for i := range list.Items {
-			_ = e.K8s.Patch(ctx, &list.Items[i], client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+			_ = e.K8s.Patch(ctx, &list.Items[i], release)
+		}
+		backups := &v1.EtcdBackupList{} // scheduled backups hold their snapshot's finalizer
+		_ = e.K8s.List(ctx, backups, client.InNamespace(ns.Name))
+		for i := range backups.Items {
+			_ = e.K8s.Patch(ctx, &backups.Items[i], release)
 		}
 		_ = e.K8s.Delete(ctx, ns)
 	})

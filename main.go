@@ -48,8 +48,8 @@ func main() {
 }
 
 // subcommand runs the Jobs' and init containers' work from the operator image, which has no shell:
-// `backup` (the EtcdBackup Job), `delete` (retention's Job), `restore` (a restoring member's init
-// container) and `copy-self`.
+// `backup` (the EtcdBackup Job), `delete` (retention's Job), `verify` (a schedule's test-restore
+// Job), `restore` (a restoring member's init container) and `copy-self`.
 func subcommand(name string, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -60,6 +60,8 @@ func subcommand(name string, args []string) int {
 		return backup.RestoreMain(ctx, args, os.Stdout)
 	case "delete":
 		return backup.DeleteMain(ctx, args, os.Stdout)
+	case "verify":
+		return backup.VerifyMain(ctx, args, os.Stdout)
 	case "copy-self":
 		if err := backup.CopySelfMain(args); err != nil {
 			fmt.Fprintln(os.Stderr, "copy-self:", err)
@@ -67,7 +69,7 @@ func subcommand(name string, args []string) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, copy-self)\n", name)
+	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, verify, copy-self)\n", name)
 	return 2
 }
 
@@ -133,7 +135,7 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackup controller: %w", err)
 	}
-	if err := (&controllers.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,11 +19,16 @@ import (
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
 // ConditionScheduled of an EtcdBackupSchedule: True while runs are being made; False with
 // InvalidSchedule or Suspended.
 const ConditionScheduled = "Scheduled"
+
+// ConditionVerified of an EtcdBackupSchedule with spec.verify: the newest test-restore's outcome.
+const ConditionVerified = "Verified"
 
 // scheduleBusyRequeue is the pace while a run is in flight (its status changes also wake us).
 const scheduleBusyRequeue = 10 * time.Second
@@ -32,6 +38,8 @@ const scheduleBusyRequeue = 10 * time.Second
 type EtcdBackupScheduleReconciler struct {
 	client.Client
 	Recorder record.EventRecorder
+	// OperatorImage runs the test-restore Jobs' init container.
+	OperatorImage string
 	// Now is the clock; tests move it.
 	Now func() time.Time
 }
@@ -112,6 +120,11 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 		log.FromContext(ctx).Info("retention deleted a backup", "schedule", s.Name, "backup", name)
 	}
 
+	verifyWait, err := r.verify(ctx, s, list.Items, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
 	last := s.CreationTimestamp.Time
 	if s.Status.LastScheduleTime != nil {
 		last = s.Status.LastScheduleTime.Time
@@ -121,11 +134,11 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 	switch {
 	case s.Spec.Suspend:
 		setScheduleCondition(s, false, "Suspended", "spec.suspend is set; no new backups are taken")
-		return ctrl.Result{}, nil
+		return requeue(verifyWait, 0), nil
 	case due && running:
 		// Never overlap: the run starts when the one in flight ends (its status change wakes us).
 		setScheduleCondition(s, true, "Waiting", fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
-		return ctrl.Result{RequeueAfter: scheduleBusyRequeue}, nil
+		return requeue(verifyWait, scheduleBusyRequeue), nil
 	case due:
 		b := &v1.EtcdBackup{
 			ObjectMeta: metav1.ObjectMeta{
@@ -144,14 +157,111 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 		s.Status.LastScheduleTime, s.Status.LastBackup = &t, b.Name
 		r.Recorder.Event(s, corev1.EventTypeNormal, "BackupCreated", "created EtcdBackup "+b.Name)
 		setScheduleCondition(s, true, "Scheduled", "next run at "+next.UTC().Format(time.RFC3339))
-		return ctrl.Result{RequeueAfter: scheduleBusyRequeue}, nil
+		return requeue(verifyWait, scheduleBusyRequeue), nil
 	}
 	setScheduleCondition(s, true, "Scheduled", "next run at "+next.UTC().Format(time.RFC3339))
 	wait := next.Sub(now)
 	if running && wait > scheduleBusyRequeue {
 		wait = scheduleBusyRequeue
 	}
-	return ctrl.Result{RequeueAfter: wait}, nil
+	return requeue(verifyWait, wait), nil
+}
+
+// requeue is the sooner of two positive waits (0: none).
+func requeue(a, b time.Duration) ctrl.Result {
+	if a <= 0 || (b > 0 && b < a) {
+		a = b
+	}
+	return ctrl.Result{RequeueAfter: a}
+}
+
+// verify test-restores the newest successful backup on spec.verify's schedule, one Job per
+// backup, and records the outcome (status.lastVerifiedBackup, the Verified condition, a metric).
+// It returns how long until the next verify run.
+func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *v1.EtcdBackupSchedule, backups []v1.EtcdBackup, now time.Time) (time.Duration, error) {
+	if s.Spec.Verify == nil {
+		meta.RemoveStatusCondition(&s.Status.Conditions, ConditionVerified)
+		return 0, nil
+	}
+	cron, err := backupschedule.Parse(s.Spec.Verify.Schedule)
+	if err != nil {
+		setVerifiedCondition(s, false, "InvalidSchedule", err.Error())
+		return 0, nil
+	}
+	var newest *v1.EtcdBackup
+	for i := range backups {
+		b := &backups[i]
+		if b.Status.Phase == v1.BackupSucceeded && b.DeletionTimestamp.IsZero() && b.Status.CompletionTime != nil &&
+			(newest == nil || newest.Status.CompletionTime.Before(b.Status.CompletionTime)) {
+			newest = b
+		}
+	}
+	last := s.CreationTimestamp.Time
+	if s.Status.LastVerifyTime != nil {
+		last = s.Status.LastVerifyTime.Time
+	}
+	run, due, next := backupschedule.Due(cron, last, now)
+	if newest == nil {
+		return next.Sub(now), nil
+	}
+	job := &batchv1.Job{}
+	err = r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: resources.VerifyJobName(newest.Name)}, job)
+	switch {
+	case err == nil:
+		r.recordVerify(ctx, s, newest, job)
+	case !apierrors.IsNotFound(err):
+		return 0, fmt.Errorf("read verify job: %w", err)
+	case due && s.Status.LastVerifiedBackup != newest.Name:
+		image, err := versions.Image(newest.Status.EtcdVersion)
+		if err != nil {
+			setVerifiedCondition(s, false, "UnsupportedVersion", fmt.Sprintf("backup %s was taken from etcd %s: %v", newest.Name, newest.Status.EtcdVersion, err))
+			break
+		}
+		if err := r.Create(ctx, resources.VerifyJob(s, newest, r.OperatorImage, image)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return 0, fmt.Errorf("create verify job: %w", err)
+		}
+		r.Recorder.Event(s, corev1.EventTypeNormal, "VerifyStarted", "test-restoring "+newest.Name)
+	}
+	if due {
+		t := metav1.NewTime(run)
+		s.Status.LastVerifyTime = &t
+	}
+	return next.Sub(now), nil
+}
+
+// recordVerify records a finished test-restore Job of backup b once.
+func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *v1.EtcdBackupSchedule, b *v1.EtcdBackup, job *batchv1.Job) {
+	for _, cond := range job.Status.Conditions {
+		if cond.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch cond.Type {
+		case batchv1.JobComplete:
+			if s.Status.LastVerifiedBackup != b.Name {
+				s.Status.LastVerifiedBackup = b.Name
+				backupLastVerified.WithLabelValues(s.Namespace, s.Name).Set(float64(cond.LastTransitionTime.Unix()))
+				r.Recorder.Event(s, corev1.EventTypeNormal, "Verified", "test-restore of "+b.Name+" succeeded")
+			}
+			setVerifiedCondition(s, true, "Verified", fmt.Sprintf("%s restored into a throwaway etcd: SHA-256 and size as recorded, serving at revision ≥ %d", b.Name, b.Status.Revision))
+		case batchv1.JobFailed:
+			reason, msg := reasonJobFailed, "the verify Job failed without a report"
+			if rep, err := (&EtcdBackupReconciler{Client: r.Client}).jobReport(ctx, job, false); err == nil && rep.Reason != "" {
+				reason, msg = rep.Reason, rep.Message
+			}
+			if c := meta.FindStatusCondition(s.Status.Conditions, ConditionVerified); c == nil || c.Reason != reason {
+				r.Recorder.Event(s, corev1.EventTypeWarning, reason, "test-restore of "+b.Name+" failed: "+msg)
+			}
+			setVerifiedCondition(s, false, reason, fmt.Sprintf("test-restore of %s failed: %s", b.Name, msg))
+		}
+	}
+}
+
+func setVerifiedCondition(s *v1.EtcdBackupSchedule, status bool, reason, message string) {
+	st := metav1.ConditionFalse
+	if status {
+		st = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionVerified, Status: st, Reason: reason, Message: message, ObservedGeneration: s.Generation})
 }
 
 func setScheduleCondition(s *v1.EtcdBackupSchedule, status bool, reason, message string) {
@@ -167,5 +277,6 @@ func (r *EtcdBackupScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error 
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.EtcdBackupSchedule{}).
 		Owns(&v1.EtcdBackup{}).
+		Owns(&batchv1.Job{}).
 		Complete(r)
 }

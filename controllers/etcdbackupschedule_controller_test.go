@@ -4,16 +4,21 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
 // scheduleClock is the schedule controller's clock in these tests: real time plus an offset the
@@ -160,5 +165,63 @@ func TestScheduleRunsOneAtATimeAndKeepsTheLastN(t *testing.T) {
 	})
 	if got := scheduleBackups(t, s); len(got) != 3 {
 		t.Fatalf("%d backups after suspending", len(got))
+	}
+}
+
+func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "verified", Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
+		Schedule: "0 0 1 1 *", KeepLast: 3, Verify: &v1.VerifySpec{Schedule: "* * * * *"},
+		Template: v1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
+	}}
+	if err := k8s.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	// A successful backup of this schedule, as its Job would have recorded it.
+	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "verified-1", Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name}},
+		Spec: s.Spec.Template}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "backup recorded", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		b.Status = v1.EtcdBackupStatus{Phase: v1.BackupSucceeded, StartTime: &now, CompletionTime: &now, EtcdVersion: "3.6.16",
+			Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/verified-1.db"}
+		return k8s.Status().Update(ctx, b)
+	})
+	scheduleClock.advance(61 * time.Second)
+	poke(t, s)
+	job := &batchv1.Job{}
+	eventually(t, "verify job", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(b.Name)}, job)
+	})
+	spec := job.Spec.Template.Spec
+	args := strings.Join(spec.Containers[0].Args, " ")
+	for _, want := range []string{"verify", "--s3-key=prod/verified-1.db", "--sha256=" + b.Status.SHA256, "--size=4096", "--revision=77"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("verify args %q lack %q", args, want)
+		}
+	}
+	if spec.Containers[0].Image != "gcr.io/etcd-development/etcd:v3.6.16" || spec.InitContainers[0].Image != testOperatorImage {
+		t.Errorf("images: verify %s, tools %s", spec.Containers[0].Image, spec.InitContainers[0].Image)
+	}
+	finishJob(t, job, backup.Report{Result: &backup.Result{Revision: 80}}, true)
+	eventually(t, "verified", func() error {
+		cur := &v1.EtcdBackupSchedule{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(s), cur); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, ConditionVerified)
+		if cur.Status.LastVerifiedBackup != b.Name || c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("last verified %q, condition %+v", cur.Status.LastVerifiedBackup, c)
+		}
+		return nil
+	})
+	if v := testutil.ToFloat64(backupLastVerified.WithLabelValues(ns, s.Name)); v == 0 {
+		t.Error("no last-verified metric")
 	}
 }

@@ -266,3 +266,31 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("stream broke") }
+
+func TestVerifyServesTheSnapshotAtItsRevision(t *testing.T) {
+	ms := etcdtest.StartCluster(t, 1)
+	putKeys(t, etcdtest.ClientURLs(ms), 50)
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "b.db")
+	res, err := Take(context.Background(), etcdtest.ClientURLs(ms), nil, &File{Path: snap, Location: "pvc://x/b.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdBin := filepath.Join(filepath.Dir(etcdutl(t)), "etcd")
+	want := Expect{SHA256: res.SHA256, Size: res.Size}
+	got, err := Verify(context.Background(), &File{Path: snap}, want, VerifyConfig{Etcd: etcdBin, Etcdutl: etcdutl(t), WorkDir: filepath.Join(dir, "w1"), Revision: res.Revision})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Revision < res.Revision || got.EtcdVersion == "" {
+		t.Fatalf("verified %+v, backup %+v", got, res)
+	}
+	// A revision the snapshot cannot hold (say, the record of another backup) fails the check.
+	_, err = Verify(context.Background(), &File{Path: snap}, want, VerifyConfig{Etcd: etcdBin, Etcdutl: etcdutl(t), WorkDir: filepath.Join(dir, "w2"), Revision: res.Revision + 1000})
+	if f := reasonOf(t, err); f.Reason != ReasonVerifyFailed {
+		t.Fatalf("a too new revision: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "w1")); !os.IsNotExist(err) {
+		t.Errorf("the scratch directory is kept: %v", err)
+	}
+}

@@ -235,6 +235,38 @@ func DeleteMain(ctx context.Context, args []string, out io.Writer) int {
 	return ExitOK
 }
 
+// VerifyMain is `manager verify`: the schedule's test-restore Job, run in the backup's etcd image
+// (like `manager restore`, the binary is copied there by CopySelfMain).
+func VerifyMain(ctx context.Context, args []string, out io.Writer) int {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	var st storageFlags
+	st.register(fs)
+	var want Expect
+	var cfg VerifyConfig
+	fs.StringVar(&want.SHA256, "sha256", "", "recorded SHA-256 of the snapshot")
+	fs.Int64Var(&want.Size, "size", 0, "recorded size of the snapshot")
+	fs.Int64Var(&cfg.Revision, "revision", 0, "recorded revision: the restored etcd must be at it or later")
+	fs.StringVar(&cfg.Etcd, "etcd", "/usr/local/bin/etcd", "etcd of the backup's version")
+	fs.StringVar(&cfg.Etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "etcdutl of the backup's version")
+	fs.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory for the snapshot and the restored data")
+	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
+	if err := fs.Parse(args); err != nil {
+		return ExitPermanent
+	}
+	if err := st.validate(); err != nil || cfg.WorkDir == "" || want.SHA256 == "" {
+		return finish(out, *termLog, nil, fail(ReasonVerifyFailed, true, "bad arguments: %v", err))
+	}
+	var src Source = &File{Path: st.file, Location: st.location}
+	if st.s3Bucket != "" {
+		src = st.s3()
+	}
+	res, err := Verify(ctx, src, want, cfg)
+	if err != nil {
+		return finish(out, *termLog, nil, err)
+	}
+	return finish(out, *termLog, &res, nil)
+}
+
 // CopySelfMain is `manager copy-self DEST`: puts this static binary on a shared volume, so a
 // container of another image (the etcd image, which has no shell) can run `manager restore`.
 func CopySelfMain(args []string) error {

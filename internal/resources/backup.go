@@ -128,7 +128,11 @@ func BackupJob(b *v1.EtcdBackup, c *v1.EtcdCluster, operatorImage string) *batch
 		vols = append(vols, secretVolume("client-tls", naming.OperatorClientSecret(c.Name)))
 		mounts = append(mounts, corev1.VolumeMount{Name: "client-tls", MountPath: clientTLSMount, ReadOnly: true})
 	}
-	return snapshotJob(b, BackupJobName(b.Name), "backup", operatorImage, args, env, vols, mounts)
+	return snapshotJob(b, ownerRef(b, "EtcdBackup"), BackupJobName(b.Name), "backup", operatorImage, args, env, vols, mounts)
+}
+
+func ownerRef(o metav1.Object, kind string) metav1.OwnerReference {
+	return *metav1.NewControllerRef(o, v1.GroupVersion.WithKind(kind))
 }
 
 // BackupDeleteJob deletes the snapshot of b (retention of scheduled backups) with `manager delete`.
@@ -136,7 +140,36 @@ func BackupJob(b *v1.EtcdBackup, c *v1.EtcdCluster, operatorImage string) *batch
 // nor mounts backup volumes.
 func BackupDeleteJob(b *v1.EtcdBackup, operatorImage string) *batchv1.Job {
 	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, false)
-	return snapshotJob(b, BackupDeleteJobName(b.Name), "backup-delete", operatorImage, append([]string{"delete"}, args...), env, vols, mounts)
+	return snapshotJob(b, ownerRef(b, "EtcdBackup"), BackupDeleteJobName(b.Name), "backup-delete", operatorImage, append([]string{"delete"}, args...), env, vols, mounts)
+}
+
+// VerifyJobName is the test-restore Job of one backup.
+func VerifyJobName(backupName string) string { return BackupJobName("verify-" + backupName) }
+
+// VerifyJob test-restores the successful backup b for schedule s: `manager verify` in the etcd
+// image of the backup's version (so its etcdutl and etcd open the snapshot as the cluster would),
+// the binary copied there by an operator-image init container, everything on scratch volumes.
+func VerifyJob(s *v1.EtcdBackupSchedule, b *v1.EtcdBackup, operatorImage, etcdImage string) *batchv1.Job {
+	const work = "/verify"
+	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, true)
+	args = append([]string{"verify", "--work-dir=" + work + "/scratch", "--sha256=" + b.Status.SHA256,
+		fmt.Sprintf("--size=%d", b.Status.Size), fmt.Sprintf("--revision=%d", b.Status.Revision)}, args...)
+	tools := corev1.VolumeMount{Name: "restore-tools", MountPath: restoreToolsDir}
+	mounts = append(mounts, tools, corev1.VolumeMount{Name: "scratch", MountPath: work})
+	vols = append(vols,
+		corev1.Volume{Name: "restore-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	job := snapshotJob(b, ownerRef(s, "EtcdBackupSchedule"), VerifyJobName(b.Name), "backup-verify", etcdImage, args, env, vols, mounts)
+	pod := &job.Spec.Template.Spec
+	pod.Containers[0].Command = []string{restoreToolsDir + "/manager"}
+	pod.InitContainers = []corev1.Container{{
+		Name: "restore-tools", Image: operatorImage, ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: []string{"/manager", "copy-self", restoreToolsDir + "/manager"}, VolumeMounts: []corev1.VolumeMount{tools},
+		SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}}
+	// The throwaway etcd maps the whole database: memory grows with it, unlike a streaming backup.
+	pod.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}
+	return job
 }
 
 // BackupDeleteJobName is the Job that deletes an EtcdBackup's snapshot.
@@ -155,12 +188,12 @@ func SnapshotSource(b *v1.EtcdBackup) v1.BackupDestination {
 	return src
 }
 
-func snapshotJob(b *v1.EtcdBackup, name, component, image string, args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) *batchv1.Job {
+func snapshotJob(b *v1.EtcdBackup, owner metav1.OwnerReference, name, component, image string, args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) *batchv1.Job {
 	labels := map[string]string{naming.LabelApp: naming.AppName, naming.LabelInstance: b.Spec.ClusterName, naming.LabelManagedBy: naming.ManagedBy, naming.LabelComponent: component}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: b.Namespace, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(b, v1.GroupVersion.WithKind("EtcdBackup"))},
+			OwnerReferences: []metav1.OwnerReference{owner},
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To[int32](backupRetries),

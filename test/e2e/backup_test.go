@@ -119,6 +119,7 @@ func TestBackupAndRestore(t *testing.T) {
 	// The schedule runs every minute while the rest of the test goes on; checked at the end.
 	sched := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "minutely", Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
 		Schedule: "* * * * *", KeepLast: 3, Template: v1.EtcdBackupSpec{ClusterName: src.Name, Destination: mio.Destination(bucket, "sched")},
+		Verify: &v1.VerifySpec{Schedule: "* * * * *"},
 	}}
 	if err := env.K8s.Create(ctx, sched); err != nil {
 		t.Fatal(err)
@@ -215,6 +216,17 @@ func TestBackupAndRestore(t *testing.T) {
 		if cur.Status.LastSuccessfulTime == nil || cur.Status.LastBackup == "" {
 			t.Fatalf("schedule status %+v", cur.Status)
 		}
+		// Test-restores ran alongside: the newest verified backup is one of the schedule's.
+		framework.WaitFor(t, "a verified backup", 2*time.Minute, func() error {
+			if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(sched), cur); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(cur.Status.Conditions, "Verified")
+			if !strings.HasPrefix(cur.Status.LastVerifiedBackup, sched.Name+"-") || c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("last verified %q, condition %+v", cur.Status.LastVerifiedBackup, c)
+			}
+			return nil
+		})
 		t.Logf("5 runs and retention in %s", time.Since(schedStart).Round(time.Second))
 	})
 

@@ -103,6 +103,13 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 			created = at
 		}
 		items = append(items, backupschedule.Backup{Name: b.Name, Created: created, Finished: finished, Succeeded: b.Status.Phase == v1.BackupSucceeded})
+		// The newest run on record is read back from the backups themselves, so a lost status
+		// write (a conflict, a crash right after the create) is repaired on the next pass.
+		if _, err := time.Parse(time.RFC3339, b.Annotations[naming.AnnotationScheduledAt]); err == nil &&
+			(s.Status.LastScheduleTime == nil || s.Status.LastScheduleTime.Time.Before(created)) {
+			t := metav1.NewTime(created)
+			s.Status.LastScheduleTime, s.Status.LastBackup = &t, b.Name
+		}
 		if b.Status.Phase == v1.BackupSucceeded && b.Status.CompletionTime != nil &&
 			(s.Status.LastSuccessfulTime == nil || s.Status.LastSuccessfulTime.Before(b.Status.CompletionTime)) {
 			s.Status.LastSuccessfulTime = b.Status.CompletionTime.DeepCopy()

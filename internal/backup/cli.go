@@ -29,8 +29,10 @@ const (
 	ExitPermanent = 2
 )
 
-// memoryLimit is the backup process's soft memory limit (GOMEMLIMIT).
-const memoryLimit = 40 << 20
+// memoryLimit is the backup process's soft memory limit (GOMEMLIMIT) for the Go heap. The binary
+// is the whole operator, whose code and runtime alone are ~40 MiB resident; the streaming heap
+// (uploadThreads × PartSize plus the clients) must fit in what is left of the 64 MiB goal.
+const memoryLimit = 24 << 20
 
 // Env names of the S3 credentials (from the credentials Secret, never on the command line).
 const (

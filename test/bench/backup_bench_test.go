@@ -226,7 +226,7 @@ func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64
 			Notes: "seconds the backup Job (operator image, in the cluster) takes to snapshot a " + db + " database from its member and stream it to MinIO in the cluster, measured in the Job from dial to completed upload; baseline: `etcdctl snapshot save` (v3.6.16) from the host to local disk, same member, same run",
 			Goal:  &timeGoal, Samples: roundAll(samples["backup_job"]), BaselineSamples: roundAll(samples["etcdctl_save"])},
 		{Metric: "backup_job_peak_memory_mib", Value: round2(mem), Unit: "MiB", Baseline: memGoal,
-			Notes: "peak resident memory (getrusage maxrss) of the backup Job's process over the runs, streaming a " + db + " snapshot to MinIO in 8 MiB multipart parts, two in flight; baseline: the 64 MiB goal, so ratio = value / 64",
+			Notes: "peak resident memory (getrusage maxrss) of the backup Job's process over the runs, streaming a " + db + " snapshot to MinIO in 5 MiB multipart parts, two in flight; baseline: the 64 MiB goal, so ratio = value / 64",
 			Goal:  &memGoalRatio, Samples: roundAll(samples["backup_job_peak_memory_mib"])},
 		{Metric: "restore_time_1gib", Value: round2(median(samples["restore"])), Unit: "s", Baseline: round2(median(samples["etcdutl_restore"])),
 			Notes:   "seconds from creating a 1-member EtcdCluster with spec.bootstrap.restore naming the " + db + " backup in MinIO until it is converged (download with SHA-256 check, etcdutl restore in the etcd image, etcd start, TLS); baseline: `etcdutl snapshot restore` (v3.6.16) of the same database on the host's local disk",

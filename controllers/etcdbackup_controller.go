@@ -53,7 +53,7 @@ type EtcdBackupReconciler struct {
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/finalizers,verbs=update
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
 // Reconcile moves one EtcdBackup through Pending → Running → Succeeded | Failed.

@@ -70,9 +70,11 @@ type Result struct {
 	SHA256   string `json:"sha256"`
 	Location string `json:"location"`
 	// Seconds the whole backup took in the Job (dial, member choice, snapshot and upload), and the
-	// process's peak resident memory: the benchmarks read both from the termination message.
-	Seconds      float64 `json:"seconds,omitempty"`
-	PeakRSSBytes int64   `json:"peakRSSBytes,omitempty"`
+	// process's peak anonymous and total resident memory: the benchmarks read them from the
+	// termination message.
+	Seconds       float64 `json:"seconds,omitempty"`
+	PeakAnonBytes int64   `json:"peakAnonBytes,omitempty"`
+	PeakRSSBytes  int64   `json:"peakRSSBytes,omitempty"`
 }
 
 // Sink receives a snapshot stream. Write must leave nothing readable at the destination unless

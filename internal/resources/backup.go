@@ -214,7 +214,7 @@ func snapshotJob(b *v1.EtcdBackup, owner metav1.OwnerReference, name, component,
 						Name: BackupContainer, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 						Command: []string{"/manager"}, Args: args, Env: env, VolumeMounts: mounts,
 						SecurityContext: restrictedContainer(),
-						// Streaming needs two 5 MiB S3 parts plus the etcd and HTTP clients; the limit
+						// Streaming needs two 8 MiB S3 parts plus the etcd and HTTP clients; the limit
 						// makes a regression to unbounded buffering fail loudly instead of starving the node.
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},

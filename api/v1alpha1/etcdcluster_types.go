@@ -173,16 +173,15 @@ type EtcdOptions struct {
 
 // BootstrapSpec creates the cluster from a snapshot instead of empty.
 type BootstrapSpec struct {
-	// Restore every initial member from a snapshot.
+	// Restore every initial member from a snapshot. Each initial member downloads it onto its own
+	// data volume and restores it there with the etcdutl of spec.version, so storage.size must hold
+	// the snapshot twice. A snapshot whose size or SHA-256 differs from its EtcdBackup record, or
+	// that etcdutl finds corrupt, is refused and no member starts (condition Restored=False).
 	// +optional
 	Restore *RestoreSpec `json:"restore,omitempty"`
 }
 
 // RestoreSpec names the snapshot to restore: an EtcdBackup in the same namespace, or a raw source.
-// Each initial member downloads the snapshot onto its own data volume and restores it there with
-// the etcdutl of spec.version, so storage.size must hold the snapshot twice. A snapshot whose size
-// or SHA-256 differs from its EtcdBackup record, or that etcdutl finds corrupt, is refused and no
-// member starts: see the Restored condition.
 // +kubebuilder:validation:XValidation:rule="has(self.backupName) != has(self.source)",message="restore needs exactly one of backupName or source"
 type RestoreSpec struct {
 	// BackupName of a completed EtcdBackup in this namespace.

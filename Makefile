@@ -39,7 +39,7 @@ help: ## Show the targets.
 .PHONY: tools
 tools: ## Build the pinned toolchain (no-op when cached).
 	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6 etcd-v3.5 etcd-v3.7 operator-sdk opm crane \
-	  olm grpc-health-probe helm scorecard-test
+	  olm grpc-health-probe helm scorecard-test minio
 
 $(CONTROLLER_GEN):
 	$(TOOLS) controller-gen
@@ -50,6 +50,10 @@ $(GOLANGCI_LINT):
 .PHONY: envtest-assets
 envtest-assets:
 	$(TOOLS) kubernetes etcd-v3.6
+# MinIO: the S3 tests of internal/backup run a real server (internal/miniotest)
+.PHONY: minio
+minio:
+	$(TOOLS) minio
 
 ##@ Development
 
@@ -78,7 +82,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test-unit
-test-unit: envtest-assets ## Unit and envtest integration tests.
+test-unit: envtest-assets minio ## Unit and envtest integration tests.
 	go test ./... -count=1
 
 .PHONY: test-e2e
@@ -177,4 +181,4 @@ include hack/cluster/cluster.mk
 
 .PHONY: bench
 bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster; rewrites bench/results and BENCHMARKS.md.
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig go test -tags bench ./test/bench/ -run . -count=1 -timeout 60m -v $(BENCH_ARGS)
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run . -count=1 -timeout 60m -v $(BENCH_ARGS)

@@ -2,10 +2,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -19,9 +22,13 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/controllers"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 )
 
 func main() {
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		os.Exit(subcommand(os.Args[1], os.Args[2:]))
+	}
 	var metricsAddr, probeAddr string
 	var leaderElect, secureMetrics bool
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
@@ -38,6 +45,44 @@ func main() {
 		log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
+}
+
+// subcommand runs the Jobs' and init containers' work from the operator image, which has no shell:
+// `backup` (the EtcdBackup Job), `delete` (retention's Job), `verify` (a schedule's test-restore
+// Job), `restore` (a restoring member's init container) and `copy-self`.
+func subcommand(name string, args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch name {
+	case "backup":
+		return backup.BackupMain(ctx, args, os.Stdout)
+	case "restore":
+		return backup.RestoreMain(ctx, args, os.Stdout)
+	case "delete":
+		return backup.DeleteMain(ctx, args, os.Stdout)
+	case "verify":
+		return backup.VerifyMain(ctx, args, os.Stdout)
+	case "copy-self":
+		if err := backup.CopySelfMain(args); err != nil {
+			fmt.Fprintln(os.Stderr, "copy-self:", err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, verify, copy-self)\n", name)
+	return 2
+}
+
+// defaultOperatorImage is this release's image; OPERATOR_IMAGE overrides it (a development build).
+const defaultOperatorImage = "ghcr.io/etcd-autopilot/etcd-autopilot:v0.1.0"
+
+// operatorImage runs the backup Jobs and the restore init containers: the operator's own image,
+// which holds the `backup`, `restore` and `copy-self` subcommands.
+func operatorImage() string {
+	if img := strings.TrimSpace(os.Getenv("OPERATOR_IMAGE")); img != "" {
+		return img
+	}
+	return defaultOperatorImage
 }
 
 // watchNamespaces reads WATCH_NAMESPACE (OLM's olm.targetNamespaces): empty means all namespaces,
@@ -76,12 +121,22 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
+	recorder := mgr.GetEventRecorderFor("etcd-autopilot")
 	if err := (&controllers.EtcdClusterReconciler{
-		Client:   mgr.GetClient(),
-		Scheme:   mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorderFor("etcd-autopilot"),
+		Client:        mgr.GetClient(),
+		Scheme:        mgr.GetScheme(),
+		Recorder:      recorder,
+		OperatorImage: operatorImage(),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdCluster controller: %w", err)
+	}
+	if err := (&controllers.EtcdBackupReconciler{
+		Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage(),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdBackup controller: %w", err)
+	}
+	if err := (&controllers.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

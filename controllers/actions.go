@@ -40,8 +40,16 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 			}
 		}
 		initial := p.initialCluster(a.Bootstrap)
+		var restore *resources.RestoreInput
+		if a.Bootstrap {
+			var err error
+			if restore, err = p.restoreInput(ctx); err != nil {
+				setCondition(c, v1.ConditionRestored, false, reasonBackupNotReady, err.Error())
+				return err
+			}
+		}
 		for _, m := range a.Members {
-			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, Bootstrap: a.Bootstrap}
+			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, Bootstrap: a.Bootstrap, Restore: restore}
 			if err := p.createMember(ctx, in); err != nil {
 				return err
 			}

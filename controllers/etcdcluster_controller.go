@@ -38,6 +38,8 @@ type EtcdClusterReconciler struct {
 	client.Client
 	Scheme   *runtime.Scheme
 	Recorder record.EventRecorder
+	// OperatorImage runs the restore init containers of restoring clusters.
+	OperatorImage string
 	// Now is the clock; tests may pin it.
 	Now func() time.Time
 }
@@ -47,6 +49,7 @@ type EtcdClusterReconciler struct {
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services;secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile is one pass over one EtcdCluster.
@@ -121,6 +124,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	defer obs.close()
 	p.obs = obs
+	p.observeRestore()
 	action := planner.Decide(p.plannerInput())
 	p.recordObservation(action)
 	if action.Kind == planner.None || stalled(action) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,6 +40,7 @@ func TestMain(m *testing.M) {
 		_ = env.Stop() // a failed start (say, a CRD the API server rejects) leaves its processes running
 		panic("start envtest (KUBEBUILDER_ASSETS=bin, `make envtest-assets`): " + err.Error())
 	}
+	ctrl.SetLogger(logr.Discard())
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1.AddToScheme(scheme)
@@ -46,7 +48,14 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	if err := (&EtcdClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorderFor("etcd-autopilot")}).SetupWithManager(mgr); err != nil {
+	rec := mgr.GetEventRecorderFor("etcd-autopilot")
+	if err := (&EtcdClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: rec, OperatorImage: testOperatorImage}).SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
+	if err := (&EtcdBackupReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: testOperatorImage}).SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
+	if err := (&EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: testOperatorImage, Now: scheduleClock.now}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -84,6 +84,14 @@ const (
 	BackupFailed    BackupPhase = "Failed"
 )
 
+// Condition types of an EtcdBackup: Complete turns True when the snapshot is stored; Failed turns
+// True, with a reason such as BucketNotFound, InvalidCredentials or ClusterUnavailable, when the
+// backup gave up. The Job's retries of transient failures happen before Failed.
+const (
+	BackupConditionComplete = "Complete"
+	BackupConditionFailed   = "Failed"
+)
+
 // EtcdBackupStatus records what was written and where.
 type EtcdBackupStatus struct {
 	// +optional

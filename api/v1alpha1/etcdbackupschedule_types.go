@@ -53,6 +53,9 @@ type EtcdBackupScheduleStatus struct {
 	// LastVerifiedBackup is the newest backup a test-restore succeeded for.
 	// +optional
 	LastVerifiedBackup string `json:"lastVerifiedBackup,omitempty"`
+	// LastVerifyTime is the schedule time of the newest test-restore run.
+	// +optional
+	LastVerifyTime *metav1.Time `json:"lastVerifyTime,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -176,7 +176,10 @@ type EtcdOptions struct {
 
 // BootstrapSpec creates the cluster from a snapshot instead of empty.
 type BootstrapSpec struct {
-	// Restore every initial member from a snapshot.
+	// Restore every initial member from a snapshot. Each initial member downloads it onto its own
+	// data volume and restores it there with the etcdutl of spec.version, so storage.size must hold
+	// the snapshot twice. A snapshot whose size or SHA-256 differs from its EtcdBackup record, or
+	// that etcdutl finds corrupt, is refused and no member starts (condition Restored=False).
 	// +optional
 	Restore *RestoreSpec `json:"restore,omitempty"`
 }
@@ -227,6 +230,9 @@ const (
 	ConditionProgressing = "Progressing"
 	ConditionDegraded    = "Degraded"
 	ConditionUpgrading   = "Upgrading"
+	// ConditionRestored, only on clusters with spec.bootstrap.restore: False with the reason while
+	// the initial members' data cannot be restored (e.g. SnapshotChecksumMismatch), True once done.
+	ConditionRestored = "Restored"
 )
 
 // MemberRole is a member's raft role.

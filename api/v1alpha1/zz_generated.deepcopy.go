@@ -241,6 +241,10 @@ func (in *EtcdBackupScheduleStatus) DeepCopyInto(out *EtcdBackupScheduleStatus) 
 		in, out := &in.LastSuccessfulTime, &out.LastSuccessfulTime
 		*out = (*in).DeepCopy()
 	}
+	if in.LastVerifyTime != nil {
+		in, out := &in.LastVerifyTime, &out.LastVerifyTime
+		*out = (*in).DeepCopy()
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

@@ -7,8 +7,9 @@
 #                                          skipping images already there with the same digest
 #   hack/images/build.sh list  [SET...]   print "NAME ARCHIVE" of the (built) archives
 #   hack/images/build.sh refs  [SET...]   print "NAME DIGEST-REFERENCE" of the (built) archives
-# SETs: all (default) = system etcd operator
+# SETs: all (default) = system etcd operator test
 #   system   = pause busybox coredns local-path-provisioner  (what hack/cluster/up.sh loads)
+#   test     = minio (S3 storage for the backup e2e tests and benchmarks, hack/minio)
 #   etcd     = gcr.io/etcd-development/etcd:{v3.5.35,v3.6.16,v3.7.3}
 #   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0), from a static bin/manager
 #   OLM sets (hack/images/olm.sh): olm, bundle, prev, catalog, scorecard
@@ -54,6 +55,7 @@ rootfs_etcd() { # etcd, etcdctl, etcdutl of one release from $ETCD_DIR
   local b; mkdir -p "$1/usr/local/bin" "$1/var/etcd" "$1/var/lib/etcd"
   for b in etcd etcdctl etcdutl; do static_bin "$ETCD_DIR/$b"; cp -L "$ETCD_DIR/$b" "$1/usr/local/bin/"; done
 }
+rootfs_minio()   { static_bin "$BIN/minio"; mkdir -p "$1/usr/bin"; cp -L "$BIN/minio" "$1/usr/bin/"; }
 rootfs_manager() { static_bin "$MANAGER"; cp -L "$MANAGER" "$1/manager"; }
 
 # --- image NAME ROOTFS_FN MKIMAGE_ARGS... : archive in the cache, keyed by its content -----------
@@ -98,6 +100,10 @@ set_etcd() {
     image "$ETCD_IMAGE_REPO:$v" rootfs_etcd --entrypoint '["/usr/local/bin/etcd"]'
   done
 }
+set_test() {
+  "$TOOLS" minio >&2
+  image "$MINIO_IMAGE" rootfs_minio --entrypoint '["/usr/bin/minio"]' --user 65532:65532
+}
 MANAGER=
 set_operator() {
   [[ ${OPERATOR_IMAGE##*/} == *:?* ]] || { echo "images: IMG=$OPERATOR_IMAGE needs an explicit tag" >&2; exit 2; }
@@ -118,9 +124,9 @@ build_sets() {
   [ $# -gt 0 ] || set -- all
   for s in "$@"; do
     case $s in
-      all) set_system; set_etcd; set_operator ;;
-      system|etcd|operator|olm|bundle|prev|catalog|scorecard) "set_$s" ;;
-      *) echo "images: unknown set $s (all|system|etcd|operator|olm|bundle|prev|catalog|scorecard)" >&2; exit 2 ;;
+      all) set_system; set_etcd; set_operator; set_test ;;
+      system|etcd|operator|test|olm|bundle|prev|catalog|scorecard) "set_$s" ;;
+      *) echo "images: unknown set $s (all|system|etcd|operator|test|olm|bundle|prev|catalog|scorecard)" >&2; exit 2 ;;
     esac
   done
 }
@@ -155,5 +161,5 @@ case $cmd in
   list) build_sets "$@"; printf '%s\n' "${BUILT[@]}" ;;
   refs) build_sets "$@"; for line in "${BUILT[@]}"; do echo "${line%% *} $(digest_ref "${line#* }")"; done ;;
   load) build_sets "$@"; load ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

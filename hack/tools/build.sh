@@ -108,8 +108,17 @@ build_crictl() {
   gobuild -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$v" -o "$1/crictl" sigs.k8s.io/cri-tools/cmd/crictl
 }
 build_pause() { gobuild -ldflags "-s -w" -o "$1/pause" .; }
+# MinIO for the backup e2e tests and benchmarks (hack/minio). Upstream tags are not semver, so the module
+# is a pseudo-version; stamp it like upstream's buildscripts/gen-ldflags.go does (its "DEVELOPMENT" default
+# is treated as a dev build).
+build_minio() {
+  local v c m=github.com/minio/minio/cmd
+  v=$(go list -m -f '{{.Version}}' github.com/minio/minio); c=${v##*-}
+  gobuild -ldflags "-s -w -X $m.Version=2026-02-12T20:18:48Z -X $m.ReleaseTag=RELEASE.2026-02-12T20-18-48Z -X $m.CommitID=$c -X $m.ShortCommitID=$c" \
+    -o "$1/minio" github.com/minio/minio
+}
 
-usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause}..." >&2; exit 2; }
+usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|minio}..." >&2; exit 2; }
 [ $# -gt 0 ] || usage
 for t in "$@"; do
   case $t in
@@ -122,7 +131,7 @@ for t in "$@"; do
     grpc-health-probe) ensure grpc-health-probe grpc_health_probe ;;
     helm) ensure helm helm ;;
     scorecard-test) ensure scorecard-test scorecard-test ;;
-    coredns|local-path-provisioner|crictl|pause) ensure "$t" "$t" ;;
+    coredns|local-path-provisioner|crictl|pause|minio) ensure "$t" "$t" ;;
     *) usage ;;
   esac
 done

@@ -44,8 +44,10 @@ type Status struct {
 	// RaftAppliedIndex is the last raft entry this member applied (its snapshots follow it).
 	RaftAppliedIndex uint64
 	RaftTerm         uint64
-	IsLearner        bool
-	Errors           []string
+	// Revision is the member's current key-value revision.
+	Revision  int64
+	IsLearner bool
+	Errors    []string
 	// StorageVersion is the schema version of the member's data ("3.5.0"); etcd 3.6+ only.
 	StorageVersion string
 	// DowngradeTarget is the version a downgrade is enabled to, empty when none is.
@@ -154,7 +156,7 @@ func (c *Client) Status(ctx context.Context, endpoint string) (Status, error) {
 	st := Status{
 		ID: resp.Header.MemberId, Leader: resp.Leader, Version: resp.Version,
 		DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse, RaftIndex: resp.RaftIndex,
-		RaftAppliedIndex: resp.RaftAppliedIndex, RaftTerm: resp.RaftTerm, IsLearner: resp.IsLearner,
+		RaftAppliedIndex: resp.RaftAppliedIndex, RaftTerm: resp.RaftTerm, Revision: resp.Header.Revision, IsLearner: resp.IsLearner,
 		Errors: resp.Errors, StorageVersion: resp.StorageVersion,
 	}
 	if d := resp.DowngradeInfo; d != nil && d.Enabled {

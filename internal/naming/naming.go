@@ -6,6 +6,13 @@ import "fmt"
 const (
 	// Finalizer lets the operator remove what it owns before an EtcdCluster goes.
 	Finalizer = "etcd.autopilot.dev/finalizer"
+	// SnapshotFinalizer on an EtcdBackup made by a schedule deletes its stored snapshot with it.
+	SnapshotFinalizer = "etcd.autopilot.dev/snapshot"
+	// LabelSchedule on an EtcdBackup names the EtcdBackupSchedule that made it.
+	LabelSchedule = "etcd.autopilot.dev/schedule"
+	// AnnotationScheduledAt on an EtcdBackup made by a schedule is the run's schedule time (RFC 3339),
+	// which orders backups for retention (creation timestamps have only second precision).
+	AnnotationScheduledAt = "etcd.autopilot.dev/scheduled-at"
 
 	LabelApp       = "app.kubernetes.io/name"
 	LabelInstance  = "app.kubernetes.io/instance"

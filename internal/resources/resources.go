@@ -32,6 +32,9 @@ type MemberPodInput struct {
 	// Bootstrap: the member starts a new cluster with the other initial members
 	// (initial-cluster-state=new); otherwise it joins an existing one.
 	Bootstrap bool
+	// Restore, for a bootstrapping member of a restored cluster, fills the data directory from a
+	// snapshot before etcd starts.
+	Restore *RestoreInput
 }
 
 // ClientTLS says whether clients must use TLS to reach c; PeerTLS, whether members talk TLS to each other.
@@ -60,15 +63,19 @@ func ClusterToken(c *v1.EtcdCluster) string {
 	return fmt.Sprintf("%s-%s-%s", c.Namespace, c.Name, c.UID)
 }
 
+// clusterToken is the token recorded at bootstrap, or the one a bootstrap would record.
+func clusterToken(c *v1.EtcdCluster) string {
+	if c.Status.ClusterToken != "" {
+		return c.Status.ClusterToken
+	}
+	return ClusterToken(c)
+}
+
 func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 	o := c.Spec.Etcd
 	state := "existing"
 	if in.Bootstrap {
 		state = "new"
-	}
-	token := c.Status.ClusterToken
-	if token == "" {
-		token = ClusterToken(c)
 	}
 	args := []string{
 		"--name=" + in.Member,
@@ -80,7 +87,7 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 		"--initial-advertise-peer-urls=" + naming.PeerURL(c.Name, c.Namespace, in.Member, PeerTLS(c)),
 		"--initial-cluster=" + InitialClusterFlag(c, in.InitialCluster),
 		"--initial-cluster-state=" + state,
-		"--initial-cluster-token=" + token,
+		"--initial-cluster-token=" + clusterToken(c),
 		fmt.Sprintf("--heartbeat-interval=%d", o.HeartbeatIntervalMillis),
 		fmt.Sprintf("--election-timeout=%d", o.ElectionTimeoutMillis),
 		fmt.Sprintf("--snapshot-count=%d", o.SnapshotCount),
@@ -151,16 +158,11 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		Resources: c.Spec.Resources,
 		// /livez answers while the process works, even without a leader, so elections never kill a member;
 		// /readyz needs a leader, and three misses (15s) outlast an election.
-		StartupProbe:   httpProbe("/livez", 5, 60),
-		LivenessProbe:  httpProbe("/livez", 10, 6),
-		ReadinessProbe: httpProbe("/readyz", 5, 3),
-		VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: naming.DataDir}},
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			RunAsNonRoot:             ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		StartupProbe:             httpProbe("/livez", 5, 60),
+		LivenessProbe:            httpProbe("/livez", 10, 6),
+		ReadinessProbe:           httpProbe("/readyz", 5, 3),
+		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: naming.DataDir}},
+		SecurityContext:          restrictedContainer(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	volumes := []corev1.Volume{dataVolume(c, in.Member)}
@@ -194,14 +196,13 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 			NodeSelector:                  pt.NodeSelector,
 			TopologySpreadConstraints:     pt.TopologySpreadConstraints,
 			PriorityClassName:             pt.PriorityClassName,
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr.To(true),
-				RunAsUser:      ptr.To[int64](65532),
-				RunAsGroup:     ptr.To[int64](65532),
-				FSGroup:        ptr.To[int64](65532),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			SecurityContext:               restrictedPod(),
 		},
+	}
+	if in.Bootstrap && in.Restore != nil {
+		inits, vols := restoreInitContainers(c, in)
+		pod.Spec.InitContainers = inits
+		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
 	pod.Annotations[naming.AnnotationConfigHash] = ConfigHash(c)
 	return pod

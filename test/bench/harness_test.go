@@ -45,6 +45,7 @@ var (
 	kubeconfig string
 	managerBin string
 	logDir     string // operator logs of this run, kept for reading timings afterwards
+	fwEnv      *framework.Env
 )
 
 func TestMain(m *testing.M) {
@@ -53,7 +54,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	k8s, kubeconfig, managerBin = env.K8s, env.Kubeconfig, env.ManagerBin
+	k8s, kubeconfig, managerBin, fwEnv = env.K8s, env.Kubeconfig, env.ManagerBin, env
 	if logDir, err = os.MkdirTemp("", "bench-logs"); err != nil {
 		panic(err)
 	}
@@ -193,6 +194,9 @@ func startOperator(t *testing.T, ns string) *operator {
 	o.cmd = exec.Command(managerBin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false",
 		"--zap-time-encoding=rfc3339nano")
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+ns)
+	if img := os.Getenv("IMG"); img != "" {
+		o.cmd.Env = append(o.cmd.Env, "OPERATOR_IMAGE="+img) // backup Jobs and restore init containers
+	}
 	o.cmd.Stdout, o.cmd.Stderr = f, f
 	if err := o.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -43,12 +43,13 @@ type Env struct {
 	Kubeconfig string
 	ManagerBin string
 	dir        string
+	root       string
 }
 
 // Setup connects to the cluster of $KUBECONFIG, installs the CRDs of this tree and builds the
 // manager. repoRoot is the path of the repository root from the calling test's directory.
 func Setup(repoRoot string) (*Env, error) {
-	e := &Env{Kubeconfig: os.Getenv("KUBECONFIG")}
+	e := &Env{Kubeconfig: os.Getenv("KUBECONFIG"), root: repoRoot}
 	if e.Kubeconfig == "" {
 		return nil, fmt.Errorf("KUBECONFIG must point at the local cluster (make cluster-up; source .cluster/env.sh)")
 	}
@@ -135,6 +136,10 @@ func (e *Env) StartOperatorBinary(t *testing.T, bin, ns string, extraEnv ...stri
 	o := &Operator{done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	o.cmd = exec.Command(bin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")
 	o.cmd.Env = append(append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "WATCH_NAMESPACE="+ns), extraEnv...)
+	if img := os.Getenv("IMG"); img != "" {
+		// backup Jobs and restore init containers run the image `make cluster-load` loaded from this tree
+		o.cmd.Env = append(o.cmd.Env, "OPERATOR_IMAGE="+img)
+	}
 	o.cmd.Stdout, o.cmd.Stderr = lockedWriter{o.mu, o.logs}, lockedWriter{o.mu, o.logs}
 	if err := o.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -221,10 +226,16 @@ func (e *Env) NewNamespace(t *testing.T, prefix string) string {
 		}
 		// The test's operator has stopped by now; release its finalizers so the namespace can go.
 		ctx := context.Background()
+		release := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
 		list := &v1.EtcdClusterList{}
 		_ = e.K8s.List(ctx, list, client.InNamespace(ns.Name))
 		for i := range list.Items {
-			_ = e.K8s.Patch(ctx, &list.Items[i], client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+			_ = e.K8s.Patch(ctx, &list.Items[i], release)
+		}
+		backups := &v1.EtcdBackupList{} // scheduled backups hold their snapshot's finalizer
+		_ = e.K8s.List(ctx, backups, client.InNamespace(ns.Name))
+		for i := range backups.Items {
+			_ = e.K8s.Patch(ctx, &backups.Items[i], release)
 		}
 		_ = e.K8s.Delete(ctx, ns)
 	})

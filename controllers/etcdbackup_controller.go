@@ -1,0 +1,301 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+)
+
+const (
+	// backupWaitLimit is how long a backup waits for its cluster to exist and be available.
+	backupWaitLimit = 10 * time.Minute
+	backupRequeue   = 10 * time.Second
+)
+
+// Reasons of EtcdBackup conditions set by the controller (the Job reports the others, see internal/backup).
+const (
+	reasonClusterNotFound          = "ClusterNotFound"
+	reasonCredentialsSecretMissing = "CredentialsSecretNotFound"
+	reasonPending                  = "Pending"
+	reasonRunning                  = "Running"
+	reasonSucceeded                = "Succeeded"
+	reasonJobFailed                = "JobFailed"
+)
+
+// EtcdBackupReconciler runs one Job per EtcdBackup and records its result. The snapshot is
+// streamed by the Job (`manager backup`, operator image), never through the operator.
+type EtcdBackupReconciler struct {
+	client.Client
+	Recorder record.EventRecorder
+	// OperatorImage runs the backup Jobs.
+	OperatorImage string
+	Now           func() time.Time
+}
+
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+
+// Reconcile moves one EtcdBackup through Pending → Running → Succeeded | Failed.
+func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &v1.EtcdBackup{}
+	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.deleteSnapshot(ctx, b)
+	}
+	if b.Status.Phase == v1.BackupSucceeded || b.Status.Phase == v1.BackupFailed {
+		recordBackupMetrics(b)
+		return ctrl.Result{}, nil
+	}
+	orig := b.DeepCopy()
+	res, err := r.step(ctx, b)
+	if !equality.Semantic.DeepEqual(orig.Status, b.Status) {
+		if serr := r.Status().Patch(ctx, b, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); serr != nil {
+			if apierrors.IsConflict(serr) {
+				return ctrl.Result{RequeueAfter: time.Second}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("write backup status: %w", serr)
+		}
+		if b.Status.Phase == v1.BackupSucceeded || b.Status.Phase == v1.BackupFailed {
+			recordBackupMetrics(b)
+		}
+	}
+	return res, err
+}
+
+func (r *EtcdBackupReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl.Result, error) {
+	job := &batchv1.Job{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b.Name)}, job)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("read backup job: %w", err)
+	}
+	if err == nil {
+		return r.observeJob(ctx, b, job)
+	}
+
+	c := &v1.EtcdCluster{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, c); apierrors.IsNotFound(err) {
+		return r.wait(b, reasonClusterNotFound, fmt.Sprintf("EtcdCluster %q does not exist", b.Spec.ClusterName))
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read cluster: %w", err)
+	}
+	if av := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionAvailable); !c.Status.Bootstrapped || av == nil || av.Status != metav1.ConditionTrue {
+		return r.wait(b, backup.ReasonClusterUnavailable, fmt.Sprintf("EtcdCluster %q is not available", c.Name))
+	}
+	if s := b.Spec.Destination.S3; s != nil {
+		sec := &corev1.Secret{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: s.CredentialsSecret}, sec)
+		if apierrors.IsNotFound(err) || (err == nil && (len(sec.Data[resources.SecretAccessKeyID]) == 0 || len(sec.Data[resources.SecretSecretAccessKey]) == 0)) {
+			r.failed(b, reasonCredentialsSecretMissing, fmt.Sprintf("Secret %q with keys %s and %s is needed", s.CredentialsSecret, resources.SecretAccessKeyID, resources.SecretSecretAccessKey))
+			return ctrl.Result{}, nil
+		} else if err != nil {
+			return ctrl.Result{}, fmt.Errorf("read credentials secret: %w", err)
+		}
+	}
+	if err := r.Create(ctx, resources.BackupJob(b, c, r.OperatorImage)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, fmt.Errorf("create backup job: %w", err)
+	}
+	now := metav1.NewTime(r.now())
+	b.Status.Phase, b.Status.StartTime = v1.BackupRunning, &now
+	setBackupCondition(b, v1.BackupConditionComplete, false, reasonRunning, "the backup Job is running")
+	r.Recorder.Event(b, corev1.EventTypeNormal, "BackupStarted", "started Job "+resources.BackupJobName(b.Name))
+	return ctrl.Result{}, nil
+}
+
+// wait keeps the backup Pending while its cluster is missing or unavailable, for backupWaitLimit.
+func (r *EtcdBackupReconciler) wait(b *v1.EtcdBackup, reason, msg string) (ctrl.Result, error) {
+	if r.now().Sub(b.CreationTimestamp.Time) > backupWaitLimit {
+		r.failed(b, reason, fmt.Sprintf("%s for more than %s", msg, backupWaitLimit))
+		return ctrl.Result{}, nil
+	}
+	b.Status.Phase = v1.BackupPending
+	setBackupCondition(b, v1.BackupConditionComplete, false, reason, msg)
+	return ctrl.Result{RequeueAfter: backupRequeue}, nil
+}
+
+func (r *EtcdBackupReconciler) failed(b *v1.EtcdBackup, reason, msg string) {
+	now := metav1.NewTime(r.now())
+	b.Status.Phase, b.Status.CompletionTime = v1.BackupFailed, &now
+	setBackupCondition(b, v1.BackupConditionComplete, false, reason, msg)
+	setBackupCondition(b, v1.BackupConditionFailed, true, reason, msg)
+	r.Recorder.Event(b, corev1.EventTypeWarning, reason, msg)
+}
+
+// observeJob records a finished Job's report (its pod's termination message).
+func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *v1.EtcdBackup, job *batchv1.Job) (ctrl.Result, error) {
+	done, failed := false, false
+	for _, cond := range job.Status.Conditions {
+		if cond.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch cond.Type {
+		case batchv1.JobComplete:
+			done = true
+		case batchv1.JobFailed:
+			failed = true
+		}
+	}
+	if b.Status.Phase != v1.BackupRunning {
+		// The status write after the Job's creation was lost: the Job's start is the backup's.
+		start := metav1.NewTime(job.CreationTimestamp.Time)
+		b.Status.Phase, b.Status.StartTime = v1.BackupRunning, &start
+		setBackupCondition(b, v1.BackupConditionComplete, false, reasonRunning, "the backup Job is running")
+	}
+	if !done && !failed {
+		return ctrl.Result{}, nil // the Job's status changes wake us
+	}
+	rep, err := r.jobReport(ctx, job, done)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if done && rep.Result != nil {
+		res := rep.Result
+		now := metav1.NewTime(r.now())
+		b.Status.Phase, b.Status.CompletionTime = v1.BackupSucceeded, &now
+		b.Status.EtcdVersion, b.Status.Revision, b.Status.Size, b.Status.SHA256, b.Status.Location = res.EtcdVersion, res.Revision, res.Size, res.SHA256, res.Location
+		msg := fmt.Sprintf("%d bytes at revision %d from member %s stored at %s", res.Size, res.Revision, res.Member, res.Location)
+		setBackupCondition(b, v1.BackupConditionComplete, true, reasonSucceeded, msg)
+		r.Recorder.Event(b, corev1.EventTypeNormal, "BackupSucceeded", msg)
+		log.FromContext(ctx).Info("backup succeeded", "backup", b.Name, "location", res.Location, "size", res.Size)
+		return ctrl.Result{}, nil
+	}
+	reason, msg := reasonJobFailed, "the backup Job failed without a report"
+	if rep.Reason != "" {
+		reason, msg = rep.Reason, rep.Message
+	}
+	r.failed(b, reason, msg)
+	return ctrl.Result{}, nil
+}
+
+// jobReport reads the report of the Job's newest pod in the wanted outcome.
+func (r *EtcdBackupReconciler) jobReport(ctx context.Context, job *batchv1.Job, succeeded bool) (backup.Report, error) {
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return backup.Report{}, fmt.Errorf("list backup pods: %w", err)
+	}
+	sort.Slice(pods.Items, func(i, j int) bool {
+		return pods.Items[j].CreationTimestamp.Before(&pods.Items[i].CreationTimestamp)
+	})
+	want := corev1.PodFailed
+	if succeeded {
+		want = corev1.PodSucceeded
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != want {
+			continue
+		}
+		if rep, ok := containerReport(p.Status.ContainerStatuses, resources.BackupContainer); ok {
+			return rep, nil
+		}
+	}
+	return backup.Report{}, nil
+}
+
+// containerReport parses the termination message of a terminated container.
+func containerReport(statuses []corev1.ContainerStatus, name string) (backup.Report, bool) {
+	for _, s := range statuses {
+		if s.Name != name {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
+			if t != nil {
+				if rep, ok := backup.ParseReport(t.Message); ok {
+					return rep, true
+				}
+			}
+		}
+	}
+	return backup.Report{}, false
+}
+
+// deleteSnapshot runs the Job that deletes the stored snapshot of a deleted EtcdBackup that owns
+// it (SnapshotFinalizer: those made by a schedule), then lets the record go. A failed deletion is
+// reported in an event rather than holding the record forever.
+func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBackup) error {
+	if !controllerutil.ContainsFinalizer(b, naming.SnapshotFinalizer) {
+		return nil
+	}
+	release := func() error {
+		controllerutil.RemoveFinalizer(b, naming.SnapshotFinalizer)
+		if err := r.Update(ctx, b); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("release backup %s: %w", b.Name, err)
+		}
+		return nil
+	}
+	if b.Status.Location == "" {
+		return release() // nothing was stored
+	}
+	job := &batchv1.Job{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupDeleteJobName(b.Name)}, job)
+	if apierrors.IsNotFound(err) {
+		if err := r.Create(ctx, resources.BackupDeleteJob(b, r.OperatorImage)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create snapshot delete job: %w", err)
+		}
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("read snapshot delete job: %w", err)
+	}
+	for _, cond := range job.Status.Conditions {
+		if cond.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch cond.Type {
+		case batchv1.JobComplete:
+			r.Recorder.Event(b, corev1.EventTypeNormal, "SnapshotDeleted", "deleted "+b.Status.Location)
+			return release()
+		case batchv1.JobFailed:
+			rep, err := r.jobReport(ctx, job, false)
+			if err != nil {
+				return err
+			}
+			r.Recorder.Eventf(b, corev1.EventTypeWarning, "SnapshotDeleteFailed", "could not delete %s, left in place: %s %s", b.Status.Location, rep.Reason, rep.Message)
+			return release()
+		}
+	}
+	return nil // the Job's progress wakes us
+}
+
+func setBackupCondition(b *v1.EtcdBackup, typ string, status bool, reason, message string) {
+	s := metav1.ConditionFalse
+	if status {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: message, ObservedGeneration: b.Generation})
+}
+
+// SetupWithManager registers the reconciler; Job changes wake their EtcdBackup.
+func (r *EtcdBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.EtcdBackup{}).
+		Owns(&batchv1.Job{}).
+		Complete(r)
+}

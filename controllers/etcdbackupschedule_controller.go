@@ -1,0 +1,289 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
+)
+
+// ConditionScheduled of an EtcdBackupSchedule: True while runs are being made; False with
+// InvalidSchedule or Suspended.
+const ConditionScheduled = "Scheduled"
+
+// ConditionVerified of an EtcdBackupSchedule with spec.verify: the newest test-restore's outcome.
+const ConditionVerified = "Verified"
+
+// scheduleBusyRequeue is the pace while a run is in flight (its status changes also wake us).
+const scheduleBusyRequeue = 10 * time.Second
+
+// EtcdBackupScheduleReconciler makes EtcdBackups on a cron schedule, one at a time, and deletes
+// those retention no longer keeps (their snapshots go with them, see SnapshotFinalizer).
+type EtcdBackupScheduleReconciler struct {
+	client.Client
+	Recorder record.EventRecorder
+	// OperatorImage runs the test-restore Jobs' init container.
+	OperatorImage string
+	// Now is the clock; tests move it.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/finalizers,verbs=update
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=create
+
+// Reconcile is one pass: retention, then a new run when one is due and none is in flight.
+func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	s := &v1.EtcdBackupSchedule{}
+	if err := r.Get(ctx, req.NamespacedName, s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !s.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	orig := s.DeepCopy()
+	res, err := r.step(ctx, s)
+	if !equality.Semantic.DeepEqual(orig.Status, s.Status) {
+		if serr := r.Status().Patch(ctx, s, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); serr != nil {
+			if apierrors.IsConflict(serr) {
+				return ctrl.Result{RequeueAfter: time.Second}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("write schedule status: %w", serr)
+		}
+	}
+	return res, err
+}
+
+func (r *EtcdBackupScheduleReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBackupSchedule) (ctrl.Result, error) {
+	now := r.now()
+	cron, err := backupschedule.Parse(s.Spec.Schedule)
+	if err != nil {
+		setScheduleCondition(s, false, "InvalidSchedule", err.Error())
+		return ctrl.Result{}, nil // a spec change wakes us
+	}
+	list := &v1.EtcdBackupList{}
+	if err := r.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{naming.LabelSchedule: s.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list backups: %w", err)
+	}
+	var items []backupschedule.Backup
+	byName := map[string]*v1.EtcdBackup{}
+	for i := range list.Items {
+		b := &list.Items[i]
+		if !b.DeletionTimestamp.IsZero() {
+			continue
+		}
+		byName[b.Name] = b
+		finished := b.Status.Phase == v1.BackupSucceeded || b.Status.Phase == v1.BackupFailed
+		created := b.CreationTimestamp.Time
+		if at, err := time.Parse(time.RFC3339, b.Annotations[naming.AnnotationScheduledAt]); err == nil {
+			created = at
+		}
+		items = append(items, backupschedule.Backup{Name: b.Name, Created: created, Finished: finished, Succeeded: b.Status.Phase == v1.BackupSucceeded})
+		// The newest run on record is read back from the backups themselves, so a lost status
+		// write (a conflict, a crash right after the create) is repaired on the next pass.
+		if _, err := time.Parse(time.RFC3339, b.Annotations[naming.AnnotationScheduledAt]); err == nil &&
+			(s.Status.LastScheduleTime == nil || s.Status.LastScheduleTime.Time.Before(created)) {
+			t := metav1.NewTime(created)
+			s.Status.LastScheduleTime, s.Status.LastBackup = &t, b.Name
+		}
+		if b.Status.Phase == v1.BackupSucceeded && b.Status.CompletionTime != nil &&
+			(s.Status.LastSuccessfulTime == nil || s.Status.LastSuccessfulTime.Before(b.Status.CompletionTime)) {
+			s.Status.LastSuccessfulTime = b.Status.CompletionTime.DeepCopy()
+		}
+	}
+
+	var maxAge time.Duration
+	if s.Spec.MaxAge != nil {
+		maxAge = s.Spec.MaxAge.Duration
+	}
+	for _, name := range backupschedule.Expired(items, int(s.Spec.KeepLast), maxAge, now) {
+		if err := r.Delete(ctx, byName[name]); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("delete expired backup %s: %w", name, err)
+		}
+		log.FromContext(ctx).Info("retention deleted a backup", "schedule", s.Name, "backup", name)
+	}
+
+	verifyWait, err := r.verify(ctx, s, list.Items, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	last := s.CreationTimestamp.Time
+	if s.Status.LastScheduleTime != nil {
+		last = s.Status.LastScheduleTime.Time
+	}
+	run, due, next := backupschedule.Due(cron, last, now)
+	running := backupschedule.Running(items)
+	switch {
+	case s.Spec.Suspend:
+		setScheduleCondition(s, false, "Suspended", "spec.suspend is set; no new backups are taken")
+		return requeue(verifyWait, 0), nil
+	case due && running:
+		// Never overlap: the run starts when the one in flight ends (its status change wakes us).
+		setScheduleCondition(s, true, "Waiting", fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
+		return requeue(verifyWait, scheduleBusyRequeue), nil
+	case due:
+		b := &v1.EtcdBackup{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: backupschedule.BackupName(s.Name, run), Namespace: s.Namespace,
+				Labels:          map[string]string{naming.LabelSchedule: s.Name},
+				Annotations:     map[string]string{naming.AnnotationScheduledAt: run.UTC().Format(time.RFC3339)},
+				Finalizers:      []string{naming.SnapshotFinalizer},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, v1.GroupVersion.WithKind("EtcdBackupSchedule"))},
+			},
+			Spec: *s.Spec.Template.DeepCopy(),
+		}
+		if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("create backup %s: %w", b.Name, err)
+		}
+		t := metav1.NewTime(run)
+		s.Status.LastScheduleTime, s.Status.LastBackup = &t, b.Name
+		r.Recorder.Event(s, corev1.EventTypeNormal, "BackupCreated", "created EtcdBackup "+b.Name)
+		setScheduleCondition(s, true, "Scheduled", "next run at "+next.UTC().Format(time.RFC3339))
+		return requeue(verifyWait, scheduleBusyRequeue), nil
+	}
+	setScheduleCondition(s, true, "Scheduled", "next run at "+next.UTC().Format(time.RFC3339))
+	wait := next.Sub(now)
+	if running && wait > scheduleBusyRequeue {
+		wait = scheduleBusyRequeue
+	}
+	return requeue(verifyWait, wait), nil
+}
+
+// requeue is the sooner of two positive waits (0: none).
+func requeue(a, b time.Duration) ctrl.Result {
+	if a <= 0 || (b > 0 && b < a) {
+		a = b
+	}
+	return ctrl.Result{RequeueAfter: a}
+}
+
+// verify test-restores the newest successful backup on spec.verify's schedule, one Job per
+// backup, and records the outcome (status.lastVerifiedBackup, the Verified condition, a metric).
+// It returns how long until the next verify run.
+func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *v1.EtcdBackupSchedule, backups []v1.EtcdBackup, now time.Time) (time.Duration, error) {
+	if s.Spec.Verify == nil {
+		meta.RemoveStatusCondition(&s.Status.Conditions, ConditionVerified)
+		return 0, nil
+	}
+	cron, err := backupschedule.Parse(s.Spec.Verify.Schedule)
+	if err != nil {
+		setVerifiedCondition(s, false, "InvalidSchedule", err.Error())
+		return 0, nil
+	}
+	var newest *v1.EtcdBackup
+	for i := range backups {
+		b := &backups[i]
+		if b.Status.Phase == v1.BackupSucceeded && b.DeletionTimestamp.IsZero() && b.Status.CompletionTime != nil &&
+			(newest == nil || newest.Status.CompletionTime.Before(b.Status.CompletionTime)) {
+			newest = b
+		}
+	}
+	last := s.CreationTimestamp.Time
+	if s.Status.LastVerifyTime != nil {
+		last = s.Status.LastVerifyTime.Time
+	}
+	run, due, next := backupschedule.Due(cron, last, now)
+	if newest == nil {
+		return next.Sub(now), nil
+	}
+	job := &batchv1.Job{}
+	err = r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: resources.VerifyJobName(newest.Name)}, job)
+	switch {
+	case err == nil:
+		r.recordVerify(ctx, s, newest, job)
+	case !apierrors.IsNotFound(err):
+		return 0, fmt.Errorf("read verify job: %w", err)
+	case due && s.Status.LastVerifiedBackup != newest.Name:
+		image, err := versions.Image(newest.Status.EtcdVersion)
+		if err != nil {
+			setVerifiedCondition(s, false, "UnsupportedVersion", fmt.Sprintf("backup %s was taken from etcd %s: %v", newest.Name, newest.Status.EtcdVersion, err))
+			break
+		}
+		if err := r.Create(ctx, resources.VerifyJob(s, newest, r.OperatorImage, image)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return 0, fmt.Errorf("create verify job: %w", err)
+		}
+		r.Recorder.Event(s, corev1.EventTypeNormal, "VerifyStarted", "test-restoring "+newest.Name)
+	}
+	if due {
+		t := metav1.NewTime(run)
+		s.Status.LastVerifyTime = &t
+	}
+	return next.Sub(now), nil
+}
+
+// recordVerify records a finished test-restore Job of backup b once.
+func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *v1.EtcdBackupSchedule, b *v1.EtcdBackup, job *batchv1.Job) {
+	for _, cond := range job.Status.Conditions {
+		if cond.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch cond.Type {
+		case batchv1.JobComplete:
+			if s.Status.LastVerifiedBackup != b.Name {
+				s.Status.LastVerifiedBackup = b.Name
+				backupLastVerified.WithLabelValues(s.Namespace, s.Name).Set(float64(cond.LastTransitionTime.Unix()))
+				r.Recorder.Event(s, corev1.EventTypeNormal, "Verified", "test-restore of "+b.Name+" succeeded")
+			}
+			setVerifiedCondition(s, true, "Verified", fmt.Sprintf("%s restored into a throwaway etcd: SHA-256 and size as recorded, serving at revision ≥ %d", b.Name, b.Status.Revision))
+		case batchv1.JobFailed:
+			reason, msg := reasonJobFailed, "the verify Job failed without a report"
+			if rep, err := (&EtcdBackupReconciler{Client: r.Client}).jobReport(ctx, job, false); err == nil && rep.Reason != "" {
+				reason, msg = rep.Reason, rep.Message
+			}
+			if c := meta.FindStatusCondition(s.Status.Conditions, ConditionVerified); c == nil || c.Reason != reason {
+				r.Recorder.Event(s, corev1.EventTypeWarning, reason, "test-restore of "+b.Name+" failed: "+msg)
+			}
+			setVerifiedCondition(s, false, reason, fmt.Sprintf("test-restore of %s failed: %s", b.Name, msg))
+		}
+	}
+}
+
+func setVerifiedCondition(s *v1.EtcdBackupSchedule, status bool, reason, message string) {
+	st := metav1.ConditionFalse
+	if status {
+		st = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionVerified, Status: st, Reason: reason, Message: message, ObservedGeneration: s.Generation})
+}
+
+func setScheduleCondition(s *v1.EtcdBackupSchedule, status bool, reason, message string) {
+	st := metav1.ConditionFalse
+	if status {
+		st = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionScheduled, Status: st, Reason: reason, Message: message, ObservedGeneration: s.Generation})
+}
+
+// SetupWithManager registers the reconciler; its backups' status changes wake it.
+func (r *EtcdBackupScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.EtcdBackupSchedule{}).
+		Owns(&v1.EtcdBackup{}).
+		Owns(&batchv1.Job{}).
+		Complete(r)
+}

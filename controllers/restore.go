@@ -1,0 +1,96 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+)
+
+// Reasons of the Restored condition set here; the restore init container reports the others
+// (SnapshotChecksumMismatch, SnapshotCorrupt, InvalidCredentials, ...; see internal/backup).
+const (
+	reasonBackupNotReady = "BackupNotReady"
+	reasonRestoring      = "Restoring"
+	reasonRestored       = "Restored"
+)
+
+// restoreInput resolves spec.bootstrap.restore into what the initial members' init containers
+// need; nil when the cluster starts empty. A named EtcdBackup must have succeeded, and its
+// recorded size and SHA-256 are checked before etcdutl sees the snapshot.
+func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error) {
+	c := p.c
+	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil {
+		return nil, nil
+	}
+	r := c.Spec.Bootstrap.Restore
+	if r.Source != nil {
+		return &resources.RestoreInput{Source: *r.Source, OperatorImage: p.r.OperatorImage}, nil
+	}
+	b := &v1.EtcdBackup{}
+	if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: r.BackupName}, b); apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("EtcdBackup %q does not exist", r.BackupName)
+	} else if err != nil {
+		return nil, fmt.Errorf("read EtcdBackup %q: %w", r.BackupName, err)
+	}
+	if b.Status.Phase != v1.BackupSucceeded {
+		return nil, fmt.Errorf("EtcdBackup %q has not succeeded (phase %q)", r.BackupName, b.Status.Phase)
+	}
+	return &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size, OperatorImage: p.r.OperatorImage}, nil
+}
+
+// observeRestore reports the restore of the initial members in the Restored condition: a refused
+// snapshot (tampered, corrupt, unreachable) keeps etcd from starting and says why here.
+func (p *pass) observeRestore() {
+	c := p.c
+	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil {
+		return
+	}
+	if c.Status.Bootstrapped {
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Status != "True" {
+			setCondition(c, v1.ConditionRestored, true, reasonRestored, "the initial members were restored from the snapshot")
+		}
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.obs.pods)) {
+		if rep, ok := restoreFailure(p.obs.pods[name]); ok {
+			msg := fmt.Sprintf("member %s: %s; no member was started", name, rep.Message)
+			if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != rep.Reason {
+				p.r.Recorder.Event(c, corev1.EventTypeWarning, rep.Reason, msg)
+			}
+			setCondition(c, v1.ConditionRestored, false, rep.Reason, msg)
+			return
+		}
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason == reasonBackupNotReady {
+		setCondition(c, v1.ConditionRestored, false, reasonRestoring, "restoring the initial members from the snapshot")
+	}
+}
+
+// restoreFailure is the report of a pod's failed restore init container, unless it has since
+// succeeded (a transient failure that a retry fixed).
+func restoreFailure(pod *corev1.Pod) (backup.Report, bool) {
+	for _, s := range pod.Status.InitContainerStatuses {
+		if s.Name != resources.RestoreContainer || (s.State.Terminated != nil && s.State.Terminated.ExitCode == 0) {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
+			if t == nil || t.ExitCode == 0 {
+				continue
+			}
+			if rep, ok := backup.ParseReport(t.Message); ok && rep.Reason != "" {
+				return rep, true
+			}
+		}
+	}
+	return backup.Report{}, false
+}

@@ -1,0 +1,167 @@
+// Package backup takes etcd snapshots and moves them between etcd, S3-compatible object storage
+// and files on a volume, streamed end to end: memory stays bounded (one S3 part, or a copy
+// buffer) whatever the database size, and the SHA-256 and size are computed on the way.
+// It runs inside the backup and restore Jobs/init containers (`manager backup`, `manager restore`),
+// never in the operator process, so a large snapshot cannot block reconciles.
+package backup
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+)
+
+// Failure reasons: the condition reasons an EtcdBackup (or a restoring EtcdCluster) reports.
+const (
+	ReasonClusterUnavailable = "ClusterUnavailable"
+	ReasonSnapshotFailed     = "SnapshotFailed"
+	ReasonBucketNotFound     = "BucketNotFound"
+	ReasonInvalidCredentials = "InvalidCredentials"
+	ReasonAccessDenied       = "AccessDenied"
+	ReasonUploadFailed       = "UploadFailed"
+	ReasonWriteFailed        = "WriteFailed"
+	ReasonSnapshotNotFound   = "SnapshotNotFound"
+	ReasonDownloadFailed     = "DownloadFailed"
+	ReasonChecksumMismatch   = "SnapshotChecksumMismatch"
+	ReasonCorruptSnapshot    = "SnapshotCorrupt"
+	ReasonRestoreFailed      = "RestoreFailed"
+	ReasonDeleteFailed       = "DeleteFailed"
+)
+
+// Failure is an error with a condition reason; Permanent ones (bad credentials, a missing bucket,
+// a tampered snapshot) fail at once instead of being retried.
+type Failure struct {
+	Reason    string
+	Permanent bool
+	Err       error
+}
+
+func (f *Failure) Error() string { return f.Reason + ": " + f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
+func fail(reason string, permanent bool, format string, args ...any) *Failure {
+	return &Failure{Reason: reason, Permanent: permanent, Err: fmt.Errorf(format, args...)}
+}
+
+// AsFailure returns err's Failure, or wraps err as a retryable failure with reason.
+func AsFailure(err error, reason string) *Failure {
+	var f *Failure
+	if errors.As(err, &f) {
+		return f
+	}
+	return &Failure{Reason: reason, Err: err}
+}
+
+// Result describes one written snapshot.
+type Result struct {
+	// Member is the hex ID of the etcd member the snapshot was taken from.
+	Member      string `json:"member"`
+	EtcdVersion string `json:"etcdVersion"`
+	// Revision is the member's revision just before the snapshot: the snapshot holds at least it.
+	Revision int64  `json:"revision"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256"`
+	Location string `json:"location"`
+	// Seconds the whole backup took in the Job (dial, member choice, snapshot and upload), and the
+	// process's peak anonymous and total resident memory: the benchmarks read them from the
+	// termination message.
+	Seconds       float64 `json:"seconds,omitempty"`
+	PeakAnonBytes int64   `json:"peakAnonBytes,omitempty"`
+	PeakRSSBytes  int64   `json:"peakRSSBytes,omitempty"`
+}
+
+// Sink receives a snapshot stream. Write must leave nothing readable at the destination unless
+// the whole stream was stored (S3 multipart uploads are aborted, files renamed into place last).
+type Sink interface {
+	// Check fails fast on a destination that cannot work (missing bucket, wrong credentials).
+	Check(ctx context.Context) error
+	Write(ctx context.Context, r io.Reader) (location string, err error)
+}
+
+// hashingReader counts and hashes what passes through it.
+type hashingReader struct {
+	r io.Reader
+	h hash.Hash
+	n int64
+}
+
+func newHashingReader(r io.Reader) *hashingReader { return &hashingReader{r: r, h: sha256.New()} }
+
+func (hr *hashingReader) Read(p []byte) (int, error) {
+	n, err := hr.r.Read(p)
+	hr.h.Write(p[:n])
+	hr.n += int64(n)
+	return n, err
+}
+
+func (hr *hashingReader) sum() string { return hex.EncodeToString(hr.h.Sum(nil)) }
+
+// Take snapshots the cluster at endpoints (client URLs; tlsConfig nil for plain text) into sink.
+// It prefers a healthy follower, so the leader keeps its disk and network for writes.
+func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink Sink) (Result, error) {
+	if err := sink.Check(ctx); err != nil {
+		return Result{}, err
+	}
+	cl, err := etcdclient.New(endpoints, tlsConfig)
+	if err != nil {
+		return Result{}, &Failure{Reason: ReasonClusterUnavailable, Err: err}
+	}
+	defer func() { _ = cl.Close() }()
+	ep, st, err := pickMember(ctx, cl, endpoints)
+	if err != nil {
+		return Result{}, err
+	}
+	one, err := etcdclient.New([]string{ep}, tlsConfig)
+	if err != nil {
+		return Result{}, &Failure{Reason: ReasonClusterUnavailable, Err: err}
+	}
+	defer func() { _ = one.Close() }()
+	// No call timeout: a snapshot takes as long as the database is big; the Job's deadline bounds it.
+	rc, err := one.Raw().Snapshot(ctx)
+	if err != nil {
+		return Result{}, fail(ReasonSnapshotFailed, false, "snapshot from %s: %w", ep, err)
+	}
+	defer func() { _ = rc.Close() }()
+	hr := newHashingReader(rc)
+	loc, err := sink.Write(ctx, hr)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{
+		Member: fmt.Sprintf("%x", st.ID), EtcdVersion: st.Version, Revision: st.Revision,
+		Size: hr.n, SHA256: hr.sum(), Location: loc,
+	}, nil
+}
+
+// pickMember returns a healthy follower's endpoint, or the leader's when no follower answers.
+func pickMember(ctx context.Context, cl *etcdclient.Client, endpoints []string) (string, etcdclient.Status, error) {
+	var leaderEP string
+	var leaderSt etcdclient.Status
+	var lastErr error
+	for _, ep := range endpoints {
+		st, err := cl.Status(ctx, ep)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if len(st.Errors) > 0 || st.Leader == 0 || st.IsLearner {
+			lastErr = fmt.Errorf("member at %s is not healthy: leader=%x errors=%v", ep, st.Leader, st.Errors)
+			continue
+		}
+		if st.ID != st.Leader {
+			return ep, st, nil
+		}
+		leaderEP, leaderSt = ep, st
+	}
+	if leaderEP != "" {
+		return leaderEP, leaderSt, nil
+	}
+	return "", etcdclient.Status{}, fail(ReasonClusterUnavailable, false, "no healthy member among %v: %w", endpoints, lastErr)
+}

@@ -1,0 +1,345 @@
+package backup
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+)
+
+// Exit codes of `manager backup` and `manager restore`. The backup Job's podFailurePolicy fails
+// the Job at once on ExitPermanent (retrying wrong credentials or a tampered snapshot cannot help)
+// and retries ExitRetryable up to its backoffLimit.
+const (
+	ExitOK        = 0
+	ExitRetryable = 1
+	ExitPermanent = 2
+)
+
+// memoryLimit is the backup process's soft memory limit (GOMEMLIMIT): the live heap is the upload
+// buffers (uploadThreads × PartSize) plus small clients, and the limit keeps the garbage of the
+// snapshot chunks from doubling it. Lower limits were measured to cost more in GC than they save.
+const memoryLimit = 40 << 20
+
+// Env names of the S3 credentials (from the credentials Secret, never on the command line).
+const (
+	EnvAccessKey = "AWS_ACCESS_KEY_ID"
+	EnvSecretKey = "AWS_SECRET_ACCESS_KEY"
+)
+
+// Report is what a backup or restore container writes to its termination message, where the
+// operator reads it: a result, or a failure reason. It holds no secrets.
+type Report struct {
+	Result  *Result `json:"result,omitempty"`
+	Reason  string  `json:"reason,omitempty"`
+	Message string  `json:"message,omitempty"`
+}
+
+// watchAnonMemory samples the process's anonymous resident memory (heap, stacks, buffers: what
+// the work costs, unlike the binary's file-backed pages, which are shared, reclaimable page cache
+// and ~40 MiB for this binary whatever it does) until the returned func reports the peak.
+func watchAnonMemory() func() int64 {
+	var mu sync.Mutex
+	var peak int64
+	sample := func() {
+		raw, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "RssAnon:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					mu.Lock()
+					peak = max(peak, kb*1024)
+					mu.Unlock()
+				}
+			}
+		}
+	}
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		sample()
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
+}
+
+// ParseReport reads a termination message; ok is false when it is not a Report.
+func ParseReport(msg string) (Report, bool) {
+	var r Report
+	if err := json.Unmarshal([]byte(strings.TrimSpace(msg)), &r); err != nil || (r.Result == nil && r.Reason == "") {
+		return Report{}, false
+	}
+	return r, true
+}
+
+// storageFlags name one snapshot location: an S3 object, or a file on a mounted volume.
+type storageFlags struct {
+	s3Endpoint, s3Region, s3Bucket, s3Key, s3SSE string
+	s3PathStyle                                  bool
+	file, location                               string
+}
+
+func (f *storageFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (empty: AWS)")
+	fs.StringVar(&f.s3Region, "s3-region", "us-east-1", "S3 region")
+	fs.StringVar(&f.s3Bucket, "s3-bucket", "", "S3 bucket")
+	fs.StringVar(&f.s3Key, "s3-key", "", "S3 object key")
+	fs.StringVar(&f.s3SSE, "s3-sse", "", "server-side encryption: AES256 or aws:kms")
+	fs.BoolVar(&f.s3PathStyle, "s3-path-style", false, "path-style bucket addressing")
+	fs.StringVar(&f.file, "file", "", "snapshot file on a mounted volume (instead of S3)")
+	fs.StringVar(&f.location, "location", "", "the file's location for humans, e.g. pvc://claim/path")
+}
+
+func (f *storageFlags) s3() *S3 {
+	return &S3{Endpoint: f.s3Endpoint, Region: f.s3Region, Bucket: f.s3Bucket, Key: f.s3Key, PathStyle: f.s3PathStyle,
+		SSE: f.s3SSE, AccessKey: os.Getenv(EnvAccessKey), SecretKey: os.Getenv(EnvSecretKey)}
+}
+
+func (f *storageFlags) validate() error {
+	if (f.s3Bucket == "") == (f.file == "") {
+		return errors.New("exactly one of --s3-bucket or --file is needed")
+	}
+	if f.s3Bucket != "" && f.s3Key == "" {
+		return errors.New("--s3-key is needed with --s3-bucket")
+	}
+	return nil
+}
+
+// loadTLS reads a client certificate Secret mounted at dir (tls.crt, tls.key, ca.crt).
+func loadTLS(dir, serverName string) (*tls.Config, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.CertKey), filepath.Join(dir, pki.PrivKeyKey))
+	if err != nil {
+		return nil, fmt.Errorf("load client certificate from %s: %w", dir, err)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, pki.CACertKey))
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("%s has no usable CA certificate", dir)
+	}
+	return etcdclient.TLSConfig(pair, pool, serverName), nil
+}
+
+// finish writes the report to the termination log and stdout and returns the exit code.
+func finish(out io.Writer, terminationLog string, res *Result, err error) int {
+	rep, code := Report{Result: res}, ExitOK
+	if err != nil {
+		f := AsFailure(err, ReasonSnapshotFailed)
+		rep = Report{Reason: f.Reason, Message: f.Err.Error()}
+		code = ExitRetryable
+		if f.Permanent {
+			code = ExitPermanent
+		}
+	}
+	b, _ := json.Marshal(rep)
+	_, _ = fmt.Fprintln(out, string(b))
+	if terminationLog != "" {
+		// Best effort: the operator also falls back to the log tail (FallbackToLogsOnError).
+		_ = os.WriteFile(terminationLog, b, 0o600)
+	}
+	return code
+}
+
+// BackupMain is `manager backup`: snapshot a cluster into S3 or a file, report the result.
+func BackupMain(ctx context.Context, args []string, out io.Writer) int {
+	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	var st storageFlags
+	st.register(fs)
+	endpoints := fs.String("endpoints", "", "comma-separated etcd client URLs")
+	tlsDir := fs.String("tls-dir", "", "directory of the client certificate (tls.crt, tls.key, ca.crt); empty: plain text")
+	serverName := fs.String("server-name", "", "name the etcd server certificates are verified against")
+	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
+	if err := fs.Parse(args); err != nil {
+		return ExitPermanent
+	}
+	if err := st.validate(); err != nil || *endpoints == "" {
+		return finish(out, *termLog, nil, fail(ReasonSnapshotFailed, true, "bad arguments: %v (endpoints %q)", err, *endpoints))
+	}
+	tlsConfig, err := loadTLS(*tlsDir, *serverName)
+	if err != nil {
+		return finish(out, *termLog, nil, fail(ReasonClusterUnavailable, false, "%w", err))
+	}
+	var sink Sink = &File{Path: st.file, Location: st.location}
+	if st.s3Bucket != "" {
+		sink = st.s3()
+	}
+	debug.SetMemoryLimit(memoryLimit)
+	peak := watchAnonMemory()
+	start := time.Now()
+	res, err := Take(ctx, strings.Split(*endpoints, ","), tlsConfig, sink)
+	if err != nil {
+		return finish(out, *termLog, nil, err)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.PeakAnonBytes = peak()
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		res.PeakRSSBytes = ru.Maxrss * 1024 // KiB on Linux
+	}
+	return finish(out, *termLog, &res, nil)
+}
+
+// RestoreMain is `manager restore`, run in an init container of the cluster's own etcd image
+// (the binary is copied there by CopySelfMain): fetch and verify the snapshot, then restore it
+// with that image's etcdutl. It does nothing when the data directory already holds a member.
+func RestoreMain(ctx context.Context, args []string, out io.Writer) int {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	var st storageFlags
+	st.register(fs)
+	var cfg RestoreConfig
+	var want Expect
+	fs.StringVar(&want.SHA256, "sha256", "", "expected SHA-256 of the snapshot (hex); empty: not checked")
+	fs.Int64Var(&want.Size, "size", 0, "expected size of the snapshot; 0: not checked")
+	fs.StringVar(&cfg.Etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "etcdutl of the cluster's etcd version")
+	fs.StringVar(&cfg.Snapshot, "snapshot", "", "local path for the downloaded snapshot (on the data volume)")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "the member's data directory")
+	fs.StringVar(&cfg.Name, "name", "", "member name")
+	fs.StringVar(&cfg.InitialCluster, "initial-cluster", "", "initial cluster")
+	fs.StringVar(&cfg.InitialClusterToken, "initial-cluster-token", "", "initial cluster token")
+	fs.StringVar(&cfg.InitialAdvertisePeerURLs, "initial-advertise-peer-urls", "", "this member's peer URL")
+	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
+	if err := fs.Parse(args); err != nil {
+		return ExitPermanent
+	}
+	if err := st.validate(); err != nil || cfg.Snapshot == "" || cfg.DataDir == "" || cfg.Name == "" {
+		return finish(out, *termLog, nil, fail(ReasonRestoreFailed, true, "bad arguments: %v", err))
+	}
+	if Restored(cfg.DataDir) {
+		_, _ = fmt.Fprintf(out, "%s already holds a member; nothing to restore\n", cfg.DataDir)
+		return ExitOK
+	}
+	var src Source = &File{Path: st.file, Location: st.location}
+	if st.s3Bucket != "" {
+		src = st.s3()
+	}
+	if err := Fetch(ctx, src, cfg.Snapshot, want); err != nil {
+		return finish(out, *termLog, nil, err)
+	}
+	if err := Restore(ctx, cfg); err != nil {
+		return finish(out, *termLog, nil, err)
+	}
+	_, _ = fmt.Fprintf(out, "restored %s into %s\n", cfg.Name, cfg.DataDir)
+	return ExitOK
+}
+
+// DeleteMain is `manager delete`: remove a stored snapshot (retention). A missing one is fine.
+func DeleteMain(ctx context.Context, args []string, out io.Writer) int {
+	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
+	var st storageFlags
+	st.register(fs)
+	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
+	if err := fs.Parse(args); err != nil {
+		return ExitPermanent
+	}
+	if err := st.validate(); err != nil {
+		return finish(out, *termLog, nil, fail(ReasonDeleteFailed, true, "bad arguments: %w", err))
+	}
+	var err error
+	if st.s3Bucket != "" {
+		err = st.s3().Delete(ctx)
+	} else {
+		err = (&File{Path: st.file, Location: st.location}).Delete(ctx)
+	}
+	if err != nil {
+		return finish(out, *termLog, nil, AsFailure(err, ReasonDeleteFailed))
+	}
+	_, _ = fmt.Fprintln(out, "deleted")
+	return ExitOK
+}
+
+// VerifyMain is `manager verify`: the schedule's test-restore Job, run in the backup's etcd image
+// (like `manager restore`, the binary is copied there by CopySelfMain).
+func VerifyMain(ctx context.Context, args []string, out io.Writer) int {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	var st storageFlags
+	st.register(fs)
+	var want Expect
+	var cfg VerifyConfig
+	fs.StringVar(&want.SHA256, "sha256", "", "recorded SHA-256 of the snapshot")
+	fs.Int64Var(&want.Size, "size", 0, "recorded size of the snapshot")
+	fs.Int64Var(&cfg.Revision, "revision", 0, "recorded revision: the restored etcd must be at it or later")
+	fs.StringVar(&cfg.Etcd, "etcd", "/usr/local/bin/etcd", "etcd of the backup's version")
+	fs.StringVar(&cfg.Etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "etcdutl of the backup's version")
+	fs.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory for the snapshot and the restored data")
+	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
+	if err := fs.Parse(args); err != nil {
+		return ExitPermanent
+	}
+	if err := st.validate(); err != nil || cfg.WorkDir == "" || want.SHA256 == "" {
+		return finish(out, *termLog, nil, fail(ReasonVerifyFailed, true, "bad arguments: %v", err))
+	}
+	var src Source = &File{Path: st.file, Location: st.location}
+	if st.s3Bucket != "" {
+		src = st.s3()
+	}
+	res, err := Verify(ctx, src, want, cfg)
+	if err != nil {
+		return finish(out, *termLog, nil, err)
+	}
+	return finish(out, *termLog, &res, nil)
+}
+
+// CopySelfMain is `manager copy-self DEST`: puts this static binary on a shared volume, so a
+// container of another image (the etcd image, which has no shell) can run `manager restore`.
+func CopySelfMain(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: manager copy-self DEST")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = src.Close() }()
+	tmp := args[0] + ".tmp"
+	dst, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755) //nolint:gosec // an executable by design
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		_ = dst.Close()
+		return fmt.Errorf("copy %s: %w", self, err)
+	}
+	if err := dst.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, args[0])
+}

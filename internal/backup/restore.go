@@ -1,0 +1,127 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Source is where a snapshot is read from (*S3 or *File).
+type Source interface {
+	Open(ctx context.Context) (io.ReadCloser, error)
+}
+
+// Expect is what a snapshot must be, from its EtcdBackup record; empty fields are not checked
+// (a raw source has no record: etcdutl still checks the hash etcd appends to every snapshot).
+type Expect struct {
+	SHA256 string
+	Size   int64
+}
+
+// Fetch copies src to path through a temporary file, and refuses it (removing it) unless it
+// matches want: a tampered or truncated snapshot never reaches etcdutl.
+func Fetch(ctx context.Context, src Source, path string, want Expect) error {
+	rc, err := src.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rc.Close() }()
+	hr := newHashingReader(rc)
+	f := &File{Path: path, Location: path}
+	if _, err := f.Write(ctx, hr); err != nil {
+		return AsFailure(err, ReasonDownloadFailed)
+	}
+	bad := ""
+	if want.Size > 0 && hr.n != want.Size {
+		bad = fmt.Sprintf("size %d, recorded %d", hr.n, want.Size)
+	}
+	if got := hr.sum(); want.SHA256 != "" && got != want.SHA256 {
+		bad = strings.TrimPrefix(bad+"; ", "; ") + fmt.Sprintf("sha256 %s, recorded %s", got, want.SHA256)
+	}
+	if bad != "" {
+		_ = os.Remove(path)
+		return fail(ReasonChecksumMismatch, true, "snapshot refused: %s", bad)
+	}
+	return nil
+}
+
+// RestoreConfig is one member's restore: etcdutl of the cluster's etcd version turns the snapshot
+// into the member's data directory under a new cluster ID.
+type RestoreConfig struct {
+	// Etcdutl is the path of the version-matched etcdutl binary.
+	Etcdutl string
+	// Snapshot is the local snapshot file; removed once the data directory is in place.
+	Snapshot string
+	// DataDir is the member's final --data-dir.
+	DataDir                  string
+	Name                     string
+	InitialCluster           string
+	InitialClusterToken      string
+	InitialAdvertisePeerURLs string
+}
+
+// Restored says whether dataDir already holds a member (an earlier run finished, or etcd ran).
+func Restored(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, "member"))
+	return err == nil
+}
+
+// Restore runs etcdutl into a staging directory next to DataDir and renames it into place, so a
+// restart at any point either finds the finished data directory or starts over cleanly.
+func Restore(ctx context.Context, cfg RestoreConfig) error {
+	if Restored(cfg.DataDir) {
+		return nil
+	}
+	staging := cfg.DataDir + ".restoring"
+	if err := os.RemoveAll(staging); err != nil {
+		return fail(ReasonRestoreFailed, false, "clear %s: %w", staging, err)
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, cfg.Etcdutl, "snapshot", "restore", cfg.Snapshot,
+		"--data-dir="+staging,
+		"--name="+cfg.Name,
+		"--initial-cluster="+cfg.InitialCluster,
+		"--initial-cluster-token="+cfg.InitialClusterToken,
+		"--initial-advertise-peer-urls="+cfg.InitialAdvertisePeerURLs)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		msg := lastLines(out.String(), 5)
+		// etcdutl checks the SHA-256 etcd appends to every snapshot and the bbolt file itself; it
+		// says so only in its message.
+		reason := ReasonRestoreFailed
+		if strings.Contains(msg, "sha256") || strings.Contains(msg, "hash") || strings.Contains(msg, "integrity") || strings.Contains(msg, "invalid database") {
+			reason = ReasonCorruptSnapshot
+		}
+		_ = os.RemoveAll(staging)
+		return fail(reason, reason == ReasonCorruptSnapshot, "etcdutl snapshot restore: %v: %s", err, msg)
+	}
+	// etcd refuses a data directory that is not private to its user.
+	if err := os.Chmod(staging, 0o700); err != nil {
+		return fail(ReasonRestoreFailed, false, "chmod %s: %w", staging, err)
+	}
+	// A previous etcd may have left an empty (member-less) data dir; rename cannot replace it.
+	if err := os.RemoveAll(cfg.DataDir); err != nil {
+		return fail(ReasonRestoreFailed, false, "clear %s: %w", cfg.DataDir, err)
+	}
+	if err := os.Rename(staging, cfg.DataDir); err != nil {
+		return fail(ReasonRestoreFailed, false, "rename %s to %s: %w", staging, cfg.DataDir, err)
+	}
+	if err := syncDir(filepath.Dir(cfg.DataDir)); err != nil {
+		return fail(ReasonRestoreFailed, false, "%w", err)
+	}
+	_ = os.Remove(cfg.Snapshot)
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

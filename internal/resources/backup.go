@@ -1,0 +1,273 @@
+package resources
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+)
+
+const (
+	// BackupContainer is the backup Job's container, whose termination message the operator reads.
+	BackupContainer = "backup"
+	// RestoreContainer is the restoring member's init container, read the same way.
+	RestoreContainer = "restore"
+
+	// S3 credentials Secret keys.
+	SecretAccessKeyID     = "accessKeyID"
+	SecretSecretAccessKey = "secretAccessKey"
+
+	clientTLSMount   = "/etc/etcd-autopilot/client-tls"
+	backupVolumeDir  = "/backup"
+	restoreToolsDir  = "/restore-tools"
+	restoreSourceDir = "/restore-source"
+	// backupRetries bounds the Job's retries of transient failures (etcd or storage unreachable).
+	backupRetries = 2
+	// backupDeadline bounds one backup, retries included.
+	backupDeadline = 3600
+)
+
+// BackupJobName is the Job of an EtcdBackup: DNS-label sized (Job names end up in pod labels).
+func BackupJobName(backupName string) string {
+	name := "etcdbackup-" + backupName
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return name[:54] + "-" + hex.EncodeToString(sum[:4])
+}
+
+// BackupObjectName is the file or object name of an EtcdBackup's snapshot.
+func BackupObjectName(backupName string) string { return backupName + ".db" }
+
+// restrictedPod is the security context every pod of the operator runs with (restricted PSA).
+func restrictedPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func restrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// storage renders the flags, environment and volume of one snapshot location for `manager backup`
+// and `manager restore`. For a backup, d is a directory/prefix and name the object name; for a
+// restore source, d names the object or file itself (name empty).
+func storage(d v1.BackupDestination, name, mountDir string, readOnly bool) (args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) {
+	if s := d.S3; s != nil {
+		key := s.Prefix
+		if name != "" {
+			key = backup.ObjectKey(s.Prefix, name)
+		}
+		args = []string{"--s3-bucket=" + s.Bucket, "--s3-key=" + key, "--s3-region=" + s.Region}
+		if s.Endpoint != "" {
+			args = append(args, "--s3-endpoint="+s.Endpoint)
+		}
+		if s.ForcePathStyle {
+			args = append(args, "--s3-path-style")
+		}
+		if s.ServerSideEncryption != "" {
+			args = append(args, "--s3-sse="+s.ServerSideEncryption)
+		}
+		ref := func(key string) *corev1.EnvVarSource {
+			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: s.CredentialsSecret}, Key: key}}
+		}
+		env = []corev1.EnvVar{{Name: backup.EnvAccessKey, ValueFrom: ref(SecretAccessKeyID)}, {Name: backup.EnvSecretKey, ValueFrom: ref(SecretSecretAccessKey)}}
+		return args, env, nil, nil
+	}
+	p := d.PVC
+	rel := strings.TrimPrefix(path.Clean("/"+p.Path), "/")
+	if name != "" {
+		rel = path.Join(rel, name)
+	}
+	args = []string{"--file=" + path.Join(mountDir, rel), "--location=" + PVCLocation(p.ClaimName, rel)}
+	vols = []corev1.Volume{{Name: "snapshots", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.ClaimName, ReadOnly: readOnly}}}}
+	mounts = []corev1.VolumeMount{{Name: "snapshots", MountPath: mountDir, ReadOnly: readOnly}}
+	return args, env, vols, mounts
+}
+
+// PVCLocation is the location string of a file on a claim.
+func PVCLocation(claim, rel string) string {
+	return "pvc://" + claim + "/" + strings.TrimPrefix(rel, "/")
+}
+
+// BackupJob runs `manager backup` for b against cluster c, from the operator image. The pod has no
+// service account token: it reports through its termination message, which the operator reads,
+// so the Job needs no API access at all. Permanent failures (exit 2) fail the Job at once;
+// transient ones are retried backupRetries times.
+func BackupJob(b *v1.EtcdBackup, c *v1.EtcdCluster, operatorImage string) *batchv1.Job {
+	tls := ClientTLS(c)
+	var endpoints []string
+	for _, m := range c.Status.Members {
+		endpoints = append(endpoints, naming.ClientURL(c.Name, c.Namespace, m.Name, tls))
+	}
+	if len(endpoints) == 0 {
+		endpoints = []string{fmt.Sprintf("%s://%s:%d", scheme(tls), naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort)}
+	}
+	args := []string{"backup", "--endpoints=" + strings.Join(endpoints, ",")}
+	sargs, env, vols, mounts := storage(b.Spec.Destination, BackupObjectName(b.Name), backupVolumeDir, false)
+	args = append(args, sargs...)
+	if tls {
+		args = append(args, "--tls-dir="+clientTLSMount, "--server-name="+naming.ClientServiceHost(c.Name, c.Namespace))
+		vols = append(vols, secretVolume("client-tls", naming.OperatorClientSecret(c.Name)))
+		mounts = append(mounts, corev1.VolumeMount{Name: "client-tls", MountPath: clientTLSMount, ReadOnly: true})
+	}
+	return snapshotJob(b, ownerRef(b, "EtcdBackup"), BackupJobName(b.Name), "backup", operatorImage, args, env, vols, mounts)
+}
+
+func ownerRef(o metav1.Object, kind string) metav1.OwnerReference {
+	return *metav1.NewControllerRef(o, v1.GroupVersion.WithKind(kind))
+}
+
+// BackupDeleteJob deletes the snapshot of b (retention of scheduled backups) with `manager delete`.
+// Like the backup itself this runs in a Job, so the operator never holds storage credentials
+// nor mounts backup volumes.
+func BackupDeleteJob(b *v1.EtcdBackup, operatorImage string) *batchv1.Job {
+	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, false)
+	return snapshotJob(b, ownerRef(b, "EtcdBackup"), BackupDeleteJobName(b.Name), "backup-delete", operatorImage, append([]string{"delete"}, args...), env, vols, mounts)
+}
+
+// VerifyJobName is the test-restore Job of one backup.
+func VerifyJobName(backupName string) string { return BackupJobName("verify-" + backupName) }
+
+// VerifyJob test-restores the successful backup b for schedule s: `manager verify` in the etcd
+// image of the backup's version (so its etcdutl and etcd open the snapshot as the cluster would),
+// the binary copied there by an operator-image init container, everything on scratch volumes.
+func VerifyJob(s *v1.EtcdBackupSchedule, b *v1.EtcdBackup, operatorImage, etcdImage string) *batchv1.Job {
+	const work = "/verify"
+	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, true)
+	args = append([]string{"verify", "--work-dir=" + work + "/scratch", "--sha256=" + b.Status.SHA256,
+		fmt.Sprintf("--size=%d", b.Status.Size), fmt.Sprintf("--revision=%d", b.Status.Revision)}, args...)
+	tools := corev1.VolumeMount{Name: "restore-tools", MountPath: restoreToolsDir}
+	mounts = append(mounts, tools, corev1.VolumeMount{Name: "scratch", MountPath: work})
+	vols = append(vols,
+		corev1.Volume{Name: "restore-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	job := snapshotJob(b, ownerRef(s, "EtcdBackupSchedule"), VerifyJobName(b.Name), "backup-verify", etcdImage, args, env, vols, mounts)
+	pod := &job.Spec.Template.Spec
+	pod.Containers[0].Command = []string{restoreToolsDir + "/manager"}
+	pod.InitContainers = []corev1.Container{{
+		Name: "restore-tools", Image: operatorImage, ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: []string{"/manager", "copy-self", restoreToolsDir + "/manager"}, VolumeMounts: []corev1.VolumeMount{tools},
+		SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}}
+	// The throwaway etcd maps the whole database: memory grows with it, unlike a streaming backup.
+	pod.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}
+	return job
+}
+
+// BackupDeleteJobName is the Job that deletes an EtcdBackup's snapshot.
+func BackupDeleteJobName(backupName string) string { return BackupJobName("rm-" + backupName) }
+
+// SnapshotSource names the stored snapshot of a successful b itself: its S3 object (prefix = the
+// full key) or its file on the claim.
+func SnapshotSource(b *v1.EtcdBackup) v1.BackupDestination {
+	src := *b.Spec.Destination.DeepCopy()
+	switch {
+	case src.S3 != nil:
+		src.S3.Prefix = strings.TrimPrefix(b.Status.Location, "s3://"+src.S3.Bucket+"/")
+	case src.PVC != nil:
+		src.PVC.Path = strings.TrimPrefix(b.Status.Location, "pvc://"+src.PVC.ClaimName+"/")
+	}
+	return src
+}
+
+func snapshotJob(b *v1.EtcdBackup, owner metav1.OwnerReference, name, component, image string, args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) *batchv1.Job {
+	labels := map[string]string{naming.LabelApp: naming.AppName, naming.LabelInstance: b.Spec.ClusterName, naming.LabelManagedBy: naming.ManagedBy, naming.LabelComponent: component}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: b.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{owner},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          ptr.To[int32](backupRetries),
+			ActiveDeadlineSeconds: ptr.To[int64](backupDeadline),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action:      batchv1.PodFailurePolicyActionFailJob,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: ptr.To(BackupContainer), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{backup.ExitPermanent}},
+			}}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					SecurityContext:              restrictedPod(),
+					Volumes:                      vols,
+					Containers: []corev1.Container{{
+						Name: BackupContainer, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+						Command: []string{"/manager"}, Args: args, Env: env, VolumeMounts: mounts,
+						SecurityContext: restrictedContainer(),
+						// Streaming needs two 8 MiB S3 parts plus the etcd and HTTP clients; the limit
+						// makes a regression to unbounded buffering fail loudly instead of starving the node.
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+						},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+					}},
+				},
+			},
+		},
+	}
+}
+
+// RestoreInput is a resolved restore source for the initial members of a restoring cluster.
+type RestoreInput struct {
+	// Source names the snapshot itself: S3 prefix = the full key, PVC path = the file.
+	Source        v1.BackupDestination
+	SHA256        string
+	Size          int64
+	OperatorImage string
+}
+
+// restoreInitContainers put the operator binary on a shared volume (copy-self), then run
+// `manager restore` in the member's own etcd image, so the data directory is made by the
+// etcdutl of the very version that will open it. Both steps are idempotent across restarts.
+func restoreInitContainers(c *v1.EtcdCluster, in MemberPodInput) ([]corev1.Container, []corev1.Volume) {
+	r := in.Restore
+	args := []string{"restore",
+		"--snapshot=" + naming.DataDir + "/restore-snapshot.db",
+		"--data-dir=" + naming.DataDir + "/data",
+		"--name=" + in.Member,
+		"--initial-cluster=" + InitialClusterFlag(c, in.InitialCluster),
+		"--initial-cluster-token=" + clusterToken(c),
+		"--initial-advertise-peer-urls=" + naming.PeerURL(c.Name, c.Namespace, in.Member, PeerTLS(c)),
+	}
+	if r.SHA256 != "" {
+		args = append(args, "--sha256="+r.SHA256, fmt.Sprintf("--size=%d", r.Size))
+	}
+	sargs, env, vols, mounts := storage(r.Source, "", restoreSourceDir, true)
+	args = append(args, sargs...)
+	tools := corev1.VolumeMount{Name: "restore-tools", MountPath: restoreToolsDir}
+	vols = append(vols, corev1.Volume{Name: "restore-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))}}})
+	mounts = append(mounts, tools, corev1.VolumeMount{Name: "data", MountPath: naming.DataDir})
+	return []corev1.Container{
+		{
+			Name: "restore-tools", Image: r.OperatorImage, ImagePullPolicy: corev1.PullIfNotPresent,
+			Command: []string{"/manager", "copy-self", restoreToolsDir + "/manager"}, VolumeMounts: []corev1.VolumeMount{tools},
+			SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		},
+		{
+			Name: RestoreContainer, Image: in.Image, ImagePullPolicy: corev1.PullIfNotPresent,
+			Command: []string{restoreToolsDir + "/manager"}, Args: args, Env: env, VolumeMounts: mounts,
+			SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		},
+	}, vols
+}

@@ -1,0 +1,270 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
+)
+
+var runsMu sync.Mutex
+
+const (
+	bucket     = "etcd-backups"
+	backupKeys = 100_000
+)
+
+func createBackup(t *testing.T, ns, name, cluster string, dest v1.BackupDestination) *v1.EtcdBackup {
+	t.Helper()
+	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.EtcdBackupSpec{ClusterName: cluster, Destination: dest}}
+	if err := env.K8s.Create(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitBackup waits until b ends and returns it; it fails the test when b ends in another phase.
+func waitBackup(t *testing.T, b *v1.EtcdBackup, want v1.BackupPhase, timeout time.Duration) *v1.EtcdBackup {
+	t.Helper()
+	out := &v1.EtcdBackup{}
+	framework.WaitFor(t, "backup "+b.Name+" "+string(want), timeout, func() error {
+		if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(b), out); err != nil {
+			return err
+		}
+		switch out.Status.Phase {
+		case want:
+			return nil
+		case v1.BackupSucceeded, v1.BackupFailed:
+			t.Fatalf("backup %s ended %s: %+v", b.Name, out.Status.Phase, out.Status.Conditions)
+		}
+		return fmt.Errorf("phase %q %+v", out.Status.Phase, out.Status.Conditions)
+	})
+	return out
+}
+
+func createRestoredCluster(t *testing.T, ns, name string, replicas int32, restore v1.RestoreSpec) *v1.EtcdCluster {
+	t.Helper()
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	c.Spec.Replicas, c.Spec.Version = replicas, "3.6.16"
+	// The member volume holds the downloaded snapshot and the restored data side by side.
+	c.Spec.Storage.Size = resource.MustParse("512Mi")
+	c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &restore}
+	if err := env.K8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// checkRestored asserts that every key and value of the source came back, at a revision no older
+// than the backup's.
+func checkRestored(t *testing.T, c *v1.EtcdCluster, keys []string, b *v1.EtcdBackup) {
+	t.Helper()
+	cl := env.EtcdClient(t, c)
+	framework.CheckKeys(t, cl, "bk/", keys)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cl.Get(ctx, "bk/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != int64(len(keys)) || resp.Header.Revision < b.Status.Revision {
+		t.Fatalf("%s: %d keys at revision %d; want %d at ≥ %d", c.Name, resp.Count, resp.Header.Revision, len(keys), b.Status.Revision)
+	}
+	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionRestored)
+	if cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Fatalf("%s: Restored condition %+v", c.Name, cond)
+	}
+}
+
+// TestBackupAndRestore: a 3-member cluster with 100k keys is backed up to MinIO and to a PVC, and
+// each backup is restored into a new cluster with every key; wrong credentials fail clearly and
+// write nothing; a tampered object is refused before any etcd starts.
+func TestBackupAndRestore(t *testing.T) {
+	ns := env.NewNamespace(t, "e2e-backup-")
+	env.StartOperator(t, ns, "")
+	ctx := context.Background()
+	mio := env.DeployMinIO(t, ns, bucket)
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "snapshots", Namespace: ns}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}
+	if err := env.K8s.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+
+	src := env.CreateCluster(t, ns, 3, "3.6.16")
+	env.WaitConverged(t, src, 3, 5*time.Minute)
+	start := time.Now()
+	keys := framework.PutKeys(t, env.EtcdClient(t, src), "bk/", backupKeys)
+	t.Logf("wrote %d keys in %s", len(keys), time.Since(start).Round(time.Millisecond))
+	// The schedule runs every minute while the rest of the test goes on; checked at the end.
+	sched := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "minutely", Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
+		Schedule: "* * * * *", KeepLast: 3, Template: v1.EtcdBackupSpec{ClusterName: src.Name, Destination: mio.Destination(bucket, "sched")},
+		Verify: &v1.VerifySpec{Schedule: "* * * * *"},
+	}}
+	if err := env.K8s.Create(ctx, sched); err != nil {
+		t.Fatal(err)
+	}
+	schedStart := time.Now()
+	runs := map[string]bool{}
+	go func() { // record every run by name: retention deletes the old ones
+		for time.Since(schedStart) < 10*time.Minute && !t.Failed() {
+			list := &v1.EtcdBackupList{}
+			if err := env.K8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{naming.LabelSchedule: sched.Name}); err == nil {
+				runsMu.Lock()
+				for _, b := range list.Items {
+					runs[b.Name] = true
+				}
+				runsMu.Unlock()
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}()
+
+	start = time.Now()
+	toS3 := createBackup(t, ns, "to-s3", src.Name, mio.Destination(bucket, "prod"))
+	toPVC := createBackup(t, ns, "to-pvc", src.Name, v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snapshots", Path: "etcd"}})
+	toS3 = waitBackup(t, toS3, v1.BackupSucceeded, 5*time.Minute)
+	toPVC = waitBackup(t, toPVC, v1.BackupSucceeded, 5*time.Minute)
+	t.Logf("two backups in %s: s3 %+v", time.Since(start).Round(time.Millisecond), toS3.Status)
+	if toS3.Status.Location != "s3://"+bucket+"/prod/to-s3.db" || toPVC.Status.Location != "pvc://snapshots/etcd/to-pvc.db" {
+		t.Fatalf("locations %s, %s", toS3.Status.Location, toPVC.Status.Location)
+	}
+	if toS3.Status.Revision < int64(backupKeys/100) || toS3.Status.Size == 0 || len(toS3.Status.SHA256) != 64 || toS3.Status.EtcdVersion != "3.6.16" {
+		t.Fatalf("s3 backup status %+v", toS3.Status)
+	}
+	if st, err := mio.Client.StatObject(ctx, bucket, "prod/to-s3.db", minio.StatObjectOptions{}); err != nil || st.Size != toS3.Status.Size {
+		t.Fatalf("stored object: %+v, %v; status says %d bytes", st, err, toS3.Status.Size)
+	}
+
+	start = time.Now()
+	fromS3 := createRestoredCluster(t, ns, "from-s3", 3, v1.RestoreSpec{BackupName: toS3.Name})
+	fromPVC := createRestoredCluster(t, ns, "from-pvc", 1, v1.RestoreSpec{BackupName: toPVC.Name})
+	env.WaitConverged(t, fromS3, 3, 5*time.Minute)
+	env.WaitConverged(t, fromPVC, 1, 5*time.Minute)
+	t.Logf("two restores in %s", time.Since(start).Round(time.Millisecond))
+	checkRestored(t, fromS3, keys, toS3)
+	checkRestored(t, fromPVC, keys, toPVC)
+	if a, b := env.Get(t, fromS3).Status.ClusterID, env.Get(t, src).Status.ClusterID; a == b || a == "" {
+		t.Fatalf("restored cluster ID %q, source %q: want a new one", a, b)
+	}
+
+	t.Run("wrong credentials", func(t *testing.T) {
+		bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "wrong-creds", Namespace: ns}, StringData: map[string]string{"accessKeyID": "etcd-autopilot", "secretAccessKey": "not-the-secret"}}
+		if err := env.K8s.Create(ctx, bad); err != nil {
+			t.Fatal(err)
+		}
+		dest := mio.Destination(bucket, "wrong")
+		dest.S3.CredentialsSecret = bad.Name
+		b := waitBackup(t, createBackup(t, ns, "wrong-creds", src.Name, dest), v1.BackupFailed, 3*time.Minute)
+		f := meta.FindStatusCondition(b.Status.Conditions, v1.BackupConditionFailed)
+		if f == nil || f.Reason != backup.ReasonInvalidCredentials || b.Status.Location != "" {
+			t.Fatalf("failed condition %+v, location %q", f, b.Status.Location)
+		}
+		if keys := mio.Keys(t, bucket, "wrong/"); len(keys) != 0 {
+			t.Fatalf("objects written with wrong credentials: %v", keys)
+		}
+		for u := range mio.Client.ListIncompleteUploads(ctx, bucket, "wrong/", true) {
+			t.Fatalf("an upload was started with wrong credentials: %+v", u)
+		}
+	})
+
+	t.Run("schedule keeps the last 3 of 5 runs", func(t *testing.T) {
+		framework.WaitFor(t, "5 scheduled runs, 3 kept", 8*time.Minute, func() error {
+			runsMu.Lock()
+			n := len(runs)
+			runsMu.Unlock()
+			list := &v1.EtcdBackupList{}
+			if err := env.K8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{naming.LabelSchedule: sched.Name}); err != nil {
+				return err
+			}
+			succeeded := 0
+			for _, b := range list.Items {
+				if b.Status.Phase == v1.BackupSucceeded && b.DeletionTimestamp.IsZero() {
+					succeeded++
+				}
+			}
+			objects := mio.Keys(t, bucket, "sched/")
+			if n < 5 || succeeded != 3 || len(list.Items) != 3 || len(objects) != 3 {
+				return fmt.Errorf("%d runs, %d records (%d succeeded), objects %v", n, len(list.Items), succeeded, objects)
+			}
+			return nil
+		})
+		cur := &v1.EtcdBackupSchedule{}
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(sched), cur); err != nil {
+			t.Fatal(err)
+		}
+		if cur.Status.LastSuccessfulTime == nil || cur.Status.LastBackup == "" {
+			t.Fatalf("schedule status %+v", cur.Status)
+		}
+		// Test-restores ran alongside: the newest verified backup is one of the schedule's.
+		framework.WaitFor(t, "a verified backup", 2*time.Minute, func() error {
+			if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(sched), cur); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(cur.Status.Conditions, "Verified")
+			if !strings.HasPrefix(cur.Status.LastVerifiedBackup, sched.Name+"-") || c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("last verified %q, condition %+v", cur.Status.LastVerifiedBackup, c)
+			}
+			return nil
+		})
+		t.Logf("5 runs and retention in %s", time.Since(schedStart).Round(time.Second))
+	})
+
+	t.Run("tampered object", func(t *testing.T) {
+		obj, err := mio.Client.GetObject(ctx, bucket, "prod/to-s3.db", minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 0x01
+		if _, err := mio.Client.PutObject(ctx, bucket, "prod/to-s3.db", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c := createRestoredCluster(t, ns, "from-tampered", 1, v1.RestoreSpec{BackupName: toS3.Name})
+		framework.WaitFor(t, "restore refused", 3*time.Minute, func() error {
+			cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionRestored)
+			if cond == nil || cond.Reason != backup.ReasonChecksumMismatch || cond.Status != metav1.ConditionFalse {
+				return fmt.Errorf("restored condition %+v", cond)
+			}
+			if !strings.Contains(cond.Message, "sha256") {
+				return fmt.Errorf("message %q does not explain the checksum", cond.Message)
+			}
+			return nil
+		})
+		pod := &corev1.Pod{}
+		if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.MemberName(c.Name, 0)}, pod); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range pod.Status.ContainerStatuses {
+			if s.State.Running != nil || s.State.Terminated != nil || s.RestartCount > 0 {
+				t.Fatalf("etcd started from a tampered snapshot: %+v", s.State)
+			}
+		}
+		if c := env.Get(t, c); c.Status.Bootstrapped {
+			t.Fatal("a cluster restored from a tampered snapshot is marked bootstrapped")
+		}
+	})
+}

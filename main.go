@@ -74,7 +74,7 @@ func subcommand(name string, args []string) int {
 }
 
 // defaultOperatorImage is this release's image; OPERATOR_IMAGE overrides it (a development build).
-const defaultOperatorImage = "ghcr.io/etcd-autopilot/etcd-autopilot:v0.1.0"
+const defaultOperatorImage = "ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0"
 
 // operatorImage runs the backup Jobs and the restore init containers: the operator's own image,
 // which holds the `backup`, `restore` and `copy-self` subcommands.

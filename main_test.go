@@ -2,6 +2,8 @@ package main
 
 import (
 	"maps"
+	"os"
+	"regexp"
 	"slices"
 	"testing"
 )
@@ -30,5 +32,21 @@ func TestWatchNamespaces(t *testing.T) {
 		if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, tc.want) {
 			t.Errorf("WATCH_NAMESPACE=%q: got %v, want %v", tc.env, names, tc.want)
 		}
+	}
+}
+
+// The image the operator gives its Jobs and init containers must be the release's own image: the
+// one `make bundle` and the images scripts name after VERSION in the Makefile.
+func TestDefaultOperatorImageFollowsVersion(t *testing.T) {
+	raw, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^VERSION \?= (\S+)$`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("no VERSION in the Makefile")
+	}
+	if want := "ghcr.io/etcd-autopilot/etcd-autopilot:v" + string(m[1]); defaultOperatorImage != want {
+		t.Fatalf("defaultOperatorImage = %s, want %s", defaultOperatorImage, want)
 	}
 }

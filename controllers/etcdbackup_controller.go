@@ -8,7 +8,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,25 +70,17 @@ func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	orig := b.DeepCopy()
 	res, err := r.step(ctx, b)
-	if !equality.Semantic.DeepEqual(orig.Status, b.Status) {
-		if serr := r.Status().Patch(ctx, b, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); serr != nil {
-			if apierrors.IsConflict(serr) {
-				return ctrl.Result{RequeueAfter: time.Second}, nil
-			}
-			return ctrl.Result{}, fmt.Errorf("write backup status: %w", serr)
-		}
-		if b.Status.Phase == v1.BackupSucceeded || b.Status.Phase == v1.BackupFailed {
-			recordBackupMetrics(b)
-		}
+	written, serr := patchStatusIfChanged(ctx, r.Client, orig, b, orig.Status, b.Status)
+	if apierrors.IsConflict(serr) {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if serr != nil {
+		return ctrl.Result{}, serr
+	}
+	if written && (b.Status.Phase == v1.BackupSucceeded || b.Status.Phase == v1.BackupFailed) {
+		recordBackupMetrics(b)
 	}
 	return res, err
-}
-
-func (r *EtcdBackupReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
 }
 
 func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl.Result, error) {
@@ -124,7 +115,7 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 	if err := r.Create(ctx, resources.BackupJob(b, c, r.OperatorImage)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return ctrl.Result{}, fmt.Errorf("create backup job: %w", err)
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(nowOr(r.Now))
 	b.Status.Phase, b.Status.StartTime = v1.BackupRunning, &now
 	setBackupCondition(b, v1.BackupConditionComplete, false, reasonRunning, "the backup Job is running")
 	r.Recorder.Event(b, corev1.EventTypeNormal, "BackupStarted", "started Job "+resources.BackupJobName(b.Name))
@@ -133,7 +124,7 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 
 // wait keeps the backup Pending while its cluster is missing or unavailable, for backupWaitLimit.
 func (r *EtcdBackupReconciler) wait(b *v1.EtcdBackup, reason, msg string) (ctrl.Result, error) {
-	if r.now().Sub(b.CreationTimestamp.Time) > backupWaitLimit {
+	if nowOr(r.Now).Sub(b.CreationTimestamp.Time) > backupWaitLimit {
 		r.failed(b, reason, fmt.Sprintf("%s for more than %s", msg, backupWaitLimit))
 		return ctrl.Result{}, nil
 	}
@@ -143,7 +134,7 @@ func (r *EtcdBackupReconciler) wait(b *v1.EtcdBackup, reason, msg string) (ctrl.
 }
 
 func (r *EtcdBackupReconciler) failed(b *v1.EtcdBackup, reason, msg string) {
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(nowOr(r.Now))
 	b.Status.Phase, b.Status.CompletionTime = v1.BackupFailed, &now
 	setBackupCondition(b, v1.BackupConditionComplete, false, reason, msg)
 	setBackupCondition(b, v1.BackupConditionFailed, true, reason, msg)
@@ -179,7 +170,7 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *v1.EtcdBackup,
 	}
 	if done && rep.Result != nil {
 		res := rep.Result
-		now := metav1.NewTime(r.now())
+		now := metav1.NewTime(nowOr(r.Now))
 		b.Status.Phase, b.Status.CompletionTime = v1.BackupSucceeded, &now
 		b.Status.EtcdVersion, b.Status.Revision, b.Status.Size, b.Status.SHA256, b.Status.Location = res.EtcdVersion, res.Revision, res.Size, res.SHA256, res.Location
 		msg := fmt.Sprintf("%d bytes at revision %d from member %s stored at %s", res.Size, res.Revision, res.Member, res.Location)

@@ -7,7 +7,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,26 +59,16 @@ func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.R
 	}
 	orig := s.DeepCopy()
 	res, err := r.step(ctx, s)
-	if !equality.Semantic.DeepEqual(orig.Status, s.Status) {
-		if serr := r.Status().Patch(ctx, s, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); serr != nil {
-			if apierrors.IsConflict(serr) {
-				return ctrl.Result{RequeueAfter: time.Second}, nil
-			}
-			return ctrl.Result{}, fmt.Errorf("write schedule status: %w", serr)
-		}
+	if _, serr := patchStatusIfChanged(ctx, r.Client, orig, s, orig.Status, s.Status); apierrors.IsConflict(serr) {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	} else if serr != nil {
+		return ctrl.Result{}, serr
 	}
 	return res, err
 }
 
-func (r *EtcdBackupScheduleReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
 func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBackupSchedule) (ctrl.Result, error) {
-	now := r.now()
+	now := nowOr(r.Now)
 	cron, err := backupschedule.Parse(s.Spec.Schedule)
 	if err != nil {
 		setScheduleCondition(s, false, "InvalidSchedule", err.Error())

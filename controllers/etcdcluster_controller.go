@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
@@ -69,7 +68,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 
-	p := &pass{r: r, c: c, orig: c.DeepCopy(), now: r.now()}
+	p := &pass{r: r, c: c, orig: c.DeepCopy(), now: nowOr(r.Now)}
 	res, err := p.run(ctx)
 	if serr := p.writeStatus(ctx); serr != nil && err == nil {
 		err = serr
@@ -82,13 +81,6 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	return res, nil
-}
-
-func (r *EtcdClusterReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
 }
 
 // pass is the state of one reconcile pass.
@@ -149,14 +141,11 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 
 // writeStatus patches status only when it changed, so an idle cluster costs no API writes.
 func (p *pass) writeStatus(ctx context.Context) error {
-	if equality.Semantic.DeepEqual(p.orig.Status, p.c.Status) {
-		return nil
+	written, err := patchStatusIfChanged(ctx, p.r.Client, p.orig, p.c, p.orig.Status, p.c.Status)
+	if written {
+		p.orig = p.c.DeepCopy()
 	}
-	if err := p.r.Status().Patch(ctx, p.c, client.MergeFromWithOptions(p.orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("write status: %w", err)
-	}
-	p.orig = p.c.DeepCopy()
-	return nil
+	return err
 }
 
 // finalize removes the finalizer once owned objects may go; with RetentionPolicy Retain the

@@ -120,7 +120,18 @@ func (f *storageFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.location, "location", "", "the file's location for humans, e.g. pvc://claim/path")
 }
 
-func (f *storageFlags) s3() *S3 {
+// store is where a snapshot lives for every subcommand: written, read back and deleted.
+type store interface {
+	Sink
+	Source
+	Delete(ctx context.Context) error
+}
+
+// store is the S3 object when a bucket is named, else the file.
+func (f *storageFlags) store() store {
+	if f.s3Bucket == "" {
+		return &File{Path: f.file, Location: f.location}
+	}
 	return &S3{Endpoint: f.s3Endpoint, Region: f.s3Region, Bucket: f.s3Bucket, Key: f.s3Key, PathStyle: f.s3PathStyle,
 		SSE: f.s3SSE, AccessKey: os.Getenv(EnvAccessKey), SecretKey: os.Getenv(EnvSecretKey)}
 }
@@ -194,14 +205,10 @@ func BackupMain(ctx context.Context, args []string, out io.Writer) int {
 	if err != nil {
 		return finish(out, *termLog, nil, fail(ReasonClusterUnavailable, false, "%w", err))
 	}
-	var sink Sink = &File{Path: st.file, Location: st.location}
-	if st.s3Bucket != "" {
-		sink = st.s3()
-	}
 	debug.SetMemoryLimit(memoryLimit)
 	peak := watchAnonMemory()
 	start := time.Now()
-	res, err := Take(ctx, strings.Split(*endpoints, ","), tlsConfig, sink)
+	res, err := Take(ctx, strings.Split(*endpoints, ","), tlsConfig, st.store())
 	if err != nil {
 		return finish(out, *termLog, nil, err)
 	}
@@ -243,11 +250,7 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer) int {
 		_, _ = fmt.Fprintf(out, "%s already holds a member; nothing to restore\n", cfg.DataDir)
 		return ExitOK
 	}
-	var src Source = &File{Path: st.file, Location: st.location}
-	if st.s3Bucket != "" {
-		src = st.s3()
-	}
-	if err := Fetch(ctx, src, cfg.Snapshot, want); err != nil {
+	if err := Fetch(ctx, st.store(), cfg.Snapshot, want); err != nil {
 		return finish(out, *termLog, nil, err)
 	}
 	if err := Restore(ctx, cfg); err != nil {
@@ -269,13 +272,7 @@ func DeleteMain(ctx context.Context, args []string, out io.Writer) int {
 	if err := st.validate(); err != nil {
 		return finish(out, *termLog, nil, fail(ReasonDeleteFailed, true, "bad arguments: %w", err))
 	}
-	var err error
-	if st.s3Bucket != "" {
-		err = st.s3().Delete(ctx)
-	} else {
-		err = (&File{Path: st.file, Location: st.location}).Delete(ctx)
-	}
-	if err != nil {
+	if err := st.store().Delete(ctx); err != nil {
 		return finish(out, *termLog, nil, AsFailure(err, ReasonDeleteFailed))
 	}
 	_, _ = fmt.Fprintln(out, "deleted")
@@ -303,11 +300,7 @@ func VerifyMain(ctx context.Context, args []string, out io.Writer) int {
 	if err := st.validate(); err != nil || cfg.WorkDir == "" || want.SHA256 == "" {
 		return finish(out, *termLog, nil, fail(ReasonVerifyFailed, true, "bad arguments: %v", err))
 	}
-	var src Source = &File{Path: st.file, Location: st.location}
-	if st.s3Bucket != "" {
-		src = st.s3()
-	}
-	res, err := Verify(ctx, src, want, cfg)
+	res, err := Verify(ctx, st.store(), want, cfg)
 	if err != nil {
 		return finish(out, *termLog, nil, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"testing"
 
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -24,4 +25,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	env.Close()
 	os.Exit(code)
+}
+
+// newCluster starts an operator scoped to a fresh namespace and returns a converged 3-member
+// cluster at version (empty: the default).
+func newCluster(t *testing.T, version string) *v1.EtcdCluster {
+	t.Helper()
+	ns := env.NewNamespace(t, "e2e-")
+	env.StartOperator(t, ns, "")
+	c := env.CreateCluster(t, ns, 3, version)
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	return c
 }

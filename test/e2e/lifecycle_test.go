@@ -19,17 +19,14 @@ const convergeTimeout = 4 * time.Minute
 
 // Create 3 → write 10k keys → delete a pod → it comes back as the same member; nothing lost.
 func TestCreateWriteAndPodFailover(t *testing.T) {
-	ns := env.NewNamespace(t, "e2e-")
-	env.StartOperator(t, ns, "")
-	c := env.CreateCluster(t, ns, 3, "")
-	env.WaitConverged(t, c, 3, convergeTimeout)
+	c := newCluster(t, "")
 
 	cl := env.EtcdClient(t, c)
 	keys := framework.PutKeys(t, cl, "/failover/", 10000)
 	before := env.Get(t, c).Status
 
 	victim := &corev1.Pod{}
-	if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: before.Members[1].Name}, victim); err != nil {
+	if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: before.Members[1].Name}, victim); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.K8s.Delete(context.Background(), victim); err != nil {
@@ -58,10 +55,7 @@ func TestCreateWriteAndPodFailover(t *testing.T) {
 
 // Scale 3 → 5 → 3 while a client writes: every acknowledged write survives.
 func TestScaleUnderWrites(t *testing.T) {
-	ns := env.NewNamespace(t, "e2e-")
-	env.StartOperator(t, ns, "")
-	c := env.CreateCluster(t, ns, 3, "")
-	env.WaitConverged(t, c, 3, convergeTimeout)
+	c := newCluster(t, "")
 	cl := env.EtcdClient(t, c)
 	w := framework.StartWriter(cl, "/scale/")
 
@@ -87,17 +81,14 @@ func TestScaleUnderWrites(t *testing.T) {
 
 // Deleting a member's PVC and pod loses its data: the member is replaced under a new name.
 func TestLostVolumeIsReplacedByANewMember(t *testing.T) {
-	ns := env.NewNamespace(t, "e2e-")
-	env.StartOperator(t, ns, "")
-	c := env.CreateCluster(t, ns, 3, "")
-	env.WaitConverged(t, c, 3, convergeTimeout)
+	c := newCluster(t, "")
 	cl := env.EtcdClient(t, c)
 	keys := framework.PutKeys(t, cl, "/replace/", 1000)
 
 	victim := env.Get(t, c).Status.Members[2].Name
 	ctx := context.Background()
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, pvc); err != nil {
+	if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: victim}, pvc); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.K8s.Delete(ctx, pvc); err != nil {

@@ -28,11 +28,15 @@ func setVersion(t *testing.T, c *v1.EtcdCluster, version string) {
 	}
 }
 
-// waitAllAt waits until every member reports version and is healthy.
-func waitAllAt(t *testing.T, c *v1.EtcdCluster, version string, timeout time.Duration) {
+// waitAllAt waits until every member reports version and is healthy; during, when set, looks at
+// every status seen on the way.
+func waitAllAt(t *testing.T, c *v1.EtcdCluster, version string, timeout time.Duration, during func(v1.EtcdClusterStatus)) {
 	t.Helper()
 	framework.WaitFor(t, "every member at "+version, timeout, func() error {
 		s := env.Get(t, c).Status
+		if during != nil {
+			during(s)
+		}
 		if s.CurrentVersion != version {
 			return fmt.Errorf("current version %s", s.CurrentVersion)
 		}
@@ -73,16 +77,13 @@ func sameDataEverywhere(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 // 3.6 → 3.7 under a continuous writer: one member at a time, followers first, leader last; no
 // acknowledged write lost; every member ends with the same data.
 func TestUpgrade36To37UnderWrites(t *testing.T) {
-	ns := env.NewNamespace(t, "e2e-")
-	env.StartOperator(t, ns, "")
-	c := env.CreateCluster(t, ns, 3, "3.6.16")
-	env.WaitConverged(t, c, 3, convergeTimeout)
+	c := newCluster(t, "3.6.16")
 	cl := env.EtcdClient(t, c)
 	w := framework.StartWriter(cl, "/upgrade/")
 	uids := env.MemberPodUIDs(t, c)
 
 	setVersion(t, c, "3.7.3")
-	waitAllAt(t, c, "3.7.3", 5*time.Minute)
+	waitAllAt(t, c, "3.7.3", 5*time.Minute, nil)
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	env.RefreshEndpoints(t, cl, c)
 	time.Sleep(2 * time.Second)
@@ -138,10 +139,7 @@ func followPods(cl *clientv3.Client, c *v1.EtcdCluster) (stop func()) {
 // data on every member (HashKV).
 func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, during func(s v1.EtcdClusterStatus)) *v1.EtcdCluster {
 	t.Helper()
-	ns := env.NewNamespace(t, "e2e-")
-	env.StartOperator(t, ns, "")
-	c := env.CreateCluster(t, ns, 3, from)
-	env.WaitConverged(t, c, 3, convergeTimeout)
+	c := newCluster(t, from)
 	cl := env.EtcdClient(t, c)
 	stop := followPods(cl, c)
 	w := framework.StartWriter(cl, "/versions/")
@@ -149,23 +147,13 @@ func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, durin
 	uids := env.MemberPodUIDs(t, c)
 
 	setVersion(t, c, to)
-	framework.WaitFor(t, "every member at "+to, 10*time.Minute, func() error {
-		s := env.Get(t, c).Status
+	waitAllAt(t, c, to, 10*time.Minute, func(s v1.EtcdClusterStatus) {
 		if during != nil {
 			during(s)
 		}
 		if s.UpgradeBlocked != nil {
 			t.Fatalf("the version change failed: %+v", s.UpgradeBlocked)
 		}
-		if s.CurrentVersion != to {
-			return fmt.Errorf("current version %s", s.CurrentVersion)
-		}
-		for _, m := range s.Members {
-			if m.Version != to || !m.Healthy {
-				return fmt.Errorf("member %s at %s healthy=%v", m.Name, m.Version, m.Healthy)
-			}
-		}
-		return nil
 	})
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	acked, failed := env.StopWriter(t, w, stop, cl, c)

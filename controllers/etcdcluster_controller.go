@@ -117,6 +117,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	defer obs.close()
 	p.obs = obs
 	p.observeRestore()
+	p.updateLegacyWALIndex()
 	action := planner.Decide(p.plannerInput())
 	p.recordObservation(action)
 	if action.Kind == planner.None || stalled(action) {

@@ -69,7 +69,6 @@ func (p *pass) recordObservation(action planner.Action) {
 	}
 	var voters, healthyVoters int32
 	var minVersion *versions.Version
-	before := lowestRecordedVersion(c)
 	for i := range c.Status.Members {
 		ms := &c.Status.Members[i]
 		id, inEtcd := byName[ms.Name]
@@ -120,13 +119,6 @@ func (p *pass) recordObservation(action planner.Action) {
 	// The lowest member version is the version the cluster as a whole runs.
 	if minVersion != nil {
 		c.Status.CurrentVersion = minVersion.String()
-	}
-	if o.etcd != nil {
-		var indexes []uint64
-		for _, st := range o.status {
-			indexes = append(indexes, st.RaftIndex)
-		}
-		c.Status.LegacyWALIndex = int64(planner.LegacyWALIndex(uint64(c.Status.LegacyWALIndex), before, lowestRecordedVersion(c), indexes))
 	}
 	c.Status.Replicas = voters
 	c.Status.ReadyReplicas = healthyVoters
@@ -206,17 +198,39 @@ func (p *pass) recordObservation(action planner.Action) {
 	}
 }
 
-// lowestRecordedVersion is the lowest version any member last reported, answering now or not: a
-// member that is down keeps counting with the version it last ran.
-func lowestRecordedVersion(c *v1.EtcdCluster) string {
-	var low *versions.Version
-	for _, m := range c.Status.Members {
-		if v, err := versions.Parse(m.Version); err == nil && (low == nil || v.Compare(*low) < 0) {
-			low = &v
+// updateLegacyWALIndex moves status.legacyWALIndex when this pass sees the last 3.5 member go. It runs
+// before the decision, so that the pass seeing the change already holds the step to 3.7 back.
+// Versions are per member: what it reports now, else what it last reported (a member that is down
+// keeps counting with the version it last ran).
+func (p *pass) updateLegacyWALIndex() {
+	c, o := p.c, p.obs
+	if o.etcd == nil {
+		return
+	}
+	byName := map[string]uint64{}
+	for id, n := range o.names {
+		byName[n] = id
+	}
+	var before, now *versions.Version
+	lower := func(low **versions.Version, s string) {
+		if v, err := versions.Parse(s); err == nil && (*low == nil || v.Compare(**low) < 0) {
+			*low = &v
 		}
 	}
-	if low == nil {
-		return ""
+	for _, m := range c.Status.Members {
+		lower(&before, m.Version)
+		current := m.Version
+		if st, ok := o.status[byName[m.Name]]; ok && st.Version != "" {
+			current = st.Version
+		}
+		lower(&now, current)
 	}
-	return low.String()
+	if before == nil || now == nil {
+		return
+	}
+	var indexes []uint64
+	for _, st := range o.status {
+		indexes = append(indexes, st.RaftIndex)
+	}
+	c.Status.LegacyWALIndex = int64(planner.LegacyWALIndex(uint64(c.Status.LegacyWALIndex), before.String(), now.String(), indexes))
 }

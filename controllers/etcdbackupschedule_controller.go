@@ -105,9 +105,9 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 		}
 	}
 
-	var maxAge time.Duration
-	if s.Spec.MaxAge != nil {
-		maxAge = s.Spec.MaxAge.Duration
+	maxAge, err := s.Spec.MaxAgeDuration()
+	if err != nil {
+		return ctrl.Result{}, err // not reached: rejectInvalidSpec reports an unreadable maxAge first
 	}
 	for _, name := range backupschedule.Expired(items, int(s.Spec.KeepLast), maxAge, now) {
 		if err := r.Delete(ctx, byName[name]); client.IgnoreNotFound(err) != nil {

@@ -1,8 +1,6 @@
 package controllers
 
 import (
-	"time"
-
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -160,9 +158,6 @@ func memberNameFromPeerURLs(c *v1.EtcdCluster, peerURLs []string) string {
 	return ""
 }
 
-// defaultUpgradeTimeout matches the CRD default of spec.maintenance.upgradeTimeout.
-const defaultUpgradeTimeout = 3 * time.Minute
-
 func (p *pass) plannerInput() planner.Input {
 	c, o := p.c, p.obs
 	in := planner.Input{
@@ -176,14 +171,13 @@ func (p *pass) plannerInput() planner.Input {
 		Now:            p.now,
 		MemberNameFunc: func(i int32) string { return naming.MemberName(c.Name, i) },
 		TargetVersion:  c.Spec.Version,
-		UpgradeTimeout: c.Spec.Maintenance.UpgradeTimeout.Duration,
 		LegacyWALIndex: uint64(c.Status.LegacyWALIndex),
 		SnapshotCount:  uint64(c.Spec.Etcd.SnapshotCount),
 		ConfigHash:     resources.ConfigHash(c),
 	}
-	if in.UpgradeTimeout <= 0 {
-		in.UpgradeTimeout = defaultUpgradeTimeout // objects stored before the field existed
-	}
+	// An unreadable timeout never gets here (rejectInvalidSpec stops the pass first); the parse
+	// falls back to the default with its error.
+	in.UpgradeTimeout, _ = c.Spec.Maintenance.UpgradeTimeoutDuration()
 	if b := c.Status.UpgradeBlocked; b != nil {
 		in.Blocked = b.Version
 	}

@@ -26,6 +26,8 @@ type S3Destination struct {
 	Bucket string `json:"bucket"`
 	// Prefix of the object keys; for a restore source, the full object key.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:cntrl:]]')",message="s3.prefix must not contain control characters such as newlines or tabs"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Key prefix",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Prefix string `json:"prefix,omitempty"`
 	// Endpoint URL, e.g. https://minio.storage.svc:9000; empty means AWS for the region.
@@ -35,6 +37,8 @@ type S3Destination struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Endpoint",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Endpoint string `json:"endpoint,omitempty"`
 	// +kubebuilder:default="us-east-1"
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9-]*$')",message="s3.region must be a region name such as us-east-1 (lowercase letters, digits and '-')"
 	Region string `json:"region,omitempty"`
 	// ForcePathStyle addresses buckets as endpoint/bucket (MinIO and most S3-compatible stores).
 	// +optional
@@ -42,6 +46,8 @@ type S3Destination struct {
 	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
 	// CredentialsSecret holds accessKeyID and secretAccessKey.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="s3.credentialsSecret must be the name of a Secret in this namespace: lowercase letters, digits, '-' and '.'"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Credentials Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	CredentialsSecret string `json:"credentialsSecret"`
 	// ServerSideEncryption, e.g. AES256 or aws:kms.
@@ -53,12 +59,17 @@ type S3Destination struct {
 // PVCDestination is a directory (backup) or file (restore source) on a PVC.
 type PVCDestination struct {
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="pvc.claimName must be the name of a PersistentVolumeClaim in this namespace: lowercase letters, digits, '-' and '.'"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Claim",xDescriptors={"urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"}
 	ClaimName string `json:"claimName"`
-	// Path inside the volume.
+	// Path inside the volume, relative to its root and normalised: "" (the root), "etcd" or
+	// "backups/prod"; for a restore source, the snapshot file, e.g. "backups/prod/b1.db".
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="pvc.path must not contain '..'"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="pvc.path is relative to the volume's root: drop the leading '/' (write backups/prod, not /backups/prod)"
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[^/[:cntrl:]]+(/[^/[:cntrl:]]+)*$')",message="pvc.path must be normalised: no '//', no trailing '/' and no control characters (write backups/prod)"
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '.' || s == '..')",message="pvc.path must not contain '.' or '..' segments: write the path from the volume's root, such as backups/prod"
 	Path string `json:"path,omitempty"`
 }
 
@@ -67,6 +78,8 @@ type PVCDestination struct {
 type EtcdBackupSpec struct {
 	// ClusterName of the EtcdCluster in this namespace to snapshot.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=52
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="clusterName must be the name of an EtcdCluster: lowercase letters, digits and '-', starting with a letter"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Cluster",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	ClusterName string `json:"clusterName"`
 	// Destination of the snapshot.
@@ -125,6 +138,9 @@ type EtcdBackupStatus struct {
 }
 
 // EtcdBackup is one snapshot of an EtcdCluster.
+// Its name becomes a file name on PVC destinations (".<name>.db.part-<random>" while written),
+// which a file system limits to 255 bytes.
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || self.metadata.name.size() <= 230",optionalOldSelf=true,message="metadata.name of an EtcdBackup must be at most 230 characters: it names the snapshot file"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=etcdbackup
@@ -140,6 +156,10 @@ type EtcdBackup struct {
 
 	Spec   EtcdBackupSpec   `json:"spec,omitempty"`
 	Status EtcdBackupStatus `json:"status,omitempty"`
+
+	// Undecodable, set only when reading the stored object, lists the fields that did not fit
+	// this type; the controller reports them instead of acting (see decode.go).
+	Undecodable *Undecodable `json:"-"`
 }
 
 // EtcdBackupList is a list of EtcdBackup.

@@ -7,8 +7,19 @@ import (
 // EtcdBackupScheduleSpec takes EtcdBackups on a cron schedule and keeps a bounded number of them.
 type EtcdBackupScheduleSpec struct {
 	// Schedule in cron format (5 fields), e.g. "0 */6 * * *".
+	// Exactly what the operator's cron parser (robfig/cron, 5 fields plus descriptors) accepts, except
+	// that fields are separated by single spaces, steps are at most 9999 and @every is 1m to 8760h.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="self.split(' ').filter(f, f != '').size() == 5 || self.startsWith('@')",message="schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week) or a macro such as @hourly"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() == 5",message="schedule must be 5 fields separated by single spaces, minute hour day-of-month month day-of-week (for example \"0 */6 * * *\"), or one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every <duration>; no CRON_TZ= prefix (schedules run in UTC)"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('@') || self.matches('^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$') || self.matches('^@every ([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self.substring(7)) >= duration('1m') && duration(self.substring(7)) <= duration('8760h')",message="schedule: the macros are @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly and @every <duration> with a duration from 1m to 8760h (for example @every 6h); for anything else write 5 cron fields"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[0].matches('^([*?]|0*[1-5]?[0-9](-0*[1-5]?[0-9])?)(/0*[1-9][0-9]{0,3})?(,([*?]|0*[1-5]?[0-9](-0*[1-5]?[0-9])?)(/0*[1-9][0-9]{0,3})?)*$')",message="schedule: the minute field (1st) takes 0-59, * or ?, lists (0,30), ranges (0-29) and steps (*/15)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[1].matches('^([*?]|0*(1?[0-9]|2[0-3])(-0*(1?[0-9]|2[0-3]))?)(/0*[1-9][0-9]{0,3})?(,([*?]|0*(1?[0-9]|2[0-3])(-0*(1?[0-9]|2[0-3]))?)(/0*[1-9][0-9]{0,3})?)*$')",message="schedule: the hour field (2nd) takes 0-23, * or ?, lists (0,12), ranges (9-17) and steps (*/6)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[2].matches('^([*?]|0*([1-9]|[12][0-9]|3[01])(-0*([1-9]|[12][0-9]|3[01]))?)(/0*[1-9][0-9]{0,3})?(,([*?]|0*([1-9]|[12][0-9]|3[01])(-0*([1-9]|[12][0-9]|3[01]))?)(/0*[1-9][0-9]{0,3})?)*$')",message="schedule: the day-of-month field (3rd) takes 1-31, * or ?, lists (1,15), ranges (1-7) and steps (*/2)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[3].matches('^([*?]|(0*([1-9]|1[0-2])|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(-(0*([1-9]|1[0-2])|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(/0*[1-9][0-9]{0,3})?(,([*?]|(0*([1-9]|1[0-2])|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(-(0*([1-9]|1[0-2])|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(/0*[1-9][0-9]{0,3})?)*$')",message="schedule: the month field (4th) takes 1-12 or JAN-DEC, * or ?, lists (1,7), ranges (MAR-OCT) and steps (*/3)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[4].matches('^([*?]|(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/0*[1-9][0-9]{0,3})?(,([*?]|(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/0*[1-9][0-9]{0,3})?)*$')",message="schedule: the day-of-week field (5th) takes 0-6 (0 is Sunday) or SUN-SAT, * or ?, lists (1,3), ranges (MON-FRI) and steps (*/2)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.findAll('[0-9A-Za-z]+-[0-9A-Za-z]+').all(r, (r.split('-')[0].matches('^[0-9]{1,9}$') ? int(r.split('-')[0]) : (r.split('-')[0].lowerAscii() in {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6} ? {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6}[r.split('-')[0].lowerAscii()] : 0)) <= (r.split('-')[1].matches('^[0-9]{1,9}$') ? int(r.split('-')[1]) : (r.split('-')[1].lowerAscii() in {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6} ? {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6}[r.split('-')[1].lowerAscii()] : 0)))",message="schedule: a range goes from low to high, for example 1-5 or MON-FRI, not 5-1"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || !(self.split(' ')[4] in ['*', '?']) || !(self.split(' ')[2].matches('^0*3[01](,0*3[01])*$') && self.split(' ')[3].matches('^(0*2|(?i:feb))$')) && !(self.split(' ')[2].matches('^0*31(,0*31)*$') && self.split(' ')[3].matches('^(0*(2|4|6|9|11)|(?i:feb|apr|jun|sep|nov))(,(0*(2|4|6|9|11)|(?i:feb|apr|jun|sep|nov)))*$'))",message="schedule never fires: the day of month does not exist in the month (for example 30 or 31 in February); pick a day every chosen month has, or use day-of-week"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Schedule",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Schedule string `json:"schedule"`
 	// Template of each EtcdBackup; object keys get a timestamp suffix.
@@ -16,12 +27,16 @@ type EtcdBackupScheduleSpec struct {
 	Template EtcdBackupSpec `json:"template"`
 	// KeepLast successful backups; older ones and their objects are deleted.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
 	// +kubebuilder:default=7
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Keep last",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	KeepLast int32 `json:"keepLast,omitempty"`
 	// MaxAge deletes backups older than this, e.g. 720h; the newest successful one is always kept.
+	// A Go duration: hours, minutes and seconds (h, m, s), no days.
 	// +optional
-	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('87600h')",message="maxAge must be a duration from 1m to 87600h (10 years), written in hours, minutes or seconds like 720h or 168h: Go durations have no days"
+	MaxAge string `json:"maxAge,omitempty"`
 	// Suspend stops new runs; running ones finish.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Suspend",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
@@ -35,8 +50,17 @@ type EtcdBackupScheduleSpec struct {
 // VerifySpec schedules test-restores.
 type VerifySpec struct {
 	// Schedule in cron format.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="self.split(' ').filter(f, f != '').size() == 5 || self.startsWith('@')",message="verify.schedule must be a 5-field cron expression or a macro such as @daily"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() == 5",message="verify.schedule must be 5 fields separated by single spaces, minute hour day-of-month month day-of-week (for example \"30 3 * * *\"), or one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every <duration>; no CRON_TZ= prefix (schedules run in UTC)"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('@') || self.matches('^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$') || self.matches('^@every ([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self.substring(7)) >= duration('1m') && duration(self.substring(7)) <= duration('8760h')",message="verify.schedule: the macros are @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly and @every <duration> with a duration from 1m to 8760h (for example @every 6h); for anything else write 5 cron fields"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[0].matches('^([*?]|0*[1-5]?[0-9](-0*[1-5]?[0-9])?)(/0*[1-9][0-9]{0,3})?(,([*?]|0*[1-5]?[0-9](-0*[1-5]?[0-9])?)(/0*[1-9][0-9]{0,3})?)*$')",message="verify.schedule: the minute field (1st) takes 0-59, * or ?, lists (0,30), ranges (0-29) and steps (*/15)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[1].matches('^([*?]|0*(1?[0-9]|2[0-3])(-0*(1?[0-9]|2[0-3]))?)(/0*[1-9][0-9]{0,3})?(,([*?]|0*(1?[0-9]|2[0-3])(-0*(1?[0-9]|2[0-3]))?)(/0*[1-9][0-9]{0,3})?)*$')",message="verify.schedule: the hour field (2nd) takes 0-23, * or ?, lists (0,12), ranges (9-17) and steps (*/6)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[2].matches('^([*?]|0*([1-9]|[12][0-9]|3[01])(-0*([1-9]|[12][0-9]|3[01]))?)(/0*[1-9][0-9]{0,3})?(,([*?]|0*([1-9]|[12][0-9]|3[01])(-0*([1-9]|[12][0-9]|3[01]))?)(/0*[1-9][0-9]{0,3})?)*$')",message="verify.schedule: the day-of-month field (3rd) takes 1-31, * or ?, lists (1,15), ranges (1-7) and steps (*/2)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[3].matches('^([*?]|(0*([1-9]|1[0-2])|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(-(0*([1-9]|1[0-2])|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(/0*[1-9][0-9]{0,3})?(,([*?]|(0*([1-9]|1[0-2])|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(-(0*([1-9]|1[0-2])|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(/0*[1-9][0-9]{0,3})?)*$')",message="verify.schedule: the month field (4th) takes 1-12 or JAN-DEC, * or ?, lists (1,7), ranges (MAR-OCT) and steps (*/3)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[4].matches('^([*?]|(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/0*[1-9][0-9]{0,3})?(,([*?]|(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/0*[1-9][0-9]{0,3})?)*$')",message="verify.schedule: the day-of-week field (5th) takes 0-6 (0 is Sunday) or SUN-SAT, * or ?, lists (1,3), ranges (MON-FRI) and steps (*/2)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.findAll('[0-9A-Za-z]+-[0-9A-Za-z]+').all(r, (r.split('-')[0].matches('^[0-9]{1,9}$') ? int(r.split('-')[0]) : (r.split('-')[0].lowerAscii() in {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6} ? {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6}[r.split('-')[0].lowerAscii()] : 0)) <= (r.split('-')[1].matches('^[0-9]{1,9}$') ? int(r.split('-')[1]) : (r.split('-')[1].lowerAscii() in {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6} ? {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6}[r.split('-')[1].lowerAscii()] : 0)))",message="verify.schedule: a range goes from low to high, for example 1-5 or MON-FRI, not 5-1"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || !(self.split(' ')[4] in ['*', '?']) || !(self.split(' ')[2].matches('^0*3[01](,0*3[01])*$') && self.split(' ')[3].matches('^(0*2|(?i:feb))$')) && !(self.split(' ')[2].matches('^0*31(,0*31)*$') && self.split(' ')[3].matches('^(0*(2|4|6|9|11)|(?i:feb|apr|jun|sep|nov))(,(0*(2|4|6|9|11)|(?i:feb|apr|jun|sep|nov)))*$'))",message="verify.schedule never fires: the day of month does not exist in the month (for example 30 or 31 in February); pick a day every chosen month has, or use day-of-week"
 	Schedule string `json:"schedule"`
 }
 
@@ -64,6 +88,9 @@ type EtcdBackupScheduleStatus struct {
 }
 
 // EtcdBackupSchedule takes EtcdBackups periodically, with retention.
+// Its name is the value of the etcd.autopilot.dev/schedule label on its backups, and the backups
+// are named <name>-<unix time>: it must be a label value.
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || self.metadata.name.size() <= 63",optionalOldSelf=true,message="metadata.name of an EtcdBackupSchedule must be at most 63 characters: it labels the backups it makes"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=etcdbackupschedule
@@ -78,6 +105,10 @@ type EtcdBackupSchedule struct {
 
 	Spec   EtcdBackupScheduleSpec   `json:"spec,omitempty"`
 	Status EtcdBackupScheduleStatus `json:"status,omitempty"`
+
+	// Undecodable, set only when reading the stored object, lists the fields that did not fit
+	// this type; the controller reports them instead of acting (see decode.go).
+	Undecodable *Undecodable `json:"-"`
 }
 
 // EtcdBackupScheduleList is a list of EtcdBackupSchedule.

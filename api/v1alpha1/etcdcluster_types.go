@@ -9,6 +9,7 @@ import (
 // EtcdClusterSpec is the desired state of an etcd cluster.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.bootstrap) && !has(self.bootstrap) || has(oldSelf.bootstrap) && has(self.bootstrap) && self.bootstrap == oldSelf.bootstrap",message="bootstrap is immutable: it only describes how the cluster was first created"
 // +kubebuilder:validation:XValidation:rule="int(self.version.split('.')[1]) >= int(oldSelf.version.split('.')[1]) - 1",message="downgrades go one minor version at a time (for example 3.7 -> 3.6, then 3.6 -> 3.5)"
+// +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.quotaBackendBytes) || self.etcd.quotaBackendBytes == 0 || !has(self.storage) || !has(self.storage.size) || !isQuantity(string(self.storage.size)) || quantity(string(self.storage.size)).compareTo(quantity(string(self.etcd.quotaBackendBytes + self.etcd.quotaBackendBytes / 4))) >= 0",message="etcd.quotaBackendBytes must leave a fifth of the volume free for the WAL, snapshots and defragmentation: set storage.size to at least 1.25 x quotaBackendBytes, or lower the quota"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. Only odd sizes are accepted: an even size
 	// tolerates no more failed members than the odd size below it, yet needs a larger quorum.
@@ -27,6 +28,8 @@ type EtcdClusterSpec struct {
 
 	// Image overrides the etcd image for Version. It must contain etcd, etcdctl and etcdutl.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[^[:space:][:cntrl:]]+$')",message="image must be an image reference without spaces, for example registry.example.com/etcd:v3.6.16 or registry.example.com/etcd@sha256:<digest>"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image override",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:text"}
 	Image string `json:"image,omitempty"`
 
@@ -86,7 +89,8 @@ type StorageSpec struct {
 	// Size of each member's volume.
 	// +kubebuilder:default="8Gi"
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="storage.size must be at most 64Ti, written as a quantity such as 8Gi or 500Gi"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Volume size",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Size resource.Quantity `json:"size,omitzero"`
@@ -108,6 +112,8 @@ type StorageSpec struct {
 // PodTemplate holds the parts of a member pod users may set.
 type PodTemplate struct {
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && self[k].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$'))",message="podTemplate.labels must be Kubernetes labels: keys like app.example.com/tier or tier, values of at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 	Labels map[string]string `json:"labels,omitempty"`
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
@@ -117,6 +123,8 @@ type PodTemplate struct {
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && self[k].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$'))",message="podTemplate.nodeSelector must be Kubernetes labels: keys like app.example.com/tier or tier, values of at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// +optional
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
@@ -147,6 +155,8 @@ type TLSSpec struct {
 
 // EtcdOptions are typed etcd server flags.
 // +kubebuilder:validation:XValidation:rule="(has(self.electionTimeoutMillis) ? self.electionTimeoutMillis : 1000) >= 5 * (has(self.heartbeatIntervalMillis) ? self.heartbeatIntervalMillis : 100)",message="etcd.electionTimeoutMillis must be at least 5 times etcd.heartbeatIntervalMillis, or elections flap"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || (has(self.autoCompactionMode) && self.autoCompactionMode == 'revision' ? self.autoCompactionRetention.matches('^[0-9]{1,10}$') : true)",message="with etcd.autoCompactionMode revision, etcd.autoCompactionRetention is the number of revisions to keep, a non-negative integer such as \"10000\""
+// +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || (has(self.autoCompactionMode) && self.autoCompactionMode == 'revision' ? true : self.autoCompactionRetention == '0' || self.autoCompactionRetention.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self.autoCompactionRetention) <= duration('8760h'))",message="with etcd.autoCompactionMode periodic, etcd.autoCompactionRetention is a duration from 0 (off) to 8760h, written like 1h, 30m or 1h30m"
 type EtcdOptions struct {
 	// QuotaBackendBytes is the database size limit; 0 means 2 GiB, etcd's default.
 	// +kubebuilder:validation:Minimum=0
@@ -159,9 +169,12 @@ type EtcdOptions struct {
 	AutoCompactionMode string `json:"autoCompactionMode,omitempty"`
 	// AutoCompactionRetention, e.g. "1h" for periodic or "10000" for revision.
 	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:MaxLength=32
 	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
 	// SnapshotCount is the number of committed transactions that triggers a raft snapshot.
+	// It is bounded because etcd keeps that many raft entries in memory between snapshots.
 	// +kubebuilder:validation:Minimum=1000
+	// +kubebuilder:validation:Maximum=10000000
 	// +kubebuilder:default=10000
 	SnapshotCount int64 `json:"snapshotCount,omitempty"`
 	// +kubebuilder:validation:Minimum=10
@@ -189,6 +202,8 @@ type BootstrapSpec struct {
 type RestoreSpec struct {
 	// BackupName of a completed EtcdBackup in this namespace.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="restore.backupName must be the name of an EtcdBackup: lowercase letters, digits, '-' and '.'"
 	BackupName string `json:"backupName,omitempty"`
 	// Source is a snapshot object not recorded by an EtcdBackup.
 	// +optional
@@ -204,10 +219,13 @@ type MaintenanceSpec struct {
 
 	// UpgradeTimeout is how long a member restarted at a new version may take to become healthy;
 	// past it the member is rolled back to the version it ran and the version change stops.
+	// A Go duration: hours, minutes and seconds (h, m, s), no days.
 	// +kubebuilder:default="3m"
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="maintenance.upgradeTimeout must be a duration from 10s to 24h, written like 3m, 90s or 1h30m"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Upgrade timeout",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
-	UpgradeTimeout metav1.Duration `json:"upgradeTimeout,omitzero"`
+	UpgradeTimeout string `json:"upgradeTimeout,omitempty"`
 }
 
 // ClusterPhase is a one-word summary of the cluster, for humans; automation reads conditions.
@@ -368,6 +386,9 @@ type UpgradeBlock struct {
 }
 
 // EtcdCluster is an etcd cluster run by the operator.
+// Its name is at most 52 characters: member pods are named <name>-<index> and Services
+// <name>-client, and both must be DNS labels.
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || self.metadata.name.matches('^[a-z]([-a-z0-9]{0,50}[a-z0-9])?$')",optionalOldSelf=true,message="metadata.name of an EtcdCluster must be at most 52 characters of lowercase letters, digits and '-', start with a letter and end with a letter or digit (for example etcd-main): member pods are named <name>-<index> and Services <name>-client, which must be DNS labels"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
@@ -384,6 +405,10 @@ type EtcdCluster struct {
 
 	Spec   EtcdClusterSpec   `json:"spec,omitempty"`
 	Status EtcdClusterStatus `json:"status,omitempty"`
+
+	// Undecodable, set only when reading the stored object, lists the fields that did not fit
+	// this type; the controller reports them instead of acting (see decode.go).
+	Undecodable *Undecodable `json:"-"`
 }
 
 // EtcdClusterList is a list of EtcdCluster.

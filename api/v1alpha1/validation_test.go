@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,7 +148,7 @@ func TestValidClusterGetsDefaults(t *testing.T) {
 	if s.Version != "3.6.16" || s.Storage.Size.String() != "8Gi" || s.Storage.RetentionPolicy != v1.PVCRetentionDelete ||
 		s.TLS.Client != v1.TLSOperatorManaged || s.TLS.Peer != v1.TLSOperatorManaged ||
 		s.Etcd.HeartbeatIntervalMillis != 100 || s.Etcd.ElectionTimeoutMillis != 1000 || s.Etcd.SnapshotCount != 10000 ||
-		s.Etcd.AutoCompactionMode != "periodic" || s.Etcd.AutoCompactionRetention != "1h" || s.Maintenance.UpgradeTimeout.Duration != 3*time.Minute {
+		s.Etcd.AutoCompactionMode != "periodic" || s.Etcd.AutoCompactionRetention != "1h" || s.Maintenance.UpgradeTimeout != "3m" {
 		t.Fatalf("defaults not applied: %+v", s)
 	}
 

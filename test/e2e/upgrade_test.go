@@ -209,7 +209,7 @@ func TestFailedUpgradeIsRolledBack(t *testing.T) {
 	env.StartOperator(t, ns, "", "RELATED_IMAGE_ETCD_V3_7_3=localhost/etcd:does-not-exist")
 	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}, Spec: v1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}}
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
-	c.Spec.Maintenance.UpgradeTimeout = metav1.Duration{Duration: 30 * time.Second}
+	c.Spec.Maintenance.UpgradeTimeout = "30s"
 	if err := env.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}

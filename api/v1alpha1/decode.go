@@ -1,0 +1,247 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	kjson "sigs.k8s.io/json"
+)
+
+// A stored object can hold values its Go type cannot decode: it was written under an older or
+// looser CRD, or before a rule existed. A typed informer decodes whole lists, so one such object
+// would stop every object of its kind from being seen (and, after a restart, the manager from
+// syncing its caches). The kinds here therefore decode leniently: the fields that do not fit are
+// left out, recorded in Undecodable, and the controller reports them (InvalidSpec) instead of
+// acting. The spec as stored is written back verbatim, so no update made by the operator (a
+// finalizer, say) ever rewrites what the user wrote.
+
+// FieldProblem is one field of an object that the operator cannot act on.
+type FieldProblem struct {
+	// Field is the path of the field, e.g. spec.maintenance.upgradeTimeout.
+	Field string `json:"field"`
+	// Message says what is wrong and what to write instead.
+	Message string `json:"message"`
+}
+
+func (p FieldProblem) String() string { return p.Field + ": " + p.Message }
+
+// Undecodable records the fields of a stored object that did not fit its Go type.
+type Undecodable struct {
+	// Problems are the fields left out of the decoded object, one per field.
+	Problems []FieldProblem `json:"problems"`
+	// RawSpec is the stored spec, written back in place of the decoded one.
+	RawSpec json.RawMessage `json:"rawSpec,omitempty"`
+}
+
+// decodeLeniently decodes data into into, which must not itself implement json.Unmarshaler. When
+// some fields do not fit, it decodes the rest and returns what it left out; only data that is not
+// a JSON object at all is an error.
+func decodeLeniently[T any](data []byte, into *T, kind string) (*Undecodable, error) {
+	err := kjson.UnmarshalCaseSensitivePreserveInts(data, into)
+	if err == nil {
+		return nil, nil
+	}
+	var raw map[string]any
+	if jerr := kjson.UnmarshalCaseSensitivePreserveInts(data, &raw); jerr != nil || raw == nil {
+		return nil, err
+	}
+	fits := func(sub map[string]any) error {
+		b, merr := json.Marshal(sub)
+		if merr != nil {
+			return merr
+		}
+		var t T
+		return kjson.UnmarshalCaseSensitivePreserveInts(b, &t)
+	}
+	bad := misfits(raw, nil, fits)
+	if len(bad) == 0 {
+		return nil, err // the fields fit one by one but not together: nothing to leave out
+	}
+	u := &Undecodable{}
+	for _, m := range bad {
+		if m.path[0] == "spec" && u.RawSpec == nil {
+			if u.RawSpec, err = json.Marshal(raw["spec"]); err != nil {
+				return nil, fmt.Errorf("re-encode the stored spec: %w", err)
+			}
+		}
+		u.Problems = append(u.Problems, FieldProblem{Field: strings.Join(m.path, "."), Message: fmt.Sprintf(
+			"the stored value %s cannot be read (%v); write a value the CRD accepts: `kubectl explain %s.%s` describes it",
+			abbreviate(m.value), m.err, strings.ToLower(kind), strings.Join(m.path, "."))})
+		parent := raw
+		for _, k := range m.path[:len(m.path)-1] {
+			parent = parent[k].(map[string]any)
+		}
+		delete(parent, m.path[len(m.path)-1])
+	}
+	rest, err := json.Marshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("re-encode the readable fields: %w", err)
+	}
+	var zero T
+	*into = zero
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(rest, into); err != nil {
+		return nil, fmt.Errorf("decode the readable fields: %w", err)
+	}
+	return u, nil
+}
+
+type misfit struct {
+	path  []string
+	value any
+	err   error
+}
+
+// misfits finds the smallest fields of obj (at path prefix) that do not decode on their own:
+// a field that fails is searched further when it is an object, else reported whole.
+func misfits(obj map[string]any, prefix []string, fits func(map[string]any) error) []misfit {
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []misfit
+	for _, k := range keys {
+		path := append(append([]string(nil), prefix...), k)
+		err := fits(nest(path, obj[k]))
+		if err == nil {
+			continue
+		}
+		if m, ok := obj[k].(map[string]any); ok {
+			if inner := misfits(m, path, fits); len(inner) > 0 {
+				out = append(out, inner...)
+				continue
+			}
+		}
+		out = append(out, misfit{path: path, value: obj[k], err: err})
+	}
+	return out
+}
+
+// nest is {path[0]: {path[1]: … v}}.
+func nest(path []string, v any) map[string]any {
+	m := map[string]any{path[len(path)-1]: v}
+	for i := len(path) - 2; i >= 0; i-- {
+		m = map[string]any{path[i]: m}
+	}
+	return m
+}
+
+func abbreviate(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	if len(b) > 64 {
+		return string(b[:61]) + "..."
+	}
+	return string(b)
+}
+
+// withRawSpec is b (an encoded object) with its spec replaced by raw.
+func withRawSpec(b []byte, raw json.RawMessage) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["spec"] = raw
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON decodes leniently: see Undecodable.
+func (in *EtcdCluster) UnmarshalJSON(data []byte) error {
+	type plain EtcdCluster
+	u, err := decodeLeniently(data, (*plain)(in), "EtcdCluster")
+	in.Undecodable = u
+	return err
+}
+
+// MarshalJSON writes a spec that could not be decoded back as it was stored.
+func (in EtcdCluster) MarshalJSON() ([]byte, error) {
+	type plain EtcdCluster
+	b, err := json.Marshal(plain(in))
+	if err != nil || in.Undecodable == nil || in.Undecodable.RawSpec == nil {
+		return b, err
+	}
+	return withRawSpec(b, in.Undecodable.RawSpec)
+}
+
+// UnmarshalJSON decodes leniently: see Undecodable.
+func (in *EtcdBackup) UnmarshalJSON(data []byte) error {
+	type plain EtcdBackup
+	u, err := decodeLeniently(data, (*plain)(in), "EtcdBackup")
+	in.Undecodable = u
+	return err
+}
+
+// MarshalJSON writes a spec that could not be decoded back as it was stored.
+func (in EtcdBackup) MarshalJSON() ([]byte, error) {
+	type plain EtcdBackup
+	b, err := json.Marshal(plain(in))
+	if err != nil || in.Undecodable == nil || in.Undecodable.RawSpec == nil {
+		return b, err
+	}
+	return withRawSpec(b, in.Undecodable.RawSpec)
+}
+
+// UnmarshalJSON decodes leniently: see Undecodable.
+func (in *EtcdBackupSchedule) UnmarshalJSON(data []byte) error {
+	type plain EtcdBackupSchedule
+	u, err := decodeLeniently(data, (*plain)(in), "EtcdBackupSchedule")
+	in.Undecodable = u
+	return err
+}
+
+// MarshalJSON writes a spec that could not be decoded back as it was stored.
+func (in EtcdBackupSchedule) MarshalJSON() ([]byte, error) {
+	type plain EtcdBackupSchedule
+	b, err := json.Marshal(plain(in))
+	if err != nil || in.Undecodable == nil || in.Undecodable.RawSpec == nil {
+		return b, err
+	}
+	return withRawSpec(b, in.Undecodable.RawSpec)
+}
+
+// DefaultUpgradeTimeout is spec.maintenance.upgradeTimeout when unset (objects stored before the
+// field existed); the CRD defaults it to the same.
+const DefaultUpgradeTimeout = 3 * time.Minute
+
+// UpgradeTimeoutDuration is spec.maintenance.upgradeTimeout parsed; "" is the default. With an
+// error it returns the default too, so a caller that reports the error elsewhere may go on.
+func (m MaintenanceSpec) UpgradeTimeoutDuration() (time.Duration, error) {
+	if m.UpgradeTimeout == "" {
+		return DefaultUpgradeTimeout, nil
+	}
+	d, err := time.ParseDuration(m.UpgradeTimeout)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	if err != nil {
+		return DefaultUpgradeTimeout, fmt.Errorf("upgradeTimeout %q: %w", m.UpgradeTimeout, err)
+	}
+	return d, nil
+}
+
+// MaxAgeDuration is spec.maxAge parsed; 0 (from "") means no age limit.
+func (s EtcdBackupScheduleSpec) MaxAgeDuration() (time.Duration, error) {
+	if s.MaxAge == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s.MaxAge)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("maxAge %q: %w", s.MaxAge, err)
+	}
+	return d, nil
+}
+
+// Durations in the specs (maintenance.upgradeTimeout, maxAge) are strings, not metav1.Duration:
+// a metav1.Duration that does not parse fails the decoding of its object (and of every list that
+// holds it), while a string always decodes and is parsed, and reported, by the controller.
+// Their JSON is unchanged ("3m0s" and "3m" both parse), so stored objects read as before. The
+// name rules on the kinds hold on create only (optionalOldSelf; names are immutable), so an
+// object created before them can still be updated.

@@ -21,6 +21,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
 )
 
 const (
@@ -84,6 +85,11 @@ func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl.Result, error) {
+	if problems := speccheck.Backup(b); len(problems) > 0 {
+		// A backup's spec is immutable: one it cannot act on fails for good.
+		r.failed(b, ReasonInvalidSpec, invalidSpecMessage(r.Recorder, b, "", problems))
+		return ctrl.Result{}, nil
+	}
 	job := &batchv1.Job{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b.Name)}, job)
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -19,6 +19,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
@@ -68,6 +69,14 @@ func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.R
 }
 
 func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBackupSchedule) (ctrl.Result, error) {
+	if problems := speccheck.Schedule(s); len(problems) > 0 {
+		prev := ""
+		if c := meta.FindStatusCondition(s.Status.Conditions, ConditionScheduled); c != nil && c.Reason == ReasonInvalidSpec {
+			prev = c.Message
+		}
+		setScheduleCondition(s, false, ReasonInvalidSpec, invalidSpecMessage(r.Recorder, s, prev, problems))
+		return ctrl.Result{}, nil // a spec change wakes us
+	}
 	now := nowOr(r.Now)
 	cron, err := backupschedule.Parse(s.Spec.Schedule)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
@@ -61,6 +62,9 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 	if !c.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, c)
+	}
+	if problems := speccheck.Cluster(c); len(problems) > 0 {
+		return r.refuseInvalidSpec(ctx, c, problems)
 	}
 	if controllerutil.AddFinalizer(c, naming.Finalizer) {
 		if err := r.Update(ctx, c); err != nil {
@@ -104,6 +108,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		c.Status.UpgradeBlocked = nil // a new target: try again
 	}
 	if err := p.ensureTLS(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := p.retireLegacyOperatorSecret(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := p.ensureServices(ctx); err != nil {

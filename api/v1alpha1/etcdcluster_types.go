@@ -9,7 +9,7 @@ import (
 // EtcdClusterSpec is the desired state of an etcd cluster.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.bootstrap) && !has(self.bootstrap) || has(oldSelf.bootstrap) && has(self.bootstrap) && self.bootstrap == oldSelf.bootstrap",message="bootstrap is immutable: it only describes how the cluster was first created"
 // +kubebuilder:validation:XValidation:rule="int(self.version.split('.')[1]) >= int(oldSelf.version.split('.')[1]) - 1",message="downgrades go one minor version at a time (for example 3.7 -> 3.6, then 3.6 -> 3.5)"
-// +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.quotaBackendBytes) || self.etcd.quotaBackendBytes == 0 || !has(self.storage) || !has(self.storage.size) || !isQuantity(string(self.storage.size)) || quantity(string(self.storage.size)).compareTo(quantity(string(self.etcd.quotaBackendBytes + self.etcd.quotaBackendBytes / 4))) >= 0",message="etcd.quotaBackendBytes must leave a fifth of the volume free for the WAL, snapshots and defragmentation: set storage.size to at least 1.25 x quotaBackendBytes, or lower the quota"
+// +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.quotaBackendBytes) || self.etcd.quotaBackendBytes == 0 || !has(self.storage) || !has(self.storage.size) || !isQuantity(string(self.storage.size)) || quantity(string(self.storage.size)).asApproximateFloat() >= 1.25 * double(self.etcd.quotaBackendBytes)",message="etcd.quotaBackendBytes must leave a fifth of the volume free for the WAL, snapshots and defragmentation: set storage.size to at least 1.25 x quotaBackendBytes, or lower the quota"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. Only odd sizes are accepted: an even size
 	// tolerates no more failed members than the odd size below it, yet needs a larger quorum.
@@ -89,6 +89,7 @@ type StorageSpec struct {
 	// Size of each member's volume.
 	// +kubebuilder:default="8Gi"
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi"
 	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="storage.size must be at most 64Ti, written as a quantity such as 8Gi or 500Gi"
 	// +optional
@@ -112,8 +113,6 @@ type StorageSpec struct {
 // PodTemplate holds the parts of a member pod users may set.
 type PodTemplate struct {
 	// +optional
-	// +kubebuilder:validation:MaxProperties=64
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && self[k].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$'))",message="podTemplate.labels must be Kubernetes labels: keys like app.example.com/tier or tier, values of at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 	Labels map[string]string `json:"labels,omitempty"`
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
@@ -123,8 +122,6 @@ type PodTemplate struct {
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 	// +optional
-	// +kubebuilder:validation:MaxProperties=64
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && self[k].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$'))",message="podTemplate.nodeSelector must be Kubernetes labels: keys like app.example.com/tier or tier, values of at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// +optional
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`

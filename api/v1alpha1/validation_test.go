@@ -106,10 +106,10 @@ func TestInvalidBackupsAreRejected(t *testing.T) {
 		{"two destinations", backup("two", v1.BackupDestination{S3: s3, PVC: &v1.PVCDestination{ClaimName: "p"}}), "exactly one of s3 or pvc must be set"},
 		{"bad bucket", backup("bucket", v1.BackupDestination{S3: &v1.S3Destination{Bucket: "Bad_Bucket", CredentialsSecret: "c"}}), "s3.bucket must be a valid bucket name"},
 		{"bad endpoint", backup("endpoint", v1.BackupDestination{S3: &v1.S3Destination{Bucket: "ok-bucket", CredentialsSecret: "c", Endpoint: "minio:9000"}}), "s3.endpoint must be an http:// or https:// URL"},
-		{"path escape", backup("escape", v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "p", Path: "../etc"}}), "pvc.path must not contain '..'"},
+		{"path escape", backup("escape", v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "p", Path: "../etc"}}), "pvc.path must not contain '.' or '..' segments"},
 		{"bad cron", &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "cron", Namespace: "default"},
 			Spec: v1.EtcdBackupScheduleSpec{Schedule: "every hour", Template: v1.EtcdBackupSpec{ClusterName: "c", Destination: v1.BackupDestination{S3: s3}}}},
-			"schedule must be a 5-field cron expression"},
+			"schedule must be 5 fields separated by single spaces"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,11 +13,18 @@ import (
 // parser accepts the 5-field cron format and descriptors such as @hourly, like CronJob.
 var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// neverAfter is a reference time for Parse: a schedule with no run in the 5 years robfig/cron
+// looks ahead from it (e.g. "0 0 30 2 *") never fires, and its Next is the zero time.
+var neverAfter = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // Parse validates a cron schedule.
 func Parse(spec string) (cron.Schedule, error) {
 	s, err := parser.Parse(spec)
 	if err != nil {
 		return nil, fmt.Errorf("schedule %q: %w", spec, err)
+	}
+	if s.Next(neverAfter).IsZero() {
+		return nil, fmt.Errorf("schedule %q never fires: no such day in the chosen months", spec)
 	}
 	return s, nil
 }
@@ -25,7 +32,8 @@ func Parse(spec string) (cron.Schedule, error) {
 // Due returns the newest schedule time in (last, now], if any (ok), and the next one after now.
 // Missed runs collapse into one: after downtime the schedule takes one backup, not a burst.
 func Due(s cron.Schedule, last, now time.Time) (run time.Time, ok bool, next time.Time) {
-	for t := s.Next(last); !t.After(now); t = s.Next(t) {
+	// robfig/cron's Next is the zero time when it finds no run within 5 years: stop there too.
+	for t := s.Next(last); !t.IsZero() && !t.After(now); t = s.Next(t) {
 		run, ok = t, true
 	}
 	return run, ok, s.Next(now)

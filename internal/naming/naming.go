@@ -63,8 +63,31 @@ func ServerSecret(cluster string) string  { return cluster + "-server-tls" }
 func PeerSecret(cluster string) string    { return cluster + "-peer-tls" }
 
 // OperatorClientSecret is the operator's own client certificate; UserClientSecret is the one users mount.
-func OperatorClientSecret(cluster string) string { return cluster + "-operator-client-tls" }
+func OperatorClientSecret(cluster string) string { return cluster + "-operator-tls" }
 func UserClientSecret(cluster string) string     { return cluster + "-client-tls" }
+
+// LegacyOperatorClientSecret is where operators up to 0.2.0 kept their client certificate. It is
+// cluster "<cluster>-operator"'s UserClientSecret, so the operator now uses OperatorClientSecret
+// and deletes this one once it is sure it issued it (see controllers' retireLegacyOperatorSecret).
+func LegacyOperatorClientSecret(cluster string) string { return cluster + "-operator-client-tls" }
+
+// Derived lists, per kind, every name the operator derives from a cluster's name (members: the
+// first few of them). No two clusters may share one: for every kind, no suffix is the tail of
+// another (see naming_test.go), so "<a><s1>" == "<b><s2>" only when a == b and s1 == s2.
+func Derived(cluster string, members int32) map[string][]string {
+	d := map[string][]string{
+		"Service":               {ClientService(cluster), PeerService(cluster)},
+		"PodDisruptionBudget":   {PDB(cluster)},
+		"Secret":                {CASecret(cluster), ServerSecret(cluster), PeerSecret(cluster), OperatorClientSecret(cluster), UserClientSecret(cluster)},
+		"Pod":                   nil,
+		"PersistentVolumeClaim": nil,
+	}
+	for i := int32(0); i < members; i++ {
+		d["Pod"] = append(d["Pod"], MemberName(cluster, i))
+		d["PersistentVolumeClaim"] = append(d["PersistentVolumeClaim"], MemberName(cluster, i))
+	}
+	return d
+}
 
 // PeerHost is the stable DNS name of a member (pod hostname + subdomain = the headless Service).
 func PeerHost(cluster, namespace, member string) string {

@@ -39,8 +39,13 @@ const (
 )
 
 // BackupJobName is the Job of an EtcdBackup: DNS-label sized (Job names end up in pod labels).
-func BackupJobName(backupName string) string {
-	name := "etcdbackup-" + backupName
+func BackupJobName(backupName string) string { return jobName("etcdbackup-", backupName) }
+
+// jobName is prefix+backupName, shortened with a hash to a DNS label. No prefix is the head of
+// another, so the Jobs of two backups never share a name (once "etcdbackup-verify-" + b was also
+// the backup Job of a backup named "verify-" + b).
+func jobName(prefix, backupName string) string {
+	name := prefix + backupName
 	if len(name) <= 63 {
 		return name
 	}
@@ -144,7 +149,7 @@ func BackupDeleteJob(b *v1.EtcdBackup, operatorImage string) *batchv1.Job {
 }
 
 // VerifyJobName is the test-restore Job of one backup.
-func VerifyJobName(backupName string) string { return BackupJobName("verify-" + backupName) }
+func VerifyJobName(backupName string) string { return jobName("etcdverify-", backupName) }
 
 // VerifyJob test-restores the successful backup b for schedule s: `manager verify` in the etcd
 // image of the backup's version (so its etcdutl and etcd open the snapshot as the cluster would),
@@ -173,7 +178,7 @@ func VerifyJob(s *v1.EtcdBackupSchedule, b *v1.EtcdBackup, operatorImage, etcdIm
 }
 
 // BackupDeleteJobName is the Job that deletes an EtcdBackup's snapshot.
-func BackupDeleteJobName(backupName string) string { return BackupJobName("rm-" + backupName) }
+func BackupDeleteJobName(backupName string) string { return jobName("etcdsnaprm-", backupName) }
 
 // SnapshotSource names the stored snapshot of a successful b itself: its S3 object (prefix = the
 // full key) or its file on the claim.

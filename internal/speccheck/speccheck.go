@@ -1,0 +1,123 @@
+// Package speccheck finds what in a stored object the operator cannot act on: the fields its Go
+// type could not decode (v1alpha1.Undecodable), and values the controllers parse that do not
+// parse. The CRDs reject all of these on write; these checks catch objects stored before a rule
+// existed or under a looser CRD, which the controllers then report as InvalidSpec instead of
+// acting on. They are deliberately no stricter than what the operator needs: a cluster created
+// under an older CRD that the operator can still run is never refused here.
+package speccheck
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+)
+
+// MaxStorage is the largest storage.size the CRD accepts.
+var MaxStorage = resource.MustParse("64Ti")
+
+// Cluster lists what the operator cannot act on in c.
+func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
+	var out []v1.FieldProblem
+	if c.Undecodable != nil {
+		out = append(out, c.Undecodable.Problems...)
+	}
+	add := func(field, format string, a ...any) {
+		out = append(out, v1.FieldProblem{Field: field, Message: fmt.Sprintf(format, a...)})
+	}
+	// The Services must be DNS-1035 labels and the next member's pod hostname a DNS label; the
+	// name cannot change, so the way out is a new cluster.
+	for _, n := range []string{naming.ClientService(c.Name), naming.PeerService(c.Name)} {
+		if errs := validation.IsDNS1035Label(n); len(errs) > 0 {
+			add("metadata.name", "the Service name %q is invalid (%s); names cannot change: create a cluster named with at most 52 lowercase letters, digits and '-', starting with a letter, and restore a backup into it", n, errs[0])
+		}
+	}
+	if m := naming.MemberName(c.Name, c.Status.NextMemberIndex+c.Spec.Replicas); len(validation.IsDNS1123Label(m)) > 0 {
+		add("metadata.name", "member pods such as %q would not be valid DNS labels; names cannot change: create a cluster named with at most 52 characters and restore a backup into it", m)
+	}
+	if s := c.Spec.Storage.Size; s.Cmp(MaxStorage) > 0 {
+		add("spec.storage.size", "%s is larger than %s; write the size of a real volume, such as 8Gi", s.String(), MaxStorage.String())
+	}
+	if _, err := c.Spec.Maintenance.UpgradeTimeoutDuration(); err != nil {
+		add("spec.maintenance.upgradeTimeout", "%v; write a duration such as 3m, 90s or 1h30m", err)
+	}
+	if err := compactionRetention(c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention); err != nil {
+		add("spec.etcd.autoCompactionRetention", "%v", err)
+	}
+	if b := c.Spec.Bootstrap; b != nil && b.Restore != nil {
+		r := b.Restore
+		if (r.BackupName == "") == (r.Source == nil) {
+			add("spec.bootstrap.restore", "needs exactly one of backupName or source")
+		} else if r.Source != nil {
+			out = append(out, destination("spec.bootstrap.restore.source", *r.Source)...)
+		}
+	}
+	return out
+}
+
+// compactionRetention checks --auto-compaction-retention the way etcd parses it, so a member never
+// crash-loops on it: revision mode takes a count, periodic mode hours (an integer) or a duration.
+func compactionRetention(mode, retention string) error {
+	if retention == "" {
+		return nil
+	}
+	if n, err := strconv.ParseInt(retention, 10, 64); err == nil && n >= 0 {
+		return nil
+	}
+	if mode == "revision" {
+		return fmt.Errorf("%q is not a revision count; with autoCompactionMode revision write a non-negative integer such as \"10000\"", retention)
+	}
+	if d, err := time.ParseDuration(retention); err != nil || d < 0 {
+		return fmt.Errorf("%q is not a duration; with autoCompactionMode periodic write one such as 1h or 30m", retention)
+	}
+	return nil
+}
+
+func destination(field string, d v1.BackupDestination) []v1.FieldProblem {
+	if (d.S3 == nil) == (d.PVC == nil) {
+		return []v1.FieldProblem{{Field: field, Message: "needs exactly one of s3 or pvc"}}
+	}
+	return nil
+}
+
+// Backup lists what the operator cannot act on in b.
+func Backup(b *v1.EtcdBackup) []v1.FieldProblem {
+	var out []v1.FieldProblem
+	if b.Undecodable != nil {
+		out = append(out, b.Undecodable.Problems...)
+	}
+	return append(out, destination("spec.destination", b.Spec.Destination)...)
+}
+
+// Schedule lists what the operator cannot act on in s.
+func Schedule(s *v1.EtcdBackupSchedule) []v1.FieldProblem {
+	var out []v1.FieldProblem
+	if s.Undecodable != nil {
+		out = append(out, s.Undecodable.Problems...)
+	}
+	add := func(field, format string, a ...any) {
+		out = append(out, v1.FieldProblem{Field: field, Message: fmt.Sprintf(format, a...)})
+	}
+	if errs := validation.IsValidLabelValue(s.Name); len(errs) > 0 {
+		add("metadata.name", "%q cannot label the backups it makes (%s); names cannot change: create a schedule named with at most 63 characters", s.Name, errs[0])
+	}
+	const cronHelp = "; write 5 fields (minute hour day-of-month month day-of-week) such as \"0 */6 * * *\", or @hourly, @daily, @weekly, @monthly, @yearly or @every 6h"
+	if _, err := backupschedule.Parse(s.Spec.Schedule); err != nil {
+		add("spec.schedule", "%v%s", err, cronHelp)
+	}
+	if v := s.Spec.Verify; v != nil {
+		if _, err := backupschedule.Parse(v.Schedule); err != nil {
+			add("spec.verify.schedule", "%v%s", err, cronHelp)
+		}
+	}
+	if _, err := s.Spec.MaxAgeDuration(); err != nil {
+		add("spec.maxAge", "%v; write a duration in hours, minutes or seconds such as 720h (Go durations have no days)", err)
+	}
+	return append(out, destination("spec.template.destination", s.Spec.Template.Destination)...)
+}

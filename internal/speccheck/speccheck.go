@@ -31,15 +31,21 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 	add := func(field, format string, a ...any) {
 		out = append(out, v1.FieldProblem{Field: field, Message: fmt.Sprintf(format, a...)})
 	}
-	// The Services must be DNS-1035 labels and the next member's pod hostname a DNS label; the
-	// name cannot change, so the way out is a new cluster.
-	for _, n := range []string{naming.ClientService(c.Name), naming.PeerService(c.Name)} {
-		if errs := validation.IsDNS1035Label(n); len(errs) > 0 {
-			add("metadata.name", "the Service name %q is invalid (%s); names cannot change: create a cluster named with at most 52 lowercase letters, digits and '-', starting with a letter, and restore a backup into it", n, errs[0])
+	// The Services must be DNS-1035 labels and the next members' pod hostnames DNS labels; the
+	// name cannot change, so the way out is a new cluster. One problem is enough to say so.
+	member := naming.MemberName(c.Name, c.Status.NextMemberIndex+c.Spec.Replicas)
+	for _, n := range []struct {
+		name string
+		errs []string
+	}{
+		{naming.ClientService(c.Name), validation.IsDNS1035Label(naming.ClientService(c.Name))},
+		{naming.PeerService(c.Name), validation.IsDNS1035Label(naming.PeerService(c.Name))},
+		{member, validation.IsDNS1123Label(member)},
+	} {
+		if len(n.errs) > 0 {
+			add("metadata.name", "the derived name %q is invalid (%s); names cannot change: create a cluster named with at most 52 lowercase letters, digits and '-', starting with a letter, and restore a backup into it", n.name, n.errs[0])
+			break
 		}
-	}
-	if m := naming.MemberName(c.Name, c.Status.NextMemberIndex+c.Spec.Replicas); len(validation.IsDNS1123Label(m)) > 0 {
-		add("metadata.name", "member pods such as %q would not be valid DNS labels; names cannot change: create a cluster named with at most 52 characters and restore a backup into it", m)
 	}
 	if s := c.Spec.Storage.Size; s.Cmp(MaxStorage) > 0 {
 		add("spec.storage.size", "%s is larger than %s; write the size of a real volume, such as 8Gi", s.String(), MaxStorage.String())

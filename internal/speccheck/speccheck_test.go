@@ -1,0 +1,110 @@
+package speccheck
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+)
+
+func fields(ps []v1.FieldProblem) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Field)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestCluster(t *testing.T) {
+	ok := func(mutate func(*v1.EtcdCluster)) *v1.EtcdCluster {
+		c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd"}}
+		c.Spec.Replicas = 3
+		c.Spec.Storage.Size = resource.MustParse("1Gi")
+		c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention = "periodic", "1h"
+		if mutate != nil {
+			mutate(c)
+		}
+		return c
+	}
+	cases := []struct {
+		name string
+		c    *v1.EtcdCluster
+		want string
+	}{
+		{"valid", ok(nil), ""},
+		{"stored before upgradeTimeout existed", ok(func(c *v1.EtcdCluster) { c.Spec.Maintenance.UpgradeTimeout = "" }), ""},
+		{"name of 56 characters, as an older operator could run", ok(func(c *v1.EtcdCluster) { c.Name = "a" + strings.Repeat("b", 55) }), ""},
+		{"retention in hours, as etcd reads it", ok(func(c *v1.EtcdCluster) { c.Spec.Etcd.AutoCompactionRetention = "2" }), ""},
+		{"undecodable fields", ok(func(c *v1.EtcdCluster) {
+			c.Undecodable = &v1.Undecodable{Problems: []v1.FieldProblem{{Field: "spec.storage.size", Message: "x"}}}
+		}), "spec.storage.size"},
+		{"name too long for a Service", ok(func(c *v1.EtcdCluster) { c.Name = "a" + strings.Repeat("b", 56) }), "metadata.name"},
+		{"name with a dot", ok(func(c *v1.EtcdCluster) { c.Name = "a.b" }), "metadata.name"},
+		{"storage 1e100", ok(func(c *v1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("1e100") }), "spec.storage.size"},
+		{"upgradeTimeout forever", ok(func(c *v1.EtcdCluster) { c.Spec.Maintenance.UpgradeTimeout = "forever" }), "spec.maintenance.upgradeTimeout"},
+		{"upgradeTimeout negative", ok(func(c *v1.EtcdCluster) { c.Spec.Maintenance.UpgradeTimeout = "-1s" }), "spec.maintenance.upgradeTimeout"},
+		{"revision retention as a duration", ok(func(c *v1.EtcdCluster) { c.Spec.Etcd.AutoCompactionMode = "revision" }), "spec.etcd.autoCompactionRetention"},
+		{"periodic retention junk", ok(func(c *v1.EtcdCluster) { c.Spec.Etcd.AutoCompactionRetention = "often" }), "spec.etcd.autoCompactionRetention"},
+		{"restore without a source", ok(func(c *v1.EtcdCluster) { c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{}} }), "spec.bootstrap.restore"},
+		{"restore source without a destination", ok(func(c *v1.EtcdCluster) {
+			c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{Source: &v1.BackupDestination{}}}
+		}), "spec.bootstrap.restore.source"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Cluster(tc.c)
+			if fields(got) != tc.want {
+				t.Fatalf("problems %v; want fields %q", got, tc.want)
+			}
+			for _, p := range got {
+				if p.Message == "" {
+					t.Errorf("%s has no message", p.Field)
+				}
+			}
+		})
+	}
+}
+
+func TestScheduleAndBackup(t *testing.T) {
+	sched := func(mutate func(*v1.EtcdBackupSchedule)) *v1.EtcdBackupSchedule {
+		s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}}
+		s.Spec.Schedule = "0 2 * * *"
+		s.Spec.Template.Destination.S3 = &v1.S3Destination{Bucket: "b", CredentialsSecret: "c"}
+		if mutate != nil {
+			mutate(s)
+		}
+		return s
+	}
+	cases := []struct {
+		name string
+		s    *v1.EtcdBackupSchedule
+		want string
+	}{
+		{"valid", sched(nil), ""},
+		{"maxAge forever", sched(func(s *v1.EtcdBackupSchedule) { s.Spec.MaxAge = "forever" }), "spec.maxAge"},
+		{"maxAge zero", sched(func(s *v1.EtcdBackupSchedule) { s.Spec.MaxAge = "0s" }), "spec.maxAge"},
+		{"minute 61", sched(func(s *v1.EtcdBackupSchedule) { s.Spec.Schedule = "61 * * * *" }), "spec.schedule"},
+		{"never fires", sched(func(s *v1.EtcdBackupSchedule) { s.Spec.Schedule = "0 0 30-31 2 *" }), "spec.schedule"},
+		{"fortnightly verify", sched(func(s *v1.EtcdBackupSchedule) { s.Spec.Verify = &v1.VerifySpec{Schedule: "@fortnightly"} }), "spec.verify.schedule"},
+		{"name beyond a label value", sched(func(s *v1.EtcdBackupSchedule) { s.Name = strings.Repeat("n", 64) }), "metadata.name"},
+		{"template without destination", sched(func(s *v1.EtcdBackupSchedule) { s.Spec.Template.Destination.S3 = nil }), "spec.template.destination"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Schedule(tc.s); fields(got) != tc.want {
+				t.Fatalf("problems %v; want fields %q", got, tc.want)
+			}
+		})
+	}
+	b := &v1.EtcdBackup{}
+	if got := fields(Backup(b)); got != "spec.destination" {
+		t.Errorf("backup without destination: %q", got)
+	}
+	b.Spec.Destination.PVC = &v1.PVCDestination{ClaimName: "p"}
+	if got := Backup(b); len(got) != 0 {
+		t.Errorf("valid backup: %v", got)
+	}
+}

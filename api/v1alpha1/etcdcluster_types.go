@@ -82,7 +82,9 @@ const (
 )
 
 // StorageSpec describes the data directory of every member.
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || has(self.size) && quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size can only grow"
+// The growth rule compares only readable sizes: transition rules are never ratcheted, so one that
+// failed on a size stored under an older CRD would refuse every status write to the object.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || !isQuantity(string(oldSelf.size)) || has(self.size) && isQuantity(string(self.size)) && quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size can only grow"
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.medium) == has(oldSelf.medium) && (!has(self.medium) || self.medium == oldSelf.medium)",message="storage.medium is immutable"
 type StorageSpec struct {

@@ -1,0 +1,300 @@
+package robustness
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The spec fuzzer: specs of all three kinds built from fuzz input (valid values, values just past
+// each rule, nasty strings, huge numbers, odd durations, cron lines and quantities, and raw bytes)
+// go to the real API server with the real CRDs while the manager runs. Whatever the API server
+// admits, the manager never panics (reconciler panics are not recovered here: one would kill the
+// test binary) nor exits, and every admitted object carries a condition within a few seconds.
+//
+// `go test` runs the seed corpus and TestSpecFuzzer's fixed, seeded batch (FUZZ_ITERATIONS,
+// default 60); `make fuzz FUZZTIME=10m` runs the fuzzing engine on FuzzSpec.
+
+var shared struct {
+	once sync.Once
+	mgr  *runningManager
+	ns   string
+	err  error
+	seq  int
+	mu   sync.Mutex
+}
+
+// sharedManager is one manager for every fuzz input of this process, watching its own namespace.
+func sharedManager(t testing.TB) (*runningManager, string) {
+	shared.once.Do(func() {
+		shared.ns = newNamespace(t, "fuzz-")
+		shared.mgr, shared.err = startManager(shared.ns)
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.mgr, shared.ns
+}
+
+func stopSharedManager() {
+	if shared.mgr != nil {
+		shared.mgr.cancel()
+	}
+}
+
+func nextID() int {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	shared.seq++
+	return shared.seq
+}
+
+// input hands out choices from the fuzz bytes; once they run out, every choice is 0.
+type input struct{ b []byte }
+
+func (in *input) n(k int) int {
+	if len(in.b) == 0 || k <= 1 {
+		return 0
+	}
+	v := int(in.b[0])
+	in.b = in.b[1:]
+	return v % k
+}
+
+func (in *input) bool() bool { return in.n(2) == 1 }
+
+// raw is up to 24 of the remaining bytes as a string: whatever they are.
+func (in *input) raw() string {
+	k := min(in.n(25), len(in.b))
+	s := string(in.b[:k])
+	in.b = in.b[k:]
+	return s
+}
+
+func (in *input) pick(vals ...any) any {
+	i := in.n(len(vals) + 1)
+	if i == len(vals) {
+		return in.raw()
+	}
+	return vals[i]
+}
+
+// maybe sets m[k] to a picked value, or leaves it unset.
+func (in *input) maybe(m map[string]any, k string, vals ...any) {
+	if in.n(4) > 0 {
+		m[k] = in.pick(vals...)
+	}
+}
+
+var (
+	durations  = []any{"3m", "10s", "24h", "1h30m", "1.5h", "3m0s", "0s", "-1s", "forever", "30d", "9999999999h", "1ns", "", " 3m", "87600h", int64(5)}
+	quantities = []any{"1Gi", "256Mi", "64Mi", "64Ti", "65Ti", "1e100", "1E3", ".5Gi", "0", "-1Gi", "lots", int64(1) << 62, int64(1) << 30, 1.5, "1Gi ", "0.000001Ki"}
+	integers   = []any{int64(0), int64(1), int64(3), int64(4), int64(7), int64(-1), int64(1000), int64(10000000), int64(1) << 31, int64(1) << 62, "3", 2.5, true}
+	crons      = []any{"0 */6 * * *", "@hourly", "@daily", "@every 1h", "@every 10s", "@fortnightly", "61 * * * *", "* 25 * * *", "0 0 30 2 *", "0 0 30-31 2 *",
+		"*/0 * * * *", "0 17-9 * * *", "MON-FRI", "0 0 * * FRI-MON", "CRON_TZ=UTC 0 * * * *", "0  * * * *", "1,,2 * * * *", "? ? ? ? ?", "", "@every 8760h"}
+	paths    = []any{"", "backups", "a/b/c", "/abs", "a//b", "a/", "./a", "a/../b", "..", "a\nb", "\x00", strings.Repeat("p/", 300)}
+	names    = []any{"c", "etcd", "Bad_Name", "", "a.b", strings.Repeat("n", 60), "1abc"}
+	strings_ = []any{"", "x", "etcd latest", "registry.example.com/etcd@sha256:00", strings.Repeat("x", 600), "\u00e9t\u00e9", "a\tb"}
+)
+
+func destination(in *input) map[string]any {
+	d := map[string]any{}
+	if in.n(5) > 0 {
+		s3 := map[string]any{}
+		in.maybe(s3, "bucket", "backups", "Bad_Bucket", "ab", strings.Repeat("b", 64))
+		in.maybe(s3, "credentialsSecret", names...)
+		in.maybe(s3, "endpoint", "http://minio:9000", "minio:9000", "https://x")
+		in.maybe(s3, "prefix", "p", "a\nb", strings.Repeat("k", 600))
+		in.maybe(s3, "region", "us-east-1", "US East")
+		in.maybe(s3, "forcePathStyle", true, "yes")
+		in.maybe(s3, "serverSideEncryption", "AES256", "rot13")
+		d["s3"] = s3
+	}
+	if in.n(3) == 0 {
+		pvc := map[string]any{}
+		in.maybe(pvc, "claimName", names...)
+		in.maybe(pvc, "path", paths...)
+		d["pvc"] = pvc
+	}
+	return d
+}
+
+func clusterSpec(in *input) map[string]any {
+	s := map[string]any{}
+	in.maybe(s, "replicas", integers...)
+	in.maybe(s, "version", "3.6.16", "3.5.35", "3.7.3", "3.4.0", "v3.6.16", "3.6.99999999999999999999", "latest")
+	in.maybe(s, "image", strings_...)
+	storage := map[string]any{}
+	in.maybe(storage, "size", quantities...)
+	in.maybe(storage, "medium", "", "Memory", "Disk")
+	in.maybe(storage, "retentionPolicy", "Delete", "Retain", "Keep")
+	s["storage"] = storage
+	etcd := map[string]any{}
+	in.maybe(etcd, "quotaBackendBytes", append([]any{int64(8) << 30, int64(2) << 30}, integers...)...)
+	in.maybe(etcd, "autoCompactionMode", "periodic", "revision", "sometimes")
+	in.maybe(etcd, "autoCompactionRetention", append([]any{"1h", "0", "10000"}, durations...)...)
+	in.maybe(etcd, "snapshotCount", integers...)
+	in.maybe(etcd, "heartbeatIntervalMillis", int64(10), int64(100), int64(5000), int64(0), int64(1)<<40)
+	in.maybe(etcd, "electionTimeoutMillis", int64(50), int64(1000), int64(50000), int64(-5))
+	s["etcd"] = etcd
+	tls := map[string]any{}
+	in.maybe(tls, "client", "OperatorManaged", "Disabled", "Off")
+	in.maybe(tls, "peer", "OperatorManaged", "Disabled", "Off")
+	s["tls"] = tls
+	m := map[string]any{}
+	in.maybe(m, "upgradeTimeout", durations...)
+	in.maybe(m, "paused", true, false, "yes")
+	s["maintenance"] = m
+	if in.n(4) == 0 {
+		labels := map[string]any{}
+		in.maybe(labels, "tier", "db", "bad value!", strings.Repeat("v", 70))
+		in.maybe(labels, "app.kubernetes.io/name", "mine")
+		s["podTemplate"] = map[string]any{"labels": labels}
+	}
+	if in.n(4) == 0 {
+		r := map[string]any{}
+		in.maybe(r, "backupName", names...)
+		if in.bool() {
+			r["source"] = destination(in)
+		}
+		s["bootstrap"] = map[string]any{"restore": r}
+	}
+	return s
+}
+
+func backupSpec(in *input) map[string]any {
+	s := map[string]any{"destination": destination(in)}
+	in.maybe(s, "clusterName", names...)
+	return s
+}
+
+func scheduleSpec(in *input) map[string]any {
+	s := map[string]any{"template": backupSpec(in)}
+	in.maybe(s, "schedule", crons...)
+	in.maybe(s, "keepLast", integers...)
+	in.maybe(s, "maxAge", append([]any{"720h", "1m"}, durations...)...)
+	in.maybe(s, "suspend", true, false)
+	if in.n(3) == 0 {
+		v := map[string]any{}
+		in.maybe(v, "schedule", crons...)
+		s["verify"] = v
+	}
+	return s
+}
+
+// objects builds one object of each kind from data.
+func objects(data []byte, ns string, id int) []*unstructured.Unstructured {
+	in := &input{b: data}
+	suffix := func() string {
+		return []string{"", "-x", "-" + strings.Repeat("l", 50), "." + "dot", "-" + strings.Repeat("m", 230)}[in.n(5)]
+	}
+	return []*unstructured.Unstructured{
+		object("EtcdCluster", ns, fmt.Sprintf("c%d%s", id, suffix()), clusterSpec(in)),
+		object("EtcdBackup", ns, fmt.Sprintf("b%d%s", id, suffix()), backupSpec(in)),
+		object("EtcdBackupSchedule", ns, fmt.Sprintf("s%d%s", id, suffix()), scheduleSpec(in)),
+	}
+}
+
+// apply creates the objects of each input and returns those the API server admitted.
+func apply(t testing.TB, ns string, inputs [][]byte) []*unstructured.Unstructured {
+	t.Helper()
+	var admitted []*unstructured.Unstructured
+	for _, data := range inputs {
+		for _, o := range objects(data, ns, nextID()) {
+			if err := k8s.Create(context.Background(), o); err == nil {
+				admitted = append(admitted, o)
+			}
+		}
+	}
+	return admitted
+}
+
+// settle waits until every admitted object carries a condition, and checks the manager is up.
+func settle(t testing.TB, mgr *runningManager, admitted []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range admitted {
+		eventually(t, 10*time.Second, fmt.Sprintf("%s %s gets a condition (spec %v)", o.GetKind(), o.GetName(), o.Object["spec"]), func() error {
+			conds, err := conditions(t, o)
+			if err != nil {
+				return err
+			}
+			if len(conds) == 0 {
+				return fmt.Errorf("no condition yet")
+			}
+			return nil
+		})
+	}
+	mgr.alive(t)
+}
+
+func seeds() [][]byte {
+	return [][]byte{
+		{},                                 // all defaults: the sample specs
+		{1, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // every first value set
+		{255, 3, 7, 200, 13, 9, 2, 250},    // raw strings
+		[]byte("forever 61 * * * * 1e100"), // text as choices
+		{3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0},
+	}
+}
+
+func FuzzSpec(f *testing.F) {
+	for _, s := range seeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		mgr, ns := sharedManager(t)
+		settle(t, mgr, apply(t, ns, [][]byte{data}))
+	})
+}
+
+// TestSpecFuzzer runs a fixed, seeded batch of generated inputs on every `go test`.
+func TestSpecFuzzer(t *testing.T) {
+	iterations := 60
+	if v, err := strconv.Atoi(os.Getenv("FUZZ_ITERATIONS")); err == nil {
+		iterations = v
+	}
+	mgr, ns := sharedManager(t)
+	rng := rand.New(rand.NewPCG(7, 11))
+	start := time.Now()
+	admitted, tried := 0, 0
+	const batch = 10
+	for done := 0; done < iterations; done += batch {
+		var inputs [][]byte
+		for range min(batch, iterations-done) {
+			b := make([]byte, 8*(4+rng.IntN(12)))
+			for i := 0; i < len(b); i += 8 {
+				binary.LittleEndian.PutUint64(b[i:], rng.Uint64())
+			}
+			inputs = append(inputs, b)
+		}
+		got := apply(t, ns, inputs)
+		tried += 3 * len(inputs)
+		admitted += len(got)
+		settle(t, mgr, got)
+	}
+	kinds := map[string]int{}
+	list := &unstructured.UnstructuredList{}
+	for _, kind := range []string{"EtcdCluster", "EtcdBackup", "EtcdBackupSchedule"} {
+		list.SetAPIVersion("etcd.autopilot.dev/v1alpha1")
+		list.SetKind(kind + "List")
+		if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		kinds[kind] = len(list.Items)
+	}
+	t.Logf("%d inputs, %d objects tried, %d admitted (%v), each with a condition; manager up after %s",
+		iterations, tried, admitted, kinds, time.Since(start).Round(time.Second))
+	if admitted == 0 || admitted == tried {
+		t.Errorf("the generator is one-sided: %d of %d admitted", admitted, tried)
+	}
+}

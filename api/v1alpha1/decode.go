@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -14,9 +15,13 @@ import (
 // looser CRD, or before a rule existed. A typed informer decodes whole lists, so one such object
 // would stop every object of its kind from being seen (and, after a restart, the manager from
 // syncing its caches). The kinds here therefore decode leniently: the fields that do not fit are
-// left out, recorded in Undecodable, and the controller reports them (InvalidSpec) instead of
-// acting. The spec as stored is written back verbatim, so no update made by the operator (a
-// finalizer, say) ever rewrites what the user wrote.
+// left out and recorded in StoredSpec.Problems, and the controller reports them (InvalidSpec)
+// instead of acting.
+//
+// The operator writes whole objects only to change metadata (finalizers). Its Go types cannot
+// always say what the user wrote (a field set to its zero value, e.g. medium: "", is dropped by
+// omitempty), and transition rules such as "storage.medium is immutable" compare what is written
+// with what is stored; so a spec the operator did not change is written back exactly as stored.
 
 // FieldProblem is one field of an object that the operator cannot act on.
 type FieldProblem struct {
@@ -28,18 +33,22 @@ type FieldProblem struct {
 
 func (p FieldProblem) String() string { return p.Field + ": " + p.Message }
 
-// Undecodable records the fields of a stored object that did not fit its Go type.
-type Undecodable struct {
-	// Problems are the fields left out of the decoded object, one per field.
-	Problems []FieldProblem `json:"problems"`
-	// RawSpec is the stored spec, written back in place of the decoded one.
-	RawSpec json.RawMessage `json:"rawSpec,omitempty"`
+// StoredSpec is the spec of an object as the API server returned it.
+type StoredSpec struct {
+	// Problems are the fields left out of the decoded object because they did not fit its Go
+	// type, one per field; with problems, the stored spec is always written back.
+	Problems []FieldProblem `json:"problems,omitempty"`
+	// Raw is the spec as stored.
+	Raw json.RawMessage `json:"raw,omitempty"`
+	// Decoded is the decoded Go spec, encoded: while the Go spec still encodes to it, nobody
+	// changed it, and Raw is written in its place.
+	Decoded json.RawMessage `json:"decoded,omitempty"`
 }
 
 // decodeLeniently decodes data into into, which must not itself implement json.Unmarshaler. When
 // some fields do not fit, it decodes the rest and returns what it left out; only data that is not
 // a JSON object at all is an error.
-func decodeLeniently[T any](data []byte, into *T, kind string) (*Undecodable, error) {
+func decodeLeniently[T any](data []byte, into *T, kind string) ([]FieldProblem, error) {
 	err := kjson.UnmarshalCaseSensitivePreserveInts(data, into)
 	if err == nil {
 		return nil, nil
@@ -60,14 +69,9 @@ func decodeLeniently[T any](data []byte, into *T, kind string) (*Undecodable, er
 	if len(bad) == 0 {
 		return nil, err // the fields fit one by one but not together: nothing to leave out
 	}
-	u := &Undecodable{}
+	var problems []FieldProblem
 	for _, m := range bad {
-		if m.path[0] == "spec" && u.RawSpec == nil {
-			if u.RawSpec, err = json.Marshal(raw["spec"]); err != nil {
-				return nil, fmt.Errorf("re-encode the stored spec: %w", err)
-			}
-		}
-		u.Problems = append(u.Problems, FieldProblem{Field: strings.Join(m.path, "."), Message: fmt.Sprintf(
+		problems = append(problems, FieldProblem{Field: strings.Join(m.path, "."), Message: fmt.Sprintf(
 			"the stored value %s cannot be read (%v); write a value the CRD accepts: `kubectl explain %s.%s` describes it",
 			abbreviate(m.value), m.err, strings.ToLower(kind), strings.Join(m.path, "."))})
 		parent := raw
@@ -85,7 +89,46 @@ func decodeLeniently[T any](data []byte, into *T, kind string) (*Undecodable, er
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(rest, into); err != nil {
 		return nil, fmt.Errorf("decode the readable fields: %w", err)
 	}
-	return u, nil
+	return problems, nil
+}
+
+// storedSpec records data's spec as stored next to spec as decoded.
+func storedSpec(data []byte, spec any, problems []FieldProblem) (*StoredSpec, error) {
+	var obj struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &obj); err != nil {
+		return nil, fmt.Errorf("read the stored spec: %w", err)
+	}
+	if obj.Spec == nil {
+		return nil, nil
+	}
+	decoded, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode the decoded spec: %w", err)
+	}
+	return &StoredSpec{Problems: problems, Raw: obj.Spec, Decoded: decoded}, nil
+}
+
+// encodeWithStoredSpec encodes obj (whose spec is spec), writing the stored spec in place of an
+// unchanged or partly decoded one.
+func encodeWithStoredSpec(obj, spec any, stored *StoredSpec) ([]byte, error) {
+	b, err := json.Marshal(obj)
+	if err != nil || stored == nil || stored.Raw == nil {
+		return b, err
+	}
+	if len(stored.Problems) == 0 {
+		now, err := json.Marshal(spec)
+		if err != nil || !bytes.Equal(now, stored.Decoded) {
+			return b, err
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["spec"] = stored.Raw
+	return json.Marshal(m)
 }
 
 type misfit struct {
@@ -140,68 +183,55 @@ func abbreviate(v any) string {
 	return string(b)
 }
 
-// withRawSpec is b (an encoded object) with its spec replaced by raw.
-func withRawSpec(b []byte, raw json.RawMessage) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	m["spec"] = raw
-	return json.Marshal(m)
-}
-
-// UnmarshalJSON decodes leniently: see Undecodable.
+// UnmarshalJSON decodes leniently and keeps the stored spec: see StoredSpec.
 func (in *EtcdCluster) UnmarshalJSON(data []byte) error {
 	type plain EtcdCluster
-	u, err := decodeLeniently(data, (*plain)(in), "EtcdCluster")
-	in.Undecodable = u
+	problems, err := decodeLeniently(data, (*plain)(in), "EtcdCluster")
+	if err != nil {
+		return err
+	}
+	in.Stored, err = storedSpec(data, in.Spec, problems)
 	return err
 }
 
-// MarshalJSON writes a spec that could not be decoded back as it was stored.
+// MarshalJSON writes an unchanged or partly decoded spec as it was stored.
 func (in EtcdCluster) MarshalJSON() ([]byte, error) {
 	type plain EtcdCluster
-	b, err := json.Marshal(plain(in))
-	if err != nil || in.Undecodable == nil || in.Undecodable.RawSpec == nil {
-		return b, err
-	}
-	return withRawSpec(b, in.Undecodable.RawSpec)
+	return encodeWithStoredSpec(plain(in), in.Spec, in.Stored)
 }
 
-// UnmarshalJSON decodes leniently: see Undecodable.
+// UnmarshalJSON decodes leniently and keeps the stored spec: see StoredSpec.
 func (in *EtcdBackup) UnmarshalJSON(data []byte) error {
 	type plain EtcdBackup
-	u, err := decodeLeniently(data, (*plain)(in), "EtcdBackup")
-	in.Undecodable = u
+	problems, err := decodeLeniently(data, (*plain)(in), "EtcdBackup")
+	if err != nil {
+		return err
+	}
+	in.Stored, err = storedSpec(data, in.Spec, problems)
 	return err
 }
 
-// MarshalJSON writes a spec that could not be decoded back as it was stored.
+// MarshalJSON writes an unchanged or partly decoded spec as it was stored.
 func (in EtcdBackup) MarshalJSON() ([]byte, error) {
 	type plain EtcdBackup
-	b, err := json.Marshal(plain(in))
-	if err != nil || in.Undecodable == nil || in.Undecodable.RawSpec == nil {
-		return b, err
-	}
-	return withRawSpec(b, in.Undecodable.RawSpec)
+	return encodeWithStoredSpec(plain(in), in.Spec, in.Stored)
 }
 
-// UnmarshalJSON decodes leniently: see Undecodable.
+// UnmarshalJSON decodes leniently and keeps the stored spec: see StoredSpec.
 func (in *EtcdBackupSchedule) UnmarshalJSON(data []byte) error {
 	type plain EtcdBackupSchedule
-	u, err := decodeLeniently(data, (*plain)(in), "EtcdBackupSchedule")
-	in.Undecodable = u
+	problems, err := decodeLeniently(data, (*plain)(in), "EtcdBackupSchedule")
+	if err != nil {
+		return err
+	}
+	in.Stored, err = storedSpec(data, in.Spec, problems)
 	return err
 }
 
-// MarshalJSON writes a spec that could not be decoded back as it was stored.
+// MarshalJSON writes an unchanged or partly decoded spec as it was stored.
 func (in EtcdBackupSchedule) MarshalJSON() ([]byte, error) {
 	type plain EtcdBackupSchedule
-	b, err := json.Marshal(plain(in))
-	if err != nil || in.Undecodable == nil || in.Undecodable.RawSpec == nil {
-		return b, err
-	}
-	return withRawSpec(b, in.Undecodable.RawSpec)
+	return encodeWithStoredSpec(plain(in), in.Spec, in.Stored)
 }
 
 // DefaultUpgradeTimeout is spec.maintenance.upgradeTimeout when unset (objects stored before the

@@ -107,9 +107,9 @@ type EtcdBackupSchedule struct {
 	Spec   EtcdBackupScheduleSpec   `json:"spec,omitempty"`
 	Status EtcdBackupScheduleStatus `json:"status,omitempty"`
 
-	// Undecodable, set only when reading the stored object, lists the fields that did not fit
-	// this type; the controller reports them instead of acting (see decode.go).
-	Undecodable *Undecodable `json:"-"`
+	// Stored, set only when the object was read from the API server, is its spec as stored,
+	// with the fields that did not fit this type (see decode.go).
+	Stored *StoredSpec `json:"-"`
 }
 
 // EtcdBackupScheduleList is a list of EtcdBackupSchedule.

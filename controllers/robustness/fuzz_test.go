@@ -23,7 +23,7 @@ import (
 // test binary) nor exits, and every admitted object carries a condition within a few seconds.
 //
 // `go test` runs the seed corpus and TestSpecFuzzer's fixed, seeded batch (FUZZ_ITERATIONS,
-// default 60); `make fuzz FUZZTIME=10m` runs the fuzzing engine on FuzzSpec.
+// default 1000); `make fuzz FUZZTIME=10m` runs the fuzzing engine on FuzzSpec.
 
 var shared struct {
 	once sync.Once
@@ -81,7 +81,11 @@ func (in *input) raw() string {
 	return s
 }
 
+// pick is the first (valid) value half the time, else any value or raw bytes.
 func (in *input) pick(vals ...any) any {
+	if in.n(2) == 0 {
+		return vals[0]
+	}
 	i := in.n(len(vals) + 1)
 	if i == len(vals) {
 		return in.raw()
@@ -89,9 +93,19 @@ func (in *input) pick(vals ...any) any {
 	return vals[i]
 }
 
-// maybe sets m[k] to a picked value, or leaves it unset.
-func (in *input) maybe(m map[string]any, k string, vals ...any) {
-	if in.n(4) > 0 {
+// Zero bytes (and exhausted input) choose the first value, which is valid, and leave optional
+// fields unset: the empty input is a valid object of each kind.
+
+// opt sets the optional m[k] to a picked value, or leaves it unset.
+func (in *input) opt(m map[string]any, k string, vals ...any) {
+	if in.n(4) == 1 {
+		m[k] = in.pick(vals...)
+	}
+}
+
+// req sets the required m[k] to a picked value, or now and then leaves it out.
+func (in *input) req(m map[string]any, k string, vals ...any) {
+	if in.n(8) != 7 {
 		m[k] = in.pick(vals...)
 	}
 }
@@ -109,21 +123,21 @@ var (
 
 func destination(in *input) map[string]any {
 	d := map[string]any{}
-	if in.n(5) > 0 {
+	if in.n(5) != 4 {
 		s3 := map[string]any{}
-		in.maybe(s3, "bucket", "backups", "Bad_Bucket", "ab", strings.Repeat("b", 64))
-		in.maybe(s3, "credentialsSecret", names...)
-		in.maybe(s3, "endpoint", "http://minio:9000", "minio:9000", "https://x")
-		in.maybe(s3, "prefix", "p", "a\nb", strings.Repeat("k", 600))
-		in.maybe(s3, "region", "us-east-1", "US East")
-		in.maybe(s3, "forcePathStyle", true, "yes")
-		in.maybe(s3, "serverSideEncryption", "AES256", "rot13")
+		in.req(s3, "bucket", "backups", "Bad_Bucket", "ab", strings.Repeat("b", 64))
+		in.req(s3, "credentialsSecret", names...)
+		in.opt(s3, "endpoint", "http://minio:9000", "minio:9000", "https://x")
+		in.opt(s3, "prefix", "p", "a\nb", strings.Repeat("k", 600))
+		in.opt(s3, "region", "us-east-1", "US East")
+		in.opt(s3, "forcePathStyle", true, "yes")
+		in.opt(s3, "serverSideEncryption", "AES256", "rot13")
 		d["s3"] = s3
 	}
-	if in.n(3) == 0 {
+	if in.n(3) == 1 {
 		pvc := map[string]any{}
-		in.maybe(pvc, "claimName", names...)
-		in.maybe(pvc, "path", paths...)
+		in.req(pvc, "claimName", names...)
+		in.opt(pvc, "path", paths...)
 		d["pvc"] = pvc
 	}
 	return d
@@ -131,39 +145,39 @@ func destination(in *input) map[string]any {
 
 func clusterSpec(in *input) map[string]any {
 	s := map[string]any{}
-	in.maybe(s, "replicas", integers...)
-	in.maybe(s, "version", "3.6.16", "3.5.35", "3.7.3", "3.4.0", "v3.6.16", "3.6.99999999999999999999", "latest")
-	in.maybe(s, "image", strings_...)
+	in.opt(s, "replicas", integers...)
+	in.opt(s, "version", "3.6.16", "3.5.35", "3.7.3", "3.4.0", "v3.6.16", "3.6.99999999999999999999", "latest")
+	in.opt(s, "image", strings_...)
 	storage := map[string]any{}
-	in.maybe(storage, "size", quantities...)
-	in.maybe(storage, "medium", "", "Memory", "Disk")
-	in.maybe(storage, "retentionPolicy", "Delete", "Retain", "Keep")
+	in.opt(storage, "size", quantities...)
+	in.opt(storage, "medium", "", "Memory", "Disk")
+	in.opt(storage, "retentionPolicy", "Delete", "Retain", "Keep")
 	s["storage"] = storage
 	etcd := map[string]any{}
-	in.maybe(etcd, "quotaBackendBytes", append([]any{int64(8) << 30, int64(2) << 30}, integers...)...)
-	in.maybe(etcd, "autoCompactionMode", "periodic", "revision", "sometimes")
-	in.maybe(etcd, "autoCompactionRetention", append([]any{"1h", "0", "10000"}, durations...)...)
-	in.maybe(etcd, "snapshotCount", integers...)
-	in.maybe(etcd, "heartbeatIntervalMillis", int64(10), int64(100), int64(5000), int64(0), int64(1)<<40)
-	in.maybe(etcd, "electionTimeoutMillis", int64(50), int64(1000), int64(50000), int64(-5))
+	in.opt(etcd, "quotaBackendBytes", append([]any{int64(8) << 30, int64(2) << 30}, integers...)...)
+	in.opt(etcd, "autoCompactionMode", "periodic", "revision", "sometimes")
+	in.opt(etcd, "autoCompactionRetention", append([]any{"1h", "0", "10000"}, durations...)...)
+	in.opt(etcd, "snapshotCount", integers...)
+	in.opt(etcd, "heartbeatIntervalMillis", int64(10), int64(100), int64(5000), int64(0), int64(1)<<40)
+	in.opt(etcd, "electionTimeoutMillis", int64(50), int64(1000), int64(50000), int64(-5))
 	s["etcd"] = etcd
 	tls := map[string]any{}
-	in.maybe(tls, "client", "OperatorManaged", "Disabled", "Off")
-	in.maybe(tls, "peer", "OperatorManaged", "Disabled", "Off")
+	in.opt(tls, "client", "OperatorManaged", "Disabled", "Off")
+	in.opt(tls, "peer", "OperatorManaged", "Disabled", "Off")
 	s["tls"] = tls
 	m := map[string]any{}
-	in.maybe(m, "upgradeTimeout", durations...)
-	in.maybe(m, "paused", true, false, "yes")
+	in.opt(m, "upgradeTimeout", durations...)
+	in.opt(m, "paused", true, false, "yes")
 	s["maintenance"] = m
-	if in.n(4) == 0 {
+	if in.n(4) == 1 {
 		labels := map[string]any{}
-		in.maybe(labels, "tier", "db", "bad value!", strings.Repeat("v", 70))
-		in.maybe(labels, "app.kubernetes.io/name", "mine")
+		in.opt(labels, "tier", "db", "bad value!", strings.Repeat("v", 70))
+		in.opt(labels, "app.kubernetes.io/name", "mine")
 		s["podTemplate"] = map[string]any{"labels": labels}
 	}
-	if in.n(4) == 0 {
+	if in.n(4) == 1 {
 		r := map[string]any{}
-		in.maybe(r, "backupName", names...)
+		in.opt(r, "backupName", names...)
 		if in.bool() {
 			r["source"] = destination(in)
 		}
@@ -174,19 +188,19 @@ func clusterSpec(in *input) map[string]any {
 
 func backupSpec(in *input) map[string]any {
 	s := map[string]any{"destination": destination(in)}
-	in.maybe(s, "clusterName", names...)
+	in.req(s, "clusterName", names...)
 	return s
 }
 
 func scheduleSpec(in *input) map[string]any {
 	s := map[string]any{"template": backupSpec(in)}
-	in.maybe(s, "schedule", crons...)
-	in.maybe(s, "keepLast", integers...)
-	in.maybe(s, "maxAge", append([]any{"720h", "1m"}, durations...)...)
-	in.maybe(s, "suspend", true, false)
-	if in.n(3) == 0 {
+	in.req(s, "schedule", crons...)
+	in.opt(s, "keepLast", integers...)
+	in.opt(s, "maxAge", append([]any{"720h", "1m"}, durations...)...)
+	in.opt(s, "suspend", true, false)
+	if in.n(3) == 1 {
 		v := map[string]any{}
-		in.maybe(v, "schedule", crons...)
+		in.req(v, "schedule", crons...)
 		s["verify"] = v
 	}
 	return s
@@ -196,7 +210,10 @@ func scheduleSpec(in *input) map[string]any {
 func objects(data []byte, ns string, id int) []*unstructured.Unstructured {
 	in := &input{b: data}
 	suffix := func() string {
-		return []string{"", "-x", "-" + strings.Repeat("l", 50), "." + "dot", "-" + strings.Repeat("m", 230)}[in.n(5)]
+		if in.n(2) == 0 {
+			return ""
+		}
+		return []string{"-x", "-" + strings.Repeat("l", 50), "." + "dot", "-" + strings.Repeat("m", 230)}[in.n(4)]
 	}
 	return []*unstructured.Unstructured{
 		object("EtcdCluster", ns, fmt.Sprintf("c%d%s", id, suffix()), clusterSpec(in)),
@@ -259,7 +276,7 @@ func FuzzSpec(f *testing.F) {
 
 // TestSpecFuzzer runs a fixed, seeded batch of generated inputs on every `go test`.
 func TestSpecFuzzer(t *testing.T) {
-	iterations := 60
+	iterations := 1000
 	if v, err := strconv.Atoi(os.Getenv("FUZZ_ITERATIONS")); err == nil {
 		iterations = v
 	}

@@ -1,5 +1,5 @@
 // Package speccheck finds what in a stored object the operator cannot act on: the fields its Go
-// type could not decode (v1alpha1.Undecodable), and values the controllers parse that do not
+// type could not decode (v1alpha1.StoredSpec.Problems), and values the controllers parse that do not
 // parse. The CRDs reject all of these on write; these checks catch objects stored before a rule
 // existed or under a looser CRD, which the controllers then report as InvalidSpec instead of
 // acting on. They are deliberately no stricter than what the operator needs: a cluster created
@@ -25,8 +25,8 @@ var MaxStorage = resource.MustParse("64Ti")
 // Cluster lists what the operator cannot act on in c.
 func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 	var out []v1.FieldProblem
-	if c.Undecodable != nil {
-		out = append(out, c.Undecodable.Problems...)
+	if c.Stored != nil {
+		out = append(out, c.Stored.Problems...)
 	}
 	add := func(field, format string, a ...any) {
 		out = append(out, v1.FieldProblem{Field: field, Message: fmt.Sprintf(format, a...)})
@@ -95,8 +95,8 @@ func destination(field string, d v1.BackupDestination) []v1.FieldProblem {
 // Backup lists what the operator cannot act on in b.
 func Backup(b *v1.EtcdBackup) []v1.FieldProblem {
 	var out []v1.FieldProblem
-	if b.Undecodable != nil {
-		out = append(out, b.Undecodable.Problems...)
+	if b.Stored != nil {
+		out = append(out, b.Stored.Problems...)
 	}
 	return append(out, destination("spec.destination", b.Spec.Destination)...)
 }
@@ -104,8 +104,8 @@ func Backup(b *v1.EtcdBackup) []v1.FieldProblem {
 // Schedule lists what the operator cannot act on in s.
 func Schedule(s *v1.EtcdBackupSchedule) []v1.FieldProblem {
 	var out []v1.FieldProblem
-	if s.Undecodable != nil {
-		out = append(out, s.Undecodable.Problems...)
+	if s.Stored != nil {
+		out = append(out, s.Stored.Problems...)
 	}
 	add := func(field, format string, a ...any) {
 		out = append(out, v1.FieldProblem{Field: field, Message: fmt.Sprintf(format, a...)})

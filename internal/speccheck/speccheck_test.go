@@ -39,7 +39,7 @@ func TestCluster(t *testing.T) {
 		{"name of 56 characters, as an older operator could run", ok(func(c *v1.EtcdCluster) { c.Name = "a" + strings.Repeat("b", 55) }), ""},
 		{"retention in hours, as etcd reads it", ok(func(c *v1.EtcdCluster) { c.Spec.Etcd.AutoCompactionRetention = "2" }), ""},
 		{"undecodable fields", ok(func(c *v1.EtcdCluster) {
-			c.Undecodable = &v1.Undecodable{Problems: []v1.FieldProblem{{Field: "spec.storage.size", Message: "x"}}}
+			c.Stored = &v1.StoredSpec{Problems: []v1.FieldProblem{{Field: "spec.storage.size", Message: "x"}}}
 		}), "spec.storage.size"},
 		{"name too long for a Service", ok(func(c *v1.EtcdCluster) { c.Name = "a" + strings.Repeat("b", 56) }), "metadata.name"},
 		{"name with a dot", ok(func(c *v1.EtcdCluster) { c.Name = "a.b" }), "metadata.name"},

@@ -85,6 +85,14 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 test-unit: envtest-assets minio ## Unit and envtest integration tests.
 	go test ./... -count=1
 
+# The spec fuzzer (controllers/robustness): `make test-unit` runs its seeds and a fixed seeded batch
+# of 1000 inputs (~20 s); this runs it for FUZZTIME from a random seed (printed; FUZZ_SEED=n replays).
+FUZZTIME ?= 10m
+FUZZ_SEED ?= $(shell date +%s)
+.PHONY: fuzz
+fuzz: envtest-assets ## Fuzz EtcdCluster/EtcdBackup/EtcdBackupSchedule specs against envtest and a running manager for FUZZTIME (default 10m).
+	FUZZ_DURATION=$(FUZZTIME) FUZZ_SEED=$(FUZZ_SEED) go test ./controllers/robustness/ -run '^TestSpecFuzzer$$' -count=1 -v -timeout 0
+
 .PHONY: test-e2e
 test-e2e: cluster-up cluster-load ## End-to-end tests on the local cluster (brought up if needed).
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -v $(E2E_ARGS)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -22,8 +23,10 @@ import (
 // admits, the manager never panics (reconciler panics are not recovered here: one would kill the
 // test binary) nor exits, and every admitted object carries a condition within a few seconds.
 //
-// `go test` runs the seed corpus and TestSpecFuzzer's fixed, seeded batch (FUZZ_ITERATIONS,
-// default 1000); `make fuzz FUZZTIME=10m` runs the fuzzing engine on FuzzSpec.
+// `go test` runs FuzzSpec's seed corpus and TestSpecFuzzer's fixed, seeded batch; `make fuzz
+// FUZZTIME=10m` runs TestSpecFuzzer for that long from a random seed. (Go's fuzzing engine runs
+// FuzzSpec too, `go test -fuzz FuzzSpec -parallel 1`, but each of its worker processes starts a
+// kube-apiserver, and its workers were seen not to stop at -fuzztime.)
 
 var shared struct {
 	once sync.Once
@@ -274,18 +277,27 @@ func FuzzSpec(f *testing.F) {
 	})
 }
 
-// TestSpecFuzzer runs a fixed, seeded batch of generated inputs on every `go test`.
+// TestSpecFuzzer runs a seeded batch of generated inputs on every `go test`: FUZZ_ITERATIONS
+// (default 1000), or, with FUZZ_DURATION (e.g. 10m, what `make fuzz` sets), as many as fit, from
+// FUZZ_SEED (default fixed; `make fuzz` picks one and prints it, so a failure can be replayed).
 func TestSpecFuzzer(t *testing.T) {
-	iterations := 1000
+	iterations, seed := 1000, uint64(7)
 	if v, err := strconv.Atoi(os.Getenv("FUZZ_ITERATIONS")); err == nil {
 		iterations = v
 	}
+	if v, err := strconv.ParseUint(os.Getenv("FUZZ_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	var deadline time.Time
+	if d, err := time.ParseDuration(os.Getenv("FUZZ_DURATION")); err == nil {
+		deadline, iterations = time.Now().Add(d), math.MaxInt
+	}
 	mgr, ns := sharedManager(t)
-	rng := rand.New(rand.NewPCG(7, 11))
+	rng := rand.New(rand.NewPCG(seed, 11))
 	start := time.Now()
-	admitted, tried := 0, 0
+	admitted, tried, inputsRun := 0, 0, 0
 	const batch = 10
-	for done := 0; done < iterations; done += batch {
+	for done := 0; done < iterations && (deadline.IsZero() || time.Now().Before(deadline)); done += batch {
 		var inputs [][]byte
 		for range min(batch, iterations-done) {
 			b := make([]byte, 8*(4+rng.IntN(12)))
@@ -296,6 +308,7 @@ func TestSpecFuzzer(t *testing.T) {
 		}
 		got := apply(t, ns, inputs)
 		tried += 3 * len(inputs)
+		inputsRun += len(inputs)
 		admitted += len(got)
 		settle(t, mgr, got)
 	}
@@ -309,8 +322,8 @@ func TestSpecFuzzer(t *testing.T) {
 		}
 		kinds[kind] = len(list.Items)
 	}
-	t.Logf("%d inputs, %d objects tried, %d admitted (%v), each with a condition; manager up after %s",
-		iterations, tried, admitted, kinds, time.Since(start).Round(time.Second))
+	t.Logf("seed %d: %d inputs, %d objects tried, %d admitted (%v), each with a condition; manager up after %s",
+		seed, inputsRun, tried, admitted, kinds, time.Since(start).Round(time.Second))
 	if admitted == 0 || admitted == tried {
 		t.Errorf("the generator is one-sided: %d of %d admitted", admitted, tried)
 	}

@@ -156,7 +156,7 @@ func TestCreateBuildsASecureBootstrap(t *testing.T) {
 			t.Errorf("PVC %s: %v", name, err)
 		}
 	}
-	for _, name := range []string{"demo-ca", "demo-server-tls", "demo-peer-tls", "demo-client-tls", "demo-operator-client-tls"} {
+	for _, name := range []string{"demo-ca", "demo-server-tls", "demo-peer-tls", "demo-client-tls", "demo-operator-tls"} {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{}); err != nil {
 			t.Errorf("secret %s: %v", name, err)
 		}

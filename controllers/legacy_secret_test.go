@@ -56,7 +56,7 @@ func TestLegacyOperatorSecretIsRetiredOnlyWhenOwned(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 
 	// Clusters m and m-operator side by side: m's legacy name is m-operator's user Secret.

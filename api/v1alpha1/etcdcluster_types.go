@@ -86,7 +86,7 @@ const (
 // failed on a size stored under an older CRD would refuse every status write to the object.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || !isQuantity(string(oldSelf.size)) || has(self.size) && isQuantity(string(self.size)) && quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size can only grow"
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable"
-// +kubebuilder:validation:XValidation:rule="(has(self.medium) ? self.medium : '') == (has(oldSelf.medium) ? oldSelf.medium : '')",message="storage.medium is immutable"
+// +kubebuilder:validation:XValidation:rule="(has(self.medium) && self.medium == 'Memory') == (has(oldSelf.medium) && oldSelf.medium == 'Memory')",message="storage.medium is immutable"
 type StorageSpec struct {
 	// Size of each member's volume.
 	// +kubebuilder:default="8Gi"

@@ -68,7 +68,7 @@ type PVCDestination struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="pvc.path is relative to the volume's root: drop the leading '/' (write backups/prod, not /backups/prod)"
-	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[^/[:cntrl:]]+(/[^/[:cntrl:]]+)*$')",message="pvc.path must be normalised: no '//', no trailing '/' and no control characters (write backups/prod)"
+	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || self.matches('^[^/[:cntrl:]]+(/[^/[:cntrl:]]+)*$')",message="pvc.path must be normalised: no '//', no trailing '/' and no control characters (write backups/prod)"
 	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '.' || s == '..')",message="pvc.path must not contain '.' or '..' segments: write the path from the volume's root, such as backups/prod"
 	Path string `json:"path,omitempty"`
 }

@@ -33,27 +33,29 @@ type observation struct {
 	clusterID uint64
 	status    map[uint64]etcdclient.Status
 	names     map[uint64]string
+	// ids is names inverted: member name → ID.
+	ids map[string]uint64
 	leaderID  uint64
+	// alarms raised in the cluster, listed when any member reports one.
+	alarms []etcdclient.Alarm
+	// failing is etcd's own evidence against a member (see planner.EtcdMember.Failing), by ID.
+	failing map[uint64]string
 	// etcdErr explains why etcd is nil.
 	etcdErr error
 }
 
-func (o *observation) close() {
-	if o.etcd != nil {
-		_ = o.etcd.Close()
-	}
-}
-
 func (p *pass) observe(ctx context.Context) (*observation, error) {
 	c := p.c
-	o := &observation{pods: map[string]*corev1.Pod{}, pvcs: map[string]*corev1.PersistentVolumeClaim{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}}
+	o := &observation{pods: map[string]*corev1.Pod{}, pvcs: map[string]*corev1.PersistentVolumeClaim{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}, ids: map[string]uint64{}}
 	sel := client.MatchingLabels(naming.Labels(c.Name))
 	pods := &corev1.PodList{}
 	if err := p.r.List(ctx, pods, client.InNamespace(c.Namespace), sel); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
+	// Only objects this cluster controls count: a namesake (a PVC retained from an earlier
+	// incarnation, a pod made by hand) is neither a member nor a stray to delete.
 	for i := range pods.Items {
-		if m := pods.Items[i].Labels[naming.LabelMember]; m != "" {
+		if m := pods.Items[i].Labels[naming.LabelMember]; m != "" && ownedBy(&pods.Items[i], c.UID) {
 			o.pods[m] = &pods.Items[i]
 		}
 	}
@@ -62,7 +64,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		return nil, fmt.Errorf("list PVCs: %w", err)
 	}
 	for i := range pvcs.Items {
-		if m := pvcs.Items[i].Labels[naming.LabelMember]; m != "" {
+		if m := pvcs.Items[i].Labels[naming.LabelMember]; m != "" && ownedBy(&pvcs.Items[i], c.UID) {
 			o.pvcs[m] = &pvcs.Items[i]
 		}
 	}
@@ -77,18 +79,17 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		o.etcdErr = errors.New("no member pod is running")
 		return o, nil
 	}
-	tlsConfig, err := p.clientTLSConfig(ctx)
+	tlsConfig, tlsKey, err := p.clientTLSConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := etcdclient.New(endpoints, tlsConfig)
+	cl, err := p.mem.etcd(endpoints, tlsConfig, tlsKey)
 	if err != nil {
 		o.etcdErr = err
 		return o, nil
 	}
 	members, clusterID, err := cl.MemberList(ctx)
 	if err != nil {
-		_ = cl.Close()
 		o.etcdErr = err
 		log.FromContext(ctx).V(1).Info("etcd unreachable", "error", err.Error())
 		return o, nil
@@ -96,6 +97,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	o.etcd, o.members, o.clusterID = cl, members, clusterID
 	for _, m := range members {
 		o.names[m.ID] = memberNameFromPeerURLs(c, m.PeerURLs)
+		o.ids[o.names[m.ID]] = m.ID
 		pod := o.pods[o.names[m.ID]]
 		if pod == nil {
 			continue
@@ -113,7 +115,58 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 			o.leaderID = st.Leader
 		}
 	}
+	p.observeFailures(ctx, o)
 	return o, nil
+}
+
+// observeFailures collects etcd's own evidence against members: errors a member reports of itself,
+// a CORRUPT alarm raised on it, and, for members that did not answer, whether the leader still
+// reaches them over raft. A NOSPACE alarm is cluster-wide (every member reports it) and says
+// nothing about any one member.
+func (p *pass) observeFailures(ctx context.Context, o *observation) {
+	o.failing = map[uint64]string{}
+	alarmed, silent := false, false
+	for _, m := range o.members {
+		st, answered := o.status[m.ID]
+		switch {
+		case !answered:
+			silent = silent || m.Started()
+		case len(st.Errors) > 0:
+			o.failing[m.ID] = fmt.Sprintf("it reports %s", strings.Join(st.Errors, "; "))
+		}
+		alarmed = alarmed || len(st.Alarms) > 0
+	}
+	if alarmed {
+		alarms, err := o.etcd.Alarms(ctx)
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("cannot list alarms", "error", err.Error())
+		}
+		o.alarms = alarms
+		for _, a := range alarms {
+			if a.Type == "CORRUPT" {
+				o.failing[a.MemberID] = "a CORRUPT alarm is raised on it: its data differs from the other members'"
+			}
+		}
+	}
+	if !silent || o.leaderID == 0 {
+		return
+	}
+	leaderPod := o.pods[o.names[o.leaderID]]
+	if leaderPod == nil || leaderPod.Status.PodIP == "" {
+		return
+	}
+	url := naming.MetricsURL(leaderPod.Status.PodIP)
+	active, err := etcdclient.PeerActivity(ctx, url, o.leaderID)
+	if err != nil {
+		// No evidence either way: nobody is declared failing on the operator's own failure.
+		log.FromContext(ctx).V(1).Info("cannot read the leader's view of its peers", "error", err.Error())
+		return
+	}
+	for _, m := range o.members {
+		if _, answered := o.status[m.ID]; !answered && m.Started() && m.ID != o.leaderID && !active[m.ID] {
+			o.failing[m.ID] = fmt.Sprintf("the leader %s has no raft connection to it", o.names[o.leaderID])
+		}
+	}
 }
 
 // endpoint is the client URL of a running member pod, by IP: the operator may run outside the
@@ -125,23 +178,25 @@ func (p *pass) endpoint(pod *corev1.Pod) string {
 	return naming.EndpointForIP(pod.Status.PodIP, resources.ClientTLS(p.c))
 }
 
-func (p *pass) clientTLSConfig(ctx context.Context) (*tls.Config, error) {
+// clientTLSConfig is the operator's client TLS configuration for the cluster, and a key that
+// changes whenever the certificate does (nil and "" for plain-text clusters).
+func (p *pass) clientTLSConfig(ctx context.Context) (*tls.Config, string, error) {
 	if !resources.ClientTLS(p.c) {
-		return nil, nil
+		return nil, "", nil
 	}
 	s := &corev1.Secret{}
 	if err := p.r.Get(ctx, client.ObjectKey{Namespace: p.c.Namespace, Name: naming.OperatorClientSecret(p.c.Name)}, s); err != nil {
-		return nil, fmt.Errorf("read operator client certificate: %w", err)
+		return nil, "", fmt.Errorf("read operator client certificate: %w", err)
 	}
 	pair, err := tls.X509KeyPair(s.Data[pki.CertKey], s.Data[pki.PrivKeyKey])
 	if err != nil {
-		return nil, fmt.Errorf("load operator client certificate: %w", err)
+		return nil, "", fmt.Errorf("load operator client certificate: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(s.Data[pki.CACertKey]) {
-		return nil, errors.New("operator client secret has no usable ca.crt")
+		return nil, "", errors.New("operator client secret has no usable ca.crt")
 	}
-	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(p.c.Name, p.c.Namespace)), nil
+	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(p.c.Name, p.c.Namespace)), string(s.UID) + "/" + s.ResourceVersion, nil
 }
 
 // memberNameFromPeerURLs recovers the member name from its peer URL host
@@ -160,26 +215,33 @@ func memberNameFromPeerURLs(c *v1.EtcdCluster, peerURLs []string) string {
 	return ""
 }
 
+// memberHealthy: the member answered the operator and etcd reports nothing against it.
+func memberHealthy(o *observation, id uint64) bool {
+	_, answered := o.status[id]
+	return o.etcd != nil && answered && o.failing[id] == ""
+}
+
 // defaultUpgradeTimeout matches the CRD default of spec.maintenance.upgradeTimeout.
 const defaultUpgradeTimeout = 3 * time.Minute
 
 func (p *pass) plannerInput() planner.Input {
 	c, o := p.c, p.obs
 	in := planner.Input{
-		Replicas:       c.Spec.Replicas,
-		Paused:         c.Spec.Maintenance.Paused,
-		EphemeralData:  c.Spec.Storage.Medium == v1.StorageMediumMemory,
-		Bootstrapped:   c.Status.Bootstrapped,
-		NextIndex:      c.Status.NextMemberIndex,
-		Pods:           map[string]planner.PodState{},
-		PVCs:           map[string]planner.PVCState{},
-		Now:            p.now,
-		MemberNameFunc: func(i int32) string { return naming.MemberName(c.Name, i) },
-		TargetVersion:  c.Spec.Version,
-		UpgradeTimeout: c.Spec.Maintenance.UpgradeTimeout.Duration,
-		LegacyWALIndex: uint64(c.Status.LegacyWALIndex),
-		SnapshotCount:  uint64(c.Spec.Etcd.SnapshotCount),
-		ConfigHash:     resources.ConfigHash(c),
+		Replicas:          c.Spec.Replicas,
+		Paused:            c.Spec.Maintenance.Paused,
+		EphemeralData:     c.Spec.Storage.Medium == v1.StorageMediumMemory,
+		Bootstrapped:      c.Status.Bootstrapped,
+		NextIndex:         c.Status.NextMemberIndex,
+		Pods:              map[string]planner.PodState{},
+		PVCs:              map[string]planner.PVCState{},
+		Now:               p.now,
+		MemberNameFunc:    func(i int32) string { return naming.MemberName(c.Name, i) },
+		TargetVersion:     c.Spec.Version,
+		UpgradeTimeout:    c.Spec.Maintenance.UpgradeTimeout.Duration,
+		LegacyWALIndex:    uint64(c.Status.LegacyWALIndex),
+		SnapshotCount:     uint64(c.Spec.Etcd.SnapshotCount),
+		ConfigHash:        resources.ConfigHash(c),
+		DowngradeRecorded: c.Status.DowngradeTarget,
 	}
 	if in.UpgradeTimeout <= 0 {
 		in.UpgradeTimeout = defaultUpgradeTimeout // objects stored before the field existed
@@ -191,7 +253,7 @@ func (p *pass) plannerInput() planner.Input {
 		k := planner.KnownMember{Name: m.Name, Version: m.Version}
 		if m.UnhealthySince != nil {
 			t := m.UnhealthySince.Time
-			k.UnhealthySince = &t
+			k.FailingSince = &t
 		}
 		in.Known = append(in.Known, k)
 	}
@@ -208,10 +270,10 @@ func (p *pass) plannerInput() planner.Input {
 	if o.etcd != nil {
 		e := &planner.Etcd{LeaderID: o.leaderID}
 		for _, m := range o.members {
-			st, answered := o.status[m.ID]
+			st := o.status[m.ID]
 			e.Members = append(e.Members, planner.EtcdMember{
 				ID: m.ID, Name: o.names[m.ID], Learner: m.IsLearner, Started: m.Started(),
-				Healthy: answered && len(st.Errors) == 0, RaftIndex: st.RaftIndex, Version: st.Version,
+				Healthy: memberHealthy(o, m.ID), Failing: o.failing[m.ID], RaftIndex: st.RaftIndex, Version: st.Version,
 				AppliedIndex: st.RaftAppliedIndex, StorageVersion: st.StorageVersion, DowngradeTarget: st.DowngradeTarget,
 			})
 		}

@@ -45,7 +45,9 @@ type EtcdClusterSpec struct {
 	PodTemplate PodTemplate `json:"podTemplate,omitempty"`
 
 	// TLS of client and peer traffic. Both are on, with an operator-managed CA, unless disabled here.
+	// Immutable: running members cannot switch schemes one at a time without losing each other.
 	// +kubebuilder:default={}
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.tls is immutable: members cannot change between TLS and plain text in place; create a new cluster from a backup (spec.bootstrap.restore) with the TLS settings you want"
 	TLS TLSSpec `json:"tls"`
 
 	// Etcd holds typed etcd server options.
@@ -260,15 +262,12 @@ type MemberStatus struct {
 	// +optional
 	Role    MemberRole `json:"role,omitempty"`
 	Healthy bool       `json:"healthy"`
-	// UnhealthySince is when the member was first seen unhealthy; a member unhealthy for long is replaced.
+	// UnhealthySince is when etcd itself started reporting the member failing (the leader lost its raft
+	// connection to it, or the member reports errors or a CORRUPT alarm), as watched without
+	// interruption by the operator; a member failing for 5 minutes is replaced. The operator merely
+	// failing to reach a member never sets it.
 	// +optional
 	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
-	// +optional
-	DBSize int64 `json:"dbSize,omitempty"`
-	// +optional
-	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
-	// +optional
-	RaftIndex uint64 `json:"raftIndex,omitempty"`
 }
 
 // PendingOperation records an irreversible etcd call before it is made, so that an operator
@@ -352,6 +351,10 @@ type EtcdClusterStatus struct {
 	// taken a snapshot past it.
 	// +optional
 	LegacyWALIndex int64 `json:"legacyWALIndex,omitempty"`
+	// DowngradeTarget is the downgrade ("3.5.0") the operator asked etcd to enable, recorded before the
+	// call, so that it is cancelled if spec.version goes back up even when no member reports it.
+	// +optional
+	DowngradeTarget string `json:"downgradeTarget,omitempty"`
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints"
 	Endpoints Endpoints `json:"endpoints,omitempty"`

@@ -194,6 +194,8 @@ func TestTransitionRules(t *testing.T) {
 		{"add a bootstrap source later", func(c *v1.EtcdCluster) {
 			c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "b"}}
 		}, "bootstrap is immutable"},
+		{"turn client TLS off", func(c *v1.EtcdCluster) { c.Spec.TLS.Client = v1.TLSDisabled }, "spec.tls is immutable"},
+		{"turn peer TLS off", func(c *v1.EtcdCluster) { c.Spec.TLS.Peer = v1.TLSDisabled }, "spec.tls is immutable"},
 	}
 	for _, tc := range rejected {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,8 +34,8 @@ type observation struct {
 	status    map[uint64]etcdclient.Status
 	names     map[uint64]string
 	// ids is names inverted: member name → ID.
-	ids map[string]uint64
-	leaderID  uint64
+	ids      map[string]uint64
+	leaderID uint64
 	// alarms raised in the cluster, listed when any member reports one.
 	alarms []etcdclient.Alarm
 	// failing is etcd's own evidence against a member (see planner.EtcdMember.Failing), by ID.

@@ -221,8 +221,12 @@ func memberHealthy(o *observation, id uint64) bool {
 	return o.etcd != nil && answered && o.failing[id] == ""
 }
 
-// defaultUpgradeTimeout matches the CRD default of spec.maintenance.upgradeTimeout.
-const defaultUpgradeTimeout = 3 * time.Minute
+// Defaults of spec.maintenance.upgradeTimeout and replaceFailedMemberAfter, as in the CRD, for
+// objects stored before the fields existed.
+const (
+	defaultUpgradeTimeout = 3 * time.Minute
+	defaultReplaceAfter   = 5 * time.Minute
+)
 
 func (p *pass) plannerInput() planner.Input {
 	c, o := p.c, p.obs
@@ -238,13 +242,17 @@ func (p *pass) plannerInput() planner.Input {
 		MemberNameFunc:    func(i int32) string { return naming.MemberName(c.Name, i) },
 		TargetVersion:     c.Spec.Version,
 		UpgradeTimeout:    c.Spec.Maintenance.UpgradeTimeout.Duration,
+		ReplaceAfter:      c.Spec.Maintenance.ReplaceFailedMemberAfter.Duration,
 		LegacyWALIndex:    uint64(c.Status.LegacyWALIndex),
 		SnapshotCount:     uint64(c.Spec.Etcd.SnapshotCount),
 		ConfigHash:        resources.ConfigHash(c),
 		DowngradeRecorded: c.Status.DowngradeTarget,
 	}
 	if in.UpgradeTimeout <= 0 {
-		in.UpgradeTimeout = defaultUpgradeTimeout // objects stored before the field existed
+		in.UpgradeTimeout = defaultUpgradeTimeout
+	}
+	if in.ReplaceAfter <= 0 {
+		in.ReplaceAfter = defaultReplaceAfter
 	}
 	if b := c.Status.UpgradeBlocked; b != nil {
 		in.Blocked = b.Version

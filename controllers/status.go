@@ -212,7 +212,7 @@ func alarmMessage(o *observation) string {
 		case "NOSPACE":
 			parts = append(parts, fmt.Sprintf("NOSPACE raised by %s: the database reached its quota and etcd refuses writes until it is compacted, defragmented and the alarm disarmed, or the quota (spec.etcd.quotaBackendBytes) raised", name))
 		case "CORRUPT":
-			parts = append(parts, fmt.Sprintf("CORRUPT raised on %s: its data differs from the other members'; it is replaced once etcd has reported it failing for %s", name, planner.UnhealthyReplaceAfter))
+			parts = append(parts, fmt.Sprintf("CORRUPT raised on %s: its data differs from the other members'; it is replaced once it has been failing for spec.maintenance.replaceFailedMemberAfter", name))
 		default:
 			parts = append(parts, fmt.Sprintf("%s raised by %s", a.Type, name))
 		}

@@ -210,6 +210,15 @@ type MaintenanceSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Upgrade timeout",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	UpgradeTimeout metav1.Duration `json:"upgradeTimeout,omitzero"`
+
+	// ReplaceFailedMemberAfter is how long etcd itself must report a member failing (the leader has
+	// no raft connection to it, or it reports errors or a CORRUPT alarm) before the operator removes
+	// it and adds a new member in its place. The operator merely failing to reach a member never
+	// counts, and the clock restarts whenever the operator loses sight of the cluster.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="maintenance.replaceFailedMemberAfter must be at least 10s (for example 5m): shorter would replace members that only restart"
+	// +optional
+	ReplaceFailedMemberAfter metav1.Duration `json:"replaceFailedMemberAfter,omitzero"`
 }
 
 // ClusterPhase is a one-word summary of the cluster, for humans; automation reads conditions.

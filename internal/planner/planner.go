@@ -14,10 +14,6 @@ import (
 	"time"
 )
 
-// UnhealthyReplaceAfter is how long etcd must report a member failing (see EtcdMember.Failing),
-// without interruption, before it is replaced.
-const UnhealthyReplaceAfter = 5 * time.Minute
-
 // PodState is what Kubernetes shows of a member's pod.
 type PodState struct {
 	Exists bool
@@ -106,6 +102,9 @@ type Input struct {
 	// UpgradeTimeout is how long a restarted member may take to become healthy at a new version
 	// before it is rolled back.
 	UpgradeTimeout time.Duration
+	// ReplaceAfter is how long etcd must report a member failing (see EtcdMember.Failing), without
+	// interruption, before it is replaced.
+	ReplaceAfter time.Duration
 	// LegacyWALIndex: raft entries up to this index may have been written by etcd 3.5 (see
 	// LegacyWALIndex in upgrade.go); SnapshotCount is the members' --snapshot-count.
 	LegacyWALIndex uint64
@@ -288,7 +287,7 @@ func decideRunning(in Input) Action {
 	// A member etcd has reported failing for long is replaced, if the others keep quorum without it.
 	for _, k := range in.Known {
 		m, _ := findByName(e.Members, k.Name)
-		if m.Failing != "" && k.FailingSince != nil && in.Now.Sub(*k.FailingSince) >= UnhealthyReplaceAfter {
+		if m.Failing != "" && k.FailingSince != nil && in.Now.Sub(*k.FailingSince) >= in.ReplaceAfter {
 			if a, ok := safeRemoval(in, m, "MemberUnhealthy", fmt.Sprintf("%s has been failing since %s (%s); replacing it", k.Name, k.FailingSince.UTC().Format(time.RFC3339), m.Failing)); ok {
 				return a
 			}

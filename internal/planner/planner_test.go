@@ -16,7 +16,7 @@ func name(i int32) string { return fmt.Sprintf("c-%d", i) }
 // c-0 the leader.
 func healthyCluster(n int) Input {
 	in := Input{
-		Replicas: int32(n), Bootstrapped: true, NextIndex: int32(n), Now: now, MemberNameFunc: name,
+		Replicas: int32(n), Bootstrapped: true, NextIndex: int32(n), Now: now, MemberNameFunc: name, ReplaceAfter: 5 * time.Minute,
 		Pods: map[string]PodState{}, PVCs: map[string]PVCState{}, Etcd: &Etcd{LeaderID: 1},
 	}
 	for i := 0; i < n; i++ {
@@ -113,7 +113,7 @@ func TestDecide(t *testing.T) {
 			failing(in, 2, ago(time.Minute))
 		}), kind: Wait, reason: "WaitingForHealth"},
 		{name: "member failing past the threshold is replaced", in: with(healthyCluster(3), func(in *Input) {
-			failing(in, 2, ago(UnhealthyReplaceAfter))
+			failing(in, 2, ago(in.ReplaceAfter))
 		}), kind: RemoveMember, members: []string{"c-2"}, reason: "MemberUnhealthy", id: 3},
 		{name: "a member only the operator cannot reach is never replaced", in: with(healthyCluster(3), func(in *Input) {
 			member(in, "c-2").Healthy = false // no status answer, but etcd reports nothing wrong

@@ -132,7 +132,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	p.obs = obs
-	p.observeRestore()
+	p.observeRestore(ctx)
 	p.updateLegacyWALIndex()
 	p.trackFailures()
 	action := planner.Decide(p.plannerInput())

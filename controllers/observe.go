@@ -120,21 +120,20 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 }
 
 // observeFailures collects etcd's own evidence against members: errors a member reports of itself,
-// a CORRUPT alarm raised on it, and, for members that did not answer, whether the leader still
-// reaches them over raft. A NOSPACE alarm is cluster-wide (every member reports it) and says
-// nothing about any one member.
+// a CORRUPT alarm raised on it, and whether the leader still reaches it over raft. A NOSPACE alarm is
+// cluster-wide (every member reports it) and says nothing about any one member.
 func (p *pass) observeFailures(ctx context.Context, o *observation) {
 	o.failing = map[uint64]string{}
-	alarmed, silent := false, false
+	alarmed, suspect := false, false
 	for _, m := range o.members {
 		st, answered := o.status[m.ID]
-		switch {
-		case !answered:
-			silent = silent || m.Started()
-		case len(st.Errors) > 0:
+		if len(st.Errors) > 0 {
 			o.failing[m.ID] = fmt.Sprintf("it reports %s", strings.Join(st.Errors, "; "))
 		}
 		alarmed = alarmed || len(st.Alarms) > 0
+		// A member that does not answer, or whose pod etcd's own /readyz keeps unready (a member cut
+		// off from its peers still answers, with a stale view), is one to ask the leader about.
+		suspect = suspect || m.Started() && (!answered || !podReady(o.pods[o.names[m.ID]]))
 	}
 	if alarmed {
 		alarms, err := o.etcd.Alarms(ctx)
@@ -148,25 +147,37 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 			}
 		}
 	}
-	if !silent || o.leaderID == 0 {
+	if !suspect || o.leaderID == 0 {
 		return
 	}
 	leaderPod := o.pods[o.names[o.leaderID]]
 	if leaderPod == nil || leaderPod.Status.PodIP == "" {
 		return
 	}
-	url := naming.MetricsURL(leaderPod.Status.PodIP)
-	active, err := etcdclient.PeerActivity(ctx, url, o.leaderID)
+	active, err := etcdclient.PeerActivity(ctx, naming.MetricsURL(leaderPod.Status.PodIP), o.leaderID)
 	if err != nil {
 		// No evidence either way: nobody is declared failing on the operator's own failure.
 		log.FromContext(ctx).V(1).Info("cannot read the leader's view of its peers", "error", err.Error())
 		return
 	}
 	for _, m := range o.members {
-		if _, answered := o.status[m.ID]; !answered && m.Started() && m.ID != o.leaderID && !active[m.ID] {
+		if m.Started() && m.ID != o.leaderID && !active[m.ID] && o.failing[m.ID] == "" {
 			o.failing[m.ID] = fmt.Sprintf("the leader %s has no raft connection to it", o.names[o.leaderID])
 		}
 	}
+}
+
+// podReady says whether the pod's Ready condition is true (its etcd's /readyz passes).
+func podReady(pod *corev1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // endpoint is the client URL of a running member pod, by IP: the operator may run outside the

@@ -6,7 +6,10 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
@@ -70,8 +73,21 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		return p.deleteObserved(ctx, pod)
 
 	case planner.EnableDowngrade:
+		// Recorded first: if spec.version goes back up before members report the downgrade (or they
+		// run 3.5, which never reports one), the record is what gets it cancelled.
+		c.Status.DowngradeTarget = a.Version
+		if err := p.writeStatus(ctx); err != nil {
+			return err
+		}
 		// Idempotent in etcd: enabling the same target again is refused only if a different one is set.
 		return p.obs.etcd.EnableDowngrade(ctx, a.Version)
+
+	case planner.CancelDowngrade:
+		if err := p.obs.etcd.CancelDowngrade(ctx); err != nil {
+			return err
+		}
+		c.Status.DowngradeTarget = ""
+		return p.writeStatus(ctx)
 
 	case planner.AdvanceLog:
 		// Bounded per pass so a huge snapshot-count never holds a reconcile for long; the next pass
@@ -189,19 +205,59 @@ func (p *pass) initialCluster(bootstrap bool) []string {
 func (p *pass) createMember(ctx context.Context, in resources.MemberPodInput) error {
 	c, member := p.c, in.Member
 	if c.Spec.Storage.Medium != v1.StorageMediumMemory && p.obs.pvcs[member] == nil {
-		if err := p.r.Create(ctx, resources.MemberPVC(c, member)); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := p.createOwned(ctx, resources.MemberPVC(c, member)); err != nil {
 			return fmt.Errorf("create PVC of %s: %w", member, err)
 		}
 	}
 	if p.obs.pods[member] != nil {
 		return nil
 	}
-	pod := resources.MemberPod(c, in)
-	if err := p.r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := p.createOwned(ctx, resources.MemberPod(c, in)); err != nil {
 		return fmt.Errorf("create pod of %s: %w", member, err)
 	}
 	failpoint.Hit(failpoint.AfterPodCreate)
 	return nil
+}
+
+// nameConflict: an object the cluster needs exists under the same name but belongs to something
+// else, typically a PVC kept (retentionPolicy Retain) from an earlier EtcdCluster of this name.
+// The operator never takes it over: a new cluster must not start on an old one's data.
+type nameConflict struct{ kind, name, owner string }
+
+func (e *nameConflict) Error() string {
+	return fmt.Sprintf("%s %s already exists and does not belong to this EtcdCluster (%s); the operator will not use it: "+
+		"delete it if its data is not needed, or restore that data through spec.bootstrap.restore in a cluster of another name", e.kind, e.name, e.owner)
+}
+
+// createOwned creates obj; an existing namesake is fine only if this cluster controls it (the cache
+// had not seen it yet).
+func (p *pass) createOwned(ctx context.Context, obj client.Object) error {
+	err := p.r.Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	live := obj.DeepCopyObject().(client.Object)
+	if err := p.r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return fmt.Errorf("read existing %s: %w", obj.GetName(), err)
+	}
+	if ownedBy(live, p.c.UID) {
+		return nil
+	}
+	owner := "no owner: retained from an earlier cluster or made by hand"
+	if ref := metav1.GetControllerOf(live); ref != nil {
+		owner = fmt.Sprintf("controlled by %s %s, uid %s", ref.Kind, ref.Name, ref.UID)
+	}
+	kind := fmt.Sprintf("%T", obj)
+	if gvk, err := apiutil.GVKForObject(obj, p.r.Client.Scheme()); err == nil {
+		kind = gvk.Kind
+	}
+	return &nameConflict{kind: kind, name: obj.GetName(), owner: owner}
+}
+
+// ownedBy says whether obj's controller is the object with uid.
+func ownedBy(obj metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == uid
 }
 
 // forget deletes a member's pod and PVC and drops it from status, ending any pending operation on it.

@@ -3,6 +3,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -42,6 +45,11 @@ type EtcdClusterReconciler struct {
 	OperatorImage string
 	// Now is the clock; tests may pin it.
 	Now func() time.Time
+
+	mem memory
+	// apiReader reads past the cache, to tell an object the cache has not seen yet from a namesake
+	// the cluster does not own.
+	apiReader client.Reader
 }
 
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters,verbs=get;list;watch;update;patch
@@ -55,12 +63,16 @@ type EtcdClusterReconciler struct {
 // Reconcile is one pass over one EtcdCluster.
 func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	c := &v1.EtcdCluster{}
-	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.Get(ctx, req.NamespacedName, c); apierrors.IsNotFound(err) {
+		r.mem.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("cluster", req.String()))
 
 	if !c.DeletionTimestamp.IsZero() {
+		r.mem.forget(req.NamespacedName)
 		return ctrl.Result{}, r.finalize(ctx, c)
 	}
 	if problems := speccheck.Cluster(c); len(problems) > 0 {
@@ -72,7 +84,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 
-	p := &pass{r: r, c: c, orig: c.DeepCopy(), now: nowOr(r.Now)}
+	p := &pass{r: r, c: c, orig: c.DeepCopy(), now: nowOr(r.Now), mem: r.mem.of(req.NamespacedName, c.UID)}
 	res, err := p.run(ctx)
 	if serr := p.writeStatus(ctx); serr != nil && err == nil {
 		err = serr
@@ -94,6 +106,9 @@ type pass struct {
 	orig *v1.EtcdCluster // status as last written
 	now  time.Time
 	obs  *observation
+	mem  *clusterMemory
+	// trust, when set, is why no certificate can be issued now.
+	trust *trustProblem
 }
 
 func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
@@ -107,9 +122,11 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if b := c.Status.UpgradeBlocked; b != nil && b.Target != c.Spec.Version {
 		c.Status.UpgradeBlocked = nil // a new target: try again
 	}
-	if err := p.ensureTLS(ctx); err != nil {
+	trust, err := p.ensureTLS(ctx)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
+	p.trust = trust
 	if err := p.retireLegacyOperatorSecret(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -121,10 +138,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	defer obs.close()
 	p.obs = obs
-	p.observeRestore()
+	p.observeRestore(ctx)
 	p.updateLegacyWALIndex()
+	p.trackFailures()
 	action := planner.Decide(p.plannerInput())
 	p.recordObservation(action)
 	if action.Kind == planner.None || stalled(action) {
@@ -139,10 +156,16 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err := p.act(ctx, action); apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil // a stale view; look again, nothing failed
 	} else if err != nil {
-		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, "ActionFailed", "%s %v: %v", action.Kind, action.Members, err)
+		retry := p.mem.actionFailed()
+		var conflict *nameConflict
+		if errors.As(err, &conflict) {
+			setCondition(c, v1.ConditionDegraded, true, "NameConflict", conflict.Error())
+		}
+		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, "ActionFailed", "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
-		return ctrl.Result{RequeueAfter: requeueBusy}, nil
+		return ctrl.Result{RequeueAfter: retry}, nil
 	}
+	p.mem.actionSucceeded()
 	p.r.Recorder.Event(c, corev1.EventTypeNormal, action.Reason, action.Message)
 	return ctrl.Result{RequeueAfter: requeueBusy}, nil
 }
@@ -188,6 +211,7 @@ func (r *EtcdClusterReconciler) finalize(ctx context.Context, c *v1.EtcdCluster)
 
 // SetupWithManager registers the reconciler; owned objects wake their cluster.
 func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.apiReader = mgr.GetAPIReader()
 	return ctrl.NewControllerManagedBy(mgr).
 		// Spec changes and deletion bump the generation; the operator's own status writes must not
 		// wake it (a failing step would otherwise retry in a tight loop).
@@ -197,6 +221,11 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: 4,
+			// A pass that returns an error (an API call failed) is retried 1s, 2s, 4s, … apart, never
+			// hotter and never rarer than maxActionBackoff.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, maxActionBackoff),
+		}).
 		Complete(r)
 }

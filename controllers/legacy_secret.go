@@ -13,6 +13,26 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
+// operatorClientSecret is the operator's client certificate for the cluster: the current Secret, or,
+// until it is issued (a cluster made by an operator up to 0.2.0 whose CA cannot issue now), the
+// legacy one the cluster controls.
+func (p *pass) operatorClientSecret(ctx context.Context) (*corev1.Secret, error) {
+	c := p.c
+	s := &corev1.Secret{}
+	err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: naming.OperatorClientSecret(c.Name)}, s)
+	if err == nil || !apierrors.IsNotFound(err) {
+		if err != nil {
+			return nil, fmt.Errorf("read operator client certificate: %w", err)
+		}
+		return s, nil
+	}
+	legacy := &corev1.Secret{}
+	if lerr := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: naming.LegacyOperatorClientSecret(c.Name)}, legacy); lerr == nil && metav1.IsControlledBy(legacy, c) {
+		return legacy, nil
+	}
+	return nil, fmt.Errorf("read operator client certificate: %w", err)
+}
+
 // retireLegacyOperatorSecret deletes the client-certificate Secret operators up to 0.2.0 used
 // (naming.LegacyOperatorClientSecret) once ensureTLS has issued the current one from the same CA.
 // That name is also cluster "<name>-operator"'s user Secret, so it is deleted only when this
@@ -29,6 +49,11 @@ func (p *pass) retireLegacyOperatorSecret(ctx context.Context) error {
 	}
 	if !metav1.IsControlledBy(s, c) {
 		return nil
+	}
+	if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: naming.OperatorClientSecret(c.Name)}, &corev1.Secret{}); apierrors.IsNotFound(err) {
+		return nil // not issued yet (see ensureTLS's trust problems): the legacy one is still the operator's
+	} else if err != nil {
+		return fmt.Errorf("read operator client certificate: %w", err)
 	}
 	jobs := &batchv1.JobList{}
 	if err := p.r.List(ctx, jobs, client.InNamespace(c.Namespace), client.MatchingLabels{naming.LabelInstance: c.Name}); err != nil {

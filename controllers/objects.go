@@ -16,35 +16,19 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
+// trustProblem is why the operator cannot issue certificates for a cluster that already has some:
+// it reports it and keeps the cluster running on the certificates it has.
+type trustProblem struct{ reason, message string }
+
 // ensureTLS keeps the cluster's CA and certificates: created when missing, re-issued when a
-// certificate nears expiry, lacks a name or was not signed by the current CA.
-func (p *pass) ensureTLS(ctx context.Context) error {
+// certificate nears expiry or lacks a name. A CA is created only for a cluster that has no
+// certificate yet: members trust the CA that signed theirs, and a new CA (after its Secret was lost
+// or replaced) would cut them off from each other and from their clients.
+func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 	c := p.c
 	if !resources.ClientTLS(c) && !resources.PeerTLS(c) {
-		return nil
+		return nil, nil
 	}
-	caSecret := &corev1.Secret{}
-	err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: naming.CASecret(c.Name)}, caSecret)
-	var ca *pki.CA
-	switch {
-	case apierrors.IsNotFound(err):
-		var data map[string][]byte
-		ca, data, err = pki.NewCA(fmt.Sprintf("etcd-autopilot %s/%s CA", c.Namespace, c.Name), p.now)
-		if err != nil {
-			return err
-		}
-		if err := p.r.Create(ctx, resources.Secret(c, naming.CASecret(c.Name), data)); err != nil {
-			return fmt.Errorf("create CA secret: %w", err)
-		}
-		p.r.Recorder.Event(c, corev1.EventTypeNormal, "CACreated", "created the cluster's certificate authority")
-	case err != nil:
-		return fmt.Errorf("read CA secret: %w", err)
-	default:
-		if ca, err = pki.LoadCA(caSecret.Data); err != nil {
-			return fmt.Errorf("CA secret %s: %w", caSecret.Name, err)
-		}
-	}
-
 	leaves := []struct {
 		name  string
 		cn    string
@@ -57,33 +41,76 @@ func (p *pass) ensureTLS(ctx context.Context) error {
 		{naming.OperatorClientSecret(c.Name), "etcd-autopilot-operator", nil, nil, pki.ClientOnly},
 		{naming.UserClientSecret(c.Name), c.Name + "-client", nil, nil, pki.ClientOnly},
 	}
+	live := map[string]*corev1.Secret{}
 	for _, l := range leaves {
 		s := &corev1.Secret{}
 		err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: l.name}, s)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("read secret %s: %w", l.name, err)
+			return nil, fmt.Errorf("read secret %s: %w", l.name, err)
 		}
-		exists := err == nil
-		if exists && !ca.NeedsReissue(s.Data, l.dns, p.now) {
+		if err == nil {
+			live[l.name] = s
+		}
+	}
+	inUse := len(live) > 0 || len(c.Status.Members) > 0
+
+	caName := naming.CASecret(c.Name)
+	caSecret := &corev1.Secret{}
+	err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: caName}, caSecret)
+	var ca *pki.CA
+	switch {
+	case apierrors.IsNotFound(err) && inUse:
+		return &trustProblem{"CASecretMissing", fmt.Sprintf("the CA Secret %s is gone; the members keep serving with the certificates they have, and the operator issues and renews none "+
+			"(a new CA would not be trusted by the running members). Restore the Secret (ca.crt and ca.key) from your backup of it, "+
+			"or move the data to a new cluster from a backup (spec.bootstrap.restore)", caName)}, nil
+	case apierrors.IsNotFound(err):
+		var data map[string][]byte
+		ca, data, err = pki.NewCA(fmt.Sprintf("etcd-autopilot %s/%s CA", c.Namespace, c.Name), p.now)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.r.Create(ctx, resources.Secret(c, caName, data)); err != nil {
+			return nil, fmt.Errorf("create CA secret: %w", err)
+		}
+		p.r.Recorder.Event(c, corev1.EventTypeNormal, "CACreated", "created the cluster's certificate authority")
+	case err != nil:
+		return nil, fmt.Errorf("read CA secret: %w", err)
+	default:
+		if ca, err = pki.LoadCA(caSecret.Data); err != nil {
+			return &trustProblem{"CASecretUnreadable", fmt.Sprintf("the CA Secret %s cannot be used (%v); the members keep serving with the certificates they have, "+
+				"and the operator issues and renews none. Restore the Secret's ca.crt and ca.key from your backup of it", caName, err)}, nil
+		}
+	}
+
+	for _, l := range leaves {
+		s := live[l.name]
+		if s != nil && !ca.SignedBy(s.Data) && pki.HasCertificate(s.Data) {
+			return &trustProblem{"CAChanged", fmt.Sprintf("the CA in Secret %s did not sign the certificate in %s: it was replaced, and the members do not trust it; "+
+				"the operator re-issues nothing. Put back the CA that signed the members' certificates", caName, l.name)}, nil
+		}
+	}
+	for _, l := range leaves {
+		s := live[l.name]
+		if s != nil && !ca.NeedsReissue(s.Data, l.dns, p.now) {
 			continue
 		}
 		data, err := ca.Issue(l.cn, l.dns, l.ips, l.usage, p.now)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if !exists {
+		if s == nil {
 			if err := p.r.Create(ctx, resources.Secret(c, l.name, data)); err != nil {
-				return fmt.Errorf("create secret %s: %w", l.name, err)
+				return nil, fmt.Errorf("create secret %s: %w", l.name, err)
 			}
 			continue
 		}
 		s.Data = data
 		if err := p.r.Update(ctx, s); err != nil {
-			return fmt.Errorf("renew secret %s: %w", l.name, err)
+			return nil, fmt.Errorf("renew secret %s: %w", l.name, err)
 		}
 		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, "CertificateRenewed", "re-issued %s", l.name)
 	}
-	return nil
+	return nil, nil
 }
 
 // ensureServices creates or corrects the client and peer Services and the PodDisruptionBudget.
@@ -113,6 +140,17 @@ func (p *pass) createOrCorrect(ctx context.Context, want client.Object) error {
 	}
 	changed := !equality.Semantic.DeepEqual(live.GetLabels(), want.GetLabels())
 	live.SetLabels(want.GetLabels())
+	annotations := live.GetAnnotations()
+	for k, v := range want.GetAnnotations() {
+		if annotations[k] != v {
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[k] = v
+			changed = true
+		}
+	}
+	live.SetAnnotations(annotations)
 	switch l := live.(type) {
 	case *corev1.Service:
 		w := want.(*corev1.Service)

@@ -31,27 +31,29 @@ type observation struct {
 	clusterID uint64
 	status    map[uint64]etcdclient.Status
 	names     map[uint64]string
-	leaderID  uint64
+	// ids is names inverted: member name → ID.
+	ids      map[string]uint64
+	leaderID uint64
+	// alarms raised in the cluster, listed when any member reports one.
+	alarms []etcdclient.Alarm
+	// failing is etcd's own evidence against a member (see planner.EtcdMember.Failing), by ID.
+	failing map[uint64]string
 	// etcdErr explains why etcd is nil.
 	etcdErr error
 }
 
-func (o *observation) close() {
-	if o.etcd != nil {
-		_ = o.etcd.Close()
-	}
-}
-
 func (p *pass) observe(ctx context.Context) (*observation, error) {
 	c := p.c
-	o := &observation{pods: map[string]*corev1.Pod{}, pvcs: map[string]*corev1.PersistentVolumeClaim{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}}
+	o := &observation{pods: map[string]*corev1.Pod{}, pvcs: map[string]*corev1.PersistentVolumeClaim{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}, ids: map[string]uint64{}}
 	sel := client.MatchingLabels(naming.Labels(c.Name))
 	pods := &corev1.PodList{}
 	if err := p.r.List(ctx, pods, client.InNamespace(c.Namespace), sel); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
+	// Only objects this cluster controls count: a namesake (a PVC retained from an earlier
+	// incarnation, a pod made by hand) is neither a member nor a stray to delete.
 	for i := range pods.Items {
-		if m := pods.Items[i].Labels[naming.LabelMember]; m != "" {
+		if m := pods.Items[i].Labels[naming.LabelMember]; m != "" && ownedBy(&pods.Items[i], c.UID) {
 			o.pods[m] = &pods.Items[i]
 		}
 	}
@@ -60,7 +62,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		return nil, fmt.Errorf("list PVCs: %w", err)
 	}
 	for i := range pvcs.Items {
-		if m := pvcs.Items[i].Labels[naming.LabelMember]; m != "" {
+		if m := pvcs.Items[i].Labels[naming.LabelMember]; m != "" && ownedBy(&pvcs.Items[i], c.UID) {
 			o.pvcs[m] = &pvcs.Items[i]
 		}
 	}
@@ -75,18 +77,17 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		o.etcdErr = errors.New("no member pod is running")
 		return o, nil
 	}
-	tlsConfig, err := p.clientTLSConfig(ctx)
+	tlsConfig, tlsKey, err := p.clientTLSConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := etcdclient.New(endpoints, tlsConfig)
+	cl, err := p.mem.etcd(endpoints, tlsConfig, tlsKey)
 	if err != nil {
 		o.etcdErr = err
 		return o, nil
 	}
 	members, clusterID, err := cl.MemberList(ctx)
 	if err != nil {
-		_ = cl.Close()
 		o.etcdErr = err
 		log.FromContext(ctx).V(1).Info("etcd unreachable", "error", err.Error())
 		return o, nil
@@ -94,6 +95,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	o.etcd, o.members, o.clusterID = cl, members, clusterID
 	for _, m := range members {
 		o.names[m.ID] = memberNameFromPeerURLs(c, m.PeerURLs)
+		o.ids[o.names[m.ID]] = m.ID
 		pod := o.pods[o.names[m.ID]]
 		if pod == nil {
 			continue
@@ -111,7 +113,69 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 			o.leaderID = st.Leader
 		}
 	}
+	p.observeFailures(ctx, o)
 	return o, nil
+}
+
+// observeFailures collects etcd's own evidence against members: errors a member reports of itself,
+// a CORRUPT alarm raised on it, and whether the leader still reaches it over raft. A NOSPACE alarm is
+// cluster-wide (every member reports it) and says nothing about any one member.
+func (p *pass) observeFailures(ctx context.Context, o *observation) {
+	o.failing = map[uint64]string{}
+	alarmed, suspect := false, false
+	for _, m := range o.members {
+		st, answered := o.status[m.ID]
+		if len(st.Errors) > 0 {
+			o.failing[m.ID] = fmt.Sprintf("it reports %s", strings.Join(st.Errors, "; "))
+		}
+		alarmed = alarmed || len(st.Alarms) > 0
+		// A member that does not answer, or whose pod etcd's own /readyz keeps unready (a member cut
+		// off from its peers still answers, with a stale view), is one to ask the leader about.
+		suspect = suspect || m.Started() && (!answered || !podReady(o.pods[o.names[m.ID]]))
+	}
+	if alarmed {
+		alarms, err := o.etcd.Alarms(ctx)
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("cannot list alarms", "error", err.Error())
+		}
+		o.alarms = alarms
+		for _, a := range alarms {
+			if a.Type == "CORRUPT" {
+				o.failing[a.MemberID] = "a CORRUPT alarm is raised on it: its data differs from the other members'"
+			}
+		}
+	}
+	if !suspect || o.leaderID == 0 {
+		return
+	}
+	leaderPod := o.pods[o.names[o.leaderID]]
+	if leaderPod == nil || leaderPod.Status.PodIP == "" {
+		return
+	}
+	active, err := etcdclient.PeerActivity(ctx, naming.MetricsURL(leaderPod.Status.PodIP), o.leaderID)
+	if err != nil {
+		// No evidence either way: nobody is declared failing on the operator's own failure.
+		log.FromContext(ctx).V(1).Info("cannot read the leader's view of its peers", "error", err.Error())
+		return
+	}
+	for _, m := range o.members {
+		if m.Started() && m.ID != o.leaderID && !active[m.ID] && o.failing[m.ID] == "" {
+			o.failing[m.ID] = fmt.Sprintf("the leader %s has no raft connection to it", o.names[o.leaderID])
+		}
+	}
+}
+
+// podReady says whether the pod's Ready condition is true (its etcd's /readyz passes).
+func podReady(pod *corev1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // endpoint is the client URL of a running member pod, by IP: the operator may run outside the
@@ -123,23 +187,25 @@ func (p *pass) endpoint(pod *corev1.Pod) string {
 	return naming.EndpointForIP(pod.Status.PodIP, resources.ClientTLS(p.c))
 }
 
-func (p *pass) clientTLSConfig(ctx context.Context) (*tls.Config, error) {
+// clientTLSConfig is the operator's client TLS configuration for the cluster, and a key that
+// changes whenever the certificate does (nil and "" for plain-text clusters).
+func (p *pass) clientTLSConfig(ctx context.Context) (*tls.Config, string, error) {
 	if !resources.ClientTLS(p.c) {
-		return nil, nil
+		return nil, "", nil
 	}
-	s := &corev1.Secret{}
-	if err := p.r.Get(ctx, client.ObjectKey{Namespace: p.c.Namespace, Name: naming.OperatorClientSecret(p.c.Name)}, s); err != nil {
-		return nil, fmt.Errorf("read operator client certificate: %w", err)
+	s, err := p.operatorClientSecret(ctx)
+	if err != nil {
+		return nil, "", err
 	}
 	pair, err := tls.X509KeyPair(s.Data[pki.CertKey], s.Data[pki.PrivKeyKey])
 	if err != nil {
-		return nil, fmt.Errorf("load operator client certificate: %w", err)
+		return nil, "", fmt.Errorf("load operator client certificate: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(s.Data[pki.CACertKey]) {
-		return nil, errors.New("operator client secret has no usable ca.crt")
+		return nil, "", errors.New("operator client secret has no usable ca.crt")
 	}
-	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(p.c.Name, p.c.Namespace)), nil
+	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(p.c.Name, p.c.Namespace)), string(s.UID) + "/" + s.ResourceVersion, nil
 }
 
 // memberNameFromPeerURLs recovers the member name from its peer URL host
@@ -158,26 +224,34 @@ func memberNameFromPeerURLs(c *v1.EtcdCluster, peerURLs []string) string {
 	return ""
 }
 
+// memberHealthy: the member answered the operator and etcd reports nothing against it.
+func memberHealthy(o *observation, id uint64) bool {
+	_, answered := o.status[id]
+	return o.etcd != nil && answered && o.failing[id] == ""
+}
+
 func (p *pass) plannerInput() planner.Input {
 	c, o := p.c, p.obs
 	in := planner.Input{
-		Replicas:       c.Spec.Replicas,
-		Paused:         c.Spec.Maintenance.Paused,
-		EphemeralData:  c.Spec.Storage.Medium == v1.StorageMediumMemory,
-		Bootstrapped:   c.Status.Bootstrapped,
-		NextIndex:      c.Status.NextMemberIndex,
-		Pods:           map[string]planner.PodState{},
-		PVCs:           map[string]planner.PVCState{},
-		Now:            p.now,
-		MemberNameFunc: func(i int32) string { return naming.MemberName(c.Name, i) },
-		TargetVersion:  c.Spec.Version,
-		LegacyWALIndex: uint64(c.Status.LegacyWALIndex),
-		SnapshotCount:  uint64(c.Spec.Etcd.SnapshotCount),
-		ConfigHash:     resources.ConfigHash(c),
+		Replicas:          c.Spec.Replicas,
+		Paused:            c.Spec.Maintenance.Paused,
+		EphemeralData:     c.Spec.Storage.Medium == v1.StorageMediumMemory,
+		Bootstrapped:      c.Status.Bootstrapped,
+		NextIndex:         c.Status.NextMemberIndex,
+		Pods:              map[string]planner.PodState{},
+		PVCs:              map[string]planner.PVCState{},
+		Now:               p.now,
+		MemberNameFunc:    func(i int32) string { return naming.MemberName(c.Name, i) },
+		TargetVersion:     c.Spec.Version,
+		LegacyWALIndex:    uint64(c.Status.LegacyWALIndex),
+		SnapshotCount:     uint64(c.Spec.Etcd.SnapshotCount),
+		ConfigHash:        resources.ConfigHash(c),
+		DowngradeRecorded: c.Status.DowngradeTarget,
 	}
-	// An unreadable timeout never gets here (rejectInvalidSpec stops the pass first); the parse
-	// falls back to the default with its error.
+	// Unreadable durations never get here (refuseInvalidSpec stops the pass first); each parse
+	// falls back to the default (also for objects stored before the field existed) with its error.
 	in.UpgradeTimeout, _ = c.Spec.Maintenance.UpgradeTimeoutDuration()
+	in.ReplaceAfter, _ = c.Spec.Maintenance.ReplaceFailedMemberAfterDuration()
 	if b := c.Status.UpgradeBlocked; b != nil {
 		in.Blocked = b.Version
 	}
@@ -185,7 +259,7 @@ func (p *pass) plannerInput() planner.Input {
 		k := planner.KnownMember{Name: m.Name, Version: m.Version}
 		if m.UnhealthySince != nil {
 			t := m.UnhealthySince.Time
-			k.UnhealthySince = &t
+			k.FailingSince = &t
 		}
 		in.Known = append(in.Known, k)
 	}
@@ -202,10 +276,10 @@ func (p *pass) plannerInput() planner.Input {
 	if o.etcd != nil {
 		e := &planner.Etcd{LeaderID: o.leaderID}
 		for _, m := range o.members {
-			st, answered := o.status[m.ID]
+			st := o.status[m.ID]
 			e.Members = append(e.Members, planner.EtcdMember{
 				ID: m.ID, Name: o.names[m.ID], Learner: m.IsLearner, Started: m.Started(),
-				Healthy: answered && len(st.Errors) == 0, RaftIndex: st.RaftIndex, Version: st.Version,
+				Healthy: memberHealthy(o, m.ID), Failing: o.failing[m.ID], RaftIndex: st.RaftIndex, Version: st.Version,
 				AppliedIndex: st.RaftAppliedIndex, StorageVersion: st.StorageVersion, DowngradeTarget: st.DowngradeTarget,
 			})
 		}

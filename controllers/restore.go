@@ -22,6 +22,7 @@ const (
 	reasonBackupNotReady = "BackupNotReady"
 	reasonRestoring      = "Restoring"
 	reasonRestored       = "Restored"
+	reasonNotRestored    = "NotRestored"
 )
 
 // restoreInput resolves spec.bootstrap.restore into what the initial members' init containers
@@ -50,14 +51,14 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 
 // observeRestore reports the restore of the initial members in the Restored condition: a refused
 // snapshot (tampered, corrupt, unreachable) keeps etcd from starting and says why here.
-func (p *pass) observeRestore() {
+func (p *pass) observeRestore(ctx context.Context) {
 	c := p.c
 	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil {
 		return
 	}
 	if c.Status.Bootstrapped {
 		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Status != "True" {
-			setCondition(c, v1.ConditionRestored, true, reasonRestored, "the initial members were restored from the snapshot")
+			p.confirmRestored(ctx)
 		}
 		return
 	}
@@ -73,6 +74,36 @@ func (p *pass) observeRestore() {
 	}
 	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason == reasonBackupNotReady {
 		setCondition(c, v1.ConditionRestored, false, reasonRestoring, "restoring the initial members from the snapshot")
+	}
+}
+
+// confirmRestored sets Restored=True only on evidence from etcd: a member's revision at least the
+// snapshot's (a restore that did not happen leaves an empty keyspace at revision 1). Raw sources
+// carry no recorded revision; for them the init containers' success is the evidence.
+func (p *pass) confirmRestored(ctx context.Context) {
+	c := p.c
+	var want int64
+	if name := c.Spec.Bootstrap.Restore.BackupName; name != "" {
+		b := &v1.EtcdBackup{}
+		if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b); err == nil {
+			want = b.Status.Revision
+		}
+	}
+	var have int64
+	for _, st := range p.obs.status {
+		have = max(have, st.Revision)
+	}
+	switch {
+	case len(p.obs.status) == 0:
+		return // nobody answered yet: decide on a later pass
+	case have < want:
+		msg := fmt.Sprintf("the members run at revision %d, below the snapshot's %d: the snapshot was not restored into them", have, want)
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != reasonNotRestored {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, reasonNotRestored, msg)
+		}
+		setCondition(c, v1.ConditionRestored, false, reasonNotRestored, msg)
+	default:
+		setCondition(c, v1.ConditionRestored, true, reasonRestored, fmt.Sprintf("the initial members were restored from the snapshot (revision %d)", have))
 	}
 }
 

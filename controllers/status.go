@@ -3,10 +3,11 @@ package controllers
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -59,10 +60,6 @@ func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerRef
 // and from the action about to be taken.
 func (p *pass) recordObservation(action planner.Action) {
 	c, o := p.c, p.obs
-	byName := map[string]uint64{}
-	for id, n := range o.names {
-		byName[n] = id
-	}
 	learners := map[uint64]bool{}
 	for _, m := range o.members {
 		learners[m.ID] = m.IsLearner
@@ -71,9 +68,9 @@ func (p *pass) recordObservation(action planner.Action) {
 	var minVersion *versions.Version
 	for i := range c.Status.Members {
 		ms := &c.Status.Members[i]
-		id, inEtcd := byName[ms.Name]
+		id, inEtcd := o.ids[ms.Name]
 		st, answered := o.status[id]
-		healthy := o.etcd != nil && inEtcd && answered && len(st.Errors) == 0
+		healthy := inEtcd && memberHealthy(o, id)
 		ms.PeerURL = naming.PeerURL(c.Name, c.Namespace, ms.Name, resources.PeerTLS(c))
 		ms.ClientURL = naming.ClientURL(c.Name, c.Namespace, ms.Name, resources.ClientTLS(c))
 		if o.etcd == nil {
@@ -94,17 +91,10 @@ func (p *pass) recordObservation(action planner.Action) {
 			}
 		}
 		if answered {
-			ms.Version, ms.DBSize, ms.DBSizeInUse, ms.RaftIndex = st.Version, st.DBSize, st.DBSizeInUse, st.RaftIndex
+			ms.Version = st.Version
 			if v, err := versions.Parse(st.Version); err == nil && (minVersion == nil || v.Compare(*minVersion) < 0) {
 				minVersion = &v
 			}
-		}
-		switch {
-		case ms.Healthy:
-			ms.UnhealthySince = nil
-		case ms.UnhealthySince == nil:
-			t := metav1.NewTime(p.now)
-			ms.UnhealthySince = &t
 		}
 		if inEtcd && !learners[id] {
 			voters++
@@ -120,9 +110,14 @@ func (p *pass) recordObservation(action planner.Action) {
 	if minVersion != nil {
 		c.Status.CurrentVersion = minVersion.String()
 	}
+	if t := c.Status.DowngradeTarget; t != "" && versions.MinorOf(c.Status.CurrentVersion) == t && !downgradeReported(o) {
+		c.Status.DowngradeTarget = "" // every member runs the older minor: etcd ended the downgrade itself
+	}
 	c.Status.Replicas = voters
 	c.Status.ReadyReplicas = healthyVoters
-	c.Status.Selector = labels.SelectorFromSet(naming.Labels(c.Name)).String()
+	if sel, err := metav1.LabelSelectorAsSelector(naming.MemberSelector(c.Name)); err == nil {
+		c.Status.Selector = sel.String()
+	}
 	c.Status.ObservedGeneration = c.Generation
 	c.Status.Endpoints = v1.Endpoints{ClientService: fmt.Sprintf("%s:%d", naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort)}
 	if resources.ClientTLS(c) {
@@ -146,6 +141,13 @@ func (p *pass) recordObservation(action planner.Action) {
 	switch {
 	case action.Kind == planner.Wait && action.Reason == "Paused":
 		// Paused says nothing about health; keep the last Degraded verdict.
+	case p.trust != nil:
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != p.trust.reason {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, p.trust.reason, p.trust.message)
+		}
+		setCondition(c, v1.ConditionDegraded, true, p.trust.reason, p.trust.message)
+	case len(o.alarms) > 0:
+		setCondition(c, v1.ConditionDegraded, true, "AlarmRaised", alarmMessage(o))
 	case c.Status.UpgradeBlocked != nil && !degraded:
 		b := c.Status.UpgradeBlocked
 		setCondition(c, v1.ConditionDegraded, true, "UpgradeFailed", fmt.Sprintf("%s did not become healthy at %s; it was rolled back and the upgrade to %s is stopped", b.Member, b.Version, b.Target))
@@ -198,6 +200,56 @@ func (p *pass) recordObservation(action planner.Action) {
 	}
 }
 
+// alarmMessage says which alarms are raised where, and what they mean for users.
+func alarmMessage(o *observation) string {
+	var parts []string
+	for _, a := range o.alarms {
+		name := o.names[a.MemberID]
+		if name == "" {
+			name = idString(a.MemberID)
+		}
+		switch a.Type {
+		case "NOSPACE":
+			parts = append(parts, fmt.Sprintf("NOSPACE raised by %s: the database reached its quota and etcd refuses writes until it is compacted, defragmented and the alarm disarmed, or the quota (spec.etcd.quotaBackendBytes) raised", name))
+		case "CORRUPT":
+			parts = append(parts, fmt.Sprintf("CORRUPT raised on %s: its data differs from the other members'; it is replaced once it has been failing for spec.maintenance.replaceFailedMemberAfter", name))
+		default:
+			parts = append(parts, fmt.Sprintf("%s raised by %s", a.Type, name))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// downgradeReported says whether any member that answered reports an enabled downgrade.
+func downgradeReported(o *observation) bool {
+	for _, st := range o.status {
+		if st.DowngradeTarget != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// trackFailures keeps, per member, since when etcd has reported it failing (status.members[].unhealthySince),
+// before the decision that may replace it. The clock runs only while the operator keeps seeing etcd:
+// after a gap (operator down or partitioned, or the whole cluster silent) every member starts a
+// fresh grace period, so nobody is removed on what one pass could not see.
+func (p *pass) trackFailures() {
+	c, o := p.c, p.obs
+	continuous := o.etcd != nil && p.mem.sawEtcd(p.now)
+	for i := range c.Status.Members {
+		ms := &c.Status.Members[i]
+		id, inEtcd := o.ids[ms.Name]
+		switch {
+		case o.etcd == nil || !inEtcd || o.failing[id] == "":
+			ms.UnhealthySince = nil
+		case ms.UnhealthySince == nil || !continuous:
+			t := metav1.NewTime(p.now)
+			ms.UnhealthySince = &t
+		}
+	}
+}
+
 // updateLegacyWALIndex moves status.legacyWALIndex when this pass sees the last 3.5 member go. It runs
 // before the decision, so that the pass seeing the change already holds the step to 3.7 back.
 // Versions are per member: what it reports now, else what it last reported (a member that is down
@@ -206,10 +258,6 @@ func (p *pass) updateLegacyWALIndex() {
 	c, o := p.c, p.obs
 	if o.etcd == nil {
 		return
-	}
-	byName := map[string]uint64{}
-	for id, n := range o.names {
-		byName[n] = id
 	}
 	var before, now *versions.Version
 	lower := func(low **versions.Version, s string) {
@@ -220,7 +268,7 @@ func (p *pass) updateLegacyWALIndex() {
 	for _, m := range c.Status.Members {
 		lower(&before, m.Version)
 		current := m.Version
-		if st, ok := o.status[byName[m.Name]]; ok && st.Version != "" {
+		if st, ok := o.status[o.ids[m.Name]]; ok && st.Version != "" {
 			current = st.Version
 		}
 		lower(&now, current)

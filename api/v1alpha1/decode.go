@@ -254,6 +254,27 @@ func (m MaintenanceSpec) UpgradeTimeoutDuration() (time.Duration, error) {
 	return d, nil
 }
 
+// DefaultReplaceFailedMemberAfter is spec.maintenance.replaceFailedMemberAfter when unset; the CRD
+// defaults it to the same.
+const DefaultReplaceFailedMemberAfter = 5 * time.Minute
+
+// ReplaceFailedMemberAfterDuration is spec.maintenance.replaceFailedMemberAfter parsed; "" is the
+// default. With an error it returns the default too, so a caller that reports the error elsewhere
+// may go on.
+func (m MaintenanceSpec) ReplaceFailedMemberAfterDuration() (time.Duration, error) {
+	if m.ReplaceFailedMemberAfter == "" {
+		return DefaultReplaceFailedMemberAfter, nil
+	}
+	d, err := time.ParseDuration(m.ReplaceFailedMemberAfter)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	if err != nil {
+		return DefaultReplaceFailedMemberAfter, fmt.Errorf("replaceFailedMemberAfter %q: %w", m.ReplaceFailedMemberAfter, err)
+	}
+	return d, nil
+}
+
 // MaxAgeDuration is spec.maxAge parsed; 0 (from "") means no age limit.
 func (s EtcdBackupScheduleSpec) MaxAgeDuration() (time.Duration, error) {
 	if s.MaxAge == "" {
@@ -269,7 +290,7 @@ func (s EtcdBackupScheduleSpec) MaxAgeDuration() (time.Duration, error) {
 	return d, nil
 }
 
-// Durations in the specs (maintenance.upgradeTimeout, maxAge) are strings, not metav1.Duration:
+// Durations in the specs (maintenance.upgradeTimeout and replaceFailedMemberAfter, maxAge) are strings, not metav1.Duration:
 // a metav1.Duration that does not parse fails the decoding of its object (and of every list that
 // holds it), while a string always decodes and is parsed, and reported, by the controller.
 // Their JSON is unchanged ("3m0s" and "3m" both parse), so stored objects read as before. The

@@ -48,7 +48,9 @@ type EtcdClusterSpec struct {
 	PodTemplate PodTemplate `json:"podTemplate,omitempty"`
 
 	// TLS of client and peer traffic. Both are on, with an operator-managed CA, unless disabled here.
+	// Immutable: running members cannot switch schemes one at a time without losing each other.
 	// +kubebuilder:default={}
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.tls is immutable: members cannot change between TLS and plain text in place; create a new cluster from a backup (spec.bootstrap.restore) with the TLS settings you want"
 	TLS TLSSpec `json:"tls"`
 
 	// Etcd holds typed etcd server options.
@@ -225,6 +227,17 @@ type MaintenanceSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Upgrade timeout",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	UpgradeTimeout string `json:"upgradeTimeout,omitempty"`
+
+	// ReplaceFailedMemberAfter is how long etcd itself must report a member failing (the leader has
+	// no raft connection to it, or it reports errors or a CORRUPT alarm) before the operator removes
+	// it and adds a new member in its place. The operator merely failing to reach a member never
+	// counts, and the clock restarts whenever the operator loses sight of the cluster.
+	// A Go duration: hours, minutes and seconds (h, m, s), no days.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('168h')",message="maintenance.replaceFailedMemberAfter must be a duration from 10s to 168h, written like 5m or 1h (shorter would replace members that only restart)"
+	// +optional
+	ReplaceFailedMemberAfter string `json:"replaceFailedMemberAfter,omitempty"`
 }
 
 // ClusterPhase is a one-word summary of the cluster, for humans; automation reads conditions.
@@ -277,15 +290,12 @@ type MemberStatus struct {
 	// +optional
 	Role    MemberRole `json:"role,omitempty"`
 	Healthy bool       `json:"healthy"`
-	// UnhealthySince is when the member was first seen unhealthy; a member unhealthy for long is replaced.
+	// UnhealthySince is when etcd itself started reporting the member failing (the leader lost its raft
+	// connection to it, or the member reports errors or a CORRUPT alarm), as watched without
+	// interruption by the operator; a member failing for 5 minutes is replaced. The operator merely
+	// failing to reach a member never sets it.
 	// +optional
 	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
-	// +optional
-	DBSize int64 `json:"dbSize,omitempty"`
-	// +optional
-	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
-	// +optional
-	RaftIndex uint64 `json:"raftIndex,omitempty"`
 }
 
 // PendingOperation records an irreversible etcd call before it is made, so that an operator
@@ -369,6 +379,10 @@ type EtcdClusterStatus struct {
 	// taken a snapshot past it.
 	// +optional
 	LegacyWALIndex int64 `json:"legacyWALIndex,omitempty"`
+	// DowngradeTarget is the downgrade ("3.5.0") the operator asked etcd to enable, recorded before the
+	// call, so that it is cancelled if spec.version goes back up even when no member reports it.
+	// +optional
+	DowngradeTarget string `json:"downgradeTarget,omitempty"`
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints"
 	Endpoints Endpoints `json:"endpoints,omitempty"`

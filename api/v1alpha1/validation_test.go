@@ -198,6 +198,8 @@ func TestTransitionRules(t *testing.T) {
 		{"add a bootstrap source later", func(c *v1.EtcdCluster) {
 			c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "b"}}
 		}, "bootstrap is immutable"},
+		{"turn client TLS off", func(c *v1.EtcdCluster) { c.Spec.TLS.Client = v1.TLSDisabled }, "spec.tls is immutable"},
+		{"turn peer TLS off", func(c *v1.EtcdCluster) { c.Spec.TLS.Peer = v1.TLSDisabled }, "spec.tls is immutable"},
 	}
 	for _, tc := range rejected {
 		t.Run(tc.name, func(t *testing.T) {
@@ -286,6 +288,8 @@ func TestAdmissionRejectsWhatTheOperatorCannotHonour(t *testing.T) {
 		{"upgradeTimeout too short", obj("EtcdCluster", "ut-short", clusterSpec(set("maintenance.upgradeTimeout", "1s"))), "from 10s to 24h"},
 		{"upgradeTimeout too long", obj("EtcdCluster", "ut-long", clusterSpec(set("maintenance.upgradeTimeout", "25h"))), "from 10s to 24h"},
 		{"upgradeTimeout overflows", obj("EtcdCluster", "ut-overflow", clusterSpec(set("maintenance.upgradeTimeout", "9999999999h"))), "from 10s to 24h"},
+		{"replaceFailedMemberAfter in days", obj("EtcdCluster", "rf-days", clusterSpec(set("maintenance.replaceFailedMemberAfter", "2d"))), "maintenance.replaceFailedMemberAfter must be a duration from 10s to 168h"},
+		{"replaceFailedMemberAfter too short", obj("EtcdCluster", "rf-short", clusterSpec(set("maintenance.replaceFailedMemberAfter", "5s"))), "shorter would replace members that only restart"},
 		{"storage 1e100", obj("EtcdCluster", "size-huge", clusterSpec(set("storage.size", "1e100"))), "storage.size must be at most 64Ti"},
 		{"storage above 64Ti", obj("EtcdCluster", "size-65ti", clusterSpec(set("storage.size", "65Ti"))), "storage.size must be at most 64Ti"},
 		{"storage not a quantity", obj("EtcdCluster", "size-junk", clusterSpec(set("storage.size", "lots"))), "spec.storage.size"},
@@ -376,6 +380,7 @@ func TestAdmissionAcceptsEdgeCases(t *testing.T) {
 	}{
 		{"name of 52 characters", obj("EtcdCluster", long(52), clusterSpec(nil))},
 		{"one-letter name", obj("EtcdCluster", "e", clusterSpec(nil))},
+		{"replaceFailedMemberAfter 168h", obj("EtcdCluster", "rf-max", clusterSpec(set("maintenance.replaceFailedMemberAfter", "168h")))},
 		{"upgradeTimeout 10s", obj("EtcdCluster", "ut-10s", clusterSpec(set("maintenance.upgradeTimeout", "10s")))},
 		{"upgradeTimeout 24h", obj("EtcdCluster", "ut-24h", clusterSpec(set("maintenance.upgradeTimeout", "24h")))},
 		{"upgradeTimeout as metav1.Duration wrote it", obj("EtcdCluster", "ut-3m0s", clusterSpec(set("maintenance.upgradeTimeout", "3m0s")))},

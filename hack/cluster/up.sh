@@ -303,8 +303,13 @@ start_proc() { # name cmd args...
   local name=$1; shift
   if is_running "$name"; then log "$name already running"; return 0; fi
   local exe; exe=$(readlink -f "$(command -v "$1")")
-  # not a process-group leader -> setsid does not fork: $! is the daemon's own pid
-  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  # not a process-group leader -> setsid does not fork: $! is the daemon's own pid. Descriptors above 2
+  # are closed first: a daemon must not keep the caller's (a `flock` around `make test-e2e` would
+  # otherwise stay locked for as long as the cluster runs).
+  (
+    for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
+    exec setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
+  ) &
   local pid=$!
   { grep -v "^$name " "$PIDFILE" || true; echo "$name $pid $exe"; } > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"
   log "started $name (pid $pid)"

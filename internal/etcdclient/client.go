@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -47,7 +48,11 @@ type Status struct {
 	// Revision is the member's current key-value revision.
 	Revision  int64
 	IsLearner bool
-	Errors    []string
+	// Errors are the member's own problems (e.g. it has no leader).
+	Errors []string
+	// Alarms raised anywhere in the cluster (every member reports all of them), as etcd prints them;
+	// Client.Alarms says which member raised which.
+	Alarms []string
 	// StorageVersion is the schema version of the member's data ("3.5.0"); etcd 3.6+ only.
 	StorageVersion string
 	// DowngradeTarget is the version a downgrade is enabled to, empty when none is.
@@ -80,6 +85,9 @@ func New(endpoints []string, tlsConfig *tls.Config) (*Client, error) {
 	}
 	return &Client{c: c, tls: tlsConfig}, nil
 }
+
+// SetEndpoints replaces the endpoints (member pods come and go) without dialing anew.
+func (c *Client) SetEndpoints(endpoints ...string) { c.c.SetEndpoints(endpoints...) }
 
 // Close releases the connections.
 func (c *Client) Close() error { return c.c.Close() }
@@ -157,7 +165,15 @@ func (c *Client) Status(ctx context.Context, endpoint string) (Status, error) {
 		ID: resp.Header.MemberId, Leader: resp.Leader, Version: resp.Version,
 		DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse, RaftIndex: resp.RaftIndex,
 		RaftAppliedIndex: resp.RaftAppliedIndex, RaftTerm: resp.RaftTerm, Revision: resp.Header.Revision, IsLearner: resp.IsLearner,
-		Errors: resp.Errors, StorageVersion: resp.StorageVersion,
+		StorageVersion: resp.StorageVersion,
+	}
+	for _, e := range resp.Errors {
+		// etcd appends each raised alarm (AlarmMember's text form, "memberID:… alarm:NOSPACE").
+		if strings.Contains(e, "alarm:") {
+			st.Alarms = append(st.Alarms, e)
+		} else {
+			st.Errors = append(st.Errors, e)
+		}
 	}
 	if d := resp.DowngradeInfo; d != nil && d.Enabled {
 		st.DowngradeTarget = d.TargetVersion
@@ -178,6 +194,39 @@ func (c *Client) EnableDowngrade(ctx context.Context, target string) error {
 		return fmt.Errorf("enable downgrade to %s: %w", target, err)
 	}
 	return nil
+}
+
+// CancelDowngrade turns off an enabled downgrade; the cluster version goes back up as members
+// report the newer version. Cancelling when none is enabled is not an error.
+func (c *Client) CancelDowngrade(ctx context.Context) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if _, err := c.c.Downgrade(ctx, clientv3.DowngradeCancel, ""); err != nil && rpctypes.ErrorDesc(err) != rpctypes.ErrorDesc(rpctypes.ErrGRPCNoInflightDowngrade) {
+		return fmt.Errorf("cancel downgrade: %w", err)
+	}
+	return nil
+}
+
+// Alarm is one raised alarm: NOSPACE (the database reached its quota; writes are refused cluster-wide)
+// or CORRUPT (the member's data differs from the others').
+type Alarm struct {
+	MemberID uint64
+	Type     string
+}
+
+// Alarms lists the raised alarms.
+func (c *Client) Alarms(ctx context.Context) ([]Alarm, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := c.c.AlarmList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list alarms: %w", err)
+	}
+	out := make([]Alarm, 0, len(resp.Alarms))
+	for _, a := range resp.Alarms {
+		out = append(out, Alarm{MemberID: a.MemberID, Type: a.Alarm.String()})
+	}
+	return out, nil
 }
 
 // AdvanceLog appends at least entries raft entries without touching the keyspace (lease grants

@@ -37,6 +37,15 @@ func TestEnableDowngradeMigratesStorageOnRealEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus("storage migrated to 3.5", func(st Status) bool { return st.DowngradeTarget == "3.5.0" && st.StorageVersion == "3.5.0" })
+
+	// spec.version went back up: the downgrade is cancelled and the storage returns to 3.6.
+	if err := c.CancelDowngrade(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("downgrade cancelled, storage back at 3.6", func(st Status) bool { return st.DowngradeTarget == "" && st.StorageVersion == "3.6.0" })
+	if err := c.CancelDowngrade(ctx); err != nil {
+		t.Fatalf("cancelling when none is enabled: %v", err)
+	}
 }
 
 func TestAdvanceLogAppendsEntriesWithoutWrites(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,10 +23,11 @@ type Member struct {
 	Etcd      *embed.Etcd
 	// ClientTLS, when set before start, serves clients over TLS and requires client certificates.
 	ClientTLS *transport.TLSInfo
+	stop      sync.Once
 }
 
-// Stop stops the member (idempotent).
-func (m *Member) Stop() { m.Etcd.Close() }
+// Stop stops the member (idempotent: embed.Etcd.Close panics when called twice).
+func (m *Member) Stop() { m.stop.Do(m.Etcd.Close) }
 
 // freeURL returns an http URL on a free loopback port.
 func freeURL(t testing.TB) string {
@@ -107,7 +109,7 @@ func (m *Member) start(t testing.TB, initialCluster, state string) error {
 		return fmt.Errorf("start etcd %s: %w", m.Name, err)
 	}
 	m.Etcd = e
-	t.Cleanup(e.Close)
+	t.Cleanup(m.Stop)
 	select {
 	case <-e.Server.ReadyNotify():
 		return nil

@@ -1,7 +1,13 @@
 // Package naming holds the names, labels, annotations and ports every other package agrees on.
 package naming
 
-import "fmt"
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 const (
 	// Finalizer lets the operator remove what it owns before an EtcdCluster goes.
@@ -26,6 +32,9 @@ const (
 	AppName   = "etcd"
 	ManagedBy = "etcd-autopilot"
 
+	// AnnotationDrainPolicy on the PodDisruptionBudget says, in words, what a drain may do.
+	AnnotationDrainPolicy = "etcd.autopilot.dev/drain-policy"
+
 	// AnnotationConfigHash on a member pod is the hash of the configuration it was built from
 	// (resources.ConfigHash): a pod whose hash differs is restarted, one member at a time.
 	AnnotationConfigHash = "etcd.autopilot.dev/config-hash"
@@ -43,6 +52,15 @@ const (
 // Labels selects every object of one cluster.
 func Labels(cluster string) map[string]string {
 	return map[string]string{LabelApp: AppName, LabelInstance: cluster, LabelManagedBy: ManagedBy}
+}
+
+// MemberSelector selects the member pods of a cluster, and no other pod carrying its labels
+// (backup, restore-verify and snapshot-delete Job pods).
+func MemberSelector(cluster string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{
+		MatchLabels:      Labels(cluster),
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: LabelMember, Operator: metav1.LabelSelectorOpExists}},
+	}
 }
 
 // MemberLabels selects one member's pod and PVC.
@@ -117,7 +135,12 @@ func ClientURL(cluster, namespace, member string, tls bool) string {
 	return fmt.Sprintf("%s://%s:%d", scheme(tls), PeerHost(cluster, namespace, member), ClientPort)
 }
 
+// MetricsURL is a member's plain-HTTP metrics endpoint, by pod IP.
+func MetricsURL(ip string) string {
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(MetricsPort)) + "/metrics"
+}
+
 // EndpointForIP is a client URL by IP, for callers that cannot resolve cluster DNS.
 func EndpointForIP(ip string, tls bool) string {
-	return fmt.Sprintf("%s://%s:%d", scheme(tls), ip, ClientPort)
+	return scheme(tls) + "://" + net.JoinHostPort(ip, strconv.Itoa(ClientPort))
 }

@@ -133,18 +133,33 @@ func (ca *CA) Issue(cn string, dnsNames []string, ips []net.IP, usage Usage, now
 	}, nil
 }
 
+// HasCertificate says whether Secret data holds a parseable leaf certificate.
+func HasCertificate(data map[string][]byte) bool {
+	_, ok := leaf(data)
+	return ok
+}
+
+// SignedBy says whether the leaf certificate in Secret data was signed by ca; false when there is
+// no parseable certificate.
+func (ca *CA) SignedBy(data map[string][]byte) bool {
+	cert, ok := leaf(data)
+	return ok && cert.CheckSignatureFrom(ca.Cert) == nil
+}
+
+func leaf(data map[string][]byte) (*x509.Certificate, bool) {
+	b, _ := pem.Decode(data[CertKey])
+	if b == nil {
+		return nil, false
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	return cert, err == nil
+}
+
 // NeedsReissue says whether leaf Secret data is missing, not signed by ca, lacks a wanted DNS name,
 // or expires within RenewBefore.
 func (ca *CA) NeedsReissue(data map[string][]byte, dnsNames []string, now time.Time) bool {
-	b, _ := pem.Decode(data[CertKey])
-	if b == nil || len(data[PrivKeyKey]) == 0 {
-		return true
-	}
-	cert, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		return true
-	}
-	if err := cert.CheckSignatureFrom(ca.Cert); err != nil {
+	cert, ok := leaf(data)
+	if !ok || len(data[PrivKeyKey]) == 0 || cert.CheckSignatureFrom(ca.Cert) != nil {
 		return true
 	}
 	if now.Add(RenewBefore).After(cert.NotAfter) {

@@ -14,9 +14,6 @@ import (
 	"time"
 )
 
-// UnhealthyReplaceAfter is how long a member that has a pod may stay unhealthy before it is replaced.
-const UnhealthyReplaceAfter = 5 * time.Minute
-
 // PodState is what Kubernetes shows of a member's pod.
 type PodState struct {
 	Exists bool
@@ -42,8 +39,13 @@ type EtcdMember struct {
 	Name    string // operator member name, derived from the peer URL (set even before start)
 	Learner bool
 	Started bool
-	// Healthy: the member answered a status call without errors.
-	Healthy   bool
+	// Healthy: the member answered the operator's status call without errors of its own.
+	Healthy bool
+	// Failing is etcd's own evidence that the member is broken, empty when there is none: the leader
+	// no longer reaches it over raft, or it reports a problem of its own (no leader, a CORRUPT alarm).
+	// Only this justifies replacing a member: the operator failing to reach it (Healthy false) may
+	// be the operator's own network trouble.
+	Failing   string
 	RaftIndex uint64
 	// AppliedIndex is the last raft entry the member applied.
 	AppliedIndex uint64
@@ -65,8 +67,10 @@ type Etcd struct {
 type KnownMember struct {
 	Name string
 	// Version the member last reported.
-	Version        string
-	UnhealthySince *time.Time
+	Version string
+	// FailingSince is when etcd started reporting the member failing, as observed without
+	// interruption by this operator (see EtcdMember.Failing).
+	FailingSince *time.Time
 }
 
 // Pending is a recorded, possibly made, membership call.
@@ -98,12 +102,17 @@ type Input struct {
 	// UpgradeTimeout is how long a restarted member may take to become healthy at a new version
 	// before it is rolled back.
 	UpgradeTimeout time.Duration
+	// ReplaceAfter is how long etcd must report a member failing (see EtcdMember.Failing), without
+	// interruption, before it is replaced.
+	ReplaceAfter time.Duration
 	// LegacyWALIndex: raft entries up to this index may have been written by etcd 3.5 (see
 	// LegacyWALIndex in upgrade.go); SnapshotCount is the members' --snapshot-count.
 	LegacyWALIndex uint64
 	SnapshotCount  uint64
 	// ConfigHash is the configuration member pods should be built from (resources.ConfigHash).
 	ConfigHash string
+	// DowngradeRecorded is the downgrade target ("3.5.0") the operator recorded before enabling it.
+	DowngradeRecorded string
 }
 
 // Kind of an action.
@@ -129,6 +138,8 @@ const (
 	// EnableDowngrade asks etcd to lower the cluster version to Version ("3.5.0") before any
 	// member is restarted at the older minor.
 	EnableDowngrade Kind = "EnableDowngrade"
+	// CancelDowngrade turns off an enabled downgrade (Version) that spec.version no longer asks for.
+	CancelDowngrade Kind = "CancelDowngrade"
 	// AdvanceLog appends Count raft entries that touch no key, so that every member snapshots.
 	AdvanceLog Kind = "AdvanceLog"
 	// AdoptPod records the current ConfigHash on a pod made by an earlier operator version.
@@ -260,7 +271,9 @@ func decideRunning(in Input) Action {
 	for _, k := range in.Known {
 		m, _ := findByName(e.Members, k.Name)
 		if dataLost(in, k.Name, m) {
-			return Action{Kind: RemoveMember, Members: []string{k.Name}, ID: m.ID, Reason: "MemberDataLost", Message: fmt.Sprintf("the data of %s is gone; removing it so that a new member replaces it", k.Name)}
+			if a, ok := safeRemoval(in, m, "MemberDataLost", fmt.Sprintf("the data of %s is gone; removing it so that a new member replaces it", k.Name)); ok {
+				return a
+			}
 		}
 	}
 	// A member whose pod is gone comes back as the same member on its volume.
@@ -271,14 +284,17 @@ func decideRunning(in Input) Action {
 	if a, ok := failedUpgrade(in, e); ok {
 		return a
 	}
-	// A member unhealthy for too long is replaced, if the others keep quorum without it.
+	// A member etcd has reported failing for long is replaced, if the others keep quorum without it.
 	for _, k := range in.Known {
 		m, _ := findByName(e.Members, k.Name)
-		if !m.Healthy && k.UnhealthySince != nil && in.Now.Sub(*k.UnhealthySince) >= UnhealthyReplaceAfter {
-			if a, ok := safeRemoval(in, m, "MemberUnhealthy", fmt.Sprintf("%s has been unhealthy since %s; replacing it", k.Name, k.UnhealthySince.UTC().Format(time.RFC3339))); ok {
+		if m.Failing != "" && k.FailingSince != nil && in.Now.Sub(*k.FailingSince) >= in.ReplaceAfter {
+			if a, ok := safeRemoval(in, m, "MemberUnhealthy", fmt.Sprintf("%s has been failing since %s (%s); replacing it", k.Name, k.FailingSince.UTC().Format(time.RFC3339), m.Failing)); ok {
 				return a
 			}
 		}
+	}
+	if a, ok := cancelDowngrade(in, e); ok {
+		return a
 	}
 
 	voters, learners := countRoles(e.Members)

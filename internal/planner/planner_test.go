@@ -16,7 +16,7 @@ func name(i int32) string { return fmt.Sprintf("c-%d", i) }
 // c-0 the leader.
 func healthyCluster(n int) Input {
 	in := Input{
-		Replicas: int32(n), Bootstrapped: true, NextIndex: int32(n), Now: now, MemberNameFunc: name,
+		Replicas: int32(n), Bootstrapped: true, NextIndex: int32(n), Now: now, MemberNameFunc: name, ReplaceAfter: 5 * time.Minute,
 		Pods: map[string]PodState{}, PVCs: map[string]PVCState{}, Etcd: &Etcd{LeaderID: 1},
 	}
 	for i := 0; i < n; i++ {
@@ -27,6 +27,13 @@ func healthyCluster(n int) Input {
 		in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: uint64(i + 1), Name: nm, Started: true, Healthy: true, RaftIndex: 100})
 	}
 	return in
+}
+
+// failing makes member i unreachable, reported failing by etcd since since.
+func failing(in *Input, i int, since *time.Time) {
+	in.Etcd.Members[i].Healthy = false
+	in.Etcd.Members[i].Failing = "the leader has no raft connection to it"
+	in.Known[i].FailingSince = since
 }
 
 func with(in Input, f func(*Input)) Input {
@@ -99,25 +106,33 @@ func TestDecide(t *testing.T) {
 			in.EphemeralData, in.PVCs = true, map[string]PVCState{}
 			in.Pods["c-0"] = PodState{}
 			member(in, "c-0").Healthy = false
+			in.Etcd.LeaderID = 2 // the survivors elected a new leader
 		}), kind: RemoveMember, members: []string{"c-0"}, reason: "MemberDataLost", id: 1},
 		{name: "after removal of a lost member, a replacement learner is added under a new name", in: with(healthyCluster(2), func(in *Input) { in.Replicas = 3; in.NextIndex = 3 }), kind: AddLearner, members: []string{"c-3"}},
-		{name: "member unhealthy briefly is left alone", in: with(healthyCluster(3), func(in *Input) {
-			member(in, "c-2").Healthy = false
-			in.Known[2].UnhealthySince = ago(time.Minute)
+		{name: "member failing briefly is left alone", in: with(healthyCluster(3), func(in *Input) {
+			failing(in, 2, ago(time.Minute))
 		}), kind: Wait, reason: "WaitingForHealth"},
-		{name: "member unhealthy past the threshold is replaced", in: with(healthyCluster(3), func(in *Input) {
-			member(in, "c-2").Healthy = false
-			in.Known[2].UnhealthySince = ago(UnhealthyReplaceAfter)
+		{name: "member failing past the threshold is replaced", in: with(healthyCluster(3), func(in *Input) {
+			failing(in, 2, ago(in.ReplaceAfter))
 		}), kind: RemoveMember, members: []string{"c-2"}, reason: "MemberUnhealthy", id: 3},
-		{name: "never remove an unhealthy member when the rest lack quorum", in: with(healthyCluster(3), func(in *Input) {
-			member(in, "c-1").Healthy, member(in, "c-2").Healthy = false, false
-			in.Known[1].UnhealthySince, in.Known[2].UnhealthySince = ago(time.Hour), ago(time.Hour)
+		{name: "a member only the operator cannot reach is never replaced", in: with(healthyCluster(3), func(in *Input) {
+			member(in, "c-2").Healthy = false // no status answer, but etcd reports nothing wrong
+			in.Known[2].FailingSince = ago(time.Hour)
+		}), kind: Wait, reason: "WaitingForHealth"},
+		{name: "never remove a failing member when the rest lack quorum", in: with(healthyCluster(3), func(in *Input) {
+			failing(in, 1, ago(time.Hour))
+			failing(in, 2, ago(time.Hour))
 		}), kind: Wait},
-		{name: "unhealthy leader: move leadership before removal", in: with(healthyCluster(3), func(in *Input) {
-			member(in, "c-0").Healthy = false
+		{name: "failing leader: move leadership before removal", in: with(healthyCluster(3), func(in *Input) {
+			failing(in, 0, ago(time.Hour))
 			member(in, "c-2").RaftIndex = 101
-			in.Known[0].UnhealthySince = ago(time.Hour)
 		}), kind: MoveLeader, members: []string{"c-0", "c-2"}, id: 3},
+		{name: "lost PVC while another member is down: no removal that would break quorum", in: with(healthyCluster(3), func(in *Input) {
+			delete(in.PVCs, "c-0")
+			in.Pods["c-0"] = PodState{}
+			member(in, "c-0").Healthy = false
+			member(in, "c-1").Healthy = false
+		}), kind: Wait},
 
 		// scaling
 		{name: "scale up adds one learner with a fresh name", in: with(healthyCluster(3), func(in *Input) { in.Replicas, in.NextIndex = 5, 7 }), kind: AddLearner, members: []string{"c-7"}},
@@ -216,8 +231,7 @@ func TestNeverBelowQuorum(t *testing.T) {
 				healthy := 0
 				for i := 0; i < n; i++ {
 					if mask&(1<<i) != 0 {
-						in.Etcd.Members[i].Healthy = false
-						in.Known[i].UnhealthySince = &time.Time{}
+						failing(&in, i, &time.Time{})
 					} else {
 						healthy++
 					}
@@ -357,6 +371,12 @@ func TestUpgradeDecisions(t *testing.T) {
 			in.Pods["c-1"] = p
 			member(in, "c-1").Version, member(in, "c-1").StorageVersion = "3.5.35", ""
 		}), kind: RollMember, members: []string{"c-2"}, version: "3.5.35"},
+		{name: "spec.version back up mid-downgrade: etcd's downgrade is cancelled", in: with(downgrading("3.5.0", "3.5.0", "3.5.0"), func(in *Input) { in.TargetVersion = "3.6.16" }),
+			kind: CancelDowngrade, version: "3.5.0", message: "cancelling etcd's downgrade to 3.5.0"},
+		{name: "a recorded downgrade is cancelled even when no member reports it", in: with(at36, func(in *Input) { in.DowngradeRecorded = "3.5.0" }),
+			kind: CancelDowngrade, version: "3.5.0"},
+		{name: "a recorded downgrade that spec.version still asks for is kept", in: with(downgrading("3.5.0", "3.5.0", "3.5.0"), func(in *Input) { in.DowngradeRecorded = "3.5.0" }),
+			kind: RollMember, version: "3.5.35"},
 		{name: "3.7 waits until every member snapshotted past the 3.5 entries", in: legacy(11001, 11001, 9000),
 			kind: AdvanceLog, message: "etcd 3.7 cannot replay"},
 		{name: "3.7 proceeds once every member is past them", in: legacy(11001, 11002, 11001),
@@ -368,8 +388,8 @@ func TestUpgradeDecisions(t *testing.T) {
 			p := in.Pods["c-1"]
 			p.Version = "3.6.16"
 			in.Pods["c-1"] = p
-			member(in, "c-1").Healthy, member(in, "c-1").Version = false, ""
-			in.Known[1].UnhealthySince = ago(3*time.Minute + time.Second)
+			failing(in, 1, ago(3*time.Minute+time.Second))
+			member(in, "c-1").Version = ""
 		}), kind: RollMember, members: []string{"c-1"}, version: "3.5.35", reason: "UpgradeFailed"},
 		{name: "after a failed upgrade the operator waits for a new target", in: with(base, func(in *Input) { in.TargetVersion = "3.6.16"; in.Blocked = "3.6.16" }),
 			kind: Wait, reason: "UpgradeFailed"},

@@ -229,8 +229,8 @@ func LegacyWALIndex(old uint64, prev, now string, raftIndexes []uint64) uint64 {
 	return index
 }
 
-// failedUpgrade finds a member whose pod runs a newer version than the cluster's and that has been
-// unhealthy past the upgrade timeout, and rolls it back to the cluster version.
+// failedUpgrade finds a member whose pod runs a newer version than the cluster's and that etcd has
+// reported failing past the upgrade timeout, and rolls it back to the cluster version.
 func failedUpgrade(in Input, e *Etcd) (Action, bool) {
 	cur := ClusterVersion(in)
 	cv, err := versions.Parse(cur)
@@ -240,13 +240,31 @@ func failedUpgrade(in Input, e *Etcd) (Action, bool) {
 	for _, k := range in.Known {
 		m, ok := findByName(e.Members, k.Name)
 		pv, perr := versions.Parse(in.Pods[k.Name].Version)
-		if !ok || m.Healthy || perr != nil || pv.Compare(cv) <= 0 || k.UnhealthySince == nil || in.Now.Sub(*k.UnhealthySince) < in.UpgradeTimeout {
+		if !ok || m.Failing == "" || perr != nil || pv.Compare(cv) <= 0 || k.FailingSince == nil || in.Now.Sub(*k.FailingSince) < in.UpgradeTimeout {
 			continue
 		}
 		return Action{Kind: RollMember, Members: []string{k.Name}, Version: cur, Reason: "UpgradeFailed",
 			Message: fmt.Sprintf("%s did not become healthy at %s within %s; rolling it back to %s and stopping the upgrade", k.Name, pv, in.UpgradeTimeout, cur)}, true
 	}
 	return Action{}, false
+}
+
+// cancelDowngrade turns off a downgrade that spec.version no longer asks for (it went back up while
+// members were migrating or being restarted): left enabled, etcd would keep the cluster version
+// and storage at the older minor. A downgrade the operator recorded counts even when no member
+// reports it (etcd 3.5 members do not report downgrades).
+func cancelDowngrade(in Input, e *Etcd) (Action, bool) {
+	enabled := in.DowngradeRecorded
+	for _, m := range e.Members {
+		if m.DowngradeTarget != "" {
+			enabled = m.DowngradeTarget
+		}
+	}
+	if enabled == "" || versions.MinorOf(in.TargetVersion) == enabled {
+		return Action{}, false
+	}
+	return Action{Kind: CancelDowngrade, Version: enabled, Reason: "Upgrading",
+		Message: fmt.Sprintf("spec.version is %s now: cancelling etcd's downgrade to %s", in.TargetVersion, enabled)}, true
 }
 
 func allRunning(in Input, e *Etcd, v string) bool {

@@ -298,14 +298,24 @@ func PeerService(c *v1.EtcdCluster) *corev1.Service {
 	}
 }
 
-// PodDisruptionBudget keeps a voting quorum through voluntary disruptions (drains, evictions).
+// PodDisruptionBudget keeps a voting quorum of member pods through voluntary disruptions (drains,
+// evictions); backup and verify Job pods, which carry the cluster's labels too, are not counted.
+// A one-member cluster has no quorum to keep: a budget would block every drain of its node forever,
+// so it allows the eviction, and says so in its drain-policy annotation.
 func PodDisruptionBudget(c *v1.EtcdCluster) *policyv1.PodDisruptionBudget {
 	minAvailable := intstr.FromInt32(c.Spec.Replicas/2 + 1)
+	policy := fmt.Sprintf("evictions allowed while %d of %d members stay ready (quorum)", minAvailable.IntVal, c.Spec.Replicas)
+	if c.Spec.Replicas <= 1 {
+		minAvailable = intstr.FromInt32(0)
+		policy = "single member: evictions allowed; the cluster is unavailable until the pod runs again on its volume (use 3 members to keep serving through drains)"
+	}
+	meta := objectMeta(c, naming.PDB(c.Name), naming.Labels(c.Name))
+	meta.Annotations = map[string]string{naming.AnnotationDrainPolicy: policy}
 	return &policyv1.PodDisruptionBudget{
-		ObjectMeta: objectMeta(c, naming.PDB(c.Name), naming.Labels(c.Name)),
+		ObjectMeta: meta,
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MinAvailable: &minAvailable,
-			Selector:     &metav1.LabelSelector{MatchLabels: naming.Labels(c.Name)},
+			Selector:     naming.MemberSelector(c.Name),
 		},
 	}
 }

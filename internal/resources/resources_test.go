@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -132,12 +133,38 @@ func TestMemoryMediumUsesNoPVC(t *testing.T) {
 }
 
 func TestPDBKeepsQuorum(t *testing.T) {
-	for replicas, want := range map[int32]int{1: 1, 3: 2, 5: 3, 7: 4} {
+	// A single member cannot keep a quorum through a drain; its budget allows the eviction instead of
+	// blocking the node's drain forever, and says so.
+	for replicas, want := range map[int32]int{1: 0, 3: 2, 5: 3, 7: 4} {
 		c := sample()
 		c.Spec.Replicas = replicas
-		if got := PodDisruptionBudget(c).Spec.MinAvailable.IntValue(); got != want {
+		pdb := PodDisruptionBudget(c)
+		if got := pdb.Spec.MinAvailable.IntValue(); got != want {
 			t.Errorf("replicas %d: minAvailable %d, want %d", replicas, got, want)
 		}
+		if pdb.Annotations[naming.AnnotationDrainPolicy] == "" {
+			t.Errorf("replicas %d: no drain policy stated", replicas)
+		}
+	}
+}
+
+// The budget counts member pods only: a backup Job's pod carries the cluster's labels too and would
+// otherwise count as an available member.
+func TestPDBSelectsMemberPodsOnly(t *testing.T) {
+	c := sample()
+	sel, err := metav1.LabelSelectorAsSelector(PodDisruptionBudget(c).Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}})
+	if !sel.Matches(labels.Set(member.Labels)) {
+		t.Errorf("PDB selector %s does not select member pod labels %v", sel, member.Labels)
+	}
+	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}, Spec: v1.EtcdBackupSpec{ClusterName: "demo",
+		Destination: v1.BackupDestination{S3: &v1.S3Destination{Bucket: "bkt", CredentialsSecret: "s3"}}}}
+	job := BackupJob(b, c, "operator:v")
+	if sel.Matches(labels.Set(job.Spec.Template.Labels)) {
+		t.Errorf("PDB selector %s selects backup Job pods %v", sel, job.Spec.Template.Labels)
 	}
 }
 

@@ -53,6 +53,9 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 	if _, err := c.Spec.Maintenance.UpgradeTimeoutDuration(); err != nil {
 		add("spec.maintenance.upgradeTimeout", "%v; write a duration such as 3m, 90s or 1h30m", err)
 	}
+	if _, err := c.Spec.Maintenance.ReplaceFailedMemberAfterDuration(); err != nil {
+		add("spec.maintenance.replaceFailedMemberAfter", "%v; write a duration such as 5m or 1h", err)
+	}
 	if err := compactionRetention(c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention); err != nil {
 		add("spec.etcd.autoCompactionRetention", "%v", err)
 	}

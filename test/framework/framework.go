@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,8 +134,21 @@ func (e *Env) StartOperator(t *testing.T, ns, failpoints string, extraEnv ...str
 // StartOperatorBinary runs manager binary bin (e.g. an earlier release) for namespace ns.
 func (e *Env) StartOperatorBinary(t *testing.T, bin, ns string, extraEnv ...string) *Operator {
 	t.Helper()
+	return e.startOperator(t, bin, ns, nil, extraEnv)
+}
+
+// StartOperatorInGroup runs the manager for namespace ns as root with primary group gid, so that
+// host firewall rules can match its traffic alone (CutOffOperator) and not the kubelet's or the test's.
+func (e *Env) StartOperatorInGroup(t *testing.T, ns string, gid uint32) *Operator {
+	t.Helper()
+	return e.startOperator(t, e.ManagerBin, ns, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: gid}}, nil)
+}
+
+func (e *Env) startOperator(t *testing.T, bin, ns string, attr *syscall.SysProcAttr, extraEnv []string) *Operator {
+	t.Helper()
 	o := &Operator{done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	o.cmd = exec.Command(bin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")
+	o.cmd.SysProcAttr = attr
 	o.cmd.Env = append(append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "WATCH_NAMESPACE="+ns), extraEnv...)
 	if img := os.Getenv("IMG"); img != "" {
 		// backup Jobs and restore init containers run the image `make cluster-load` loaded from this tree

@@ -1,0 +1,118 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+)
+
+func degradedReason(t *testing.T, c *v1.EtcdCluster, reason string) error {
+	t.Helper()
+	cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != reason {
+		return fmt.Errorf("degraded = %+v, want True/%s", cond, reason)
+	}
+	return nil
+}
+
+// Item 6: a cluster re-created under the name of one whose volumes were retained never starts on
+// them (it would silently run the old incarnation's data); it says why and touches nothing.
+func TestRecreatedClusterNeverAdoptsRetainedVolumes(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	old := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1; c.Spec.Storage.RetentionPolicy = v1.PVCRetentionRetain })
+	pvc := &corev1.PersistentVolumeClaim{}
+	eventually(t, "PVC", func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pvc) })
+	if err := k8s.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "old cluster gone and its pod deleted", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(old), &v1.EtcdCluster{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("cluster still there: %v", err)
+		}
+		// envtest runs no garbage collector: delete the old pod as it would.
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-0"}}
+		if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
+
+	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	eventually(t, "NameConflict reported", func() error { return degradedReason(t, c, "NameConflict") })
+	cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+	if !bytes.Contains([]byte(cond.Message), []byte("PersistentVolumeClaim demo-0")) {
+		t.Errorf("message does not name the volume: %s", cond.Message)
+	}
+	live := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, live); err != nil || live.UID != pvc.UID || len(live.OwnerReferences) != 0 {
+		t.Fatalf("retained PVC changed: err %v, uid %s→%s, owners %v", err, pvc.UID, live.UID, live.OwnerReferences)
+	}
+	pod := &corev1.Pod{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pod); err == nil && pod.DeletionTimestamp == nil {
+		t.Fatalf("a member pod was started on the retained volume")
+	}
+}
+
+// Item 12: a lost CA Secret is reported with the recovery steps; the operator creates no new CA
+// (the members would not trust it) and re-issues no certificate.
+func TestLostCASecretIsReportedNotReplaced(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	server := &corev1.Secret{}
+	eventually(t, "certificates issued", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.ServerSecret("demo")}, server)
+	})
+	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.CASecret("demo")}}
+	if err := k8s.Delete(ctx, ca); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "CASecretMissing reported", func() error { return degradedReason(t, c, "CASecretMissing") })
+	eventually(t, "warning event", func() error {
+		evs := &corev1.EventList{}
+		if err := k8s.List(ctx, evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "CASecretMissing" && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("no CASecretMissing event among %d", len(evs.Items))
+	})
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(ca), &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a new CA Secret was created: %v", err)
+	}
+	after := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(server), after); err != nil || !bytes.Equal(after.Data["tls.crt"], server.Data["tls.crt"]) {
+		t.Fatalf("the server certificate was re-issued (err %v)", err)
+	}
+}
+
+// Item 5: the disruption budget counts member pods only, and a one-member cluster states that
+// drains may evict it instead of blocking them forever.
+func TestDisruptionBudgetCountsMembersOnly(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	pdb := &policyv1.PodDisruptionBudget{}
+	eventually(t, "PDB", func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.PDB("demo")}, pdb) })
+	if pdb.Spec.MinAvailable.IntValue() != 0 || pdb.Annotations[naming.AnnotationDrainPolicy] == "" {
+		t.Errorf("single-member PDB: minAvailable %v, policy %q", pdb.Spec.MinAvailable, pdb.Annotations[naming.AnnotationDrainPolicy])
+	}
+	if len(pdb.Spec.Selector.MatchExpressions) != 1 || pdb.Spec.Selector.MatchExpressions[0].Key != naming.LabelMember {
+		t.Errorf("PDB selector %+v does not require the member label", pdb.Spec.Selector)
+	}
+}

@@ -1,0 +1,115 @@
+package controllers
+
+import (
+	"crypto/tls"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+)
+
+// maxObservationGap: when the operator has not seen a cluster's etcd answer for longer than this
+// (it was down, partitioned from the cluster, or the whole cluster was), what it knew of failing
+// members is stale, and every member gets a fresh grace period before it may be replaced.
+const maxObservationGap = 2 * time.Minute
+
+// maxActionBackoff caps the wait before a failed action is tried again.
+const maxActionBackoff = 5 * time.Minute
+
+// memory is the operator's in-process state per EtcdCluster: one etcd client reused across passes,
+// when etcd last answered, and how often the last actions failed. Losing it (a restart) only costs
+// a new client, a fresh grace period and a reset backoff.
+type memory struct {
+	mu       sync.Mutex
+	clusters map[types.NamespacedName]*clusterMemory
+}
+
+type clusterMemory struct {
+	uid types.UID
+	// client and the identity of what it was built from; rebuilt when the TLS material changes.
+	client    *etcdclient.Client
+	tlsKey    string
+	endpoints []string
+	// lastSight is when etcd last answered a pass.
+	lastSight time.Time
+	// failures counts consecutive failed actions.
+	failures int
+}
+
+// of returns the memory of the cluster key with UID uid; a re-created namesake starts afresh.
+func (m *memory) of(key types.NamespacedName, uid types.UID) *clusterMemory {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.clusters == nil {
+		m.clusters = map[types.NamespacedName]*clusterMemory{}
+	}
+	cm := m.clusters[key]
+	if cm != nil && cm.uid != uid {
+		cm.closeClient()
+		cm = nil
+	}
+	if cm == nil {
+		cm = &clusterMemory{uid: uid}
+		m.clusters[key] = cm
+	}
+	return cm
+}
+
+// forget drops a deleted cluster's state and closes its client.
+func (m *memory) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cm := m.clusters[key]; cm != nil {
+		cm.closeClient()
+		delete(m.clusters, key)
+	}
+}
+
+// etcd returns the cluster's client for endpoints, dialing only when there is none yet or its TLS
+// material changed (tlsKey). Passes of one cluster never run concurrently (controller-runtime
+// serialises a key), so the client is not shared between goroutines mid-change.
+func (cm *clusterMemory) etcd(endpoints []string, tlsConfig *tls.Config, tlsKey string) (*etcdclient.Client, error) {
+	slices.Sort(endpoints)
+	if cm.client != nil && cm.tlsKey == tlsKey {
+		if !slices.Equal(cm.endpoints, endpoints) {
+			cm.client.SetEndpoints(endpoints...)
+			cm.endpoints = endpoints
+		}
+		return cm.client, nil
+	}
+	cm.closeClient()
+	cl, err := etcdclient.New(endpoints, tlsConfig)
+	if err != nil {
+		return nil, err
+	}
+	cm.client, cm.tlsKey, cm.endpoints = cl, tlsKey, endpoints
+	return cl, nil
+}
+
+func (cm *clusterMemory) closeClient() {
+	if cm.client != nil {
+		_ = cm.client.Close()
+		cm.client = nil
+	}
+}
+
+// sawEtcd records that etcd answered at now and says whether the previous answer was recent enough
+// for failure timers to keep running.
+func (cm *clusterMemory) sawEtcd(now time.Time) (continuous bool) {
+	continuous = !cm.lastSight.IsZero() && now.Sub(cm.lastSight) <= maxObservationGap
+	cm.lastSight = now
+	return continuous
+}
+
+// actionFailed counts a failed action and returns how long to wait before the next try:
+// 1s, 2s, 4s, … up to maxActionBackoff.
+func (cm *clusterMemory) actionFailed() time.Duration {
+	cm.failures++
+	d := time.Second << min(cm.failures-1, 16)
+	return min(d, maxActionBackoff)
+}
+
+func (cm *clusterMemory) actionSucceeded() { cm.failures = 0 }

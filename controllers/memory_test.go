@@ -1,0 +1,65 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestFailedActionsBackOffExponentiallyUpToACap(t *testing.T) {
+	var cm clusterMemory
+	var got []time.Duration
+	for range 12 {
+		got = append(got, cm.actionFailed())
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300}
+	for i := range want {
+		if got[i] != want[i]*time.Second {
+			t.Fatalf("backoff %d = %s, want %s (all: %v)", i, got[i], want[i]*time.Second, got)
+		}
+	}
+	cm.actionSucceeded()
+	if d := cm.actionFailed(); d != time.Second {
+		t.Fatalf("after a success the backoff restarts at 1s, got %s", d)
+	}
+}
+
+// Failure timers run only while etcd is watched without a gap: the first sight, and any sight after
+// a gap longer than maxObservationGap, restarts them.
+func TestObservationGapRestartsFailureTimers(t *testing.T) {
+	var cm clusterMemory
+	t0 := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	steps := []struct {
+		at         time.Duration
+		continuous bool
+	}{
+		{0, false}, // first sight (e.g. right after an operator restart)
+		{time.Second, true},
+		{31 * time.Second, true},
+		{31*time.Second + maxObservationGap + time.Second, false}, // the operator lost sight of etcd
+		{32*time.Second + maxObservationGap + time.Second, true},
+	}
+	for i, s := range steps {
+		if got := cm.sawEtcd(t0.Add(s.at)); got != s.continuous {
+			t.Fatalf("step %d at %s: continuous = %v, want %v", i, s.at, got, s.continuous)
+		}
+	}
+}
+
+// A re-created EtcdCluster of the same name (new UID) never inherits its namesake's state.
+func TestMemoryOfARecreatedClusterStartsAfresh(t *testing.T) {
+	var m memory
+	key := types.NamespacedName{Namespace: "ns", Name: "etcd"}
+	m.of(key, "uid-1").actionFailed()
+	if m.of(key, "uid-1").failures != 1 {
+		t.Fatal("state of the same cluster was not kept")
+	}
+	if m.of(key, "uid-2").failures != 0 {
+		t.Fatal("a new incarnation inherited its namesake's state")
+	}
+	m.forget(key)
+	if len(m.clusters) != 0 {
+		t.Fatal("forget kept state")
+	}
+}

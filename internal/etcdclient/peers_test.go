@@ -1,0 +1,61 @@
+package etcdclient
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
+)
+
+// A member's metrics tell which peers it reaches: all of them in a healthy cluster, and not a
+// stopped one once raft noticed, while the others stay active.
+func TestPeerActivityFollowsRaftConnections(t *testing.T) {
+	ctx := context.Background()
+	ms := etcdtest.StartCluster(t, 3)
+	c, err := New(etcdtest.ClientURLs(ms), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ids := map[string]uint64{}
+	members, _, err := c.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		ids[m.Name] = m.ID
+	}
+	// embed serves /metrics on the client URL too; the pods use --listen-metrics-urls.
+	observer := ms[0].ClientURL + "/metrics"
+	waitFor(t, func() (bool, string) {
+		act, err := PeerActivity(ctx, observer, ids["m0"])
+		return err == nil && act[ids["m1"]] && act[ids["m2"]] && len(act) == 2, fmt.Sprint(act, err)
+	})
+
+	ms[2].Stop()
+	waitFor(t, func() (bool, string) {
+		act, err := PeerActivity(ctx, observer, ids["m0"])
+		return err == nil && act[ids["m1"]] && !act[ids["m2"]], fmt.Sprint(act, err)
+	})
+
+	if _, err := PeerActivity(ctx, ms[2].ClientURL+"/metrics", ids["m2"]); err == nil {
+		t.Fatal("PeerActivity of a stopped member succeeded")
+	}
+}
+
+func waitFor(t *testing.T, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within 30s; last: %s", last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,91 @@
+package framework
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Faults on the local cluster's network, from the host (as root). Every rule names one pod IP on this
+// machine, and each injector returns the function that removes it (also run at cleanup).
+
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// CutOffOperator rejects every connection the operator started with StartOperatorInGroup(gid) makes
+// to podIP (client, peer and metrics ports), while etcd itself, the kubelet and the test still reach
+// the pod: the operator's own network trouble, not the member's.
+func CutOffOperator(t *testing.T, gid uint32, podIP string) (restore func()) {
+	t.Helper()
+	rule := []string{"OUTPUT", "-m", "owner", "--gid-owner", fmt.Sprint(gid), "-d", podIP, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"}
+	if err := run("iptables", append([]string{"-I"}, rule...)...); err != nil {
+		t.Fatal(err)
+	}
+	return once(t, func() error { return run("iptables", append([]string{"-D"}, rule...)...) })
+}
+
+// PartitionPeers drops raft traffic (port 2380, both directions) in the network namespace of the pod
+// with podIP: the member runs and answers clients, but its peers lose it.
+func PartitionPeers(t *testing.T, podIP string) (heal func()) {
+	t.Helper()
+	netns, err := podNetns(podIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := [][]string{
+		{"INPUT", "-p", "tcp", "--dport", "2380", "-j", "DROP"},
+		{"OUTPUT", "-p", "tcp", "--dport", "2380", "-j", "DROP"},
+	}
+	for _, r := range rules {
+		if err := run("ip", append([]string{"netns", "exec", netns, "iptables", "-I"}, r...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return once(t, func() error {
+		for _, r := range rules {
+			if err := run("ip", append([]string{"netns", "exec", netns, "iptables", "-D"}, r...)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// podNetns finds the named network namespace (created by the CNI plugins under /var/run/netns) that
+// holds podIP.
+func podNetns(podIP string) (string, error) {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return "", fmt.Errorf("ip netns list: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name := strings.Fields(line + " ")[0]
+		addrs, err := exec.Command("ip", "netns", "exec", name, "ip", "-o", "addr", "show").Output()
+		if err == nil && strings.Contains(string(addrs), " "+podIP+"/") {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("no network namespace holds %s", podIP)
+}
+
+// once returns f as an idempotent function that also runs when the test ends.
+func once(t *testing.T, f func() error) func() {
+	done := false
+	undo := func() {
+		if done {
+			return
+		}
+		done = true
+		if err := f(); err != nil {
+			t.Errorf("undo fault: %v", err)
+		}
+	}
+	t.Cleanup(undo)
+	return undo
+}

@@ -13,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
 // The spec fuzzer: specs of all three kinds built from fuzz input (valid values, values just past
@@ -240,8 +244,26 @@ func apply(t testing.TB, ns string, inputs [][]byte) []*unstructured.Unstructure
 }
 
 // settle waits until every admitted object carries a condition, and checks the manager is up.
+// Then it deletes them, so that a long run does not pile up clusters that all requeue every
+// second, with their Services: envtest runs no garbage collector, and its Service IP range (254
+// addresses) would fill up, after which no new cluster gets a Service (or, today, a condition).
 func settle(t testing.TB, mgr *runningManager, admitted []*unstructured.Unstructured) {
 	t.Helper()
+	defer func() {
+		for _, o := range admitted {
+			owned := []client.Object{o}
+			if o.GetKind() == "EtcdCluster" {
+				for _, name := range []string{naming.ClientService(o.GetName()), naming.PeerService(o.GetName())} {
+					owned = append(owned, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: name}})
+				}
+			}
+			for _, d := range owned {
+				if err := k8s.Delete(context.Background(), d); client.IgnoreNotFound(err) != nil {
+					t.Errorf("delete %s: %v", d.GetName(), err)
+				}
+			}
+		}
+	}()
 	for _, o := range admitted {
 		eventually(t, 10*time.Second, fmt.Sprintf("%s %s gets a condition (spec %v)", o.GetKind(), o.GetName(), o.Object["spec"]), func() error {
 			conds, err := conditions(t, o)
@@ -296,6 +318,7 @@ func TestSpecFuzzer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	start := time.Now()
 	admitted, tried, inputsRun := 0, 0, 0
+	kinds := map[string]int{}
 	const batch = 10
 	for done := 0; done < iterations && (deadline.IsZero() || time.Now().Before(deadline)); done += batch {
 		var inputs [][]byte
@@ -310,17 +333,10 @@ func TestSpecFuzzer(t *testing.T) {
 		tried += 3 * len(inputs)
 		inputsRun += len(inputs)
 		admitted += len(got)
-		settle(t, mgr, got)
-	}
-	kinds := map[string]int{}
-	list := &unstructured.UnstructuredList{}
-	for _, kind := range []string{"EtcdCluster", "EtcdBackup", "EtcdBackupSchedule"} {
-		list.SetAPIVersion("etcd.autopilot.dev/v1alpha1")
-		list.SetKind(kind + "List")
-		if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
+		for _, o := range got {
+			kinds[o.GetKind()]++
 		}
-		kinds[kind] = len(list.Items)
+		settle(t, mgr, got)
 	}
 	t.Logf("seed %d: %d inputs, %d objects tried, %d admitted (%v), each with a condition; manager up after %s",
 		seed, inputsRun, tried, admitted, kinds, time.Since(start).Round(time.Second))

@@ -45,6 +45,7 @@ func TestCluster(t *testing.T) {
 		{"name with a dot", ok(func(c *v1.EtcdCluster) { c.Name = "a.b" }), "metadata.name"},
 		{"storage 1e100", ok(func(c *v1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("1e100") }), "spec.storage.size"},
 		{"upgradeTimeout forever", ok(func(c *v1.EtcdCluster) { c.Spec.Maintenance.UpgradeTimeout = "forever" }), "spec.maintenance.upgradeTimeout"},
+		{"replaceFailedMemberAfter forever", ok(func(c *v1.EtcdCluster) { c.Spec.Maintenance.ReplaceFailedMemberAfter = "forever" }), "spec.maintenance.replaceFailedMemberAfter"},
 		{"upgradeTimeout negative", ok(func(c *v1.EtcdCluster) { c.Spec.Maintenance.UpgradeTimeout = "-1s" }), "spec.maintenance.upgradeTimeout"},
 		{"revision retention as a duration", ok(func(c *v1.EtcdCluster) { c.Spec.Etcd.AutoCompactionMode = "revision" }), "spec.etcd.autoCompactionRetention"},
 		{"periodic retention junk", ok(func(c *v1.EtcdCluster) { c.Spec.Etcd.AutoCompactionRetention = "often" }), "spec.etcd.autoCompactionRetention"},

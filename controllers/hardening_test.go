@@ -39,7 +39,7 @@ func TestRecreatedClusterNeverAdoptsRetainedVolumes(t *testing.T) {
 	}
 	eventually(t, "old cluster gone and its pod deleted", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(old), &v1.EtcdCluster{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("cluster still there: %v", err)
+			return fmt.Errorf("cluster still there: %w", err)
 		}
 		// envtest runs no garbage collector: delete the old pod as it would.
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-0"}}

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -48,6 +49,9 @@ func PartitionPeers(t *testing.T, podIP string) (heal func()) {
 		}
 	}
 	return once(t, func() error {
+		if _, err := os.Stat("/var/run/netns/" + netns); os.IsNotExist(err) {
+			return nil // the pod is gone, and its rules with it
+		}
 		for _, r := range rules {
 			if err := run("ip", append([]string{"netns", "exec", netns, "iptables", "-D"}, r...)...); err != nil {
 				return err

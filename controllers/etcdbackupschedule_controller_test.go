@@ -303,6 +303,17 @@ func exists(t *testing.T, o client.Object) bool {
 	return err == nil
 }
 
+// waitGone waits until o no longer exists.
+func waitGone(t *testing.T, o client.Object) {
+	t.Helper()
+	eventually(t, o.GetName()+" gone", func() error {
+		if exists(t, o) {
+			return fmt.Errorf("%s still there, finalizers %v", o.GetName(), o.GetFinalizers())
+		}
+		return nil
+	})
+}
+
 // TestRetentionDeletesOnlyWhatItsScheduleMade: retention selects by the schedule's label and its
 // controller reference, so a hand-made EtcdBackup carrying the label, or one another schedule
 // controls, is never deleted, however old.
@@ -316,12 +327,7 @@ func TestRetentionDeletesOnlyWhatItsScheduleMade(t *testing.T) {
 	older := finishedBackup(t, ns, "nightly-1", s.Name, s, now.Add(-2*time.Hour), "")
 	newer := finishedBackup(t, ns, "nightly-2", s.Name, s, now.Add(-time.Hour), "")
 	poke(t, s)
-	eventually(t, "keepLast 1 deletes the older of the schedule's two", func() error {
-		if exists(t, older) {
-			return fmt.Errorf("%s still there", older.Name)
-		}
-		return nil
-	})
+	waitGone(t, older) // keepLast 1 deletes the older of the schedule's two
 	poke(t, other)
 	time.Sleep(time.Second) // a further pass of each schedule changes nothing
 	for _, b := range []*v1.EtcdBackup{newer, handMade, foreign} {
@@ -346,24 +352,14 @@ func TestDeletingAScheduleKeepsItsSnapshotsByDefault(t *testing.T) {
 	if err := k8s.Delete(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "schedule gone", func() error {
-		if exists(t, s) {
-			return fmt.Errorf("schedule still there, finalizers %v", s.Finalizers)
-		}
-		return nil
-	})
+	waitGone(t, s)
 	if !exists(t, b1) || len(b1.OwnerReferences) != 0 || len(b1.Finalizers) != 0 || b1.Status.Location == "" {
 		t.Fatalf("backup after its schedule went: owners %+v, finalizers %v, status %+v", b1.OwnerReferences, b1.Finalizers, b1.Status)
 	}
 	if err := k8s.Delete(ctx, b1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "record gone", func() error {
-		if exists(t, b1) {
-			return fmt.Errorf("%s still there, finalizers %v", b1.Name, b1.Finalizers)
-		}
-		return nil
-	})
+	waitGone(t, b1)
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.BackupDeleteJobName(b1.Name)}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a retained snapshot is being deleted: %v", err)
 	}
@@ -380,12 +376,7 @@ func TestDeletingAScheduleWithPolicyDeleteDeletesItsSnapshots(t *testing.T) {
 	if err := k8s.Delete(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "schedule gone", func() error {
-		if exists(t, s) {
-			return fmt.Errorf("schedule still there, finalizers %v", s.Finalizers)
-		}
-		return nil
-	})
+	waitGone(t, s)
 	if !exists(t, b1) || !metav1.IsControlledBy(b1, s) || !slices.Contains(b1.Finalizers, naming.SnapshotFinalizer) {
 		t.Fatalf("backup after its schedule went: owners %+v, finalizers %v", b1.OwnerReferences, b1.Finalizers)
 	}

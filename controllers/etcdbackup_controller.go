@@ -101,7 +101,7 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 		return ctrl.Result{}, fmt.Errorf("read cluster: %w", err)
 	}
 	if !hasQuorum(c) {
-		return r.wait(b, backup.ReasonClusterUnavailable, fmt.Sprintf("EtcdCluster %q is not available", c.Name))
+		return r.wait(b, backup.ReasonClusterUnavailable, fmt.Sprintf("EtcdCluster %q is not bootstrapped or has no leader", c.Name))
 	}
 	if s := b.Spec.Destination.S3; s != nil {
 		sec := &corev1.Secret{}

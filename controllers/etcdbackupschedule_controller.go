@@ -188,8 +188,9 @@ func (r *EtcdBackupScheduleReconciler) ownedBackups(ctx context.Context, s *v1.E
 
 // finalize applies spec.snapshotDeletionPolicy before the schedule goes. Retain (the default)
 // releases every backup it made (controller reference and SnapshotFinalizer removed), so garbage
-// collection leaves the records and their snapshots alone and they stay restorable; backups
-// already being deleted (retention) finish deleting their snapshots. Delete leaves them owned:
+// collection leaves the records and their snapshots alone and they stay restorable; a backup
+// retention already deleted keeps its snapshot unless its deletion Job had started (see
+// EtcdBackupReconciler.retainedBySchedule): Retain errs on the side of keeping. Delete leaves them owned:
 // garbage collection deletes them after the schedule, and each one's finalizer its snapshot.
 // Only updates are made, which the API allows in a namespace being deleted.
 func (r *EtcdBackupScheduleReconciler) finalize(ctx context.Context, s *v1.EtcdBackupSchedule) error {

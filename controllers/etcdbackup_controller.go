@@ -38,6 +38,7 @@ const (
 	reasonRunning                  = "Running"
 	reasonSucceeded                = "Succeeded"
 	reasonJobFailed                = "JobFailed"
+	reasonNamespaceTerminating     = "NamespaceTerminating"
 )
 
 // EtcdBackupReconciler runs one Job per EtcdBackup and records its result. The snapshot is
@@ -105,8 +106,8 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read cluster: %w", err)
 	}
-	if av := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionAvailable); !c.Status.Bootstrapped || av == nil || av.Status != metav1.ConditionTrue {
-		return r.wait(b, backup.ReasonClusterUnavailable, fmt.Sprintf("EtcdCluster %q is not available", c.Name))
+	if !hasQuorum(c) {
+		return r.wait(b, backup.ReasonClusterUnavailable, fmt.Sprintf("EtcdCluster %q is not bootstrapped or has no leader", c.Name))
 	}
 	if s := b.Spec.Destination.S3; s != nil {
 		sec := &corev1.Secret{}
@@ -118,7 +119,10 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 			return ctrl.Result{}, fmt.Errorf("read credentials secret: %w", err)
 		}
 	}
-	if err := r.Create(ctx, resources.BackupJob(b, c, r.OperatorImage)); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.Create(ctx, resources.BackupJob(b, c, r.OperatorImage)); namespaceTerminating(err) {
+		r.failed(b, reasonNamespaceTerminating, fmt.Sprintf("namespace %s is being deleted: no backup Job can start", b.Namespace))
+		return ctrl.Result{}, nil
+	} else if err != nil && !apierrors.IsAlreadyExists(err) {
 		return ctrl.Result{}, fmt.Errorf("create backup job: %w", err)
 	}
 	now := metav1.NewTime(nowOr(r.Now))
@@ -126,6 +130,28 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 	setBackupCondition(b, v1.BackupConditionComplete, false, reasonRunning, "the backup Job is running")
 	r.Recorder.Event(b, corev1.EventTypeNormal, "BackupStarted", "started Job "+resources.BackupJobName(b.Name))
 	return ctrl.Result{}, nil
+}
+
+// hasQuorum says whether c was bootstrapped and its last observation found a leader: a snapshot
+// can be taken. It deliberately ignores the Available condition, which alarms such as NOSPACE may
+// turn False: a full database is when a backup is needed most (the Job picks a member that can
+// serve it, see backup.Take).
+func hasQuorum(c *v1.EtcdCluster) bool {
+	if !c.Status.Bootstrapped {
+		return false
+	}
+	for _, m := range c.Status.Members {
+		if m.Role == v1.RoleLeader {
+			return true
+		}
+	}
+	return false
+}
+
+// namespaceTerminating says whether err is the API server refusing to create an object because
+// its namespace is being deleted: retrying cannot help, the namespace only goes further away.
+func namespaceTerminating(err error) bool {
+	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
 // wait keeps the backup Pending while its cluster is missing or unavailable, for backupWaitLimit.
@@ -235,8 +261,10 @@ func containerReport(statuses []corev1.ContainerStatus, name string) (backup.Rep
 }
 
 // deleteSnapshot runs the Job that deletes the stored snapshot of a deleted EtcdBackup that owns
-// it (SnapshotFinalizer: those made by a schedule), then lets the record go. A failed deletion is
-// reported in an event rather than holding the record forever.
+// it (SnapshotFinalizer: those made by a schedule), then lets the record go. It never holds the
+// record forever: a failed deletion, a schedule deleted with snapshotDeletionPolicy Retain and a
+// namespace being deleted (where no Job can start) each release it with an event saying where
+// the snapshot stays.
 func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBackup) error {
 	if !controllerutil.ContainsFinalizer(b, naming.SnapshotFinalizer) {
 		return nil
@@ -254,7 +282,23 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBac
 	job := &batchv1.Job{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupDeleteJobName(b.Name)}, job)
 	if apierrors.IsNotFound(err) {
-		if err := r.Create(ctx, resources.BackupDeleteJob(b, r.OperatorImage)); err != nil && !apierrors.IsAlreadyExists(err) {
+		if retained, err := r.retainedBySchedule(ctx, b); err != nil {
+			return err
+		} else if retained {
+			r.Recorder.Eventf(b, corev1.EventTypeNormal, "SnapshotRetained", "kept %s: its schedule is being deleted with snapshotDeletionPolicy Retain", b.Status.Location)
+			return release()
+		}
+		err := r.Create(ctx, resources.BackupDeleteJob(b, r.OperatorImage))
+		if namespaceTerminating(err) {
+			// The namespace is going and takes every Job with it: holding the record would
+			// hang the namespace's deletion forever. Say where the snapshot stays. The event
+			// is best effort (the API refuses new events there too); the log is the record.
+			msg := fmt.Sprintf("namespace %s is being deleted, so no Job can delete the snapshot: %s is left in place", b.Namespace, b.Status.Location)
+			log.FromContext(ctx).Info(msg, "backup", b.Name, "location", b.Status.Location)
+			r.Recorder.Event(b, corev1.EventTypeWarning, "SnapshotLeftInPlace", msg)
+			return release()
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create snapshot delete job: %w", err)
 		}
 		return nil
@@ -279,6 +323,24 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBac
 		}
 	}
 	return nil // the Job's progress wakes us
+}
+
+// retainedBySchedule says whether b goes with its schedule under snapshotDeletionPolicy Retain:
+// garbage collection (a foreground deletion of the schedule, or the namespace's) can reach b
+// before the schedule's finalizer releases it, and Retain means the snapshot stays. A deletion
+// Job retention already started is not stopped by this (the caller asks only before creating one).
+func (r *EtcdBackupReconciler) retainedBySchedule(ctx context.Context, b *v1.EtcdBackup) (bool, error) {
+	ref := metav1.GetControllerOf(b)
+	if ref == nil || ref.Kind != "EtcdBackupSchedule" {
+		return false, nil
+	}
+	s := &v1.EtcdBackupSchedule{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ref.Name}, s); apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("read schedule %s: %w", ref.Name, err)
+	}
+	return s.UID == ref.UID && !s.DeletionTimestamp.IsZero() && s.Spec.SnapshotDeletionPolicy != v1.SnapshotDelete, nil
 }
 
 func setBackupCondition(b *v1.EtcdBackup, typ string, status bool, reason, message string) {

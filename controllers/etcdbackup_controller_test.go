@@ -29,6 +29,12 @@ const testOperatorImage = "example.test/etcd-autopilot:test"
 // observing etcd and leaves this status alone; no kubelet runs here to start real members.
 func availableCluster(t *testing.T, ns string) {
 	t.Helper()
+	quorateCluster(t, ns, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "QuorumHealthy"})
+}
+
+// quorateCluster is availableCluster with a leader among its members and the given Available condition.
+func quorateCluster(t *testing.T, ns string, available metav1.Condition) {
+	t.Helper()
 	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Version = "3.6.0" })
 	eventually(t, "cluster marked unsupported", func() error {
 		if cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != "UnsupportedVersion" {
@@ -38,8 +44,8 @@ func availableCluster(t *testing.T, ns string) {
 	})
 	cur := get(t, c)
 	cur.Status.Bootstrapped = true
-	cur.Status.Members = []v1.MemberStatus{{Name: "demo-0"}, {Name: "demo-1"}, {Name: "demo-2"}}
-	meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "QuorumHealthy"})
+	cur.Status.Members = []v1.MemberStatus{{Name: "demo-0", Role: v1.RoleLeader}, {Name: "demo-1", Role: v1.RoleFollower}, {Name: "demo-2", Role: v1.RoleFollower}}
+	meta.SetStatusCondition(&cur.Status.Conditions, available)
 	if err := k8s.Status().Update(context.Background(), cur); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +156,7 @@ func TestBackupRunsAJobAndRecordsItsReport(t *testing.T) {
 	c0 := spec.Containers[0]
 	args := strings.Join(c0.Args, " ")
 	for _, want := range []string{
-		"backup", "--s3-bucket=backups", "--s3-key=prod/nightly.db", "--s3-path-style", "--tls-dir=",
+		"backup", "--s3-bucket=backups", "--s3-key=prod/" + ns + "/demo/nightly-" + string(b.UID)[:8] + ".db", "--s3-path-style", "--tls-dir=",
 		"--endpoints=https://demo-0.demo-peer." + ns + ".svc:2379,https://demo-1.demo-peer." + ns + ".svc:2379,https://demo-2.demo-peer." + ns + ".svc:2379",
 	} {
 		if !strings.Contains(args, want) {
@@ -208,9 +214,21 @@ func TestBackupWaitsForItsCluster(t *testing.T) {
 	}
 	availableCluster(t, ns)
 	job := backupJob(t, b)
-	if a := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(a, "--file=/backup/etcd/early.db") || !strings.Contains(a, "--location=pvc://snaps/etcd/early.db") {
+	file := "etcd/" + ns + "/demo/early-" + string(b.UID)[:8] + ".db"
+	if a := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(a, "--file=/backup/"+file) || !strings.Contains(a, "--location=pvc://snaps/"+file) {
 		t.Fatalf("job args %s", a)
 	}
+}
+
+// TestBackupRunsWhileAnAlarmMakesTheClusterUnavailable: a cluster that has a leader but is not
+// Available (say, its database hit the quota and NOSPACE is raised) is still backed up: that is
+// when users need a backup most. The Job picks a member that can serve the snapshot.
+func TestBackupRunsWhileAnAlarmMakesTheClusterUnavailable(t *testing.T) {
+	ns := newNamespace(t)
+	quorateCluster(t, ns, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: "NoSpace", Message: "NOSPACE alarm raised"})
+	b := newBackup(t, ns, "while-full", v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps"}})
+	backupJob(t, b)
+	waitBackup(t, b, v1.BackupRunning)
 }
 
 func TestRestoreWaitsForTheBackupThenRestoresEveryInitialMember(t *testing.T) {
@@ -235,7 +253,9 @@ func TestRestoreWaitsForTheBackupThenRestoresEveryInitialMember(t *testing.T) {
 		t.Fatalf("%d pods started before the backup exists (%v)", len(pods.Items), err)
 	}
 
-	// The backup succeeds (its controller waits for cluster "gone" forever; play it here).
+	// The backup succeeds (its controller waits for cluster "gone" forever; play it here). Its
+	// location has the layout of backups made before keys included namespace and cluster: restores
+	// read the recorded location, so those keep working.
 	time.Sleep(100 * time.Millisecond)
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 		t.Fatal(err)

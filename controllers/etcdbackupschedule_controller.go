@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -47,7 +48,7 @@ type EtcdBackupScheduleReconciler struct {
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/finalizers,verbs=update
-// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=create
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=create;patch
 
 // Reconcile is one pass: retention, then a new run when one is due and none is in flight.
 func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -56,7 +57,12 @@ func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.R
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !s.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.finalize(ctx, s)
+	}
+	if controllerutil.AddFinalizer(s, naming.ScheduleFinalizer) {
+		if err := r.Update(ctx, s); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
 	}
 	orig := s.DeepCopy()
 	res, err := r.step(ctx, s)
@@ -83,14 +89,14 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 		setScheduleCondition(s, false, "InvalidSchedule", err.Error())
 		return ctrl.Result{}, nil // a spec change wakes us
 	}
-	list := &v1.EtcdBackupList{}
-	if err := r.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{naming.LabelSchedule: s.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list backups: %w", err)
+	owned, err := r.ownedBackups(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	var items []backupschedule.Backup
 	byName := map[string]*v1.EtcdBackup{}
-	for i := range list.Items {
-		b := &list.Items[i]
+	for i := range owned {
+		b := &owned[i]
 		if !b.DeletionTimestamp.IsZero() {
 			continue
 		}
@@ -125,7 +131,7 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 		log.FromContext(ctx).Info("retention deleted a backup", "schedule", s.Name, "backup", name)
 	}
 
-	verifyWait, err := r.verify(ctx, s, list.Items, now)
+	verifyWait, err := r.verify(ctx, s, owned, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -170,6 +176,63 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 		wait = scheduleBusyRequeue
 	}
 	return requeue(verifyWait, wait), nil
+}
+
+// ownedBackups are the EtcdBackups s made: its label narrows the list, its controller reference
+// decides. Retention and verification act on these only, never on a hand-made EtcdBackup that
+// carries the label, nor on the backups an earlier schedule of the same name left behind.
+func (r *EtcdBackupScheduleReconciler) ownedBackups(ctx context.Context, s *v1.EtcdBackupSchedule) ([]v1.EtcdBackup, error) {
+	list := &v1.EtcdBackupList{}
+	if err := r.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{naming.LabelSchedule: s.Name}); err != nil {
+		return nil, fmt.Errorf("list backups of schedule %s: %w", s.Name, err)
+	}
+	var out []v1.EtcdBackup
+	for _, b := range list.Items {
+		if metav1.IsControlledBy(&b, s) {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// finalize applies spec.snapshotDeletionPolicy before the schedule goes. Retain (the default)
+// releases every backup it made (controller reference and SnapshotFinalizer removed), so garbage
+// collection leaves the records and their snapshots alone and they stay restorable; a backup
+// retention already deleted keeps its snapshot unless its deletion Job had started (see
+// EtcdBackupReconciler.retainedBySchedule): Retain errs on the side of keeping. Delete leaves them owned:
+// garbage collection deletes them after the schedule, and each one's finalizer its snapshot.
+// Only updates are made, which the API allows in a namespace being deleted.
+func (r *EtcdBackupScheduleReconciler) finalize(ctx context.Context, s *v1.EtcdBackupSchedule) error {
+	if !controllerutil.ContainsFinalizer(s, naming.ScheduleFinalizer) {
+		return nil
+	}
+	if s.Spec.SnapshotDeletionPolicy != v1.SnapshotDelete {
+		owned, err := r.ownedBackups(ctx, s)
+		if err != nil {
+			return err
+		}
+		kept := 0
+		for i := range owned {
+			b := &owned[i]
+			if !b.DeletionTimestamp.IsZero() {
+				continue
+			}
+			before := b.DeepCopy()
+			b.OwnerReferences = withoutOwner(b.OwnerReferences, s.UID)
+			controllerutil.RemoveFinalizer(b, naming.SnapshotFinalizer)
+			if err := r.Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("release backup %s: %w", b.Name, err)
+			}
+			kept++
+		}
+		log.FromContext(ctx).Info("schedule deleted; its backups and snapshots are kept", "schedule", s.Name, "backups", kept)
+		r.Recorder.Eventf(s, corev1.EventTypeNormal, "SnapshotsRetained", "kept %d backups and their snapshots (snapshotDeletionPolicy Retain)", kept)
+	}
+	controllerutil.RemoveFinalizer(s, naming.ScheduleFinalizer)
+	if err := r.Update(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
 }
 
 // requeue is the sooner of two positive waits (0: none).

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -194,7 +196,8 @@ func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A successful backup of this schedule, as its Job would have recorded it.
-	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "verified-1", Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name}},
+	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "verified-1", Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, v1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
 		Spec: s.Spec.Template}
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
@@ -238,5 +241,212 @@ func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
 	})
 	if v := testutil.ToFloat64(backupLastVerified.WithLabelValues(ns, s.Name)); v == 0 {
 		t.Error("no last-verified metric")
+	}
+}
+
+// newSchedule creates a schedule that never runs by itself (once a year, on 1 January) and waits
+// until the operator has put its finalizer on it.
+func newSchedule(t *testing.T, ns, name string, policy v1.SnapshotDeletionPolicy) *v1.EtcdBackupSchedule {
+	t.Helper()
+	s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
+		Schedule: "0 0 1 1 *", KeepLast: 1, SnapshotDeletionPolicy: policy,
+		Template: v1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
+	}}
+	if err := k8s.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "schedule finalizer", func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), s); err != nil {
+			return err
+		}
+		if !slices.Contains(s.Finalizers, naming.ScheduleFinalizer) {
+			return fmt.Errorf("finalizers %v", s.Finalizers)
+		}
+		return nil
+	})
+	return s
+}
+
+// finishedBackup creates a succeeded backup scheduled at `at`, labelled for schedule `label`,
+// controlled by owner (nil: hand-made), with a stored snapshot at location ("": none) and the
+// snapshot finalizer when owned, as a schedule makes them.
+func finishedBackup(t *testing.T, ns, name, label string, owner *v1.EtcdBackupSchedule, at time.Time, location string) *v1.EtcdBackup {
+	t.Helper()
+	ctx := context.Background()
+	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: label},
+		Annotations: map[string]string{naming.AnnotationScheduledAt: at.UTC().Format(time.RFC3339)}},
+		Spec: v1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()}}
+	if owner != nil {
+		b.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, v1.GroupVersion.WithKind("EtcdBackupSchedule"))}
+		b.Finalizers = []string{naming.SnapshotFinalizer}
+	}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "record "+name, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		done := metav1.NewTime(at)
+		b.Status = v1.EtcdBackupStatus{Phase: v1.BackupSucceeded, StartTime: &done, CompletionTime: &done, Location: location}
+		return k8s.Status().Update(ctx, b)
+	})
+	return b
+}
+
+func exists(t *testing.T, o client.Object) bool {
+	t.Helper()
+	err := k8s.Get(context.Background(), client.ObjectKeyFromObject(o), o)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// waitGone waits until o no longer exists.
+func waitGone(t *testing.T, o client.Object) {
+	t.Helper()
+	eventually(t, o.GetName()+" gone", func() error {
+		if exists(t, o) {
+			return fmt.Errorf("%s still there, finalizers %v", o.GetName(), o.GetFinalizers())
+		}
+		return nil
+	})
+}
+
+// TestRetentionDeletesOnlyWhatItsScheduleMade: retention selects by the schedule's label and its
+// controller reference, so a hand-made EtcdBackup carrying the label, or one another schedule
+// controls, is never deleted, however old.
+func TestRetentionDeletesOnlyWhatItsScheduleMade(t *testing.T) {
+	ns := newNamespace(t)
+	s := newSchedule(t, ns, "nightly", "")
+	other := newSchedule(t, ns, "other", "")
+	now := scheduleClock.now()
+	handMade := finishedBackup(t, ns, "hand-made", s.Name, nil, now.Add(-72*time.Hour), "")
+	foreign := finishedBackup(t, ns, "foreign", s.Name, other, now.Add(-48*time.Hour), "")
+	older := finishedBackup(t, ns, "nightly-1", s.Name, s, now.Add(-2*time.Hour), "")
+	newer := finishedBackup(t, ns, "nightly-2", s.Name, s, now.Add(-time.Hour), "")
+	poke(t, s)
+	waitGone(t, older) // keepLast 1 deletes the older of the schedule's two
+	poke(t, other)
+	time.Sleep(time.Second) // a further pass of each schedule changes nothing
+	for _, b := range []*v1.EtcdBackup{newer, handMade, foreign} {
+		if !exists(t, b) || !b.DeletionTimestamp.IsZero() {
+			t.Errorf("retention deleted %s", b.Name)
+		}
+	}
+}
+
+// TestDeletingAScheduleKeepsItsSnapshotsByDefault: with snapshotDeletionPolicy Retain (the
+// default) the schedule's backups are released (no owner, no snapshot finalizer): garbage
+// collection leaves them, their snapshots stay, and deleting one later deletes the record only.
+func TestDeletingAScheduleKeepsItsSnapshotsByDefault(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	s := newSchedule(t, ns, "kept", "")
+	if s.Spec.SnapshotDeletionPolicy != v1.SnapshotRetain {
+		t.Fatalf("default policy %q, want Retain", s.Spec.SnapshotDeletionPolicy)
+	}
+	now := scheduleClock.now()
+	b1 := finishedBackup(t, ns, "kept-1", s.Name, s, now.Add(-time.Hour), "s3://backups/prod/"+ns+"/demo/kept-1-0000.db")
+	if err := k8s.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, s)
+	if !exists(t, b1) || len(b1.OwnerReferences) != 0 || len(b1.Finalizers) != 0 || b1.Status.Location == "" {
+		t.Fatalf("backup after its schedule went: owners %+v, finalizers %v, status %+v", b1.OwnerReferences, b1.Finalizers, b1.Status)
+	}
+	if err := k8s.Delete(ctx, b1); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, b1)
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.BackupDeleteJobName(b1.Name)}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a retained snapshot is being deleted: %v", err)
+	}
+}
+
+// TestDeletingAScheduleWithPolicyDeleteDeletesItsSnapshots: with Delete the backups stay owned,
+// so garbage collection (absent in envtest, played here) deletes them after the schedule, and
+// each one's finalizer runs the Job that deletes its snapshot.
+func TestDeletingAScheduleWithPolicyDeleteDeletesItsSnapshots(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	s := newSchedule(t, ns, "dropped", v1.SnapshotDelete)
+	// Recorded by the previous operator version, before keys carried namespace and cluster: the
+	// delete Job (retention's too) follows the recorded location, so the old key still goes.
+	b1 := finishedBackup(t, ns, "dropped-1", s.Name, s, scheduleClock.now().Add(-time.Hour), "s3://backups/prod/dropped-1.db")
+	if err := k8s.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, s)
+	if !exists(t, b1) || !metav1.IsControlledBy(b1, s) || !slices.Contains(b1.Finalizers, naming.SnapshotFinalizer) {
+		t.Fatalf("backup after its schedule went: owners %+v, finalizers %v", b1.OwnerReferences, b1.Finalizers)
+	}
+	if err := k8s.Delete(ctx, b1); err != nil { // what garbage collection does next
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{}
+	eventually(t, "snapshot delete job", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.BackupDeleteJobName(b1.Name)}, job)
+	})
+	if a := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(a, "--s3-key=prod/dropped-1.db") {
+		t.Fatalf("delete job args %s", a)
+	}
+}
+
+// TestNamespaceTeardownReleasesEveryFinalizer: in a namespace being deleted the API refuses new
+// objects, so no Job can delete a snapshot. Every finalizer of the operator must still let go:
+// a cluster retaining its volumes, a schedule of each policy and their backups (with stored
+// snapshots), and a one-off backup. envtest has no namespace controller, so the test deletes the
+// objects the way it would, then checks they all go without a finalizer stripped by hand.
+func TestNamespaceTeardownReleasesEveryFinalizer(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Storage.RetentionPolicy = v1.PVCRetentionRetain })
+	eventually(t, "cluster finalizer", func() error {
+		if !slices.Contains(get(t, c).Finalizers, naming.Finalizer) {
+			return fmt.Errorf("no finalizer yet")
+		}
+		return nil
+	})
+	kept, dropped := newSchedule(t, ns, "kept", ""), newSchedule(t, ns, "dropped", v1.SnapshotDelete)
+	at := scheduleClock.now().Add(-time.Hour)
+	finishedBackup(t, ns, "kept-1", kept.Name, kept, at, "s3://backups/prod/"+ns+"/demo/kept-1-0000.db")
+	droppedBackup := finishedBackup(t, ns, "dropped-1", dropped.Name, dropped, at, "s3://backups/prod/"+ns+"/demo/dropped-1-0000.db")
+	newBackup(t, ns, "one-off", s3Dest())
+
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := k8s.Delete(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(nsObj), nsObj); err != nil || nsObj.Status.Phase != corev1.NamespaceTerminating {
+		t.Fatalf("namespace phase %q (%v)", nsObj.Status.Phase, err)
+	}
+	start := time.Now()
+	for _, o := range []client.Object{&v1.EtcdBackupSchedule{}, &v1.EtcdBackup{}, &v1.EtcdCluster{}} {
+		if err := k8s.DeleteAllOf(ctx, o, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "every object gone", func() error {
+		var left []string
+		for _, l := range []client.ObjectList{&v1.EtcdBackupScheduleList{}, &v1.EtcdBackupList{}, &v1.EtcdClusterList{}} {
+			if err := k8s.List(ctx, l, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			items, _ := meta.ExtractList(l)
+			for _, i := range items {
+				o := i.(client.Object)
+				left = append(left, fmt.Sprintf("%T %s %v", o, o.GetName(), o.GetFinalizers()))
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("left: %v", left)
+		}
+		return nil
+	})
+	t.Logf("every finalizer released %s after the deletes", time.Since(start).Round(time.Millisecond))
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.BackupDeleteJobName(droppedBackup.Name)}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("snapshot delete job in a terminating namespace: %v", err)
 	}
 }

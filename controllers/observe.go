@@ -140,7 +140,7 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 		}
 		o.alarms = alarms
 		for _, a := range alarms {
-			if a.Type == "CORRUPT" {
+			if a.Type == etcdclient.AlarmCorrupt {
 				o.failing[a.MemberID] = "a CORRUPT alarm is raised on it: its data differs from the other members'"
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
@@ -209,9 +210,9 @@ func alarmMessage(o *observation) string {
 			name = idString(a.MemberID)
 		}
 		switch a.Type {
-		case "NOSPACE":
+		case etcdclient.AlarmNoSpace:
 			parts = append(parts, fmt.Sprintf("NOSPACE raised by %s: the database reached its quota and etcd refuses writes until it is compacted, defragmented and the alarm disarmed, or the quota (spec.etcd.quotaBackendBytes) raised", name))
-		case "CORRUPT":
+		case etcdclient.AlarmCorrupt:
 			parts = append(parts, fmt.Sprintf("CORRUPT raised on %s: its data differs from the other members'; it is replaced once it has been failing for spec.maintenance.replaceFailedMemberAfter", name))
 		default:
 			parts = append(parts, fmt.Sprintf("%s raised by %s", a.Type, name))

@@ -46,7 +46,26 @@ type EtcdBackupScheduleSpec struct {
 	// checks its hash and revision.
 	// +optional
 	Verify *VerifySpec `json:"verify,omitempty"`
+	// SnapshotDeletionPolicy says what happens to the EtcdBackups this schedule made, and their
+	// stored snapshots, when the schedule is deleted: Retain (default) keeps both (the backups are
+	// released from the schedule and stay restorable); Delete deletes the backups and their snapshots.
+	// Retention (keepLast, maxAge) deletes expired snapshots under either policy.
+	// +optional
+	// +kubebuilder:validation:Enum=Retain;Delete
+	// +kubebuilder:default=Retain
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Snapshot deletion policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Retain","urn:alm:descriptor:com.tectonic.ui:select:Delete"}
+	SnapshotDeletionPolicy SnapshotDeletionPolicy `json:"snapshotDeletionPolicy,omitempty"`
 }
+
+// SnapshotDeletionPolicy is what deleting an EtcdBackupSchedule does to the snapshots it made.
+type SnapshotDeletionPolicy string
+
+const (
+	// SnapshotRetain keeps the schedule's EtcdBackups and snapshots when the schedule goes.
+	SnapshotRetain SnapshotDeletionPolicy = "Retain"
+	// SnapshotDelete deletes them with the schedule.
+	SnapshotDelete SnapshotDeletionPolicy = "Delete"
+)
 
 // VerifySpec schedules test-restores.
 type VerifySpec struct {

@@ -140,8 +140,16 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 	}, nil
 }
 
-// pickMember returns a healthy follower's endpoint, or the leader's when no follower answers.
+// pickMember returns a follower's endpoint, or the leader's when no follower is suitable. A
+// member is unsuitable only when it does not answer, knows no leader, is a learner, or has a
+// CORRUPT alarm raised on itself. Status reports every alarm of the cluster on every member, so
+// its errors are not a verdict on the member: a NOSPACE alarm (the database hit its quota) leaves
+// every member able to serve a snapshot, and that is when users need one most.
 func pickMember(ctx context.Context, cl *etcdclient.Client, endpoints []string) (string, etcdclient.Status, error) {
+	corrupt, err := corruptMembers(ctx, cl)
+	if err != nil {
+		return "", etcdclient.Status{}, fail(ReasonClusterUnavailable, false, "list alarms: %w", err)
+	}
 	var leaderEP string
 	var leaderSt etcdclient.Status
 	var lastErr error
@@ -151,8 +159,8 @@ func pickMember(ctx context.Context, cl *etcdclient.Client, endpoints []string) 
 			lastErr = err
 			continue
 		}
-		if len(st.Errors) > 0 || st.Leader == 0 || st.IsLearner {
-			lastErr = fmt.Errorf("member at %s is not healthy: leader=%x errors=%v", ep, st.Leader, st.Errors)
+		if st.Leader == 0 || st.IsLearner || corrupt[st.ID] {
+			lastErr = fmt.Errorf("member %x at %s cannot serve a snapshot: leader=%x learner=%t corrupt=%t", st.ID, ep, st.Leader, st.IsLearner, corrupt[st.ID])
 			continue
 		}
 		if st.ID != st.Leader {
@@ -163,5 +171,21 @@ func pickMember(ctx context.Context, cl *etcdclient.Client, endpoints []string) 
 	if leaderEP != "" {
 		return leaderEP, leaderSt, nil
 	}
-	return "", etcdclient.Status{}, fail(ReasonClusterUnavailable, false, "no healthy member among %v: %w", endpoints, lastErr)
+	return "", etcdclient.Status{}, fail(ReasonClusterUnavailable, false, "no member among %v can serve a snapshot: %w", endpoints, lastErr)
+}
+
+// corruptMembers are the IDs of the members with a CORRUPT alarm raised on them. The alarm list
+// goes through raft: a cluster without quorum cannot answer it, nor be backed up consistently.
+func corruptMembers(ctx context.Context, cl *etcdclient.Client) (map[uint64]bool, error) {
+	alarms, err := cl.Alarms(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint64]bool{}
+	for _, a := range alarms {
+		if a.Type == etcdclient.AlarmCorrupt {
+			out[a.MemberID] = true
+		}
+	}
+	return out, nil
 }

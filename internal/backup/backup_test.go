@@ -16,10 +16,13 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/miniotest"
 )
@@ -292,5 +295,150 @@ func TestVerifyServesTheSnapshotAtItsRevision(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "w1")); !os.IsNotExist(err) {
 		t.Errorf("the scratch directory is kept: %v", err)
+	}
+}
+
+// fillUntilNOSPACE writes 4 KiB values until the cluster refuses writes with NOSPACE; it returns
+// every key and value that was acknowledged.
+func fillUntilNOSPACE(t *testing.T, cl *clientv3.Client) map[string]string {
+	t.Helper()
+	acked := map[string]string{}
+	value := strings.Repeat("x", 4096)
+	for i := 0; ; i++ {
+		k, v := fmt.Sprintf("fill/%06d", i), fmt.Sprintf("%06d%s", i, value)
+		_, err := cl.Put(context.Background(), k, v)
+		if errors.Is(err, rpctypes.ErrNoSpace) {
+			return acked
+		}
+		if err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+		acked[k] = v
+		if i > 10_000 {
+			t.Fatal("no NOSPACE after 40 MiB of writes")
+		}
+	}
+}
+
+// TestBackupWhileNOSPACE: a cluster whose database hit its quota (NOSPACE raised, every member's
+// status reports the alarm) is still backed up from a follower, and the snapshot restores with
+// every acknowledged key.
+func TestBackupWhileNOSPACE(t *testing.T) {
+	const quota = 2 << 20
+	ms := etcdtest.StartClusterWith(t, 3, func(c *embed.Config) { c.QuotaBackendBytes = quota })
+	cl := putKeys(t, etcdtest.ClientURLs(ms), 0)
+	ctx := context.Background()
+	acked := fillUntilNOSPACE(t, cl)
+	alarms, err := cl.AlarmList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alarms.Alarms) == 0 || alarms.Alarms[0].Alarm != etcdserverpb.AlarmType_NOSPACE {
+		t.Fatalf("alarms %+v: want NOSPACE", alarms.Alarms)
+	}
+	// Every member reports the cluster's alarm in its status: that is what used to rule them all out.
+	for _, m := range ms {
+		st, err := cl.Status(ctx, m.ClientURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Errors) == 0 {
+			t.Fatalf("%s reports no alarm in its status", m.Name)
+		}
+	}
+	t.Logf("%d keys acknowledged before NOSPACE (quota %d bytes)", len(acked), quota)
+
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "nospace.db")
+	res, err := Take(ctx, etcdtest.ClientURLs(ms), nil, &File{Path: snap, Location: "pvc://x/nospace.db"})
+	if err != nil {
+		t.Fatalf("backup under NOSPACE: %v", err)
+	}
+	st, err := cl.Status(ctx, ms[0].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Member == fmt.Sprintf("%x", st.Leader) {
+		t.Errorf("snapshot taken from the leader %s although followers could serve it", res.Member)
+	}
+	t.Logf("backup under NOSPACE: %d bytes at revision %d from %s", res.Size, res.Revision, res.Member)
+
+	// NOSPACE refuses writes, so the source still holds exactly what the snapshot holds. (The put
+	// that crossed the quota was applied although it returned NOSPACE: etcd checks the quota
+	// before applying and reports after.)
+	source := keyValues(t, cl, "fill/")
+	restored := keyValues(t, restoreAndStart(t, snap, filepath.Join(dir, "data")), "fill/")
+	if len(restored) != len(source) {
+		t.Fatalf("restored %d keys, the source holds %d", len(restored), len(source))
+	}
+	for k, v := range source {
+		if restored[k] != v {
+			t.Fatalf("restored %s = %.12q…, want %.12q…", k, restored[k], v)
+		}
+	}
+	for k := range acked {
+		if _, ok := restored[k]; !ok {
+			t.Fatalf("acknowledged key %s was not restored", k)
+		}
+	}
+}
+
+func keyValues(t *testing.T, cl *clientv3.Client, prefix string) map[string]string {
+	t.Helper()
+	resp, err := cl.Get(context.Background(), prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = string(kv.Value)
+	}
+	return out
+}
+
+// TestBackupAvoidsAMemberWithACorruptAlarm: a CORRUPT alarm raised on one follower rules out that
+// member only; the snapshot comes from the other follower.
+func TestBackupAvoidsAMemberWithACorruptAlarm(t *testing.T) {
+	ms := etcdtest.StartCluster(t, 3)
+	cl := putKeys(t, etcdtest.ClientURLs(ms), 10)
+	ctx := context.Background()
+	ids := map[uint64]string{}
+	var leader uint64
+	for _, m := range ms {
+		st, err := cl.Status(ctx, m.ClientURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[st.Header.MemberId], leader = m.ClientURL, st.Leader
+	}
+	var corrupt uint64
+	for id := range ids {
+		if id != leader {
+			corrupt = id
+			break
+		}
+	}
+	if _, err := etcdserverpb.NewMaintenanceClient(cl.ActiveConnection()).Alarm(ctx, &etcdserverpb.AlarmRequest{
+		Action: etcdserverpb.AlarmRequest_ACTIVATE, MemberID: corrupt, Alarm: etcdserverpb.AlarmType_CORRUPT}); err != nil {
+		t.Fatal(err)
+	}
+	// The corrupt member first: it answers, knows the leader and is a voter, yet is passed over.
+	endpoints := []string{ids[corrupt]}
+	for id, ep := range ids {
+		if id != corrupt {
+			endpoints = append(endpoints, ep)
+		}
+	}
+	ecl, err := etcdclient.New(endpoints, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ecl.Close() }()
+	_, st, err := pickMember(ctx, ecl, endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ID == corrupt || st.ID == leader {
+		t.Fatalf("picked %x; corrupt %x, leader %x: want the other follower", st.ID, corrupt, leader)
 	}
 }

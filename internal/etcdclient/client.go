@@ -207,8 +207,15 @@ func (c *Client) CancelDowngrade(ctx context.Context) error {
 	return nil
 }
 
-// Alarm is one raised alarm: NOSPACE (the database reached its quota; writes are refused cluster-wide)
-// or CORRUPT (the member's data differs from the others').
+// Alarm types, as etcd names them.
+const (
+	// AlarmNoSpace: the database reached its quota; writes are refused cluster-wide.
+	AlarmNoSpace = "NOSPACE"
+	// AlarmCorrupt: the member's data differs from the others'.
+	AlarmCorrupt = "CORRUPT"
+)
+
+// Alarm is one raised alarm on one member.
 type Alarm struct {
 	MemberID uint64
 	Type     string

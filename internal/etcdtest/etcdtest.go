@@ -23,6 +23,7 @@ type Member struct {
 	Etcd      *embed.Etcd
 	// ClientTLS, when set before start, serves clients over TLS and requires client certificates.
 	ClientTLS *transport.TLSInfo
+	configure func(*embed.Config)
 	stop      sync.Once
 }
 
@@ -59,10 +60,18 @@ func StartTLSMember(t testing.TB, tlsInfo transport.TLSInfo) *Member {
 // StartCluster starts n members that bootstrap together, and stops them when the test ends.
 func StartCluster(t testing.TB, n int) []*Member {
 	t.Helper()
+	return StartClusterWith(t, n, nil)
+}
+
+// StartClusterWith is StartCluster with configure applied to each member's configuration before
+// it starts (e.g. a tiny QuotaBackendBytes to raise NOSPACE); configure may be nil.
+func StartClusterWith(t testing.TB, n int, configure func(*embed.Config)) []*Member {
+	t.Helper()
 	ms := make([]*Member, n)
 	var initial []string
 	for i := range ms {
 		ms[i] = NewMemberURLs(t, fmt.Sprintf("m%d", i))
+		ms[i].configure = configure
 		initial = append(initial, ms[i].Name+"="+ms[i].PeerURL)
 	}
 	errs := make(chan error, n)
@@ -104,6 +113,9 @@ func (m *Member) start(t testing.TB, initialCluster, state string) error {
 	}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.TickMs, cfg.ElectionMs = 50, 500
+	if m.configure != nil {
+		m.configure(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("start etcd %s: %w", m.Name, err)

@@ -14,6 +14,9 @@ const (
 	Finalizer = "etcd.autopilot.dev/finalizer"
 	// SnapshotFinalizer on an EtcdBackup made by a schedule deletes its stored snapshot with it.
 	SnapshotFinalizer = "etcd.autopilot.dev/snapshot"
+	// ScheduleFinalizer on an EtcdBackupSchedule applies its snapshotDeletionPolicy to the
+	// EtcdBackups it made before garbage collection can reach them.
+	ScheduleFinalizer = "etcd.autopilot.dev/schedule"
 	// LabelSchedule on an EtcdBackup names the EtcdBackupSchedule that made it.
 	LabelSchedule = "etcd.autopilot.dev/schedule"
 	// AnnotationScheduledAt on an EtcdBackup made by a schedule is the run's schedule time (RFC 3339),

@@ -36,6 +36,8 @@ const (
 	backupRetries = 2
 	// backupDeadline bounds one backup, retries included.
 	backupDeadline = 3600
+	// maxSnapshotBase leaves room in a 255-byte file name for "-" + 8 UID characters + ".db".
+	maxSnapshotBase = 255 - 12
 )
 
 // BackupJobName is the Job of an EtcdBackup: DNS-label sized (Job names end up in pod labels).
@@ -53,8 +55,24 @@ func jobName(prefix, backupName string) string {
 	return name[:54] + "-" + hex.EncodeToString(sum[:4])
 }
 
-// BackupObjectName is the file or object name of an EtcdBackup's snapshot.
-func BackupObjectName(backupName string) string { return backupName + ".db" }
+// BackupObjectName is where b's snapshot goes under its destination's S3 prefix or PVC path:
+// <namespace>/<cluster>/<backup>-<uid>.db. Namespace and cluster keep the snapshots of clusters
+// that share a bucket, prefix or claim apart; the UID's first group keeps a re-created backup of
+// the same name from overwriting the snapshot its predecessor left behind (a hand-made backup
+// keeps its snapshot when deleted). Backups written before this layout keep their recorded
+// status.location, which restore, verify and retention read: they go on working.
+func BackupObjectName(b *v1.EtcdBackup) string {
+	uid := string(b.UID)
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	// A file name is at most 255 bytes and backup names may be 253; the UID keeps truncated ones apart.
+	name := b.Name
+	if len(name) > maxSnapshotBase {
+		name = name[:maxSnapshotBase]
+	}
+	return path.Join(b.Namespace, b.Spec.ClusterName, name+"-"+uid+".db")
+}
 
 // restrictedPod is the security context every pod of the operator runs with (restricted PSA).
 func restrictedPod() *corev1.PodSecurityContext {
@@ -126,7 +144,7 @@ func BackupJob(b *v1.EtcdBackup, c *v1.EtcdCluster, operatorImage string) *batch
 		endpoints = []string{fmt.Sprintf("%s://%s:%d", scheme(tls), naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort)}
 	}
 	args := []string{"backup", "--endpoints=" + strings.Join(endpoints, ",")}
-	sargs, env, vols, mounts := storage(b.Spec.Destination, BackupObjectName(b.Name), backupVolumeDir, false)
+	sargs, env, vols, mounts := storage(b.Spec.Destination, BackupObjectName(b), backupVolumeDir, false)
 	args = append(args, sargs...)
 	if tls {
 		args = append(args, "--tls-dir="+clientTLSMount, "--server-name="+naming.ClientServiceHost(c.Name, c.Namespace))

@@ -1,10 +1,12 @@
 package resources
 
 import (
+	"path"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
@@ -60,5 +62,47 @@ func TestBackupJobNamesFitLabels(t *testing.T) {
 	b.Status.Location = "s3://bk/p/b.db"
 	if src := SnapshotSource(b); src.S3.Prefix != "p/b.db" || b.Spec.Destination.S3.Prefix != "p" {
 		t.Errorf("snapshot source %+v (spec %+v)", src.S3, b.Spec.Destination.S3)
+	}
+}
+
+// TestBackupKeysNeverCollide: two clusters of the same name in two namespaces, two clusters in one
+// namespace, and a backup re-created under the name of a deleted one all write to the same bucket
+// and prefix (or claim and path): every snapshot gets its own key, under namespace and cluster.
+func TestBackupKeysNeverCollide(t *testing.T) {
+	backupOf := func(ns, cluster, name, uid string, d v1.BackupDestination) *v1.EtcdBackup {
+		return &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)}, Spec: v1.EtcdBackupSpec{ClusterName: cluster, Destination: d}}
+	}
+	s3 := v1.BackupDestination{S3: &v1.S3Destination{Bucket: "shared", Prefix: "team/", Region: "us-east-1", CredentialsSecret: "c"}}
+	pvc := v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps", Path: "etcd"}}
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: "a"}}
+	for _, d := range []v1.BackupDestination{s3, pvc} {
+		seen := map[string]string{}
+		for _, b := range []*v1.EtcdBackup{
+			backupOf("a", "main", "nightly", "11111111-aaaa", d),
+			backupOf("b", "main", "nightly", "22222222-bbbb", d),
+			backupOf("a", "other", "nightly-2", "33333333-cccc", d),
+			backupOf("a", "main", "nightly", "44444444-dddd", d), // re-created after a deletion
+		} {
+			args := strings.Join(BackupJob(b, c, "op:1").Spec.Template.Spec.Containers[0].Args, " ")
+			var key string
+			for _, a := range strings.Fields(args) {
+				if strings.HasPrefix(a, "--s3-key=") || strings.HasPrefix(a, "--location=") {
+					key = a
+				}
+			}
+			want := b.Namespace + "/" + b.Spec.ClusterName + "/" + b.Name + "-" + string(b.UID)[:8] + ".db"
+			if !strings.HasSuffix(key, want) {
+				t.Errorf("%s/%s: key %q does not end in %q", b.Namespace, b.Name, key, want)
+			}
+			if prev, dup := seen[key]; dup {
+				t.Errorf("%s and %s/%s share %s", prev, b.Namespace, b.Name, key)
+			}
+			seen[key] = b.Namespace + "/" + b.Name
+		}
+	}
+	// The longest backup name still makes a valid file name.
+	long := backupOf("a", "main", strings.Repeat("n", 253), "55555555-eeee", pvc)
+	if base := path.Base(BackupObjectName(long)); len(base) > 255 {
+		t.Errorf("file name of %d bytes", len(base))
 	}
 }

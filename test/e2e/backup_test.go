@@ -147,13 +147,15 @@ func TestBackupAndRestore(t *testing.T) {
 	toS3 = waitBackup(t, toS3, v1.BackupSucceeded, 5*time.Minute)
 	toPVC = waitBackup(t, toPVC, v1.BackupSucceeded, 5*time.Minute)
 	t.Logf("two backups in %s: s3 %+v", time.Since(start).Round(time.Millisecond), toS3.Status)
-	if toS3.Status.Location != "s3://"+bucket+"/prod/to-s3.db" || toPVC.Status.Location != "pvc://snapshots/etcd/to-pvc.db" {
+	// Keys and file names carry namespace and cluster, and the backup's UID against name reuse.
+	s3Key := fmt.Sprintf("prod/%s/%s/to-s3-%s.db", ns, src.Name, string(toS3.UID)[:8])
+	if toS3.Status.Location != "s3://"+bucket+"/"+s3Key || toPVC.Status.Location != fmt.Sprintf("pvc://snapshots/etcd/%s/%s/to-pvc-%s.db", ns, src.Name, string(toPVC.UID)[:8]) {
 		t.Fatalf("locations %s, %s", toS3.Status.Location, toPVC.Status.Location)
 	}
 	if toS3.Status.Revision < int64(backupKeys/100) || toS3.Status.Size == 0 || len(toS3.Status.SHA256) != 64 || toS3.Status.EtcdVersion != "3.6.16" {
 		t.Fatalf("s3 backup status %+v", toS3.Status)
 	}
-	if st, err := mio.Client.StatObject(ctx, bucket, "prod/to-s3.db", minio.StatObjectOptions{}); err != nil || st.Size != toS3.Status.Size {
+	if st, err := mio.Client.StatObject(ctx, bucket, s3Key, minio.StatObjectOptions{}); err != nil || st.Size != toS3.Status.Size {
 		t.Fatalf("stored object: %+v, %v; status says %d bytes", st, err, toS3.Status.Size)
 	}
 
@@ -161,7 +163,7 @@ func TestBackupAndRestore(t *testing.T) {
 	fromS3 := createRestoredCluster(t, ns, "from-s3", 3, v1.RestoreSpec{BackupName: toS3.Name})
 	fromPVC := createRestoredCluster(t, ns, "from-pvc", 1, v1.RestoreSpec{BackupName: toPVC.Name})
 	// A raw source: the object by its key, no EtcdBackup record (etcdutl checks etcd's own hash).
-	raw := mio.Destination(bucket, "prod/to-s3.db")
+	raw := mio.Destination(bucket, s3Key)
 	fromRaw := createRestoredCluster(t, ns, "from-raw", 1, v1.RestoreSpec{Source: &raw})
 	env.WaitConverged(t, fromS3, 3, 5*time.Minute)
 	env.WaitConverged(t, fromPVC, 1, 5*time.Minute)
@@ -237,7 +239,7 @@ func TestBackupAndRestore(t *testing.T) {
 	})
 
 	t.Run("tampered object", func(t *testing.T) {
-		obj, err := mio.Client.GetObject(ctx, bucket, "prod/to-s3.db", minio.GetObjectOptions{})
+		obj, err := mio.Client.GetObject(ctx, bucket, s3Key, minio.GetObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +248,7 @@ func TestBackupAndRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 		data[len(data)/2] ^= 0x01
-		if _, err := mio.Client.PutObject(ctx, bucket, "prod/to-s3.db", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		if _, err := mio.Client.PutObject(ctx, bucket, s3Key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		c := createRestoredCluster(t, ns, "from-tampered", 1, v1.RestoreSpec{BackupName: toS3.Name})

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -30,17 +31,20 @@ func CutOffOperator(t *testing.T, gid uint32, podIP string) (restore func()) {
 	return once(t, func() error { return run("iptables", append([]string{"-D"}, rule...)...) })
 }
 
-// PartitionPeers drops raft traffic (port 2380, both directions) in the network namespace of the pod
-// with podIP: the member runs and answers clients, but its peers lose it.
+// PartitionPeers drops raft traffic (every packet to or from port 2380, on connections in either
+// direction) in the network namespace of the pod with podIP: the member runs and answers clients,
+// but its peers lose it.
 func PartitionPeers(t *testing.T, podIP string) (heal func()) {
 	t.Helper()
 	netns, err := podNetns(podIP)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := [][]string{
-		{"INPUT", "-p", "tcp", "--dport", "2380", "-j", "DROP"},
-		{"OUTPUT", "-p", "tcp", "--dport", "2380", "-j", "DROP"},
+	var rules [][]string
+	for _, chain := range []string{"INPUT", "OUTPUT"} {
+		for _, port := range []string{"--dport", "--sport"} {
+			rules = append(rules, []string{chain, "-p", "tcp", port, "2380", "-j", "DROP"})
+		}
 	}
 	for _, r := range rules {
 		if err := run("ip", append([]string{"netns", "exec", netns, "iptables", "-I"}, r...)...); err != nil {
@@ -48,6 +52,9 @@ func PartitionPeers(t *testing.T, podIP string) (heal func()) {
 		}
 	}
 	return once(t, func() error {
+		if _, err := os.Stat("/var/run/netns/" + netns); os.IsNotExist(err) {
+			return nil // the pod is gone, and its rules with it
+		}
 		for _, r := range rules {
 			if err := run("ip", append([]string{"netns", "exec", netns, "iptables", "-D"}, r...)...); err != nil {
 				return err

@@ -178,6 +178,13 @@ func tail(s string, n int) string {
 	return s
 }
 
+// Logs is what the operator wrote so far.
+func (o *Operator) Logs() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.logs.String()
+}
+
 func (o *Operator) Stop() {
 	select {
 	case <-o.done:

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -86,6 +87,10 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 	p := &pass{r: r, c: c, orig: c.DeepCopy(), now: nowOr(r.Now), mem: r.mem.of(req.NamespacedName, c.UID)}
 	res, err := p.run(ctx)
+	if err != nil && !apierrors.IsConflict(err) && meta.FindStatusCondition(c.Status.Conditions, v1.ConditionProgressing) == nil {
+		// A first pass that could not even create the cluster's objects still says why.
+		setCondition(c, v1.ConditionProgressing, true, "ReconcileFailed", err.Error())
+	}
 	if serr := p.writeStatus(ctx); serr != nil && err == nil {
 		err = serr
 	}

@@ -86,7 +86,15 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		o.etcdErr = err
 		return o, nil
 	}
-	members, clusterID, err := cl.MemberList(ctx)
+	// The client spreads calls over the members; one cut off from its peers cannot answer a
+	// linearizable call, so try as many times as there are members before calling etcd unreachable.
+	var members []etcdclient.Member
+	var clusterID uint64
+	for range endpoints {
+		if members, clusterID, err = cl.MemberList(ctx); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		o.etcdErr = err
 		log.FromContext(ctx).V(1).Info("etcd unreachable", "error", err.Error())

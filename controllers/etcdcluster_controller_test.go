@@ -250,24 +250,3 @@ func TestUnsupportedVersionIsRefusedWithACondition(t *testing.T) {
 		t.Fatalf("%d pods started for an unsupported version", len(pods.Items))
 	}
 }
-
-func TestDeletionRetainsVolumesWhenAsked(t *testing.T) {
-	ctx := context.Background()
-	ns := newNamespace(t)
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1; c.Spec.Storage.RetentionPolicy = v1.PVCRetentionRetain })
-	pvc := &corev1.PersistentVolumeClaim{}
-	eventually(t, "PVC", func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pvc) })
-	if err := k8s.Delete(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "cluster gone", func() error {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &v1.EtcdCluster{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there: %w", err)
-	})
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pvc); err != nil || len(pvc.OwnerReferences) != 0 {
-		t.Fatalf("retained PVC: err %v, owners %v", err, pvc.OwnerReferences)
-	}
-}

@@ -26,8 +26,9 @@ func degradedReason(t *testing.T, c *v1.EtcdCluster, reason string) error {
 	return nil
 }
 
-// Item 6: a cluster re-created under the name of one whose volumes were retained never starts on
-// them (it would silently run the old incarnation's data); it says why and touches nothing.
+// Item 6: deleting a cluster with retentionPolicy Retain keeps its volumes, released from it; a cluster
+// re-created under the same name never starts on them (it would silently run the old incarnation's
+// data): it says why and touches nothing.
 func TestRecreatedClusterNeverAdoptsRetainedVolumes(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -57,7 +58,7 @@ func TestRecreatedClusterNeverAdoptsRetainedVolumes(t *testing.T) {
 	}
 	live := &corev1.PersistentVolumeClaim{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, live); err != nil || live.UID != pvc.UID || len(live.OwnerReferences) != 0 {
-		t.Fatalf("retained PVC changed: err %v, uid %s→%s, owners %v", err, pvc.UID, live.UID, live.OwnerReferences)
+		t.Fatalf("retained PVC: err %v, uid %s→%s, owners %v (want the same PVC, released)", err, pvc.UID, live.UID, live.OwnerReferences)
 	}
 	pod := &corev1.Pod{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pod); err == nil && pod.DeletionTimestamp == nil {

@@ -53,13 +53,14 @@ type EtcdClusterReconciler struct {
 	apiReader client.Reader
 }
 
-// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services;secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=get;list;watch
-// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update
 
 // Reconcile is one pass over one EtcdCluster.
 func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -130,10 +130,16 @@ func (p *pass) createOrCorrect(ctx context.Context, want client.Object) error {
 	live := want.DeepCopyObject().(client.Object)
 	err := p.r.Get(ctx, client.ObjectKeyFromObject(want), live)
 	if apierrors.IsNotFound(err) {
-		if err := p.r.Create(ctx, want); err != nil {
-			return fmt.Errorf("create %s: %w", want.GetName(), err)
+		err = p.r.Create(ctx, want)
+		if !apierrors.IsAlreadyExists(err) {
+			if err != nil {
+				return fmt.Errorf("create %s: %w", want.GetName(), err)
+			}
+			return nil
 		}
-		return nil
+		// The cache holds only objects labelled as the operator's (CacheOptions): a namesake whose
+		// labels were removed is read from the API server, and corrected below like any other.
+		err = p.r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), live)
 	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", want.GetName(), err)

@@ -1,0 +1,185 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+)
+
+// unrelatedSecretSize is the payload of each unrelated Secret: a few certificates' worth, typical of
+// what a busy namespace holds (TLS pairs, pull secrets, Helm release records are larger).
+const unrelatedSecretSize = 10 << 10
+
+// Item 13.2: a watched namespace full of other people's Secrets, Pods and ConfigMaps costs the
+// operator nothing: its cache holds the objects it made and no other, and the heap a Secret cache
+// holds is measured with and without the filter.
+func TestCacheHoldsOnlyTheOperatorsObjects(t *testing.T) {
+	const unrelated = 1000
+	ctx := context.Background()
+	ns := newNamespace(t)
+	newCluster(t, ns, nil)
+	eventually(t, "the cluster's pods and certificates", func() error {
+		pods, secrets := &corev1.PodList{}, &corev1.SecretList{}
+		if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if err := k8s.List(ctx, secrets, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(pods.Items) < 3 || len(secrets.Items) < 5 {
+			return fmt.Errorf("%d pods, %d secrets", len(pods.Items), len(secrets.Items))
+		}
+		return nil
+	})
+	createUnrelated(t, ns, unrelated)
+
+	owned := client.MatchingLabels{naming.LabelManagedBy: naming.ManagedBy}
+	for _, kind := range []struct {
+		name         string
+		cached, live client.ObjectList
+	}{
+		{"Secrets", &corev1.SecretList{}, &corev1.SecretList{}},
+		{"Pods", &corev1.PodList{}, &corev1.PodList{}},
+	} {
+		eventually(t, kind.name+" in the operator's cache", func() error {
+			if err := k8s.List(ctx, kind.live, client.InNamespace(ns), owned); err != nil {
+				return err
+			}
+			if err := managerCache.List(ctx, kind.cached, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			if got, want := len(itemsOf(t, kind.cached)), len(itemsOf(t, kind.live)); got != want {
+				return fmt.Errorf("the cache holds %d %s in %s, the operator made %d (and %d unrelated ones exist)", got, kind.name, ns, want, unrelated)
+			}
+			return nil
+		})
+		for _, obj := range itemsOf(t, kind.cached) {
+			if obj.GetLabels()[naming.LabelManagedBy] != naming.ManagedBy {
+				t.Errorf("the operator's cache holds %s %s, which it did not make", kind.name, obj.GetName())
+			}
+		}
+	}
+
+	unfiltered, n := heapOfSecretCache(t, cache.Options{})
+	filtered, m := heapOfSecretCache(t, CacheOptions(nil))
+	t.Logf("heap held by a Secret cache with %d unrelated %d KiB Secrets: unfiltered %.1f MiB (%d Secrets), filtered %.1f MiB (%d Secrets)",
+		unrelated, unrelatedSecretSize>>10, mib(unfiltered), n, mib(filtered), m)
+	if unfiltered < unrelated*unrelatedSecretSize {
+		t.Fatalf("the unfiltered cache holds %.1f MiB, less than the Secrets' payload: the measurement is broken", mib(unfiltered))
+	}
+	if filtered*10 > unfiltered {
+		t.Errorf("the filtered cache holds %.1f MiB, more than a tenth of the unfiltered %.1f MiB", mib(filtered), mib(unfiltered))
+	}
+}
+
+// createUnrelated makes n Secrets, n Pods and n ConfigMaps in ns that are not the operator's.
+func createUnrelated(t *testing.T, ns string, n int) {
+	t.Helper()
+	payload := bytes.Repeat([]byte("x"), unrelatedSecretSize)
+	work := make(chan client.Object)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for obj := range work {
+				if err := k8s.Create(context.Background(), obj); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range n {
+		meta := func() metav1.ObjectMeta {
+			return metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("unrelated-%d", i), Labels: map[string]string{naming.LabelApp: naming.AppName}}
+		}
+		work <- &corev1.Secret{ObjectMeta: meta(), Data: map[string][]byte{"payload": payload}}
+		work <- &corev1.ConfigMap{ObjectMeta: meta(), Data: map[string]string{"k": "v"}}
+		work <- &corev1.Pod{ObjectMeta: meta(), Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatalf("create unrelated objects: %v", err)
+	default:
+	}
+}
+
+// heapOfSecretCache starts a cache with opts, as the operator's manager would, with a Secret
+// informer, and returns the heap it holds once synced and how many Secrets it holds.
+func heapOfSecretCache(t *testing.T, opts cache.Options) (held int64, secrets int) {
+	t.Helper()
+	before := heapAlloc()
+	opts.Scheme = k8s.Scheme()
+	c, err := cache.New(testConfig, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Start(ctx) }()
+	if _, err := c.GetInformer(ctx, &corev1.Secret{}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+	secrets = countSecrets(ctx, t, c)
+	held = int64(heapAlloc()) - int64(before)
+	runtime.KeepAlive(c)
+	cancel()
+	time.Sleep(time.Second) // the informer's goroutines let go of the store
+	return held, secrets
+}
+
+func countSecrets(ctx context.Context, t *testing.T, c cache.Cache) int {
+	t.Helper()
+	list := &corev1.SecretList{}
+	if err := c.List(ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func itemsOf(t *testing.T, list client.ObjectList) []client.Object {
+	t.Helper()
+	var out []client.Object
+	switch l := list.(type) {
+	case *corev1.SecretList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.PodList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	default:
+		t.Fatalf("no items for %T", list)
+	}
+	return out
+}

@@ -1,0 +1,159 @@
+package controllers
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// The controllers in this suite run as the operator's ServiceAccount, bound to nothing but the role
+// controller-gen renders from the +kubebuilder:rbac markers (config/rbac/role.yaml): a call the role
+// does not allow is answered Forbidden by the real API server, and the suite fails on it. Every
+// request is also recorded, so a rule the suite never needed fails it too (unless unusedGrants says
+// why the suite cannot exercise it).
+const (
+	operatorNamespace      = "etcd-autopilot-system"
+	operatorServiceAccount = "etcd-autopilot-controller-manager"
+)
+
+// unusedGrants are rules of role.yaml the envtest suite cannot exercise, with the reason; every
+// other rule must be used by the suite. "group/resource verb", group empty for the core group.
+var unusedGrants = map[string]string{
+	// The API server checks these only when its OwnerReferencesPermissionEnforcement admission
+	// plugin is on (OpenShift): setting blockOwnerDeletion on an owner reference needs update on the
+	// owner's finalizers. envtest does not enable the plugin, so the grant is never consulted here.
+	"etcd.autopilot.dev/etcdclusters/finalizers update":        "OwnerReferencesPermissionEnforcement",
+	"etcd.autopilot.dev/etcdbackups/finalizers update":         "OwnerReferencesPermissionEnforcement",
+	"etcd.autopilot.dev/etcdbackupschedules/finalizers update": "OwnerReferencesPermissionEnforcement",
+}
+
+// apiAudit records what the operator's client does and what the API server refuses it.
+type apiAudit struct {
+	mu        sync.Mutex
+	info      request.RequestInfoFactory
+	used      sets.Set[string]
+	forbidden []string
+}
+
+func newAPIAudit() *apiAudit {
+	return &apiAudit{
+		info: request.RequestInfoFactory{APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api")},
+		used: sets.New[string](),
+	}
+}
+
+// operatorConfig is cfg acting as the operator's ServiceAccount, with every request audited.
+func (a *apiAudit) operatorConfig(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Impersonate = rest.ImpersonationConfig{
+		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", operatorNamespace, operatorServiceAccount),
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNamespace, "system:authenticated"},
+	}
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			key := a.key(req)
+			resp, err := rt.RoundTrip(req)
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if key != "" {
+				a.used.Insert(key)
+			}
+			if err == nil && resp.StatusCode == http.StatusForbidden {
+				a.forbidden = append(a.forbidden, fmt.Sprintf("%s (%s %s)", key, req.Method, req.URL.Path))
+			}
+			return resp, err
+		})
+	})
+	return out
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// key is "group/resource[/subresource] verb" of a resource request, "" for discovery and the like.
+func (a *apiAudit) key(req *http.Request) string {
+	ri, err := a.info.NewRequestInfo(req)
+	if err != nil || !ri.IsResourceRequest {
+		return ""
+	}
+	res := ri.APIGroup + "/" + ri.Resource
+	if ri.Subresource != "" {
+		res += "/" + ri.Subresource
+	}
+	return res + " " + ri.Verb
+}
+
+// grantOperatorRole creates role.yaml's ClusterRole and binds the operator's ServiceAccount to it,
+// cluster-wide: the suite's namespaces are made as it runs, as in the AllNamespaces install mode.
+// It returns the role's rules as "group/resource verb" keys.
+func grantOperatorRole(ctx context.Context, admin client.Client) (sets.Set[string], error) {
+	raw, err := os.ReadFile(filepath.Join("..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("read the generated role: %w", err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal([]byte(strings.TrimPrefix(string(raw), "---\n")), role); err != nil {
+		return nil, fmt.Errorf("parse the generated role: %w", err)
+	}
+	granted := sets.New[string]()
+	for _, rule := range role.Rules {
+		for _, g := range rule.APIGroups {
+			for _, r := range rule.Resources {
+				for _, v := range rule.Verbs {
+					granted.Insert(g + "/" + r + " " + v)
+				}
+			}
+		}
+	}
+	if err := admin.Create(ctx, role); err != nil {
+		return nil, fmt.Errorf("create the operator's role: %w", err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorNamespace, Name: operatorServiceAccount}},
+	}
+	binding.Name = role.Name
+	if err := admin.Create(ctx, binding); err != nil {
+		return nil, fmt.Errorf("bind the operator's role: %w", err)
+	}
+	return granted, nil
+}
+
+// verdict says what is wrong with the role after the suite: calls it refused, and — when the whole
+// suite ran (no -run filter) — rules no call needed.
+func (a *apiAudit) verdict(granted sets.Set[string]) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var problems []string
+	for _, f := range slices.Compact(slices.Sorted(slices.Values(a.forbidden))) {
+		problems = append(problems, "forbidden: "+f+": add the verb to a +kubebuilder:rbac marker and run `make manifests`")
+	}
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() != "" {
+		return problems
+	}
+	unused := granted.Difference(a.used)
+	for k := range unusedGrants {
+		unused.Delete(k)
+	}
+	keys := unused.UnsortedList()
+	sort.Strings(keys)
+	for _, k := range keys {
+		problems = append(problems, "granted but never used: "+k+": remove it from the +kubebuilder:rbac markers, or say in unusedGrants why the suite cannot use it")
+	}
+	return problems
+}

@@ -10,10 +10,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
@@ -182,4 +186,60 @@ func itemsOf(t *testing.T, list client.ObjectList) []client.Object {
 		t.Fatalf("no items for %T", list)
 	}
 	return out
+}
+
+// An object of the operator's whose labels someone removed leaves its cache; the operator reads it
+// from the API server when creating it fails, and puts its labels (and fields) back.
+func TestObjectsThatLostTheirLabelsAreCorrected(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	c := newCluster(t, ns, nil)
+	svc, pdb := &corev1.Service{}, &policyv1.PodDisruptionBudget{}
+	for _, obj := range []client.Object{svc, pdb} {
+		name := naming.ClientService(c.Name)
+		if obj == client.Object(pdb) {
+			name = naming.PDB(c.Name)
+		}
+		eventually(t, name, func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj) })
+		before := obj.DeepCopyObject().(client.Object)
+		obj.SetLabels(nil)
+		if p, ok := obj.(*policyv1.PodDisruptionBudget); ok {
+			p.Spec.MinAvailable = ptr.To(intstr.FromInt32(1))
+		}
+		if err := k8s.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "labels and budget restored", func() error {
+		for _, obj := range []client.Object{svc, pdb} {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return err
+			}
+			if obj.GetLabels()[naming.LabelManagedBy] != naming.ManagedBy {
+				return fmt.Errorf("%s has labels %v", obj.GetName(), obj.GetLabels())
+			}
+		}
+		if got := pdb.Spec.MinAvailable.String(); got != "2" {
+			return fmt.Errorf("budget minAvailable %s, want 2 (a quorum of 3)", got)
+		}
+		return nil
+	})
+}
+
+// A pod of a member's name that the operator did not make is outside its cache; creating the
+// member finds it, reads it past the cache, and reports the conflict instead of adopting it.
+func TestForeignNamesakePodIsNotAdopted(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.MemberName("demo", 0)},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
+	if err := k8s.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	eventually(t, "NameConflict reported", func() error { return degradedReason(t, c, "NameConflict") })
+	live := &corev1.Pod{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), live); err != nil || live.UID != foreign.UID || len(live.OwnerReferences) != 0 {
+		t.Fatalf("the foreign pod changed: err %v, owners %v", err, live.OwnerReferences)
+	}
 }

@@ -45,7 +45,7 @@ type EtcdBackupScheduleReconciler struct {
 	Now func() time.Time
 }
 
-// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules,verbs=list;watch;update
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=create;patch;delete

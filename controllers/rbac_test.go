@@ -48,10 +48,10 @@ var unusedGrants = map[string]string{
 	"etcd.autopilot.dev/etcdclusters/finalizers update":        "OwnerReferencesPermissionEnforcement",
 	"etcd.autopilot.dev/etcdbackups/finalizers update":         "OwnerReferencesPermissionEnforcement",
 	"etcd.autopilot.dev/etcdbackupschedules/finalizers update": "OwnerReferencesPermissionEnforcement",
-	// No etcd answers in envtest (pods stay Pending), so no member is ever restarted (patch,
-	// delete), removed or replaced (pod and PVC delete): actions.go does these, and the e2e suite
-	// runs them on a real cluster.
-	"/pods patch":                    "member restart: e2e",
+	// No etcd answers in envtest (pods stay Pending), so no member pod of an earlier operator is
+	// adopted (patch: its config-hash annotation), restarted, removed or replaced (pod and PVC
+	// delete): actions.go does these, and the e2e suite runs them on a real cluster.
+	"/pods patch":                    "adoption after an operator upgrade: e2e",
 	"/pods delete":                   "member restart and removal: e2e",
 	"/persistentvolumeclaims delete": "member replacement: e2e",
 	// Certificates are renewed (the Secret updated) weeks before they expire: ensureTLS, with

@@ -1,9 +1,11 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,13 +93,32 @@ func (a *apiAudit) operatorConfig(cfg *rest.Config) *rest.Config {
 			if key != "" {
 				a.used.Insert(key)
 			}
-			if err == nil && resp.StatusCode == http.StatusForbidden {
+			if err == nil && resp.StatusCode == http.StatusForbidden && deniedByRBAC(resp) {
 				a.forbidden = append(a.forbidden, fmt.Sprintf("%s (%s %s)", key, req.Method, req.URL.Path))
 			}
 			return resp, err
 		})
 	})
 	return out
+}
+
+// deniedByRBAC tells an authorization denial from the API server's other 403: creating an object
+// in a namespace being deleted (a cause NamespaceTerminating), which the controllers handle.
+func deniedByRBAC(resp *http.Response) bool {
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	status, ok := obj.(*metav1.Status)
+	if err != nil || !ok || status.Details == nil {
+		return true
+	}
+	for _, c := range status.Details.Causes {
+		if c.Type == corev1.NamespaceTerminatingCause {
+			return false
+		}
+	}
+	return true
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

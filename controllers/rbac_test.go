@@ -108,6 +108,9 @@ func deniedByRBAC(resp *http.Response) bool {
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return true
+	}
 	obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
 	status, ok := obj.(*metav1.Status)
 	if err != nil || !ok || status.Details == nil {

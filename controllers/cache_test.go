@@ -245,3 +245,39 @@ func TestForeignNamesakePodIsNotAdopted(t *testing.T) {
 		t.Fatalf("the foreign pod changed: err %v, owners %v", err, live.OwnerReferences)
 	}
 }
+
+// A CA Secret restored by hand without the operator's labels (as CASecretMissing asks, say with
+// `kubectl create secret generic`) is outside the cache: the operator finds it on the API server,
+// labels it again and trusts it, rather than reporting it missing forever.
+func TestRestoredCASecretWithoutLabelsIsUsed(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	ca := &corev1.Secret{}
+	eventually(t, "certificates issued", func() error {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.ServerSecret("demo")}, &corev1.Secret{}); err != nil {
+			return err
+		}
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.CASecret("demo")}, ca)
+	})
+	if err := k8s.Delete(ctx, ca); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "CASecretMissing reported", func() error { return degradedReason(t, c, "CASecretMissing") })
+	restored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ca.Name}, Data: ca.Data}
+	if err := k8s.Create(ctx, restored); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the restored CA trusted and labelled", func() error {
+		if err := degradedReason(t, c, "CASecretMissing"); err == nil {
+			return fmt.Errorf("still reported missing")
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(restored), restored); err != nil {
+			return err
+		}
+		if restored.Labels[naming.LabelManagedBy] != naming.ManagedBy {
+			return fmt.Errorf("labels %v", restored.Labels)
+		}
+		return nil
+	})
+}

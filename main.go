@@ -116,7 +116,7 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "etcd-autopilot.etcd.autopilot.dev",
-		Cache:                  cache.Options{DefaultNamespaces: watchNamespaces()},
+		Cache:                  controllers.CacheOptions(watchNamespaces()),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -49,13 +49,17 @@ type EtcdBackupReconciler struct {
 	// OperatorImage runs the backup Jobs.
 	OperatorImage string
 	Now           func() time.Time
+	// secrets reads users' credential Secrets from the API server, one at a time when a backup
+	// starts: the cache holds only the objects the operator made (see CacheOptions).
+	secrets client.Reader
 }
 
-// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=list;watch;update
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/finalizers,verbs=update
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 
 // Reconcile moves one EtcdBackup through Pending → Running → Succeeded | Failed.
 func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -111,7 +115,7 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 	}
 	if s := b.Spec.Destination.S3; s != nil {
 		sec := &corev1.Secret{}
-		err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: s.CredentialsSecret}, sec)
+		err := r.secrets.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: s.CredentialsSecret}, sec)
 		if apierrors.IsNotFound(err) || (err == nil && (len(sec.Data[resources.SecretAccessKeyID]) == 0 || len(sec.Data[resources.SecretSecretAccessKey]) == 0)) {
 			r.failed(b, reasonCredentialsSecretMissing, fmt.Sprintf("Secret %q with keys %s and %s is needed", s.CredentialsSecret, resources.SecretAccessKeyID, resources.SecretSecretAccessKey))
 			return ctrl.Result{}, nil
@@ -353,6 +357,7 @@ func setBackupCondition(b *v1.EtcdBackup, typ string, status bool, reason, messa
 
 // SetupWithManager registers the reconciler; Job changes wake their EtcdBackup.
 func (r *EtcdBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.secrets = mgr.GetAPIReader()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.EtcdBackup{}).
 		Owns(&batchv1.Job{}).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -93,7 +94,11 @@ func backupJob(t *testing.T, b *v1.EtcdBackup) *batchv1.Job {
 func finishJob(t *testing.T, job *batchv1.Job, rep backup.Report, succeeded bool) {
 	t.Helper()
 	ctx := context.Background()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x", Namespace: job.Namespace, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+	// The Job controller gives its pods the template's labels (the operator's: its cache sees no
+	// other pod) plus the job-name label.
+	labels := maps.Clone(job.Spec.Template.Labels)
+	labels[batchv1.JobNameLabel] = job.Name
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x", Namespace: job.Namespace, Labels: labels},
 		Spec: job.Spec.Template.Spec}
 	if err := k8s.Create(ctx, pod); err != nil {
 		t.Fatal(err)

@@ -45,10 +45,10 @@ type EtcdBackupScheduleReconciler struct {
 	Now func() time.Time
 }
 
-// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules,verbs=list;watch;update
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/finalizers,verbs=update
-// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=create;patch
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=create;patch;delete
 
 // Reconcile is one pass: retention, then a new run when one is due and none is in flight.
 func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -19,7 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -33,6 +35,13 @@ import (
 // suite covers the rest on a real cluster.
 var k8s client.Client
 
+// testConfig reaches the envtest API server as its administrator; managerCache is the operator's
+// cache (cache_test.go looks into both).
+var (
+	testConfig   *rest.Config
+	managerCache cache.Cache
+)
+
 func TestMain(m *testing.M) {
 	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
@@ -44,10 +53,23 @@ func TestMain(m *testing.M) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1.AddToScheme(scheme)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		panic(err)
 	}
+	// The operator runs with its generated role only (rbac_test.go), and its cache as in main.go.
+	granted, err := grantOperatorRole(context.Background(), k8s)
+	if err != nil {
+		panic(err)
+	}
+	audit := newAPIAudit()
+	mgr, err := ctrl.NewManager(audit.operatorConfig(cfg), ctrl.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: CacheOptions(nil),
+	})
+	if err != nil {
+		panic(err)
+	}
+	testConfig, managerCache = cfg, mgr.GetCache()
 	rec := mgr.GetEventRecorderFor("etcd-autopilot")
 	if err := (&EtcdClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: rec, OperatorImage: testOperatorImage}).SetupWithManager(mgr); err != nil {
 		panic(err)
@@ -64,12 +86,12 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}()
-	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		panic(err)
-	}
 	code := m.Run()
 	cancel()
+	if problems := audit.verdict(granted); len(problems) > 0 {
+		fmt.Fprintln(os.Stderr, "the operator's RBAC role does not match its calls:\n  "+strings.Join(problems, "\n  "))
+		code = 1
+	}
 	_ = env.Stop()
 	os.Exit(code)
 }

@@ -26,10 +26,12 @@ func TestLegacyOperatorSecretIsRetiredOnlyWhenOwned(t *testing.T) {
 	// An upgraded cluster: its legacy Secret, and a backup Job still mounting it.
 	ns := newNamespace(t)
 	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Name = "m" })
-	legacy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: naming.LegacyOperatorClientSecret("m"), Namespace: ns,
+	// Labelled as the operator labels what it makes (resources.Secret, snapshotJob): its cache sees
+	// nothing else.
+	legacy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: naming.LegacyOperatorClientSecret("m"), Namespace: ns, Labels: naming.Labels("m"),
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, v1.GroupVersion.WithKind("EtcdCluster"))}}}
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "etcdbackup-old", Namespace: ns, Labels: map[string]string{naming.LabelInstance: "m"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "etcdbackup-old", Namespace: ns, Labels: naming.Labels("m")},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers:    []corev1.Container{{Name: "backup", Image: "example.test/x"}},

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,8 +44,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 	}
 	live := map[string]*corev1.Secret{}
 	for _, l := range leaves {
-		s := &corev1.Secret{}
-		err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: l.name}, s)
+		s, err := p.tlsSecret(ctx, l.name)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("read secret %s: %w", l.name, err)
 		}
@@ -55,8 +55,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 	inUse := len(live) > 0 || len(c.Status.Members) > 0
 
 	caName := naming.CASecret(c.Name)
-	caSecret := &corev1.Secret{}
-	err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: caName}, caSecret)
+	caSecret, err := p.tlsSecret(ctx, caName)
 	var ca *pki.CA
 	switch {
 	case apierrors.IsNotFound(err) && inUse:
@@ -113,6 +112,32 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 	return nil, nil
 }
 
+// tlsSecret reads one of the cluster's certificate Secrets. The cache holds only Secrets labelled as
+// the operator's, and one put back by hand (the CA restored from a backup, as CASecretMissing asks)
+// may have lost its labels: it is read from the API server and labelled again, so that the cache,
+// and this cluster's watch, see it from then on.
+func (p *pass) tlsSecret(ctx context.Context, name string) (*corev1.Secret, error) {
+	key := client.ObjectKey{Namespace: p.c.Namespace, Name: name}
+	s := &corev1.Secret{}
+	if err := p.r.Get(ctx, key, s); !apierrors.IsNotFound(err) {
+		return s, err
+	}
+	if err := p.r.apiReader.Get(ctx, key, s); err != nil {
+		return nil, err
+	}
+	if s.Labels[naming.LabelManagedBy] == naming.ManagedBy {
+		return s, nil // the cache has not seen it yet
+	}
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	maps.Copy(s.Labels, naming.Labels(p.c.Name))
+	if err := p.r.Update(ctx, s); err != nil {
+		return nil, fmt.Errorf("label secret %s as the operator's: %w", name, err)
+	}
+	return s, nil
+}
+
 // ensureServices creates or corrects the client and peer Services and the PodDisruptionBudget.
 func (p *pass) ensureServices(ctx context.Context) error {
 	c := p.c
@@ -130,10 +155,16 @@ func (p *pass) createOrCorrect(ctx context.Context, want client.Object) error {
 	live := want.DeepCopyObject().(client.Object)
 	err := p.r.Get(ctx, client.ObjectKeyFromObject(want), live)
 	if apierrors.IsNotFound(err) {
-		if err := p.r.Create(ctx, want); err != nil {
-			return fmt.Errorf("create %s: %w", want.GetName(), err)
+		err = p.r.Create(ctx, want)
+		if !apierrors.IsAlreadyExists(err) {
+			if err != nil {
+				return fmt.Errorf("create %s: %w", want.GetName(), err)
+			}
+			return nil
 		}
-		return nil
+		// The cache holds only objects labelled as the operator's (CacheOptions): a namesake whose
+		// labels were removed is read from the API server, and corrected below like any other.
+		err = p.r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), live)
 	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", want.GetName(), err)

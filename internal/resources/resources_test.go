@@ -181,3 +181,24 @@ func TestServicesAndPVC(t *testing.T) {
 		t.Errorf("server names = %v", ServerDNSNames(c))
 	}
 }
+
+// The operator's cache holds only objects labelled managed-by=etcd-autopilot
+// (controllers.CacheOptions): an object built here without the label would be invisible to it, and
+// created again on every pass. Users' pod-template labels cannot take the label away.
+func TestEveryObjectIsLabelledAsTheOperators(t *testing.T) {
+	c := sample()
+	c.Spec.PodTemplate.Labels = map[string]string{naming.LabelManagedBy: "someone-else"}
+	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}, Spec: v1.EtcdBackupSpec{ClusterName: "demo",
+		Destination: v1.BackupDestination{S3: &v1.S3Destination{Bucket: "bkt", CredentialsSecret: "s3"}}}}
+	s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns"}}
+	backupJob, deleteJob, verifyJob := BackupJob(b, c, "op:1"), BackupDeleteJob(b, "op:1"), VerifyJob(s, b, "op:1", "etcd:1")
+	for _, obj := range []metav1.Object{
+		MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}}),
+		MemberPVC(c, "demo-0"), ClientService(c), PeerService(c), PodDisruptionBudget(c), Secret(c, "demo-ca", nil),
+		backupJob, &backupJob.Spec.Template, deleteJob, &deleteJob.Spec.Template, verifyJob, &verifyJob.Spec.Template,
+	} {
+		if got := obj.GetLabels()[naming.LabelManagedBy]; got != naming.ManagedBy {
+			t.Errorf("%T %s: %s=%q, want %q", obj, obj.GetName(), naming.LabelManagedBy, got, naming.ManagedBy)
+		}
+	}
+}

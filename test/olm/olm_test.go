@@ -270,12 +270,22 @@ func untouched(t *testing.T, c *v1.EtcdCluster) {
 // canList reports whether the operator's ServiceAccount (in opNS) may list pods in ns.
 func canList(t *testing.T, opNS, ns string) bool {
 	t.Helper()
+	return can(t, opNS, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "pods"})
+}
+
+// canTakeLease says whether the operator installed in opNS may create a Lease in ns: leader
+// election needs that in opNS only, in every install mode.
+func canTakeLease(t *testing.T, opNS, ns string) bool {
+	t.Helper()
+	return can(t, opNS, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "coordination.k8s.io", Resource: "leases"})
+}
+
+func can(t *testing.T, opNS string, attrs authorizationv1.ResourceAttributes) bool {
+	t.Helper()
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   "system:serviceaccount:" + opNS + ":" + serviceAccount,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + opNS},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: ns, Verb: "list", Resource: "pods",
-		},
+		User:               "system:serviceaccount:" + opNS + ":" + serviceAccount,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + opNS},
+		ResourceAttributes: &attrs,
 	}}
 	if err := env.K8s.Create(context.Background(), sar); err != nil {
 		t.Fatal(err)
@@ -307,6 +317,20 @@ func checkScoped(t *testing.T, opNS string, targets []string) {
 	}
 	if canList(t, opNS, outside) {
 		t.Errorf("the operator may list pods in %s, outside its target namespaces", outside)
+	}
+	checkLeaseScope(t, opNS, append(targets, outside))
+}
+
+// checkLeaseScope: the operator may take Leases in its own namespace and in none of others.
+func checkLeaseScope(t *testing.T, opNS string, others []string) {
+	t.Helper()
+	if !canTakeLease(t, opNS, opNS) {
+		t.Errorf("the operator may not create its leader-election Lease in %s", opNS)
+	}
+	for _, ns := range others {
+		if ns != opNS && canTakeLease(t, opNS, ns) {
+			t.Errorf("the operator may create Leases in %s, not its own namespace", ns)
+		}
 	}
 }
 
@@ -355,6 +379,7 @@ func TestInstallModes(t *testing.T) {
 		if !canList(t, op, other) {
 			t.Errorf("in AllNamespaces mode the operator may not list pods in %s", other)
 		}
+		checkLeaseScope(t, op, []string{other})
 		uninstall(t, op)
 	})
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +41,8 @@ const (
 	reasonSucceeded                = "Succeeded"
 	reasonJobFailed                = "JobFailed"
 	reasonNamespaceTerminating     = "NamespaceTerminating"
+	// reasonJobNameConflict: a Job of the name the operator would use exists and is not its own.
+	reasonJobNameConflict = "JobNameConflict"
 )
 
 // EtcdBackupReconciler runs one Job per EtcdBackup and records its result. The snapshot is
@@ -96,11 +100,15 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 		return ctrl.Result{}, nil
 	}
 	job := &batchv1.Job{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b.Name)}, job)
-	if err != nil && !apierrors.IsNotFound(err) {
+	err := getOwnedJob(ctx, r.Client, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b.Name)}, b.UID, job)
+	var foreign *foreignJob
+	switch {
+	case errors.As(err, &foreign):
+		r.failed(b, reasonJobNameConflict, foreign.Error())
+		return ctrl.Result{}, nil
+	case err != nil && !apierrors.IsNotFound(err):
 		return ctrl.Result{}, fmt.Errorf("read backup job: %w", err)
-	}
-	if err == nil {
+	case err == nil:
 		return r.observeJob(ctx, b, job)
 	}
 
@@ -237,7 +245,9 @@ func (r *EtcdBackupReconciler) jobReport(ctx context.Context, job *batchv1.Job, 
 		want = corev1.PodSucceeded
 	}
 	for _, p := range pods.Items {
-		if p.Status.Phase != want {
+		// Only a pod the Job itself made may speak for it: anyone able to create pods could
+		// label one with the Job's name.
+		if p.Status.Phase != want || !ownedBy(&p, job.UID) {
 			continue
 		}
 		if rep, ok := containerReport(p.Status.ContainerStatuses, resources.BackupContainer); ok {
@@ -245,6 +255,25 @@ func (r *EtcdBackupReconciler) jobReport(ctx context.Context, job *batchv1.Job, 
 		}
 	}
 	return backup.Report{}, nil
+}
+
+// foreignJob: a Job has the name the operator would give its own, but was not made for this object.
+type foreignJob struct{ name string }
+
+func (e *foreignJob) Error() string {
+	return fmt.Sprintf("a Job named %s exists and was not created by the operator for this object; its results are not trusted (delete it, or use another name)", e.name)
+}
+
+// getOwnedJob reads the Job key into job, and fails with a *foreignJob unless the object with uid
+// controls it.
+func getOwnedJob(ctx context.Context, c client.Client, key client.ObjectKey, uid types.UID, job *batchv1.Job) error {
+	if err := c.Get(ctx, key, job); err != nil {
+		return err
+	}
+	if !ownedBy(job, uid) {
+		return &foreignJob{name: key.Name}
+	}
+	return nil
 }
 
 // containerReport parses the termination message of a terminated container.
@@ -284,7 +313,7 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBac
 		return release() // nothing was stored
 	}
 	job := &batchv1.Job{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupDeleteJobName(b.Name)}, job)
+	err := getOwnedJob(ctx, r.Client, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupDeleteJobName(b.Name)}, b.UID, job)
 	if apierrors.IsNotFound(err) {
 		if retained, err := r.retainedBySchedule(ctx, b); err != nil {
 			return err

@@ -95,10 +95,11 @@ func finishJob(t *testing.T, job *batchv1.Job, rep backup.Report, succeeded bool
 	t.Helper()
 	ctx := context.Background()
 	// The Job controller gives its pods the template's labels (the operator's: its cache sees no
-	// other pod) plus the job-name label.
+	// other pod) plus the job-name label, and makes the Job their controller.
 	labels := maps.Clone(job.Spec.Template.Labels)
 	labels[batchv1.JobNameLabel] = job.Name
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x", Namespace: job.Namespace, Labels: labels},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x", Namespace: job.Namespace, Labels: labels,
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
 		Spec: job.Spec.Template.Spec}
 	if err := k8s.Create(ctx, pod); err != nil {
 		t.Fatal(err)

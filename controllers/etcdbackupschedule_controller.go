@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -273,8 +274,11 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *v1.EtcdBac
 		return next.Sub(now), nil
 	}
 	job := &batchv1.Job{}
-	err = r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: resources.VerifyJobName(newest.Name)}, job)
+	err = getOwnedJob(ctx, r.Client, client.ObjectKey{Namespace: s.Namespace, Name: resources.VerifyJobName(newest.Name)}, s.UID, job)
+	var foreign *foreignJob
 	switch {
+	case errors.As(err, &foreign):
+		setVerifiedCondition(s, false, reasonJobNameConflict, foreign.Error())
 	case err == nil:
 		r.recordVerify(ctx, s, newest, job)
 	case !apierrors.IsNotFound(err):

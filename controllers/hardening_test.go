@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
 func degradedReason(t *testing.T, c *v1.EtcdCluster, reason string) error {
@@ -115,5 +117,34 @@ func TestDisruptionBudgetCountsMembersOnly(t *testing.T) {
 	}
 	if len(pdb.Spec.Selector.MatchExpressions) != 1 || pdb.Spec.Selector.MatchExpressions[0].Key != naming.LabelMember {
 		t.Errorf("PDB selector %+v does not require the member label", pdb.Spec.Selector)
+	}
+}
+
+// Issue 13 item 4: a backup's result is read only from its own Job and that Job's own pods. A Job
+// planted under the backup Job's name (with the operator's labels, so that the cache sees it) is not
+// trusted: the backup fails with JobNameConflict instead of recording a forged report.
+func TestBackupTrustsOnlyItsOwnJob(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	availableCluster(t, ns)
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, Data: map[string][]byte{
+		resources.SecretAccessKeyID: []byte("ak"), resources.SecretSecretAccessKey: []byte("sk")}}
+	if err := k8s.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	planted := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: resources.BackupJobName("forged"), Namespace: ns, Labels: naming.Labels("demo")},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: naming.Labels("demo")},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "x", Image: "x"}}}}}}
+	if err := k8s.Create(ctx, planted); err != nil {
+		t.Fatal(err)
+	}
+	b := newBackup(t, ns, "forged", s3Dest())
+	got := waitBackup(t, b, v1.BackupFailed)
+	if f := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionFailed); f == nil || f.Reason != reasonJobNameConflict {
+		t.Fatalf("failed condition %+v, want %s", f, reasonJobNameConflict)
+	}
+	if got.Status.Location != "" || got.Status.SHA256 != "" {
+		t.Fatalf("a planted Job's result was recorded: %+v", got.Status)
 	}
 }

@@ -35,7 +35,7 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 	}
 	r := c.Spec.Bootstrap.Restore
 	if r.Source != nil {
-		return &resources.RestoreInput{Source: *r.Source, OperatorImage: p.r.OperatorImage}, nil
+		return &resources.RestoreInput{Source: *r.Source, SHA256: r.SHA256, OperatorImage: p.r.OperatorImage}, nil
 	}
 	b := &v1.EtcdBackup{}
 	if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: r.BackupName}, b); apierrors.IsNotFound(err) {

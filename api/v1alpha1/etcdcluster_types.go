@@ -200,6 +200,7 @@ type BootstrapSpec struct {
 
 // RestoreSpec names the snapshot to restore: an EtcdBackup in the same namespace, or a raw source.
 // +kubebuilder:validation:XValidation:rule="has(self.backupName) != has(self.source)",message="restore needs exactly one of backupName or source"
+// +kubebuilder:validation:XValidation:rule="!has(self.sha256) || has(self.source)",message="restore.sha256 goes with restore.source; a backupName's checksum comes from its EtcdBackup"
 type RestoreSpec struct {
 	// BackupName of a completed EtcdBackup in this namespace.
 	// +optional
@@ -209,6 +210,13 @@ type RestoreSpec struct {
 	// Source is a snapshot object not recorded by an EtcdBackup.
 	// +optional
 	Source *BackupDestination `json:"source,omitempty"`
+	// SHA256 of the source snapshot (64 hex digits), when known: a snapshot that does not match is
+	// refused before etcd sees it (Restored=False, SnapshotChecksumMismatch). A backupName's checksum
+	// comes from its EtcdBackup record.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-f]{64}$')",message="restore.sha256 must be 64 lowercase hex digits, as sha256sum prints them"
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // MaintenanceSpec controls the operator's actions on this cluster.

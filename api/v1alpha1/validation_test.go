@@ -290,6 +290,8 @@ func TestAdmissionRejectsWhatTheOperatorCannotHonour(t *testing.T) {
 		{"upgradeTimeout overflows", obj("EtcdCluster", "ut-overflow", clusterSpec(set("maintenance.upgradeTimeout", "9999999999h"))), "from 10s to 24h"},
 		{"replaceFailedMemberAfter in days", obj("EtcdCluster", "rf-days", clusterSpec(set("maintenance.replaceFailedMemberAfter", "2d"))), "maintenance.replaceFailedMemberAfter must be a duration from 10s to 168h"},
 		{"replaceFailedMemberAfter too short", obj("EtcdCluster", "rf-short", clusterSpec(set("maintenance.replaceFailedMemberAfter", "5s"))), "shorter would replace members that only restart"},
+		{"restore sha256 with a backupName", obj("EtcdCluster", "sha-named", clusterSpec(set("bootstrap.restore", map[string]any{"backupName": "b", "sha256": strings.Repeat("ab", 32)}))), "restore.sha256 goes with restore.source"},
+		{"restore sha256 not hex", obj("EtcdCluster", "sha-junk", clusterSpec(set("bootstrap.restore", map[string]any{"source": s3Dest(), "sha256": strings.Repeat("AB", 32)}))), "restore.sha256 must be 64 lowercase hex digits"},
 		{"storage 1e100", obj("EtcdCluster", "size-huge", clusterSpec(set("storage.size", "1e100"))), "storage.size must be at most 64Ti"},
 		{"storage above 64Ti", obj("EtcdCluster", "size-65ti", clusterSpec(set("storage.size", "65Ti"))), "storage.size must be at most 64Ti"},
 		{"storage not a quantity", obj("EtcdCluster", "size-junk", clusterSpec(set("storage.size", "lots"))), "spec.storage.size"},
@@ -380,6 +382,7 @@ func TestAdmissionAcceptsEdgeCases(t *testing.T) {
 	}{
 		{"name of 52 characters", obj("EtcdCluster", long(52), clusterSpec(nil))},
 		{"one-letter name", obj("EtcdCluster", "e", clusterSpec(nil))},
+		{"raw restore source with its sha256", obj("EtcdCluster", "sha-raw", clusterSpec(set("bootstrap.restore", map[string]any{"source": s3Dest(), "sha256": strings.Repeat("ab", 32)})))},
 		{"replaceFailedMemberAfter 168h", obj("EtcdCluster", "rf-max", clusterSpec(set("maintenance.replaceFailedMemberAfter", "168h")))},
 		{"upgradeTimeout 10s", obj("EtcdCluster", "ut-10s", clusterSpec(set("maintenance.upgradeTimeout", "10s")))},
 		{"upgradeTimeout 24h", obj("EtcdCluster", "ut-24h", clusterSpec(set("maintenance.upgradeTimeout", "24h")))},

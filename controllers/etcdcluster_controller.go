@@ -161,11 +161,15 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		// Kubernetes event, so look again soon.
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
 	}
+	key := fmt.Sprint(action.Kind, action.Members)
+	if wait := p.mem.holdOff(key, p.now); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil // it failed a moment ago: back off
+	}
 	log.FromContext(ctx).Info("acting", "action", action.Kind, "members", action.Members, "reason", action.Reason)
 	if err := p.act(ctx, action); apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil // a stale view; look again, nothing failed
 	} else if err != nil {
-		retry := p.mem.actionFailed()
+		retry := p.mem.actionFailed(key, p.now)
 		var conflict *nameConflict
 		if errors.As(err, &conflict) {
 			setCondition(c, v1.ConditionDegraded, true, "NameConflict", conflict.Error())

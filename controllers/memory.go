@@ -35,8 +35,10 @@ type clusterMemory struct {
 	endpoints []string
 	// lastSight is when etcd last answered a pass.
 	lastSight time.Time
-	// failures counts consecutive failed actions.
+	// failures counts consecutive failed attempts of action, which is not tried again before nextTry.
 	failures int
+	action   string
+	nextTry  time.Time
 }
 
 // of returns the memory of the cluster key with UID uid; a re-created namesake starts afresh.
@@ -104,12 +106,25 @@ func (cm *clusterMemory) sawEtcd(now time.Time) (continuous bool) {
 	return continuous
 }
 
-// actionFailed counts a failed action and returns how long to wait before the next try:
-// 1s, 2s, 4s, … up to maxActionBackoff.
-func (cm *clusterMemory) actionFailed() time.Duration {
-	cm.failures++
-	d := time.Second << min(cm.failures-1, 16)
-	return min(d, maxActionBackoff)
+// holdOff says how long action must still wait after its last failed attempt (0: try now). Passes
+// come with every watch event, not only when a requeue falls due, so the wait is kept here.
+func (cm *clusterMemory) holdOff(action string, now time.Time) time.Duration {
+	if action != cm.action || !now.Before(cm.nextTry) {
+		return 0
+	}
+	return cm.nextTry.Sub(now)
 }
 
-func (cm *clusterMemory) actionSucceeded() { cm.failures = 0 }
+// actionFailed counts a failed attempt of action at now and returns how long to wait before the
+// next one: 1s, 2s, 4s, … up to maxActionBackoff. Another action starts from 1s.
+func (cm *clusterMemory) actionFailed(action string, now time.Time) time.Duration {
+	if action != cm.action {
+		cm.action, cm.failures = action, 0
+	}
+	cm.failures++
+	d := min(time.Second<<min(cm.failures-1, 16), maxActionBackoff)
+	cm.nextTry = now.Add(d)
+	return d
+}
+
+func (cm *clusterMemory) actionSucceeded() { cm.action, cm.failures, cm.nextTry = "", 0, time.Time{} }

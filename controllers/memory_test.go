@@ -9,9 +9,20 @@ import (
 
 func TestFailedActionsBackOffExponentiallyUpToACap(t *testing.T) {
 	var cm clusterMemory
+	t0 := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	now := t0
 	var got []time.Duration
 	for range 12 {
-		got = append(got, cm.actionFailed())
+		d := cm.actionFailed("RemoveMember[c-2]", now)
+		got = append(got, d)
+		// Passes woken by watch events in between do not try again.
+		if w := cm.holdOff("RemoveMember[c-2]", now.Add(d/2)); w != d-d/2 {
+			t.Fatalf("hold-off halfway through %s = %s", d, w)
+		}
+		now = now.Add(d)
+		if w := cm.holdOff("RemoveMember[c-2]", now); w != 0 {
+			t.Fatalf("hold-off when due = %s", w)
+		}
 	}
 	want := []time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300}
 	for i := range want {
@@ -19,8 +30,14 @@ func TestFailedActionsBackOffExponentiallyUpToACap(t *testing.T) {
 			t.Fatalf("backoff %d = %s, want %s (all: %v)", i, got[i], want[i]*time.Second, got)
 		}
 	}
+	if w := cm.holdOff("Promote[c-3]", now.Add(-time.Second)); w != 0 {
+		t.Fatalf("another action is held off %s by a failed one", w)
+	}
+	if d := cm.actionFailed("Promote[c-3]", now); d != time.Second {
+		t.Fatalf("another action's backoff starts at 1s, got %s", d)
+	}
 	cm.actionSucceeded()
-	if d := cm.actionFailed(); d != time.Second {
+	if d := cm.actionFailed("Promote[c-3]", now); d != time.Second {
 		t.Fatalf("after a success the backoff restarts at 1s, got %s", d)
 	}
 }
@@ -51,7 +68,7 @@ func TestObservationGapRestartsFailureTimers(t *testing.T) {
 func TestMemoryOfARecreatedClusterStartsAfresh(t *testing.T) {
 	var m memory
 	key := types.NamespacedName{Namespace: "ns", Name: "etcd"}
-	m.of(key, "uid-1").actionFailed()
+	m.of(key, "uid-1").actionFailed("a", time.Now())
 	if m.of(key, "uid-1").failures != 1 {
 		t.Fatal("state of the same cluster was not kept")
 	}

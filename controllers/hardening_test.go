@@ -135,7 +135,7 @@ func TestBackupTrustsOnlyItsOwnJob(t *testing.T) {
 	planted := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: resources.BackupJobName("forged"), Namespace: ns, Labels: naming.Labels("demo")},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: naming.Labels("demo")},
-			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "x", Image: "x"}}}}}}
+			Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "x", Image: "x"}}}}}}
 	if err := k8s.Create(ctx, planted); err != nil {
 		t.Fatal(err)
 	}

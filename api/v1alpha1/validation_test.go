@@ -82,16 +82,7 @@ func TestInvalidEtcdClustersAreRejectedWithTheirReason(t *testing.T) {
 		{"plain-text by typo", cluster("tls", func(c *v1.EtcdCluster) { c.Spec.TLS.Client = "Off" }), "spec.tls.client"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := k8s.Create(ctx, tc.obj)
-			if err == nil {
-				_ = k8s.Delete(ctx, tc.obj)
-				t.Fatalf("accepted; want rejection mentioning %q", tc.reason)
-			}
-			if !strings.Contains(err.Error(), tc.reason) {
-				t.Fatalf("rejected with %q; want it to mention %q", err, tc.reason)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { assertRejected(ctx, t, tc.obj, tc.reason) })
 	}
 }
 
@@ -117,15 +108,7 @@ func TestInvalidBackupsAreRejected(t *testing.T) {
 			"schedule must be 5 fields separated by single spaces"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := k8s.Create(ctx, tc.obj)
-			if err == nil {
-				t.Fatalf("accepted; want rejection mentioning %q", tc.reason)
-			}
-			if !strings.Contains(err.Error(), tc.reason) {
-				t.Fatalf("rejected with %q; want it to mention %q", err, tc.reason)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { assertRejected(ctx, t, tc.obj, tc.reason) })
 	}
 
 	// A valid backup is accepted, and its spec is then immutable.
@@ -232,6 +215,19 @@ func obj(kind, name string, spec map[string]any) *unstructured.Unstructured {
 		"apiVersion": v1.GroupVersion.String(), "kind": kind,
 		"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec,
 	}}
+}
+
+// assertRejected fails unless the API server refuses to create obj with a message mentioning reason.
+func assertRejected(ctx context.Context, t *testing.T, obj client.Object, reason string) {
+	t.Helper()
+	err := k8s.Create(ctx, obj)
+	if err == nil {
+		_ = k8s.Delete(ctx, obj)
+		t.Fatalf("accepted; want rejection mentioning %q", reason)
+	}
+	if !strings.Contains(err.Error(), reason) {
+		t.Fatalf("rejected with %q; want it to mention %q", err, reason)
+	}
 }
 
 func clusterSpec(mutate func(spec map[string]any)) map[string]any {
@@ -358,16 +354,7 @@ func TestAdmissionRejectsWhatTheOperatorCannotHonour(t *testing.T) {
 		{"template with a bad path", obj("EtcdBackupSchedule", "t-path", map[string]any{"schedule": "@daily", "template": map[string]any{"clusterName": "c", "destination": pvcDest("/abs")}}), "drop the leading '/'"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := k8s.Create(ctx, tc.obj)
-			if err == nil {
-				_ = k8s.Delete(ctx, tc.obj)
-				t.Fatalf("accepted; want rejection mentioning %q", tc.reason)
-			}
-			if !strings.Contains(err.Error(), tc.reason) {
-				t.Fatalf("rejected with %q; want it to mention %q", err, tc.reason)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { assertRejected(ctx, t, tc.obj, tc.reason) })
 	}
 	t.Logf("%d specs rejected, each with its message", len(cases))
 }

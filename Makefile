@@ -39,7 +39,7 @@ help: ## Show the targets.
 .PHONY: tools
 tools: ## Build the pinned toolchain (no-op when cached).
 	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6 etcd-v3.5 etcd-v3.7 operator-sdk opm crane \
-	  olm grpc-health-probe helm scorecard-test minio
+	  olm grpc-health-probe helm scorecard-test minio promtool
 
 $(CONTROLLER_GEN):
 	$(TOOLS) controller-gen
@@ -54,6 +54,10 @@ envtest-assets:
 .PHONY: minio
 minio:
 	$(TOOLS) minio
+# promtool and promql-names: the alert tests (internal/metrics/alerts_test.go)
+.PHONY: promtool
+promtool:
+	$(TOOLS) promtool
 
 ##@ Development
 
@@ -82,8 +86,9 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test-unit
-test-unit: envtest-assets minio ## Unit and envtest integration tests.
+test-unit: envtest-assets minio promtool ## Unit and envtest integration tests.
 	go test ./... -count=1
+	cd hack/tools/netpol && go test . -count=1   # the local cluster's NetworkPolicy enforcer (its own module)
 
 # The spec fuzzer (controllers/robustness): `make test-unit` runs its seeds and a fixed seeded batch
 # of 1000 inputs (~20 s); this runs it for FUZZTIME from a random seed (printed; FUZZ_SEED=n replays).
@@ -97,8 +102,21 @@ fuzz: envtest-assets ## Fuzz EtcdCluster/EtcdBackup/EtcdBackupSchedule specs aga
 test-e2e: cluster-up cluster-load ## End-to-end tests on the local cluster (brought up if needed).
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -v $(E2E_ARGS)
 
+# The chaos suite (test/chaos): a checked workload under member, operator, volume, network and kubelet
+# faults; CHAOS_SEED=n replays a run's random choices, CHAOS_FAULTS=a,b sets the scheduled faults.
+CHAOS_DURATION ?= 3m
+CHAOS_ENV = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) CHAOS_SEED=$(CHAOS_SEED) CHAOS_FAULTS=$(CHAOS_FAULTS)
+.PHONY: test-chaos
+test-chaos: envtest-assets cluster-up cluster-load ## The chaos suite for CHAOS_DURATION (3m in CI): fails on a non-linearizable history, a lost acknowledged write or no convergence.
+	$(CHAOS_ENV) CHAOS_DURATION=$(CHAOS_DURATION) go test -tags e2e ./test/chaos/ -run '^TestChaos(FullDisk)?$$' -count=1 -timeout 30m -v
+
+DURATION ?= 30m
+.PHONY: chaos
+chaos: envtest-assets cluster-up cluster-load ## A chaos soak for DURATION (default 30m) with random faults after the schedule; writes bench/results/chaos_*.json.
+	$(CHAOS_ENV) CHAOS_DURATION=$(DURATION) CHAOS_RESULTS=$(CURDIR)/bench/results go test -tags e2e ./test/chaos/ -run '^TestChaos$$' -count=1 -timeout 4h -v
+
 .PHONY: test
-test: verify-generated vet lint test-unit test-e2e verify-bundle test-olm scorecard ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM e2e, scorecard.
+test: verify-generated vet lint test-unit test-e2e test-chaos verify-bundle test-olm scorecard ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM e2e, scorecard.
 
 ##@ Bundle (OLM)
 

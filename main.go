@@ -127,6 +127,8 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 		Scheme:        mgr.GetScheme(),
 		Recorder:      recorder,
 		OperatorImage: operatorImage(),
+		// the downward API's metadata.namespace (config/manager); the members' NetworkPolicy admits this namespace
+		OperatorNamespace: strings.TrimSpace(os.Getenv("OPERATOR_NAMESPACE")),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdCluster controller: %w", err)
 	}

@@ -30,9 +30,42 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		for _, m := range a.Members {
 			c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: m})
 		}
-		c.Status.NextMemberIndex = int32(len(a.Members))
-		c.Status.ClusterToken = resources.ClusterToken(c)
+		// After the last name given: a cluster rebuilt from a backup starts past its old members.
+		c.Status.NextMemberIndex = memberIndex(c.Name, a.Members[len(a.Members)-1]) + 1
+		if c.Status.ClusterToken == "" {
+			c.Status.ClusterToken = resources.ClusterToken(c)
+		}
+		if c.Status.QuotaBackendBytes == 0 {
+			c.Status.QuotaBackendBytes = resources.DerivedQuota(c.Spec.Storage.Size.Value())
+		}
 		return p.writeStatus(ctx)
+
+	case planner.Compact:
+		if err := p.obs.etcd.Compact(ctx, a.Revision); err != nil {
+			return err
+		}
+		p.mem.compacted, p.mem.defragmented = a.Revision, map[string]bool{}
+		return nil
+
+	case planner.Defragment:
+		pod := p.obs.pods[a.Members[0]]
+		if pod == nil || p.endpoint(pod) == "" {
+			return fmt.Errorf("member %s has no running pod", a.Members[0])
+		}
+		if err := p.obs.etcd.Defragment(ctx, p.endpoint(pod)); err != nil {
+			return err
+		}
+		if p.mem.defragmented != nil {
+			p.mem.defragmented[a.Members[0]] = true
+		}
+		failpoint.Hit(failpoint.AfterDefragment)
+		return nil
+
+	case planner.DisarmNoSpace:
+		return p.obs.etcd.Disarm(ctx, etcdclient.AlarmNoSpace)
+
+	case planner.StartRecovery, planner.FenceMembers, planner.AdvanceRecovery, planner.RestartFromBackup, planner.FinishRecovery:
+		return p.actRecovery(ctx, a)
 
 	case planner.CreateMembers:
 		image := c.Spec.Image
@@ -52,10 +85,13 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 			}
 		}
 		for _, m := range a.Members {
-			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, Bootstrap: a.Bootstrap, Restore: restore}
+			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster}
 			if err := p.createMember(ctx, in); err != nil {
 				return err
 			}
+		}
+		if a.ForceNewCluster {
+			failpoint.Hit(failpoint.AfterForceNewCluster)
 		}
 		return nil
 
@@ -108,6 +144,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 
 	case planner.MarkBootstrapped:
 		c.Status.Bootstrapped = true
+		completeRecovery(c, metav1.NewTime(p.now)) // a cluster rebuilt from a backup is back
 		return p.writeStatus(ctx)
 
 	case planner.AddLearner:

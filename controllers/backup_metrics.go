@@ -2,44 +2,30 @@ package controllers
 
 import (
 	"sync"
+	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 )
 
-// Backup metrics, per cluster, for alerts on stale or failing backups. They are derived from
-// EtcdBackup status, so an operator restart rebuilds them from the API.
+// Backup metrics (defined in internal/metrics) are derived from EtcdBackup status, so an operator
+// restart rebuilds them from the API.
 var (
-	backupLastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "etcd_autopilot_backup_last_success_timestamp_seconds",
-		Help: "Completion time of the newest successful EtcdBackup of a cluster.",
-	}, []string{"namespace", "cluster"})
-	backupLastDuration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "etcd_autopilot_backup_last_duration_seconds",
-		Help: "Duration (start to completion) of the newest successful EtcdBackup of a cluster.",
-	}, []string{"namespace", "cluster"})
-	backupLastSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "etcd_autopilot_backup_last_size_bytes",
-		Help: "Snapshot size of the newest successful EtcdBackup of a cluster.",
-	}, []string{"namespace", "cluster"})
-	backupLastFailure = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "etcd_autopilot_backup_last_failure_timestamp_seconds",
-		Help: "Completion time of the newest failed EtcdBackup of a cluster, by reason.",
-	}, []string{"namespace", "cluster", "reason"})
-	backupLastVerified = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "etcd_autopilot_backup_last_verified_timestamp_seconds",
-		Help: "Time of the newest successful test-restore of an EtcdBackupSchedule's backup.",
-	}, []string{"namespace", "schedule"})
-
 	// newestRecorded keeps the gauges at the newest backup whatever order backups are reconciled in.
 	newestMu       sync.Mutex
 	newestRecorded = map[[2]string]float64{}
 )
 
-func init() {
-	metrics.Registry.MustRegister(backupLastSuccess, backupLastDuration, backupLastSize, backupLastFailure, backupLastVerified)
+// forgetClusterMetrics removes every series of a deleted cluster.
+func forgetClusterMetrics(namespace, cluster string) {
+	newestMu.Lock()
+	delete(newestRecorded, [2]string{namespace, cluster})
+	newestMu.Unlock()
+	metrics.ForgetCluster(namespace, cluster)
 }
 
 func recordBackupMetrics(b *v1.EtcdBackup) {
@@ -54,7 +40,7 @@ func recordBackupMetrics(b *v1.EtcdBackup) {
 				reason = c.Reason
 			}
 		}
-		backupLastFailure.WithLabelValues(b.Namespace, b.Spec.ClusterName, reason).Set(done)
+		metrics.BackupLastFailure.WithLabelValues(b.Namespace, b.Spec.ClusterName, reason).Set(done)
 		return
 	}
 	key := [2]string{b.Namespace, b.Spec.ClusterName}
@@ -64,9 +50,30 @@ func recordBackupMetrics(b *v1.EtcdBackup) {
 		return
 	}
 	newestRecorded[key] = done
-	backupLastSuccess.WithLabelValues(key[0], key[1]).Set(done)
-	backupLastSize.WithLabelValues(key[0], key[1]).Set(float64(b.Status.Size))
+	metrics.BackupLastSuccess.WithLabelValues(key[0], key[1]).Set(done)
+	metrics.BackupLastSize.WithLabelValues(key[0], key[1]).Set(float64(b.Status.Size))
 	if b.Status.StartTime != nil {
-		backupLastDuration.WithLabelValues(key[0], key[1]).Set(b.Status.CompletionTime.Sub(b.Status.StartTime.Time).Seconds())
+		metrics.BackupLastDuration.WithLabelValues(key[0], key[1]).Set(b.Status.CompletionTime.Sub(b.Status.StartTime.Time).Seconds())
+	}
+}
+
+// recordScheduleMetrics exports what alerts on a schedule need: how often it runs (a backup older than
+// about two intervals is overdue) and whether its newest test-restore failed.
+func recordScheduleMetrics(s *v1.EtcdBackupSchedule, now time.Time) {
+	labels := []string{s.Namespace, s.Name, s.Spec.Template.ClusterName}
+	interval := 0.0
+	if sched, err := backupschedule.Parse(s.Spec.Schedule); err == nil && !s.Spec.Suspend {
+		next := sched.Next(now)
+		interval = sched.Next(next).Sub(next).Seconds()
+	}
+	metrics.ScheduleInterval.WithLabelValues(labels...).Set(interval)
+	if c := meta.FindStatusCondition(s.Status.Conditions, ConditionVerified); c != nil {
+		failing := 0.0
+		if c.Status != metav1.ConditionTrue {
+			failing = 1
+		}
+		metrics.ScheduleVerifyFail.WithLabelValues(labels...).Set(failing)
+	} else {
+		metrics.ScheduleVerifyFail.DeleteLabelValues(labels...)
 	}
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,11 +28,11 @@ func CacheOptions(namespaces map[string]cache.Config) cache.Options {
 }
 
 // ownedKinds are the built-in kinds the operator creates, each labelled with naming.Labels
-// (internal/resources): member Pods and PVCs, Services, the PodDisruptionBudget, certificate
-// Secrets, backup/verify/delete Jobs and their Pods.
+// (internal/resources): member Pods and PVCs, Services, the PodDisruptionBudget, the NetworkPolicy,
+// certificate Secrets, backup/verify/delete Jobs and their Pods.
 func ownedKinds() []client.Object {
 	return []client.Object{
 		&corev1.Secret{}, &corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{},
-		&policyv1.PodDisruptionBudget{}, &batchv1.Job{},
+		&policyv1.PodDisruptionBudget{}, &networkingv1.NetworkPolicy{}, &batchv1.Job{},
 	}
 }

@@ -206,7 +206,7 @@ func TestObjectsThatLostTheirLabelsAreCorrected(t *testing.T) {
 		before := obj.DeepCopyObject().(client.Object)
 		obj.SetLabels(nil)
 		if p, ok := obj.(*policyv1.PodDisruptionBudget); ok {
-			p.Spec.MinAvailable = ptr.To(intstr.FromInt32(1))
+			p.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(2))
 		}
 		if err := k8s.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
 			t.Fatal(err)
@@ -221,8 +221,8 @@ func TestObjectsThatLostTheirLabelsAreCorrected(t *testing.T) {
 				return fmt.Errorf("%s has labels %v", obj.GetName(), obj.GetLabels())
 			}
 		}
-		if got := pdb.Spec.MinAvailable.String(); got != "2" {
-			return fmt.Errorf("budget minAvailable %s, want 2 (a quorum of 3)", got)
+		if got := pdb.Spec.MaxUnavailable.String(); got != "1" {
+			return fmt.Errorf("budget maxUnavailable %s, want 1 (one member at a time)", got)
 		}
 		return nil
 	})

@@ -20,6 +20,7 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
@@ -195,7 +196,7 @@ func TestBackupRunsAJobAndRecordsItsReport(t *testing.T) {
 		t.Fatalf("complete condition %+v", c)
 	}
 	eventually(t, "backup metrics", func() error { // recorded right after the status write
-		size, last := testutil.ToFloat64(backupLastSize.WithLabelValues(ns, "demo")), testutil.ToFloat64(backupLastSuccess.WithLabelValues(ns, "demo"))
+		size, last := testutil.ToFloat64(metrics.BackupLastSize.WithLabelValues(ns, "demo")), testutil.ToFloat64(metrics.BackupLastSuccess.WithLabelValues(ns, "demo"))
 		if size != 1234 || last != float64(st.CompletionTime.Unix()) {
 			return fmt.Errorf("size %v, last success %v (completion %v)", size, last, st.CompletionTime)
 		}

@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
@@ -54,8 +55,11 @@ type EtcdBackupScheduleReconciler struct {
 // Reconcile is one pass: retention, then a new run when one is due and none is in flight.
 func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	s := &v1.EtcdBackupSchedule{}
-	if err := r.Get(ctx, req.NamespacedName, s); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.Get(ctx, req.NamespacedName, s); apierrors.IsNotFound(err) {
+		metrics.ForgetSchedule(req.Namespace, req.Name)
+		return ctrl.Result{}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, s)
@@ -67,6 +71,7 @@ func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.R
 	}
 	orig := s.DeepCopy()
 	res, err := r.step(ctx, s)
+	recordScheduleMetrics(s, nowOr(r.Now))
 	if _, serr := patchStatusIfChanged(ctx, r.Client, orig, s, orig.Status, s.Status); apierrors.IsConflict(serr) {
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	} else if serr != nil {
@@ -311,7 +316,7 @@ func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *v1.E
 		case batchv1.JobComplete:
 			if s.Status.LastVerifiedBackup != b.Name {
 				s.Status.LastVerifiedBackup = b.Name
-				backupLastVerified.WithLabelValues(s.Namespace, s.Name).Set(float64(cond.LastTransitionTime.Unix()))
+				metrics.BackupLastVerified.WithLabelValues(s.Namespace, s.Name).Set(float64(cond.LastTransitionTime.Unix()))
 				r.Recorder.Event(s, corev1.EventTypeNormal, "Verified", "test-restore of "+b.Name+" succeeded")
 			}
 			setVerifiedCondition(s, true, "Verified", fmt.Sprintf("%s restored into a throwaway etcd: SHA-256 and size as recorded, serving at revision ≥ %d", b.Name, b.Status.Revision))
@@ -350,5 +355,5 @@ func (r *EtcdBackupScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		For(&v1.EtcdBackupSchedule{}).
 		Owns(&v1.EtcdBackup{}).
 		Owns(&batchv1.Job{}).
-		Complete(r)
+		Complete(metrics.Instrument("etcdbackupschedule", r))
 }

@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
@@ -239,7 +240,7 @@ func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
 		}
 		return nil
 	})
-	if v := testutil.ToFloat64(backupLastVerified.WithLabelValues(ns, s.Name)); v == 0 {
+	if v := testutil.ToFloat64(metrics.BackupLastVerified.WithLabelValues(ns, s.Name)); v == 0 {
 		t.Error("no last-verified metric")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
@@ -44,6 +46,9 @@ type EtcdClusterReconciler struct {
 	Recorder record.EventRecorder
 	// OperatorImage runs the restore init containers of restoring clusters.
 	OperatorImage string
+	// OperatorNamespace is where the operator's pods run (OPERATOR_NAMESPACE); the members'
+	// NetworkPolicy lets them in. Empty: the operator runs outside the cluster.
+	OperatorNamespace string
 	// Now is the clock; tests may pin it.
 	Now func() time.Time
 
@@ -64,12 +69,14 @@ type EtcdClusterReconciler struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=list;watch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;delete
 
 // Reconcile is one pass over one EtcdCluster.
 func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	c := &v1.EtcdCluster{}
 	if err := r.Get(ctx, req.NamespacedName, c); apierrors.IsNotFound(err) {
 		r.mem.forget(req.NamespacedName)
+		forgetClusterMetrics(req.Namespace, req.Name)
 		return ctrl.Result{}, nil
 	} else if err != nil {
 		return ctrl.Result{}, err
@@ -78,6 +85,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 	if !c.DeletionTimestamp.IsZero() {
 		r.mem.forget(req.NamespacedName)
+		forgetClusterMetrics(req.Namespace, req.Name)
 		return ctrl.Result{}, r.finalize(ctx, c)
 	}
 	if problems := speccheck.Cluster(c); len(problems) > 0 {
@@ -118,6 +126,10 @@ type pass struct {
 	mem  *clusterMemory
 	// trust, when set, is why no certificate can be issued now.
 	trust *trustProblem
+	// recoveryRequest is the quorum-loss recovery a human asked for (planner.RecoverAnnotation).
+	recoveryRequest string
+	// newestBackupName is what a FromBackup recovery would restore; looked up only without quorum.
+	newestBackupName string
 }
 
 func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
@@ -131,6 +143,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if b := c.Status.UpgradeBlocked; b != nil && b.Target != c.Spec.Version {
 		c.Status.UpgradeBlocked = nil // a new target: try again
 	}
+	if p.startCARotation(ctx) {
+		return ctrl.Result{RequeueAfter: requeueBusy}, nil // recorded; the next pass acts on it
+	}
 	trust, err := p.ensureTLS(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -142,17 +157,32 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err := p.ensureServices(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := p.ensureNetworkPolicy(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	obs, err := p.observe(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	p.obs = obs
+	if p.recoveryRequest, err = p.settleRecoveryRequest(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if obs.etcd == nil && c.Status.Bootstrapped {
+		if p.newestBackupName, err = p.newestBackup(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	p.observeRestore(ctx)
 	p.updateLegacyWALIndex()
 	p.trackFailures()
 	action := planner.Decide(p.plannerInput())
 	p.recordObservation(action)
+	metrics.SetCluster(clusterMetrics(c, obs))
+	if p.advanceCARotation(action) {
+		return ctrl.Result{RequeueAfter: requeueBusy}, nil
+	}
 	if action.Kind == planner.None || stalled(action) {
 		return ctrl.Result{RequeueAfter: requeueIdle}, nil
 	}
@@ -170,6 +200,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil // a stale view; look again, nothing failed
 	} else if err != nil {
 		retry := p.mem.actionFailed(key, p.now)
+		metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), action.Reason).Inc()
 		var conflict *nameConflict
 		if errors.As(err, &conflict) {
 			setCondition(c, v1.ConditionDegraded, true, "NameConflict", conflict.Error())
@@ -179,6 +210,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 	p.mem.actionSucceeded()
+	metrics.Actions.WithLabelValues(c.Namespace, c.Name, string(action.Kind), action.Reason).Inc()
 	p.r.Recorder.Event(c, corev1.EventTypeNormal, action.Reason, action.Message)
 	return ctrl.Result{RequeueAfter: requeueBusy}, nil
 }
@@ -234,11 +266,12 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: 4,
 			// A pass that returns an error (an API call failed) is retried 1s, 2s, 4s, … apart, never
 			// hotter and never rarer than maxActionBackoff.
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, maxActionBackoff),
 		}).
-		Complete(r)
+		Complete(metrics.Instrument("etcdcluster", r))
 }

@@ -71,7 +71,7 @@ func TestMain(m *testing.M) {
 	}
 	testConfig, managerCache = cfg, mgr.GetCache()
 	rec := mgr.GetEventRecorderFor("etcd-autopilot")
-	if err := (&EtcdClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: rec, OperatorImage: testOperatorImage}).SetupWithManager(mgr); err != nil {
+	if err := (&EtcdClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: rec, OperatorImage: testOperatorImage, OperatorNamespace: operatorNamespace}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
 	if err := (&EtcdBackupReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: testOperatorImage}).SetupWithManager(mgr); err != nil {
@@ -188,7 +188,7 @@ func TestCreateBuildsASecureBootstrap(t *testing.T) {
 		t.Errorf("peer service: %v %+v", err, peer.Spec)
 	}
 	pdb := &policyv1.PodDisruptionBudget{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo"}, pdb); err != nil || pdb.Spec.MinAvailable.IntValue() != 2 {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo"}, pdb); err != nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
 		t.Errorf("pdb: %v %+v", err, pdb.Spec)
 	}
 

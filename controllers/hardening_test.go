@@ -112,8 +112,8 @@ func TestDisruptionBudgetCountsMembersOnly(t *testing.T) {
 	newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
 	pdb := &policyv1.PodDisruptionBudget{}
 	eventually(t, "PDB", func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.PDB("demo")}, pdb) })
-	if pdb.Spec.MinAvailable.IntValue() != 0 || pdb.Annotations[naming.AnnotationDrainPolicy] == "" {
-		t.Errorf("single-member PDB: minAvailable %v, policy %q", pdb.Spec.MinAvailable, pdb.Annotations[naming.AnnotationDrainPolicy])
+	if pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Annotations[naming.AnnotationDrainPolicy] == "" {
+		t.Errorf("single-member PDB: maxUnavailable %v, policy %q", pdb.Spec.MaxUnavailable, pdb.Annotations[naming.AnnotationDrainPolicy])
 	}
 	if len(pdb.Spec.Selector.MatchExpressions) != 1 || pdb.Spec.Selector.MatchExpressions[0].Key != naming.LabelMember {
 		t.Errorf("PDB selector %+v does not require the member label", pdb.Spec.Selector)

@@ -35,6 +35,10 @@ type clusterMemory struct {
 	endpoints []string
 	// lastSight is when etcd last answered a pass.
 	lastSight time.Time
+	// compacted is the revision last compacted at, defragmented the members defragmented since
+	// (planner.Space).
+	compacted    int64
+	defragmented map[string]bool
 	// failures counts consecutive failed attempts of action, which is not tried again before nextTry.
 	failures int
 	action   string

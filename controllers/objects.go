@@ -4,113 +4,18 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
-
-// trustProblem is why the operator cannot issue certificates for a cluster that already has some:
-// it reports it and keeps the cluster running on the certificates it has.
-type trustProblem struct{ reason, message string }
-
-// ensureTLS keeps the cluster's CA and certificates: created when missing, re-issued when a
-// certificate nears expiry or lacks a name. A CA is created only for a cluster that has no
-// certificate yet: members trust the CA that signed theirs, and a new CA (after its Secret was lost
-// or replaced) would cut them off from each other and from their clients.
-func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
-	c := p.c
-	if !resources.ClientTLS(c) && !resources.PeerTLS(c) {
-		return nil, nil
-	}
-	leaves := []struct {
-		name  string
-		cn    string
-		dns   []string
-		ips   []net.IP
-		usage pki.Usage
-	}{
-		{naming.ServerSecret(c.Name), c.Name + "-server", resources.ServerDNSNames(c), []net.IP{net.IPv4(127, 0, 0, 1)}, pki.ServerAndClient},
-		{naming.PeerSecret(c.Name), c.Name + "-peer", resources.PeerDNSNames(c), nil, pki.ServerAndClient},
-		{naming.OperatorClientSecret(c.Name), "etcd-autopilot-operator", nil, nil, pki.ClientOnly},
-		{naming.UserClientSecret(c.Name), c.Name + "-client", nil, nil, pki.ClientOnly},
-	}
-	live := map[string]*corev1.Secret{}
-	for _, l := range leaves {
-		s, err := p.tlsSecret(ctx, l.name)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("read secret %s: %w", l.name, err)
-		}
-		if err == nil {
-			live[l.name] = s
-		}
-	}
-	inUse := len(live) > 0 || len(c.Status.Members) > 0
-
-	caName := naming.CASecret(c.Name)
-	caSecret, err := p.tlsSecret(ctx, caName)
-	var ca *pki.CA
-	switch {
-	case apierrors.IsNotFound(err) && inUse:
-		return &trustProblem{"CASecretMissing", fmt.Sprintf("the CA Secret %s is gone; the members keep serving with the certificates they have, and the operator issues and renews none "+
-			"(a new CA would not be trusted by the running members). Restore the Secret (ca.crt and ca.key) from your backup of it, "+
-			"or move the data to a new cluster from a backup (spec.bootstrap.restore)", caName)}, nil
-	case apierrors.IsNotFound(err):
-		var data map[string][]byte
-		ca, data, err = pki.NewCA(fmt.Sprintf("etcd-autopilot %s/%s CA", c.Namespace, c.Name), p.now)
-		if err != nil {
-			return nil, err
-		}
-		if err := p.r.Create(ctx, resources.Secret(c, caName, data)); err != nil {
-			return nil, fmt.Errorf("create CA secret: %w", err)
-		}
-		p.r.Recorder.Event(c, corev1.EventTypeNormal, "CACreated", "created the cluster's certificate authority")
-	case err != nil:
-		return nil, fmt.Errorf("read CA secret: %w", err)
-	default:
-		if ca, err = pki.LoadCA(caSecret.Data); err != nil {
-			return &trustProblem{"CASecretUnreadable", fmt.Sprintf("the CA Secret %s cannot be used (%v); the members keep serving with the certificates they have, "+
-				"and the operator issues and renews none. Restore the Secret's ca.crt and ca.key from your backup of it", caName, err)}, nil
-		}
-	}
-
-	for _, l := range leaves {
-		s := live[l.name]
-		if s != nil && !ca.SignedBy(s.Data) && pki.HasCertificate(s.Data) {
-			return &trustProblem{"CAChanged", fmt.Sprintf("the CA in Secret %s did not sign the certificate in %s: it was replaced, and the members do not trust it; "+
-				"the operator re-issues nothing. Put back the CA that signed the members' certificates", caName, l.name)}, nil
-		}
-	}
-	for _, l := range leaves {
-		s := live[l.name]
-		if s != nil && !ca.NeedsReissue(s.Data, l.dns, p.now) {
-			continue
-		}
-		data, err := ca.Issue(l.cn, l.dns, l.ips, l.usage, p.now)
-		if err != nil {
-			return nil, err
-		}
-		if s == nil {
-			if err := p.r.Create(ctx, resources.Secret(c, l.name, data)); err != nil {
-				return nil, fmt.Errorf("create secret %s: %w", l.name, err)
-			}
-			continue
-		}
-		s.Data = data
-		if err := p.r.Update(ctx, s); err != nil {
-			return nil, fmt.Errorf("renew secret %s: %w", l.name, err)
-		}
-		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, "CertificateRenewed", "re-issued %s", l.name)
-	}
-	return nil, nil
-}
 
 // tlsSecret reads one of the cluster's certificate Secrets. The cache holds only Secrets labelled as
 // the operator's, and one put back by hand (the CA restored from a backup, as CASecretMissing asks)
@@ -146,6 +51,35 @@ func (p *pass) ensureServices(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// ensureNetworkPolicy keeps the members' NetworkPolicy as the spec says, or deletes the one the
+// operator made when spec.networkPolicy.enabled is false (a namesake it does not control is left alone).
+func (p *pass) ensureNetworkPolicy(ctx context.Context) error {
+	c := p.c
+	if c.Spec.NetworkPolicy.IsEnabled() {
+		return p.createOrCorrect(ctx, resources.NetworkPolicy(c, p.r.OperatorNamespace))
+	}
+	key := client.ObjectKey{Namespace: c.Namespace, Name: naming.NetworkPolicy(c.Name)}
+	np := &networkingv1.NetworkPolicy{}
+	err := p.r.Get(ctx, key, np)
+	if apierrors.IsNotFound(err) {
+		// the cache holds only labelled objects: one whose labels were edited away is still ours
+		err = p.r.apiReader.Get(ctx, key, np)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("read network policy %s: %w", key.Name, err)
+	}
+	if ref := metav1.GetControllerOf(np); ref == nil || ref.UID != c.UID {
+		return nil
+	}
+	if err := p.r.Delete(ctx, np, client.Preconditions{UID: &np.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete network policy %s: %w", key.Name, err)
+	}
+	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, "NetworkPolicyDeleted", "deleted NetworkPolicy %s (spec.networkPolicy.enabled is false)", key.Name)
 	return nil
 }
 
@@ -192,8 +126,16 @@ func (p *pass) createOrCorrect(ctx context.Context, want client.Object) error {
 		}
 	case *policyv1.PodDisruptionBudget:
 		w := want.(*policyv1.PodDisruptionBudget)
-		if !equality.Semantic.DeepEqual(l.Spec.MinAvailable, w.Spec.MinAvailable) || !equality.Semantic.DeepEqual(l.Spec.Selector, w.Spec.Selector) {
-			l.Spec.MinAvailable, l.Spec.Selector = w.Spec.MinAvailable, w.Spec.Selector
+		if !equality.Semantic.DeepEqual(l.Spec.MinAvailable, w.Spec.MinAvailable) || !equality.Semantic.DeepEqual(l.Spec.MaxUnavailable, w.Spec.MaxUnavailable) ||
+			!equality.Semantic.DeepEqual(l.Spec.Selector, w.Spec.Selector) {
+			l.Spec.MinAvailable, l.Spec.MaxUnavailable, l.Spec.Selector = w.Spec.MinAvailable, w.Spec.MaxUnavailable, w.Spec.Selector
+			changed = true
+		}
+	case *networkingv1.NetworkPolicy:
+		// the whole spec is the operator's: an edit that opens or closes a port is put back
+		w := want.(*networkingv1.NetworkPolicy)
+		if !equality.Semantic.DeepEqual(l.Spec, w.Spec) {
+			l.Spec = w.Spec
 			changed = true
 		}
 	}

@@ -40,6 +40,8 @@ type observation struct {
 	failing map[uint64]string
 	// etcdErr explains why etcd is nil.
 	etcdErr error
+	// survivors, when etcd is nil, is what each running member reports of itself.
+	survivors []planner.Survivor
 }
 
 func (p *pass) observe(ctx context.Context) (*observation, error) {
@@ -98,6 +100,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	if err != nil {
 		o.etcdErr = err
 		log.FromContext(ctx).V(1).Info("etcd unreachable", "error", err.Error())
+		p.observeSurvivors(ctx, cl, o)
 		return o, nil
 	}
 	o.etcd, o.members, o.clusterID = cl, members, clusterID
@@ -255,6 +258,16 @@ func (p *pass) plannerInput() planner.Input {
 		SnapshotCount:     uint64(c.Spec.Etcd.SnapshotCount),
 		ConfigHash:        resources.ConfigHash(c),
 		DowngradeRecorded: c.Status.DowngradeTarget,
+		Survivors:         o.survivors,
+		QuorumLoss:        c.Spec.Maintenance.QuorumLoss,
+		RecoveryRequested: p.recoveryRequest,
+		NewestBackup:      p.newestBackupName,
+	}
+	if in.QuorumLoss == "" {
+		in.QuorumLoss = planner.FromSurvivor // objects stored before the field existed
+	}
+	if r := recovering(c); r != nil {
+		in.Recovery = &planner.Recovery{Source: r.Source, Phase: r.Phase, Survivor: r.Survivor, Backup: r.Backup}
 	}
 	// Unreadable durations never get here (refuseInvalidSpec stops the pass first); each parse
 	// falls back to the default (also for objects stored before the field existed) with its error.
@@ -276,7 +289,8 @@ func (p *pass) plannerInput() planner.Input {
 	}
 	for name, pod := range o.pods {
 		failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
-		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion], ConfigHash: pod.Annotations[naming.AnnotationConfigHash]}
+		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
+			ConfigHash: pod.Annotations[naming.AnnotationConfigHash], ForceNewCluster: resources.ForcesNewCluster(pod)}
 	}
 	for name, pvc := range o.pvcs {
 		in.PVCs[name] = planner.PVCState{Exists: true, Deleting: pvc.DeletionTimestamp != nil}
@@ -289,9 +303,29 @@ func (p *pass) plannerInput() planner.Input {
 				ID: m.ID, Name: o.names[m.ID], Learner: m.IsLearner, Started: m.Started(),
 				Healthy: memberHealthy(o, m.ID), Failing: o.failing[m.ID], RaftIndex: st.RaftIndex, Version: st.Version,
 				AppliedIndex: st.RaftAppliedIndex, StorageVersion: st.StorageVersion, DowngradeTarget: st.DowngradeTarget,
+				DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse,
 			})
+			e.Revision = max(e.Revision, st.Revision)
 		}
 		in.Etcd = e
+		in.Space = p.spaceInput(e.Revision)
 	}
 	return in
+}
+
+// spaceInput is the quota, the NOSPACE alarm and the defragmentation policy, for the planner.
+func (p *pass) spaceInput(revision int64) planner.Space {
+	c, d := p.c, p.c.Spec.Maintenance.Defragmentation
+	s := planner.Space{Quota: resources.Quota(c), Revision: revision, Compacted: p.mem.compacted, Defragmented: p.mem.defragmented,
+		AutoDefrag: d.Policy != v1.DefragOff, MinFree: v1.DefaultMinFreeBytes, MinFreePercent: v1.DefaultMinFreePercent}
+	if d.MinFreeBytes != nil {
+		s.MinFree = d.MinFreeBytes.Value()
+	}
+	if d.MinFreePercent > 0 {
+		s.MinFreePercent = int64(d.MinFreePercent)
+	}
+	for _, a := range p.obs.alarms {
+		s.NoSpace = s.NoSpace || a.Type == etcdclient.AlarmNoSpace
+	}
+	return s
 }

@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
@@ -25,26 +26,31 @@ const (
 	reasonNotRestored    = "NotRestored"
 )
 
-// restoreInput resolves spec.bootstrap.restore into what the initial members' init containers
-// need; nil when the cluster starts empty. A named EtcdBackup must have succeeded, and its
+// restoreInput resolves the snapshot the initial members' init containers restore: the backup of a
+// FromBackup quorum-loss recovery, else spec.bootstrap.restore; nil when the cluster starts empty. A named EtcdBackup must have succeeded, and its
 // recorded size and SHA-256 are checked before etcdutl sees the snapshot.
 func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error) {
 	c := p.c
-	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil {
+	name := ""
+	switch r := recovering(c); {
+	case r != nil && r.Source == planner.FromBackup:
+		name = r.Backup
+	case c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil:
 		return nil, nil
-	}
-	r := c.Spec.Bootstrap.Restore
-	if r.Source != nil {
+	case c.Spec.Bootstrap.Restore.Source != nil:
+		r := c.Spec.Bootstrap.Restore
 		return &resources.RestoreInput{Source: *r.Source, SHA256: r.SHA256, OperatorImage: p.r.OperatorImage}, nil
+	default:
+		name = c.Spec.Bootstrap.Restore.BackupName
 	}
 	b := &v1.EtcdBackup{}
-	if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: r.BackupName}, b); apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("EtcdBackup %q does not exist", r.BackupName)
+	if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b); apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("EtcdBackup %q does not exist", name)
 	} else if err != nil {
-		return nil, fmt.Errorf("read EtcdBackup %q: %w", r.BackupName, err)
+		return nil, fmt.Errorf("read EtcdBackup %q: %w", name, err)
 	}
 	if b.Status.Phase != v1.BackupSucceeded {
-		return nil, fmt.Errorf("EtcdBackup %q has not succeeded (phase %q)", r.BackupName, b.Status.Phase)
+		return nil, fmt.Errorf("EtcdBackup %q has not succeeded (phase %q)", name, b.Status.Phase)
 	}
 	return &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size, OperatorImage: p.r.OperatorImage}, nil
 }

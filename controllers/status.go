@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -139,9 +140,13 @@ func (p *pass) recordObservation(action planner.Action) {
 	}
 
 	degraded := c.Status.Bootstrapped && (!available || healthyVoters < c.Spec.Replicas)
+	quorumLost := p.recordQuorumLoss(action, available)
 	switch {
 	case action.Kind == planner.Wait && action.Reason == "Paused":
 		// Paused says nothing about health; keep the last Degraded verdict.
+	case quorumLost:
+		cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost)
+		setCondition(c, v1.ConditionDegraded, true, cond.Reason, cond.Message)
 	case p.trust != nil:
 		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != p.trust.reason {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, p.trust.reason, p.trust.message)
@@ -160,6 +165,9 @@ func (p *pass) recordObservation(action planner.Action) {
 		setCondition(c, v1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
 	}
 
+	if prev := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionProgressing); action.Kind == planner.Wait && action.Reason == "NoSpaceLeft" && (prev == nil || prev.Reason != action.Reason) {
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, action.Reason, action.Message) // the operator cannot fix this one
+	}
 	switch action.Kind {
 	case planner.None:
 		setCondition(c, v1.ConditionProgressing, false, "Ready", action.Message)
@@ -167,6 +175,9 @@ func (p *pass) recordObservation(action planner.Action) {
 		setCondition(c, v1.ConditionProgressing, !stalled(action), action.Reason, action.Message)
 	default:
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, action.Message)
+	}
+	if r := c.Status.TLS.CARotation; r != nil {
+		setCondition(c, v1.ConditionProgressing, true, "RotatingCA", fmt.Sprintf("CA rotation (%s), phase %s: %s", r.Trigger, r.Phase, action.Message))
 	}
 
 	switch {
@@ -184,6 +195,8 @@ func (p *pass) recordObservation(action planner.Action) {
 	switch {
 	case c.Spec.Maintenance.Paused:
 		c.Status.Phase = v1.PhasePaused
+	case recovering(c) != nil:
+		c.Status.Phase = v1.PhaseRecovering
 	case !c.Status.Bootstrapped:
 		c.Status.Phase = v1.PhaseCreating
 	case !available || c.Status.UpgradeBlocked != nil:
@@ -199,6 +212,48 @@ func (p *pass) recordObservation(action planner.Action) {
 	default:
 		c.Status.Phase = v1.PhaseRunning
 	}
+}
+
+// recordQuorumLoss sets the QuorumLost condition and says whether it is True. Waiting on a human
+// (policy Manual, a survivor missing) or stuck is escalated with a Warning event, once per reason.
+func (p *pass) recordQuorumLoss(action planner.Action, available bool) bool {
+	c := p.c
+	var prev *metav1.Condition
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost); cond != nil {
+		before := *cond // setCondition below changes the condition in place
+		prev = &before
+	}
+	switch {
+	case recovering(c) != nil:
+		r := recovering(c)
+		from := r.Survivor
+		if r.Source == planner.FromBackup {
+			from = "EtcdBackup " + r.Backup
+		}
+		reason := "Recovering"
+		if action.Reason == "RecoveryStuck" {
+			reason = action.Reason
+		}
+		setCondition(c, v1.ConditionQuorumLost, true, reason, fmt.Sprintf("recovering from %s (%s, phase %s): %s", from, r.Source, r.Phase, action.Message))
+	case action.Reason == "QuorumLost":
+		setCondition(c, v1.ConditionQuorumLost, true, action.Reason, action.Message)
+	case prev != nil && prev.Status == metav1.ConditionTrue && available:
+		msg := "quorum is back"
+		if r := c.Status.Recovery; r != nil && r.CompletedAt != nil {
+			msg = fmt.Sprintf("quorum is back: recovered %s at %s", r.Source, r.CompletedAt.UTC().Format(time.RFC3339))
+		}
+		setCondition(c, v1.ConditionQuorumLost, false, "Recovered", msg)
+	case prev == nil || prev.Status == metav1.ConditionTrue:
+		setCondition(c, v1.ConditionQuorumLost, false, "NoMajorityLost", "no majority of the voting members has lost its data")
+	}
+	cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost)
+	if cond.Status != metav1.ConditionTrue {
+		return false
+	}
+	if action.Kind == planner.Wait && cond.Reason != "Recovering" && (prev == nil || prev.Reason != cond.Reason || prev.Status != cond.Status) {
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, cond.Reason, cond.Message)
+	}
+	return true
 }
 
 // alarmMessage says which alarms are raised where, and what they mean for users.

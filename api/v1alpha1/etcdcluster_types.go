@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -65,7 +66,46 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
+
+	// NetworkPolicy is the ingress policy the operator keeps for the members: peer traffic only from
+	// the cluster's own members, client traffic from the cluster's namespace (or the peers named here),
+	// metrics from monitoring namespaces, and the operator always reaches both. On by default; it is
+	// enforced only where the cluster's network plugin enforces NetworkPolicy.
+	// +kubebuilder:default={}
+	// +optional
+	NetworkPolicy NetworkPolicySpec `json:"networkPolicy,omitempty"`
 }
+
+// NetworkPolicySpec configures the NetworkPolicy of the member pods (named like the cluster).
+type NetworkPolicySpec struct {
+	// Enabled: the operator creates the policy and corrects edits to it; false deletes it, and every
+	// source may then reach every member port (as far as other policies allow).
+	// +kubebuilder:default=true
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="NetworkPolicy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// ClientFrom are the sources allowed on the client port (2379), in NetworkPolicy peer syntax (a
+	// podSelector alone means pods of the cluster's namespace). Empty: every pod of the cluster's
+	// namespace. The cluster's own pods (members, backup and verify Jobs) and the operator are always
+	// allowed.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(p, has(p.ipBlock) ? !has(p.podSelector) && !has(p.namespaceSelector) : has(p.podSelector) || has(p.namespaceSelector))",message="each networkPolicy.clientFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone (an empty entry would allow every source)"
+	ClientFrom []networkingv1.NetworkPolicyPeer `json:"clientFrom,omitempty"`
+
+	// MetricsFrom are the sources allowed on the metrics port (8080: /metrics, /health), in
+	// NetworkPolicy peer syntax. Empty: the namespaces named monitoring, openshift-monitoring and
+	// openshift-user-workload-monitoring (where Prometheus usually runs). The operator is always
+	// allowed; kubelet probes come from the node and are not subject to NetworkPolicy.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(p, has(p.ipBlock) ? !has(p.podSelector) && !has(p.namespaceSelector) : has(p.podSelector) || has(p.namespaceSelector))",message="each networkPolicy.metricsFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone (an empty entry would allow every source)"
+	MetricsFrom []networkingv1.NetworkPolicyPeer `json:"metricsFrom,omitempty"`
+}
+
+// IsEnabled says whether the operator keeps the cluster's NetworkPolicy (the default).
+func (s NetworkPolicySpec) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
 
 // StorageMedium selects where member data lives.
 // +kubebuilder:validation:Enum="";Memory
@@ -246,6 +286,64 @@ type MaintenanceSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('168h')",message="maintenance.replaceFailedMemberAfter must be a duration from 10s to 168h, written like 5m or 1h (shorter would replace members that only restart)"
 	// +optional
 	ReplaceFailedMemberAfter string `json:"replaceFailedMemberAfter,omitempty"`
+
+	// QuorumLoss is what the operator does when a majority of the voting members lost their data
+	// for good (their volumes are gone, or, with storage.medium Memory, their pods), so quorum can
+	// never come back by itself:
+	// FromSurvivor (default) restarts the surviving member with the most applied log as a one-member
+	// cluster on its own data (etcd's --force-new-cluster) after deleting every other member's pod
+	// and volume, then grows the cluster back through learners; writes the lost majority
+	// acknowledged but the survivor had not yet received are lost, and nothing else.
+	// FromBackup rebuilds the cluster under new member names from the newest successful EtcdBackup
+	// of this cluster (the newest verified one when a schedule verified any); writes after it are lost.
+	// Manual only reports QuorumLost with the command to run: annotate the EtcdCluster with
+	// etcd.autopilot.dev/recover-quorum=FromSurvivor (or FromBackup).
+	// Members that are merely down (their volumes are there) never count as lost: they may come back,
+	// and a cluster forced from a minority while a majority still runs elsewhere would split in two.
+	// When you know they will not come back, the same annotation recovers without them.
+	// +kubebuilder:validation:Enum=FromSurvivor;FromBackup;Manual
+	// +kubebuilder:default=FromSurvivor
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Quorum loss",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:FromSurvivor","urn:alm:descriptor:com.tectonic.ui:select:FromBackup","urn:alm:descriptor:com.tectonic.ui:select:Manual"}
+	QuorumLoss string `json:"quorumLoss,omitempty"`
+
+	// Defragmentation returns the free pages of the members' database files to the file system.
+	// +optional
+	Defragmentation DefragmentationSpec `json:"defragmentation,omitempty"`
+}
+
+// Defragmentation defaults, for objects stored before the fields existed.
+const (
+	DefragOff             = "Off"
+	DefaultMinFreeBytes   = 64 << 20
+	DefaultMinFreePercent = 50
+)
+
+// DefragmentationSpec says when members are defragmented. A member is defragmented only while every
+// member is healthy, one at a time, followers first and the leader last after handing leadership
+// over; it serves nothing for the seconds it takes (about a second per 100 MiB here).
+// Whatever the policy, a NOSPACE alarm is cleared by compacting, defragmenting and disarming.
+type DefragmentationSpec struct {
+	// Policy Auto (default) defragments a member whose database file holds at least minFreeBytes and
+	// minFreePercent of free space, or a tenth when the database nears its quota; Off never does
+	// on its own.
+	// +kubebuilder:validation:Enum=Auto;Off
+	// +kubebuilder:default=Auto
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// MinFreeBytes is the free space a database file must hold before it is worth defragmenting.
+	// +kubebuilder:default="64Mi"
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('64Gi')) <= 0",message="defragmentation.minFreeBytes must be a size from 1Mi to 64Gi, such as 64Mi"
+	// +optional
+	MinFreeBytes *resource.Quantity `json:"minFreeBytes,omitempty"`
+	// MinFreePercent is the share of the database file that must be free.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=50
+	// +optional
+	MinFreePercent int32 `json:"minFreePercent,omitempty"`
 }
 
 // ClusterPhase is a one-word summary of the cluster, for humans; automation reads conditions.
@@ -257,9 +355,11 @@ const (
 	PhaseScaling   ClusterPhase = "Scaling"
 	PhaseUpgrading ClusterPhase = "Upgrading"
 	PhaseRepairing ClusterPhase = "Repairing"
-	PhaseDegraded  ClusterPhase = "Degraded"
-	PhasePaused    ClusterPhase = "Paused"
-	PhaseDeleting  ClusterPhase = "Deleting"
+	// PhaseRecovering: quorum was lost for good and the operator rebuilds it (status.recovery).
+	PhaseRecovering ClusterPhase = "Recovering"
+	PhaseDegraded   ClusterPhase = "Degraded"
+	PhasePaused     ClusterPhase = "Paused"
+	PhaseDeleting   ClusterPhase = "Deleting"
 )
 
 // Condition types of an EtcdCluster.
@@ -268,6 +368,10 @@ const (
 	ConditionProgressing = "Progressing"
 	ConditionDegraded    = "Degraded"
 	ConditionUpgrading   = "Upgrading"
+	// ConditionQuorumLost is True while a majority of the voting members is lost for good (see
+	// spec.maintenance.quorumLoss), with the reason Recovering while the operator recovers, and
+	// QuorumLost (and the next step in the message) while it waits.
+	ConditionQuorumLost = "QuorumLost"
 	// ConditionRestored, only on clusters with spec.bootstrap.restore: False with the reason while
 	// the initial members' data cannot be restored (e.g. SnapshotChecksumMismatch), True once done.
 	ConditionRestored = "Restored"
@@ -318,6 +422,34 @@ type PendingOperation struct {
 	// +optional
 	ID string `json:"id,omitempty"`
 }
+
+// QuorumRecovery is a recovery from the loss of quorum, recorded before each irreversible step.
+type QuorumRecovery struct {
+	// Source is FromSurvivor or FromBackup.
+	// +kubebuilder:validation:Enum=FromSurvivor;FromBackup
+	Source string `json:"source"`
+	// Phase is the step under way (Fencing, ForcingNewCluster, Restarting, Restoring) or Complete.
+	// +kubebuilder:validation:Enum=Fencing;ForcingNewCluster;Restarting;Restoring;Complete
+	Phase string `json:"phase"`
+	// Survivor is the member recovered from (FromSurvivor).
+	// +optional
+	Survivor string `json:"survivor,omitempty"`
+	// Backup is the EtcdBackup restored (FromBackup).
+	// +optional
+	Backup string `json:"backup,omitempty"`
+	// LostMembers are the members left behind: their pods and volumes are deleted.
+	// +optional
+	LostMembers []string `json:"lostMembers,omitempty"`
+	// Reason says why the recovery started.
+	// +optional
+	Reason    string      `json:"reason,omitempty"`
+	StartedAt metav1.Time `json:"startedAt"`
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+}
+
+// RecoveryComplete is the phase of a finished recovery.
+const RecoveryComplete = "Complete"
 
 // Endpoints tells clients how to reach the cluster.
 type Endpoints struct {
@@ -391,9 +523,71 @@ type EtcdClusterStatus struct {
 	// call, so that it is cancelled if spec.version goes back up even when no member reports it.
 	// +optional
 	DowngradeTarget string `json:"downgradeTarget,omitempty"`
+	// QuotaBackendBytes is the database quota the members run with when spec.etcd.quotaBackendBytes
+	// is 0: derived from storage.size when the cluster was created, so that the database alarms
+	// (NOSPACE) before the volume fills up, with room left to defragment. 0 for clusters created
+	// before the operator derived it: their members run etcd's default (2 GiB).
+	// +optional
+	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
+	// Recovery is the quorum-loss recovery under way, or the last one (phase Complete).
+	// +optional
+	Recovery *QuorumRecovery `json:"recovery,omitempty"`
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints"
 	Endpoints Endpoints `json:"endpoints,omitempty"`
+	// TLS is the state of the cluster's certificates: expiry dates and CA rotation.
+	// +optional
+	TLS TLSStatus `json:"tls,omitempty"`
+}
+
+// TLSStatus is the state of the cluster's certificates.
+type TLSStatus struct {
+	// Certificates says when the certificate in each of the cluster's TLS Secrets expires (for the CA
+	// Secret, the CA that signs). Leaves are re-issued 30 days before, the CA rotated a year before.
+	// +optional
+	// +listType=map
+	// +listMapKey=secret
+	Certificates []CertificateStatus `json:"certificates,omitempty"`
+	// CARotation is the CA rotation in progress; each phase is recorded here before it acts.
+	// +optional
+	CARotation *CARotation `json:"caRotation,omitempty"`
+	// TrustEpoch counts the CA-rotation phases the cluster went through; it is part of the member pods'
+	// configuration, so each phase restarts every member once (etcd reads its trusted CAs at start).
+	// +optional
+	TrustEpoch int32 `json:"trustEpoch,omitempty"`
+	// RotateCAHandled is the value of the etcd.autopilot.dev/rotate-ca annotation last acted on.
+	// +optional
+	RotateCAHandled string `json:"rotateCAHandled,omitempty"`
+	// RenewCertificatesHandled is the value of the etcd.autopilot.dev/renew-certificates annotation last
+	// acted on.
+	// +optional
+	RenewCertificatesHandled string `json:"renewCertificatesHandled,omitempty"`
+}
+
+// CertificateStatus is the expiry of the certificate in one Secret.
+type CertificateStatus struct {
+	Secret   string      `json:"secret"`
+	NotAfter metav1.Time `json:"notAfter"`
+}
+
+// CARotationPhase is a step of a CA rotation; every phase ends with each member restarted once.
+// +kubebuilder:validation:Enum=TrustNew;SignWithNew;DropOld
+type CARotationPhase string
+
+const (
+	// CATrustNew: a new CA is made and every trust bundle (ca.crt) holds the old and the new CA.
+	CATrustNew CARotationPhase = "TrustNew"
+	// CASignWithNew: every certificate is re-issued by the new CA; bundles still hold both.
+	CASignWithNew CARotationPhase = "SignWithNew"
+	// CADropOld: the new CA becomes the CA, and the old one leaves every bundle.
+	CADropOld CARotationPhase = "DropOld"
+)
+
+// CARotation is a CA rotation in progress.
+type CARotation struct {
+	Phase CARotationPhase `json:"phase"`
+	// Trigger is why: the rotate-ca annotation's value, or CAExpiring.
+	Trigger string `json:"trigger"`
 }
 
 // UpgradeBlock is a failed step of an upgrade.

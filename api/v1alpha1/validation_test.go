@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -80,6 +81,12 @@ func TestInvalidEtcdClustersAreRejectedWithTheirReason(t *testing.T) {
 			c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "b", Source: &v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "x"}}}}
 		}), "restore needs exactly one of backupName or source"},
 		{"plain-text by typo", cluster("tls", func(c *v1.EtcdCluster) { c.Spec.TLS.Client = "Off" }), "spec.tls.client"},
+		{"client peer allowing everyone", cluster("np-empty", func(c *v1.EtcdCluster) {
+			c.Spec.NetworkPolicy.ClientFrom = []networkingv1.NetworkPolicyPeer{{}}
+		}), "each networkPolicy.clientFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone"},
+		{"metrics peer mixing ipBlock and selector", cluster("np-mixed", func(c *v1.EtcdCluster) {
+			c.Spec.NetworkPolicy.MetricsFrom = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8"}, PodSelector: &metav1.LabelSelector{}}}
+		}), "each networkPolicy.metricsFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { assertRejected(ctx, t, tc.obj, tc.reason) })
@@ -136,7 +143,8 @@ func TestValidClusterGetsDefaults(t *testing.T) {
 	if s.Version != "3.6.16" || s.Storage.Size.String() != "8Gi" || s.Storage.RetentionPolicy != v1.PVCRetentionDelete ||
 		s.TLS.Client != v1.TLSOperatorManaged || s.TLS.Peer != v1.TLSOperatorManaged ||
 		s.Etcd.HeartbeatIntervalMillis != 100 || s.Etcd.ElectionTimeoutMillis != 1000 || s.Etcd.SnapshotCount != 10000 ||
-		s.Etcd.AutoCompactionMode != "periodic" || s.Etcd.AutoCompactionRetention != "1h" || s.Maintenance.UpgradeTimeout != "3m" {
+		s.Etcd.AutoCompactionMode != "periodic" || s.Etcd.AutoCompactionRetention != "1h" || s.Maintenance.UpgradeTimeout != "3m" ||
+		s.NetworkPolicy.Enabled == nil || !*s.NetworkPolicy.Enabled {
 		t.Fatalf("defaults not applied: %+v", s)
 	}
 
@@ -286,6 +294,12 @@ func TestAdmissionRejectsWhatTheOperatorCannotHonour(t *testing.T) {
 		{"upgradeTimeout overflows", obj("EtcdCluster", "ut-overflow", clusterSpec(set("maintenance.upgradeTimeout", "9999999999h"))), "from 10s to 24h"},
 		{"replaceFailedMemberAfter in days", obj("EtcdCluster", "rf-days", clusterSpec(set("maintenance.replaceFailedMemberAfter", "2d"))), "maintenance.replaceFailedMemberAfter must be a duration from 10s to 168h"},
 		{"replaceFailedMemberAfter too short", obj("EtcdCluster", "rf-short", clusterSpec(set("maintenance.replaceFailedMemberAfter", "5s"))), "shorter would replace members that only restart"},
+		{"quorumLoss not a policy", obj("EtcdCluster", "ql-auto", clusterSpec(set("maintenance.quorumLoss", "Automatic"))), `supported values: "FromSurvivor", "FromBackup", "Manual"`},
+		{"defragmentation policy not a policy", obj("EtcdCluster", "df-always", clusterSpec(set("maintenance.defragmentation.policy", "Always"))), `supported values: "Auto", "Off"`},
+		{"defragmentation minFreeBytes too small", obj("EtcdCluster", "df-tiny", clusterSpec(set("maintenance.defragmentation.minFreeBytes", "100Ki"))), "defragmentation.minFreeBytes must be a size from 1Mi to 64Gi"},
+		{"defragmentation minFreeBytes not a size", obj("EtcdCluster", "df-junk", clusterSpec(set("maintenance.defragmentation.minFreeBytes", "lots"))), "defragmentation.minFreeBytes must be a size from 1Mi to 64Gi"},
+		{"defragmentation minFreePercent 0", obj("EtcdCluster", "df-zero", clusterSpec(set("maintenance.defragmentation.minFreePercent", 0))), "minFreePercent"},
+		{"defragmentation minFreePercent above 100", obj("EtcdCluster", "df-101", clusterSpec(set("maintenance.defragmentation.minFreePercent", 101))), "minFreePercent"},
 		{"restore sha256 with a backupName", obj("EtcdCluster", "sha-named", clusterSpec(set("bootstrap.restore", map[string]any{"backupName": "b", "sha256": strings.Repeat("ab", 32)}))), "restore.sha256 goes with restore.source"},
 		{"restore sha256 not hex", obj("EtcdCluster", "sha-junk", clusterSpec(set("bootstrap.restore", map[string]any{"source": s3Dest(), "sha256": strings.Repeat("AB", 32)}))), "restore.sha256 must be 64 lowercase hex digits"},
 		{"storage 1e100", obj("EtcdCluster", "size-huge", clusterSpec(set("storage.size", "1e100"))), "storage.size must be at most 64Ti"},
@@ -371,6 +385,9 @@ func TestAdmissionAcceptsEdgeCases(t *testing.T) {
 		{"one-letter name", obj("EtcdCluster", "e", clusterSpec(nil))},
 		{"raw restore source with its sha256", obj("EtcdCluster", "sha-raw", clusterSpec(set("bootstrap.restore", map[string]any{"source": s3Dest(), "sha256": strings.Repeat("ab", 32)})))},
 		{"replaceFailedMemberAfter 168h", obj("EtcdCluster", "rf-max", clusterSpec(set("maintenance.replaceFailedMemberAfter", "168h")))},
+		{"quorumLoss Manual", obj("EtcdCluster", "ql-manual", clusterSpec(set("maintenance.quorumLoss", "Manual")))},
+		{"defragmentation off, 1Mi, 100%", obj("EtcdCluster", "df-edges", clusterSpec(set("maintenance.defragmentation", map[string]any{"policy": "Off", "minFreeBytes": "1Mi", "minFreePercent": 100})))},
+		{"defragmentation minFreeBytes as a number", obj("EtcdCluster", "df-int", clusterSpec(set("maintenance.defragmentation.minFreeBytes", 67108864)))},
 		{"upgradeTimeout 10s", obj("EtcdCluster", "ut-10s", clusterSpec(set("maintenance.upgradeTimeout", "10s")))},
 		{"upgradeTimeout 24h", obj("EtcdCluster", "ut-24h", clusterSpec(set("maintenance.upgradeTimeout", "24h")))},
 		{"upgradeTimeout as metav1.Duration wrote it", obj("EtcdCluster", "ut-3m0s", clusterSpec(set("maintenance.upgradeTimeout", "3m0s")))},

@@ -4,7 +4,7 @@
 # only signalled while /proc/PID/exe is still the recorded binary), tears the pods down
 # through CRI (so CNI removes its veths / netns / iptables / IPAM entries), then removes
 # what the cluster left on the host: mounts under STATE_DIR, the CNI bridge, KUBE-*
-# iptables chains, this network's CNI-* chains, kubepods cgroups, /var/log/containers
+# and KC-NP-* (netpol-enforcer) iptables chains, this network's CNI-* chains, kubepods cgroups, /var/log/containers
 # links and CNI result cache entries.
 #   default   keep the cluster's data: up.sh resumes the same cluster
 #   --purge   also delete STATE_DIR (etcd data, containerd images, PVs, PKI, logs); the
@@ -67,7 +67,8 @@ if pid_of containerd >/dev/null; then
   done
 fi
 
-# 3. node + control plane
+# 3. node + control plane (netpol-enforcer removes its own KC-NP-* rules on TERM; step 5 is the fallback)
+stop netpol-enforcer
 stop kube-proxy
 stop containerd 30
 # shims of *this* containerd (they daemonize, so they are not in the pid file);
@@ -90,14 +91,14 @@ for n in "${NETNS[@]}"; do
   umount "$n" 2>/dev/null; rm -f "$n" && say "removed netns $n"
 done
 
-# 5. network: bridge, iptables (KUBE-* from kubelet/kube-proxy, CNI-* of our network)
+# 5. network: bridge, iptables (KUBE-* from kubelet/kube-proxy, KC-NP-* from netpol-enforcer, CNI-* of our network)
 ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE" && say "deleted bridge $BRIDGE"
 for v in iptables ip6tables; do
   command -v "$v-save" >/dev/null || continue
   dump=$("$v-save" -c 2>/dev/null) || continue
   # CNI chains that belong to our network carry comments with its name
   chains=$(grep -F "name: \\\"$CNI_NET\\\"" <<<"$dump" | grep -oE 'CNI-[A-Za-z0-9_-]+' | grep -v '^CNI-HOSTPORT-' | sort -u | paste -sd'|' -)
-  pat='KUBE-'; [ -n "$chains" ] && pat="KUBE-|$chains"
+  pat='KUBE-|KC-NP-'; [ -n "$chains" ] && pat="$pat|$chains"
   # portmap's shared CNI-HOSTPORT-* chains: only if they did not exist before up.sh
   [ "$HOSTPORT_PREEXIST" = 0 ] && pat="$pat|CNI-HOSTPORT-"
   if grep -qE "$pat" <<<"$dump"; then

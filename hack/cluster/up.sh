@@ -2,8 +2,9 @@
 # hack/cluster/up.sh [STATE_DIR] -- start a real single-node Kubernetes cluster on this host
 # (adapted from shared/local-cluster's proven recipe): etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet and kube-proxy (iptables) as host
-# processes, Debian's containerd + runc, a CNI bridge, CoreDNS behind kube-dns 10.96.0.10
-# and rancher local-path-provisioner as the default StorageClass.
+# processes, Debian's containerd + runc, a CNI bridge, CoreDNS behind kube-dns 10.96.0.10,
+# rancher local-path-provisioner as the default StorageClass, and netpol-enforcer (our own,
+# hack/tools/netpol) enforcing NetworkPolicy ingress rules with iptables.
 #
 # Binaries come from the project's pinned tools (hack/tools/build.sh, cached outside the
 # tree and linked into bin/); images are built without a daemon by hack/images/build.sh.
@@ -86,7 +87,7 @@ fi
 # 1. binaries: the project's pinned tools (no-op when cached), linked into bin/
 ###############################################################################
 if phase_on build; then
-  "$repo/hack/tools/build.sh" kubernetes etcd-v3.6 coredns local-path-provisioner crictl pause
+  "$repo/hack/tools/build.sh" kubernetes etcd-v3.6 coredns local-path-provisioner crictl pause netpol
   log "binaries: $(kube-apiserver --version), etcd $(etcd --version | sed -n 's/^etcd Version: //p')"
 fi
 
@@ -168,6 +169,7 @@ if phase_on pki; then
   ssl_cert controller-manager system:kube-controller-manager "" clientAuth ""
   ssl_cert scheduler system:kube-scheduler "" clientAuth ""
   ssl_cert kube-proxy system:kube-proxy "" clientAuth ""
+  ssl_cert netpol system:kc-netpol-enforcer "" clientAuth ""
   ssl_cert kubelet "system:node:$NODE_NAME" system:nodes clientAuth ""
   ssl_cert kubelet-serving "system:node:$NODE_NAME" system:nodes serverAuth "DNS:$NODE_NAME,DNS:localhost,IP:$NODE_IP,IP:127.0.0.1"
   ssl_cert front-proxy-client front-proxy-client "" clientAuth "" front-proxy-ca
@@ -176,6 +178,7 @@ if phase_on pki; then
   kubeconfig "$PKI/controller-manager.kubeconfig" system:kube-controller-manager controller-manager
   kubeconfig "$PKI/scheduler.kubeconfig" system:kube-scheduler scheduler
   kubeconfig "$PKI/kube-proxy.kubeconfig" system:kube-proxy kube-proxy
+  kubeconfig "$PKI/netpol.kubeconfig" system:kc-netpol-enforcer netpol
   kubeconfig "$PKI/kubelet.kubeconfig" "system:node:$NODE_NAME" kubelet
 fi
 export KUBECONFIG=$KUBECONFIG_ADMIN
@@ -400,6 +403,25 @@ fi
 ###############################################################################
 write_addons() {
   mkdir -p "$STATE/manifests"
+  # netpol-enforcer (a host process, like kube-proxy) reads what NetworkPolicy enforcement depends on
+  write_if_changed "$STATE/manifests/netpol.yaml" <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "kc:netpol-enforcer"}
+rules:
+- apiGroups: [""]
+  resources: [pods, namespaces]
+  verbs: [list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kc:netpol-enforcer"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "kc:netpol-enforcer"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:kc-netpol-enforcer}]
+EOF
   write_if_changed "$STATE/manifests/coredns.yaml" <<EOF
 apiVersion: v1
 kind: ServiceAccount
@@ -644,7 +666,9 @@ EOF
 }
 if phase_on addons; then
   write_addons
-  log "addons: coredns, local-path-provisioner"
+  log "addons: netpol-enforcer, coredns, local-path-provisioner"
+  kubectl apply -f "$STATE/manifests/netpol.yaml" >/dev/null
+  start_proc netpol-enforcer netpol-enforcer --kubeconfig="$PKI/netpol.kubeconfig" --node-name="$NODE_NAME"
   kubectl apply -f "$STATE/manifests/coredns.yaml" >/dev/null
   kubectl apply -f "$STATE/manifests/local-path-storage.yaml" >/dev/null
   wait_for "coredns available" 180 kubectl -n kube-system rollout status deploy/coredns --timeout=5s

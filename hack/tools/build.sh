@@ -23,7 +23,7 @@ K8S_DATE=2026-02-10T12:53:36Z   # the module's time on the proxy (its .info carr
 
 # key TOOL -> short hash of what determines the binaries: the module files and the build recipe
 key() {
-  { cat "$here/$1/go.mod" "$here/$1/go.sum"; declare -f gobuild build_etcd_release "build_${1//[-.]/_}"; echo "$K8S_VERSION $K8S_DATE"; } |
+  { cat "$here/$1/go.mod" "$here/$1/go.sum" "$here/$1"/*/*.go 2>/dev/null; declare -f gobuild build_etcd_release "build_${1//[-.]/_}"; echo "$K8S_VERSION $K8S_DATE"; } |
     sha256sum | cut -c1-12
 }
 
@@ -108,6 +108,8 @@ build_crictl() {
   gobuild -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$v" -o "$1/crictl" sigs.k8s.io/cri-tools/cmd/crictl
 }
 build_pause() { gobuild -ldflags "-s -w" -o "$1/pause" .; }
+# the NetworkPolicy enforcer of the local cluster (our own, main.go in its module: see there why)
+build_netpol() { gobuild -ldflags "-s -w" -o "$1/netpol-enforcer" .; }
 # MinIO for the backup e2e tests and benchmarks (hack/minio). Upstream tags are not semver, so the module
 # is a pseudo-version; stamp it like upstream's buildscripts/gen-ldflags.go does (its "DEVELOPMENT" default
 # is treated as a dev build).
@@ -118,7 +120,16 @@ build_minio() {
     -o "$1/minio" github.com/minio/minio
 }
 
-usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|minio}..." >&2; exit 2; }
+# promtool runs the alert unit tests (`promtool test rules`); promql-names (this module's own command)
+# lists the metrics an expression selects, with Prometheus' parser, for the test that every metric an
+# alert names is exported. remove_all_sd leaves out the service-discovery plugins (rule tests need
+# none, and nomad's pinned pseudo-version is not served here).
+build_promtool() {
+  gobuild -tags remove_all_sd -ldflags "-s -w -X github.com/prometheus/common/version.Version=3.16.0" -o "$1/promtool" github.com/prometheus/prometheus/cmd/promtool
+  gobuild -ldflags "-s -w" -o "$1/promql-names" ./promql-names
+}
+
+usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|netpol|minio|promtool}..." >&2; exit 2; }
 [ $# -gt 0 ] || usage
 for t in "$@"; do
   case $t in
@@ -132,6 +143,8 @@ for t in "$@"; do
     helm) ensure helm helm ;;
     scorecard-test) ensure scorecard-test scorecard-test ;;
     coredns|local-path-provisioner|crictl|pause|minio) ensure "$t" "$t" ;;
+    promtool) ensure promtool promtool promql-names ;;
+    netpol) ensure netpol netpol-enforcer ;;
     *) usage ;;
   esac
 done

@@ -11,9 +11,15 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 )
 
 const (
@@ -77,6 +83,7 @@ func New(endpoints []string, tlsConfig *tls.Config) (*Client, error) {
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		Logger:               zap.NewNop(),
+		DialOptions:          []grpc.DialOption{grpc.WithChainUnaryInterceptor(observeRPC)},
 		// Not RejectOldCluster: its version probe fails the whole dial when any one endpoint is down,
 		// which is exactly when the operator must act.
 	})
@@ -95,6 +102,15 @@ func (c *Client) Close() error { return c.c.Close() }
 // Raw exposes the clientv3 client for key-value access (tests, backups).
 func (c *Client) Raw() *clientv3.Client { return c.c }
 
+// observeRPC times every unary call to etcd, so the latency the operator sees per RPC is exported
+// without timing code in each method.
+func observeRPC(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	start := time.Now()
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	metrics.EtcdRPCDuration.WithLabelValues(strings.TrimPrefix(method, "/etcdserverpb."), status.Code(err).String()).Observe(time.Since(start).Seconds())
+	return err
+}
+
 func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, callTimeout)
 }
@@ -107,11 +123,32 @@ func (c *Client) MemberList(ctx context.Context) ([]Member, uint64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("member list: %w", err)
 	}
+	return members(resp), resp.Header.ClusterId, nil
+}
+
+// LocalMemberList is the membership as the member at endpoint knows it, without asking the leader:
+// it answers even when the cluster has lost quorum.
+func (c *Client) LocalMemberList(ctx context.Context, endpoint string) ([]Member, error) {
+	one, err := New([]string{endpoint}, c.tls)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = one.Close() }()
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := one.c.MemberList(ctx, clientv3.WithSerializable())
+	if err != nil {
+		return nil, fmt.Errorf("local member list of %s: %w", endpoint, err)
+	}
+	return members(resp), nil
+}
+
+func members(resp *clientv3.MemberListResponse) []Member {
 	out := make([]Member, 0, len(resp.Members))
 	for _, m := range resp.Members {
 		out = append(out, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
 	}
-	return out, resp.Header.ClusterId, nil
+	return out
 }
 
 // AddLearner adds a non-voting member with peerURL.
@@ -236,6 +273,54 @@ func (c *Client) Alarms(ctx context.Context) ([]Alarm, error) {
 	return out, nil
 }
 
+// Compact discards the key history before rev and waits until the backend has dropped it, so that
+// the pages it used are free when the call returns. A revision already compacted is not an error.
+func (c *Client) Compact(ctx context.Context, rev int64) error {
+	ctx, cancel := context.WithTimeout(ctx, defragTimeout)
+	defer cancel()
+	_, err := c.c.Compact(ctx, rev, clientv3.WithCompactPhysical())
+	if err != nil && rpctypes.ErrorDesc(err) != rpctypes.ErrorDesc(rpctypes.ErrGRPCCompacted) {
+		return fmt.Errorf("compact at revision %d: %w", rev, err)
+	}
+	return nil
+}
+
+// defragTimeout bounds a compaction or a defragmentation: they copy the whole database, which
+// takes seconds per GiB.
+const defragTimeout = 5 * time.Minute
+
+// Defragment rewrites the database of the member at endpoint without its free pages, returning
+// them to the file system. The member serves nothing meanwhile.
+func (c *Client) Defragment(ctx context.Context, endpoint string) error {
+	ctx, cancel := context.WithTimeout(ctx, defragTimeout)
+	defer cancel()
+	if _, err := c.c.Defragment(ctx, endpoint); err != nil {
+		return fmt.Errorf("defragment %s: %w", endpoint, err)
+	}
+	return nil
+}
+
+// Disarm clears every raised alarm of type typ (e.g. AlarmNoSpace). etcd raises it again at once
+// if its cause is still there.
+func (c *Client) Disarm(ctx context.Context, typ string) error {
+	alarms, err := c.Alarms(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	for _, a := range alarms {
+		if a.Type != typ {
+			continue
+		}
+		m := &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: etcdserverpb.AlarmType(etcdserverpb.AlarmType_value[typ])}
+		if _, err := c.c.AlarmDisarm(ctx, m); err != nil {
+			return fmt.Errorf("disarm %s on %x: %w", typ, a.MemberID, err)
+		}
+	}
+	return nil
+}
+
 // AdvanceLog appends at least entries raft entries without touching the keyspace (lease grants
 // and revokes, two entries per lease), so that every member takes a snapshot past the current
 // index: etcd has no API to ask for one, it snapshots every --snapshot-count applied entries.
@@ -311,7 +396,8 @@ func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, transfer
 func TLSConfig(cert tls.Certificate, roots *x509.CertPool, serverName string) *tls.Config {
 	return &tls.Config{
 		Certificates:       []tls.Certificate{cert},
-		MinVersion:         tls.VersionTLS12,
+		MinVersion:         pki.MinTLSVersion,
+		CipherSuites:       pki.CipherSuites(),
 		InsecureSkipVerify: true, //nolint:gosec // replaced by VerifyConnection below, which checks chain and name
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {

@@ -5,12 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -29,18 +25,7 @@ func TestTLSConfigVerifiesByNameNotAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	info := transport.TLSInfo{
-		CertFile: write("server.crt", server[pki.CertKey]), KeyFile: write("server.key", server[pki.PrivKeyKey]),
-		TrustedCAFile: write("ca.crt", caData[pki.CACertKey]), ClientCertAuth: true,
-	}
+	info := etcdtest.TLSFiles(t, server)
 	m := etcdtest.StartTLSMember(t, info)
 	if host, _, _ := net.SplitHostPort(m.ClientURL[len("https://"):]); net.ParseIP(host) == nil {
 		t.Fatalf("want an IP endpoint, got %s", m.ClientURL)

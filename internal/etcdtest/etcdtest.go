@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,8 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 )
 
 // Member is one running embedded etcd.
@@ -23,12 +27,34 @@ type Member struct {
 	Etcd      *embed.Etcd
 	// ClientTLS, when set before start, serves clients over TLS and requires client certificates.
 	ClientTLS *transport.TLSInfo
+	// PeerTLS, when set before start, serves the peer port over TLS.
+	PeerTLS   *transport.TLSInfo
 	configure func(*embed.Config)
-	stop      sync.Once
+	dir       string
+	stop      *sync.Once
 }
 
 // Stop stops the member (idempotent: embed.Etcd.Close panics when called twice).
 func (m *Member) Stop() { m.stop.Do(m.Etcd.Close) }
+
+// Restart starts a stopped member again on its data, with configure applied on top of its
+// configuration (e.g. ForceNewCluster).
+func (m *Member) Restart(t testing.TB, configure func(*embed.Config)) {
+	t.Helper()
+	m.Stop()
+	prev := m.configure
+	m.configure = func(cfg *embed.Config) {
+		if prev != nil {
+			prev(cfg)
+		}
+		if configure != nil {
+			configure(cfg)
+		}
+	}
+	if err := m.start(t, m.Name+"="+m.PeerURL, embed.ClusterStateFlagExisting); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // freeURL returns an http URL on a free loopback port.
 func freeURL(t testing.TB) string {
@@ -55,6 +81,35 @@ func StartTLSMember(t testing.TB, tlsInfo transport.TLSInfo) *Member {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// StartPeerTLSMember starts a single-member cluster whose peer port is served over TLS with
+// peerInfo, with configure (may be nil) applied before it starts.
+func StartPeerTLSMember(t testing.TB, peerInfo transport.TLSInfo, configure func(*embed.Config)) *Member {
+	t.Helper()
+	m := NewMemberURLs(t, "peertls0")
+	m.PeerURL = "https" + strings.TrimPrefix(m.PeerURL, "http")
+	m.PeerTLS, m.configure = &peerInfo, configure
+	if err := m.start(t, m.Name+"="+m.PeerURL, embed.ClusterStateFlagNew); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TLSFiles writes a leaf's Secret data (tls.crt, tls.key, ca.crt, as internal/pki issues it) to files
+// and returns the TLS configuration of an etcd listener that serves it and requires client certificates
+// from that CA.
+func TLSFiles(t testing.TB, leaf map[string][]byte) transport.TLSInfo {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, leaf[name], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return transport.TLSInfo{CertFile: write(pki.CertKey), KeyFile: write(pki.PrivKeyKey), TrustedCAFile: write(pki.CACertKey), ClientCertAuth: true}
 }
 
 // StartCluster starts n members that bootstrap together, and stops them when the test ends.
@@ -98,7 +153,10 @@ func Join(t testing.TB, m *Member, initial []string) {
 func (m *Member) start(t testing.TB, initialCluster, state string) error {
 	cfg := embed.NewConfig()
 	cfg.Name = m.Name
-	cfg.Dir = t.TempDir()
+	if m.dir == "" {
+		m.dir = t.TempDir()
+	}
+	cfg.Dir = m.dir
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.InitialCluster = initialCluster
 	cfg.ClusterState = state
@@ -106,6 +164,9 @@ func (m *Member) start(t testing.TB, initialCluster, state string) error {
 	pu, _ := url.Parse(m.PeerURL)
 	cu, _ := url.Parse(m.ClientURL)
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	if m.PeerTLS != nil {
+		cfg.PeerTLSInfo = *m.PeerTLS
+	}
 	if m.ClientTLS != nil {
 		cu.Scheme = "https"
 		m.ClientURL = cu.String()
@@ -120,7 +181,7 @@ func (m *Member) start(t testing.TB, initialCluster, state string) error {
 	if err != nil {
 		return fmt.Errorf("start etcd %s: %w", m.Name, err)
 	}
-	m.Etcd = e
+	m.Etcd, m.stop = e, &sync.Once{}
 	t.Cleanup(m.Stop)
 	select {
 	case <-e.Server.ReadyNotify():

@@ -19,6 +19,12 @@ const (
 	AfterMemberRemove = "afterMemberRemove"
 	AfterPodCreate    = "afterPodCreate"
 	AfterPromote      = "afterPromote"
+	// AfterRecoveryStart: a quorum-loss recovery is recorded, nothing done yet.
+	AfterRecoveryStart = "afterRecoveryStart"
+	// AfterDefragment: a member was defragmented.
+	AfterDefragment = "afterDefragment"
+	// AfterForceNewCluster: the survivor's pod with --force-new-cluster was created.
+	AfterForceNewCluster = "afterForceNewCluster"
 )
 
 // EnvVar arms failpoints.

@@ -35,12 +35,20 @@ const (
 	AppName   = "etcd"
 	ManagedBy = "etcd-autopilot"
 
+	// LabelNamespaceName is the label the API server puts on every namespace, its name.
+	LabelNamespaceName = "kubernetes.io/metadata.name"
+
 	// AnnotationDrainPolicy on the PodDisruptionBudget says, in words, what a drain may do.
 	AnnotationDrainPolicy = "etcd.autopilot.dev/drain-policy"
 
 	// AnnotationConfigHash on a member pod is the hash of the configuration it was built from
 	// (resources.ConfigHash): a pod whose hash differs is restarted, one member at a time.
 	AnnotationConfigHash = "etcd.autopilot.dev/config-hash"
+	// AnnotationRotateCA on an EtcdCluster asks for a CA rotation: each new value starts one.
+	AnnotationRotateCA = "etcd.autopilot.dev/rotate-ca"
+	// AnnotationRenewCertificates on an EtcdCluster asks for every leaf certificate to be re-issued
+	// now: each new value renews them once.
+	AnnotationRenewCertificates = "etcd.autopilot.dev/renew-certificates"
 
 	ClientPort = 2379
 	PeerPort   = 2380
@@ -66,6 +74,12 @@ func MemberSelector(cluster string) *metav1.LabelSelector {
 	}
 }
 
+// OperatorPodLabels select the operator's own pods (config/manager's Deployment template), which
+// the members' NetworkPolicy lets in wherever the operator runs.
+func OperatorPodLabels() map[string]string {
+	return map[string]string{"app.kubernetes.io/name": "etcd-autopilot", "control-plane": "controller-manager"}
+}
+
 // MemberLabels selects one member's pod and PVC.
 func MemberLabels(cluster, member string) map[string]string {
 	l := Labels(cluster)
@@ -79,6 +93,7 @@ func MemberName(cluster string, index int32) string { return fmt.Sprintf("%s-%d"
 func ClientService(cluster string) string { return cluster + "-client" }
 func PeerService(cluster string) string   { return cluster + "-peer" }
 func PDB(cluster string) string           { return cluster }
+func NetworkPolicy(cluster string) string { return cluster }
 func CASecret(cluster string) string      { return cluster + "-ca" }
 func ServerSecret(cluster string) string  { return cluster + "-server-tls" }
 func PeerSecret(cluster string) string    { return cluster + "-peer-tls" }
@@ -86,6 +101,10 @@ func PeerSecret(cluster string) string    { return cluster + "-peer-tls" }
 // OperatorClientSecret is the operator's own client certificate; UserClientSecret is the one users mount.
 func OperatorClientSecret(cluster string) string { return cluster + "-operator-tls" }
 func UserClientSecret(cluster string) string     { return cluster + "-client-tls" }
+
+// PeerCommonName is the subject CN of the members' peer certificate, the only CN a member accepts on
+// its peer port: the same CA signs the client certificates, which must not be able to speak raft.
+func PeerCommonName(cluster string) string { return cluster + "-peer" }
 
 // LegacyOperatorClientSecret is where operators up to 0.2.0 kept their client certificate. It is
 // cluster "<cluster>-operator"'s UserClientSecret, so the operator now uses OperatorClientSecret
@@ -99,6 +118,7 @@ func Derived(cluster string, members int32) map[string][]string {
 	d := map[string][]string{
 		"Service":               {ClientService(cluster), PeerService(cluster)},
 		"PodDisruptionBudget":   {PDB(cluster)},
+		"NetworkPolicy":         {NetworkPolicy(cluster)},
 		"Secret":                {CASecret(cluster), ServerSecret(cluster), PeerSecret(cluster), OperatorClientSecret(cluster), UserClientSecret(cluster)},
 		"Pod":                   nil,
 		"PersistentVolumeClaim": nil,

@@ -6,10 +6,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -22,6 +22,10 @@ const (
 	CAKeyKey   = "ca.key"
 	CertKey    = "tls.crt"
 	PrivKeyKey = "tls.key"
+	// NextCACertKey and NextCAKeyKey hold, in the CA Secret during a CA rotation, the CA that replaces
+	// the one in ca.crt/ca.key.
+	NextCACertKey = "next-ca.crt"
+	NextCAKeyKey  = "next-ca.key"
 )
 
 const (
@@ -29,7 +33,26 @@ const (
 	leafValidity = 2 * 365 * 24 * time.Hour
 	// RenewBefore is how long before expiry a leaf certificate is re-issued.
 	RenewBefore = 30 * 24 * time.Hour
+	// CARenewBefore is how long before its expiry a CA is rotated: a rotation restarts every member
+	// three times, so it starts long before anything is at risk.
+	CARenewBefore = 365 * 24 * time.Hour
 )
+
+// MinTLSVersion is the oldest TLS version members (--tls-min-version) and the operator accept.
+const MinTLSVersion = tls.VersionTLS12
+
+// CipherSuites are the TLS 1.2 suites members (--cipher-suites) and the operator accept: ECDHE key
+// exchange (forward secrecy) with an AEAD cipher only — no CBC, no static RSA, no 3DES or RC4. TLS 1.3
+// suites are not configurable in Go and are all of this kind. The RSA variants are kept for
+// certificates that are not the operator's (the operator's own keys are ECDSA).
+func CipherSuites() []uint16 {
+	return []uint16{
+		tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+		tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+		tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+		tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+	}
+}
 
 // CA is a certificate authority able to sign leaves.
 type CA struct {
@@ -70,12 +93,25 @@ func NewCA(cn string, now time.Time) (*CA, map[string][]byte, error) {
 	return ca, map[string][]byte{CACertKey: certPEM, CAKeyKey: keyPEM}, nil
 }
 
-// LoadCA reads a CA from Secret data written by NewCA.
+// LoadCA reads a CA from Secret data written by NewCA. During a CA rotation ca.crt is a bundle
+// whose first certificate is the CA of ca.key.
 func LoadCA(data map[string][]byte) (*CA, error) {
-	cb, _ := pem.Decode(data[CACertKey])
-	kb, _ := pem.Decode(data[CAKeyKey])
+	return loadCA(data, CACertKey, CAKeyKey)
+}
+
+// LoadNextCA reads the CA a rotation moves to (NextCACertKey, NextCAKeyKey); nil when there is none.
+func LoadNextCA(data map[string][]byte) (*CA, error) {
+	if len(data[NextCACertKey]) == 0 && len(data[NextCAKeyKey]) == 0 {
+		return nil, nil
+	}
+	return loadCA(data, NextCACertKey, NextCAKeyKey)
+}
+
+func loadCA(data map[string][]byte, certKey, keyKey string) (*CA, error) {
+	cb, _ := pem.Decode(data[certKey])
+	kb, _ := pem.Decode(data[keyKey])
 	if cb == nil || kb == nil {
-		return nil, errors.New("CA secret lacks a PEM ca.crt or ca.key")
+		return nil, fmt.Errorf("CA secret lacks a PEM %s or %s", certKey, keyKey)
 	}
 	cert, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
@@ -85,7 +121,38 @@ func LoadCA(data map[string][]byte) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse CA key: %w", err)
 	}
-	return &CA{Cert: cert, Key: key, CertPEM: data[CACertKey]}, nil
+	if !cert.IsCA {
+		return nil, fmt.Errorf("%s is not a CA certificate", certKey)
+	}
+	return &CA{Cert: cert, Key: key, CertPEM: pem.EncodeToMemory(cb)}, nil
+}
+
+// Bundle is a trust bundle (ca.crt) holding the certificates of cas, in order.
+func Bundle(cas ...*CA) []byte {
+	var b []byte
+	for _, ca := range cas {
+		b = append(b, ca.CertPEM...)
+	}
+	return b
+}
+
+// NeedsRotation says whether ca expires within CARenewBefore.
+func (ca *CA) NeedsRotation(now time.Time) bool {
+	return now.Add(CARenewBefore).After(ca.Cert.NotAfter)
+}
+
+// NotAfter is when the first certificate of a PEM block list expires; false when there is none.
+// Status reports it per Secret, and an expiry metric can use it as well.
+func NotAfter(pemCerts []byte) (time.Time, bool) {
+	b, _ := pem.Decode(pemCerts)
+	if b == nil {
+		return time.Time{}, false
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return cert.NotAfter, true
 }
 
 // Usage is what a leaf certificate is for.

@@ -72,3 +72,60 @@ func TestClientOnlyCannotServe(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// During a CA rotation ca.crt is a bundle: LoadCA takes the CA of ca.key (the first certificate), the
+// next CA sits under its own keys, and a leaf of either CA verifies against the bundle.
+func TestRotationBundleAndNextCA(t *testing.T) {
+	now := time.Now()
+	old, oldData, _ := NewCA("old", now)
+	next, nextData, _ := NewCA("next", now)
+	data := map[string][]byte{
+		CACertKey: Bundle(old, next), CAKeyKey: oldData[CAKeyKey],
+		NextCACertKey: nextData[CACertKey], NextCAKeyKey: nextData[CAKeyKey],
+	}
+	cur, err := LoadCA(data)
+	if err != nil || !cur.Cert.Equal(old.Cert) || string(cur.CertPEM) != string(oldData[CACertKey]) {
+		t.Fatalf("LoadCA of a bundle: %v", err)
+	}
+	n, err := LoadNextCA(data)
+	if err != nil || n == nil || !n.Cert.Equal(next.Cert) {
+		t.Fatalf("LoadNextCA: %v", err)
+	}
+	if n, err := LoadNextCA(oldData); n != nil || err != nil {
+		t.Errorf("LoadNextCA without a next CA = %v, %v", n, err)
+	}
+	if _, err := LoadNextCA(map[string][]byte{NextCACertKey: nextData[CACertKey]}); err == nil {
+		t.Error("a next CA without its key was accepted")
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(data[CACertKey])
+	for _, ca := range []*CA{cur, n} {
+		leaf, _ := ca.Issue("c", nil, nil, ClientOnly, now)
+		pair, _ := tls.X509KeyPair(leaf[CertKey], leaf[PrivKeyKey])
+		cert, _ := x509.ParseCertificate(pair.Certificate[0])
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("leaf of %s against the bundle: %v", ca.Cert.Subject.CommonName, err)
+		}
+		if got, want := n.NeedsReissue(leaf, nil, now), ca == cur; got != want {
+			t.Errorf("NeedsReissue by the next CA of a leaf of %s is wrong", ca.Cert.Subject.CommonName)
+		}
+	}
+	leafData, _ := old.Issue("c", nil, nil, ClientOnly, now)
+	if _, err := LoadCA(leafData); err == nil {
+		t.Error("LoadCA accepted a leaf certificate as a CA")
+	}
+}
+
+func TestExpiryAndRotationTime(t *testing.T) {
+	now := time.Now()
+	ca, data, _ := NewCA("ca", now)
+	if got, ok := NotAfter(data[CACertKey]); !ok || !got.Equal(ca.Cert.NotAfter) {
+		t.Errorf("NotAfter = %v, %v", got, ok)
+	}
+	if _, ok := NotAfter([]byte("not PEM")); ok {
+		t.Error("NotAfter of garbage")
+	}
+	if ca.NeedsRotation(now) || !ca.NeedsRotation(now.Add(caValidity-CARenewBefore+time.Hour)) {
+		t.Error("NeedsRotation is wrong about a fresh CA or one within CARenewBefore of expiry")
+	}
+}

@@ -25,6 +25,8 @@ type PodState struct {
 	IP     string
 	// ConfigHash is the configuration the pod was built from; empty for pods of earlier operators.
 	ConfigHash string
+	// ForceNewCluster: the pod starts etcd with --force-new-cluster (a quorum-loss recovery).
+	ForceNewCluster bool
 }
 
 // PVCState is what Kubernetes shows of a member's PVC.
@@ -55,12 +57,16 @@ type EtcdMember struct {
 	StorageVersion string
 	// DowngradeTarget is the downgrade etcd has enabled ("3.5.0"), empty when none.
 	DowngradeTarget string
+	// DBSize is the size of the member's database file; DBSizeInUse, the part holding data.
+	DBSize, DBSizeInUse int64
 }
 
 // Etcd is the view of the cluster from etcd itself; nil when no member answered.
 type Etcd struct {
 	Members  []EtcdMember
 	LeaderID uint64
+	// Revision is the cluster's current key-value revision.
+	Revision int64
 }
 
 // KnownMember is a member recorded in status.
@@ -113,6 +119,20 @@ type Input struct {
 	ConfigHash string
 	// DowngradeRecorded is the downgrade target ("3.5.0") the operator recorded before enabling it.
 	DowngradeRecorded string
+	// Survivors: when no member answers a linearizable call (Etcd nil), what each running member
+	// reports of itself.
+	Survivors []Survivor
+	// QuorumLoss is spec.maintenance.quorumLoss (FromSurvivor, FromBackup or Manual).
+	QuorumLoss string
+	// RecoveryRequested is the source a human asked to recover from (RecoverAnnotation), "" if none.
+	RecoveryRequested string
+	// Recovery is the quorum-loss recovery under way, nil when none is.
+	Recovery *Recovery
+	// Space is the database quota and the defragmentation policy.
+	Space Space
+	// NewestBackup is the EtcdBackup FromBackup restores: the newest verified successful backup of
+	// this cluster, else the newest successful one; "" when there is none.
+	NewestBackup string
 }
 
 // Kind of an action.
@@ -144,6 +164,23 @@ const (
 	AdvanceLog Kind = "AdvanceLog"
 	// AdoptPod records the current ConfigHash on a pod made by an earlier operator version.
 	AdoptPod Kind = "AdoptPod"
+	// StartRecovery records a quorum-loss recovery (Source, survivor in Members or Backup) before
+	// anything irreversible happens.
+	StartRecovery Kind = "StartRecovery"
+	// FenceMembers deletes the pods and volumes of the members a recovery leaves behind.
+	FenceMembers Kind = "FenceMembers"
+	// AdvanceRecovery records the recovery's next Phase.
+	AdvanceRecovery Kind = "AdvanceRecovery"
+	// RestartFromBackup starts a new bootstrap from Backup, under new member names and a new cluster token.
+	RestartFromBackup Kind = "RestartFromBackup"
+	// FinishRecovery records that quorum is back.
+	FinishRecovery Kind = "FinishRecovery"
+	// Compact discards the key history before Revision.
+	Compact Kind = "Compact"
+	// Defragment rewrites one member's database without its free pages.
+	Defragment Kind = "Defragment"
+	// DisarmNoSpace clears the NOSPACE alarm.
+	DisarmNoSpace Kind = "DisarmNoSpace"
 )
 
 // Action is the one step to take now.
@@ -157,6 +194,12 @@ type Action struct {
 	Version string
 	// Count of raft entries for AdvanceLog.
 	Count uint64
+	// Revision to compact at.
+	Revision int64
+	// ForceNewCluster is set on CreateMembers for a survivor that restarts as a one-member cluster.
+	ForceNewCluster bool
+	// Source, Backup and Phase describe a recovery step.
+	Source, Backup, Phase string
 	// Reason is a CamelCase word for conditions and events; Message explains it to a human.
 	Reason  string
 	Message string
@@ -168,6 +211,15 @@ func quorum(voters int) int { return voters/2 + 1 }
 func Decide(in Input) Action {
 	if in.Paused {
 		return Action{Kind: Wait, Reason: "Paused", Message: "spec.maintenance.paused is set: the operator takes no action"}
+	}
+	if in.Recovery != nil {
+		return decideRecovery(in)
+	}
+	if in.Bootstrapped && in.Etcd == nil {
+		// Before any pending membership call: with quorum gone for good, it can never complete.
+		if a, ok := decideQuorumLoss(in); ok {
+			return a
+		}
 	}
 	if in.Pending != nil {
 		return resumePending(in)
@@ -200,9 +252,10 @@ func resumePending(in Input) Action {
 
 func decideBootstrap(in Input) Action {
 	if len(in.Known) == 0 {
+		// From NextIndex: a cluster rebuilt from a backup never reuses the names of its old members.
 		names := make([]string, in.Replicas)
 		for i := range names {
-			names[i] = in.MemberNameFunc(int32(i))
+			names[i] = in.MemberNameFunc(in.NextIndex + int32(i))
 		}
 		return Action{Kind: InitBootstrap, Members: names, Reason: "Bootstrapping", Message: fmt.Sprintf("creating a new %d-member cluster", in.Replicas)}
 	}
@@ -307,6 +360,10 @@ func decideRunning(in Input) Action {
 	}
 	if !healthy || learners > 0 {
 		return Action{Kind: Wait, Reason: "WaitingForHealth", Message: fmt.Sprintf("waiting for every member to be healthy (%s)", unhealthyNames(e.Members))}
+	}
+	// A full database stops every writer: before any membership or version change.
+	if a, ok := decideSpace(in, e); ok {
+		return a
 	}
 	switch {
 	case int32(voters) < in.Replicas:

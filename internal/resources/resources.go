@@ -1,13 +1,16 @@
 // Package resources builds, as pure functions of an EtcdCluster, every Kubernetes object the operator
-// creates: member pods and PVCs, the client and peer Services, the PodDisruptionBudget and TLS Secrets.
+// creates: member pods and PVCs, the client and peer Services, the PodDisruptionBudget, the
+// NetworkPolicy and TLS Secrets.
 // No client calls here; the reconciler creates what these return.
 package resources
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -19,6 +22,7 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 )
 
 // MemberPodInput is what differs between member pods.
@@ -35,6 +39,47 @@ type MemberPodInput struct {
 	// Restore, for a bootstrapping member of a restored cluster, fills the data directory from a
 	// snapshot before etcd starts.
 	Restore *RestoreInput
+	// ForceNewCluster starts the member as a one-member cluster on its own data (quorum-loss
+	// recovery); the pod is replaced by a normal one once etcd has done it.
+	ForceNewCluster bool
+}
+
+// DefaultQuota is etcd's own database quota.
+const DefaultQuota = 2 << 30
+
+// Quota is the database quota members run with: spec.etcd.quotaBackendBytes, else the one derived
+// when the cluster was created, else etcd's default.
+func Quota(c *v1.EtcdCluster) int64 {
+	switch {
+	case c.Spec.Etcd.QuotaBackendBytes > 0:
+		return c.Spec.Etcd.QuotaBackendBytes
+	case c.Status.QuotaBackendBytes > 0:
+		return c.Status.QuotaBackendBytes
+	}
+	return DefaultQuota
+}
+
+// DerivedQuota is the database quota for a member volume of size bytes. The WAL keeps up to five
+// 64 MiB segments (less on small volumes), and a defragmentation writes a whole copy of the
+// database beside it, so the database gets under half of the rest; never more than 8 GiB, etcd's
+// suggested maximum, and never less than 16 MiB.
+func DerivedQuota(size int64) int64 {
+	wal := min(size/4, 5*64<<20)
+	return max(16<<20, min(8<<30, (size-wal)*45/100))
+}
+
+// ForceNewClusterFlag is in the etcd arguments of a pod made for a quorum-loss recovery.
+const ForceNewClusterFlag = "--force-new-cluster"
+
+// ForcesNewCluster says whether pod was made with ForceNewCluster: the flag is the evidence, not
+// anything a user can set on pods.
+func ForcesNewCluster(pod *corev1.Pod) bool {
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == "etcd" && slices.Contains(ctr.Args, ForceNewClusterFlag) {
+			return true
+		}
+	}
+	return false
 }
 
 // ClientTLS says whether clients must use TLS to reach c; PeerTLS, whether members talk TLS to each other.
@@ -96,8 +141,11 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 		// A learner must be caught up before it may vote; etcd enforces it on promotion.
 		"--strict-reconfig-check=true",
 	}
-	if o.QuotaBackendBytes > 0 {
-		args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", o.QuotaBackendBytes))
+	if q := Quota(c); q != DefaultQuota {
+		args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", q))
+	}
+	if in.ForceNewCluster {
+		args = append(args, ForceNewClusterFlag)
 	}
 	if ClientTLS(c) {
 		args = append(args,
@@ -107,9 +155,28 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 	if PeerTLS(c) {
 		args = append(args,
 			"--peer-cert-file="+naming.PeerTLS+"/tls.crt", "--peer-key-file="+naming.PeerTLS+"/tls.key",
-			"--peer-trusted-ca-file="+naming.PeerTLS+"/ca.crt", "--peer-client-cert-auth=true")
+			"--peer-trusted-ca-file="+naming.PeerTLS+"/ca.crt", "--peer-client-cert-auth=true",
+			// One CA signs peer and client certificates: without this a client certificate (the Secret
+			// users mount) would be accepted on the peer port, where it could read membership and send
+			// raft messages. Every peer certificate ever issued carries this CN, so pods rolled one at a
+			// time with the check keep talking to those not rolled yet.
+			"--peer-cert-allowed-cn="+naming.PeerCommonName(c.Name))
+	}
+	if ClientTLS(c) || PeerTLS(c) {
+		args = append(args, "--tls-min-version=TLS1.2", "--cipher-suites="+cipherSuites())
 	}
 	return args
+}
+
+// cipherSuites renders pki.CipherSuites (which the operator's own client uses) for --cipher-suites;
+// etcd 3.5, 3.6 and 3.7 all parse Go's suite names. TLS1.2 above is pki.MinTLSVersion.
+func cipherSuites() string {
+	ids := pki.CipherSuites()
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = tls.CipherSuiteName(id)
+	}
+	return strings.Join(names, ",")
 }
 
 func scheme(tls bool) string {
@@ -157,9 +224,12 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		},
 		Resources: c.Spec.Resources,
 		// /livez answers while the process works, even without a leader, so elections never kill a member;
-		// /readyz needs a leader, and three misses (15s) outlast an election.
+		// /readyz needs a leader, and three misses (15s) outlast an election. Liveness leaves out
+		// /livez's local read, which waits for the database while it is being defragmented (minutes
+		// for a large one): a member is never killed for the operator's own maintenance. A member
+		// whose database hangs for good still fails readiness and is replaced on etcd's evidence.
 		StartupProbe:             httpProbe("/livez", 5, 60),
-		LivenessProbe:            httpProbe("/livez", 10, 6),
+		LivenessProbe:            httpProbe("/livez?exclude=serializable_read", 10, 6),
 		ReadinessProbe:           httpProbe("/readyz", 5, 3),
 		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: naming.DataDir}},
 		SecurityContext:          restrictedContainer(),
@@ -212,10 +282,12 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 // security fix, a flag etcd needs): it is part of ConfigHash, so raising it rolls every member once.
 // Any other change of the builder reaches pods only as they are recreated, so upgrading the
 // operator restarts nothing by itself.
-const PodRevision = 1
+//
+// Revisions: 2 — peer port accepts only the peer certificate's CN; TLS 1.2+ with AEAD suites only.
+const PodRevision = 2
 
 // ConfigHash identifies what a member pod is built from, apart from its identity and version (the
-// upgrade logic handles versions): the user's pod-affecting spec and PodRevision.
+// upgrade logic handles versions): the user's pod-affecting spec, PodRevision and the trust epoch.
 func ConfigHash(c *v1.EtcdCluster) string {
 	b, err := json.Marshal(struct {
 		Revision    int
@@ -224,7 +296,9 @@ func ConfigHash(c *v1.EtcdCluster) string {
 		PodTemplate v1.PodTemplate
 		Etcd        v1.EtcdOptions
 		TLS         v1.TLSSpec
-	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, c.Spec.Etcd, c.Spec.TLS})
+		// TrustEpoch rolls the members at each phase of a CA rotation: etcd reads its CAs at start.
+		TrustEpoch int32 `json:",omitempty"`
+	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, c.Spec.Etcd, c.Spec.TLS, c.Status.TLS.TrustEpoch})
 	if err != nil {
 		panic(fmt.Sprintf("marshal pod configuration: %v", err))
 	}
@@ -298,15 +372,17 @@ func PeerService(c *v1.EtcdCluster) *corev1.Service {
 	}
 }
 
-// PodDisruptionBudget keeps a voting quorum of member pods through voluntary disruptions (drains,
-// evictions); backup and verify Job pods, which carry the cluster's labels too, are not counted.
-// A one-member cluster has no quorum to keep: a budget would block every drain of its node forever,
-// so it allows the eviction, and says so in its drain-policy annotation.
+// PodDisruptionBudget lets voluntary disruptions (drains, evictions) take one member pod at a time,
+// and none while any member pod is not ready: a drain of the next member's node waits until the
+// evicted member runs again (on its volume) or was replaced. etcd hands leadership over when its
+// pod is stopped gracefully, so an evicted leader costs no election. Backup and verify Job pods,
+// which carry the cluster's labels too, are not counted. A one-member cluster has no quorum to
+// keep: a budget would block every drain of its node forever, so it allows the eviction, and says
+// so in its drain-policy annotation.
 func PodDisruptionBudget(c *v1.EtcdCluster) *policyv1.PodDisruptionBudget {
-	minAvailable := intstr.FromInt32(c.Spec.Replicas/2 + 1)
-	policy := fmt.Sprintf("evictions allowed while %d of %d members stay ready (quorum)", minAvailable.IntVal, c.Spec.Replicas)
+	maxUnavailable := intstr.FromInt32(1)
+	policy := fmt.Sprintf("one of the %d members at a time may be evicted, and only while every member pod is ready (quorum %d is kept)", c.Spec.Replicas, c.Spec.Replicas/2+1)
 	if c.Spec.Replicas <= 1 {
-		minAvailable = intstr.FromInt32(0)
 		policy = "single member: evictions allowed; the cluster is unavailable until the pod runs again on its volume (use 3 members to keep serving through drains)"
 	}
 	meta := objectMeta(c, naming.PDB(c.Name), naming.Labels(c.Name))
@@ -314,8 +390,8 @@ func PodDisruptionBudget(c *v1.EtcdCluster) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: meta,
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: &minAvailable,
-			Selector:     naming.MemberSelector(c.Name),
+			MaxUnavailable: &maxUnavailable,
+			Selector:       naming.MemberSelector(c.Name),
 		},
 	}
 }

@@ -73,6 +73,7 @@ func TestConfigHashFollowsPodAffectingSpecOnly(t *testing.T) {
 		"etcd options": func(c *v1.EtcdCluster) { c.Spec.Etcd.SnapshotCount++ },
 		"pod labels":   func(c *v1.EtcdCluster) { c.Spec.PodTemplate.Labels = map[string]string{"team": "a"} },
 		"image":        func(c *v1.EtcdCluster) { c.Spec.Image = "registry.example/etcd@sha256:0" },
+		"trust epoch":  func(c *v1.EtcdCluster) { c.Status.TLS.TrustEpoch++ }, // a CA rotation phase
 	} {
 		c := sample()
 		change(c)
@@ -132,15 +133,15 @@ func TestMemoryMediumUsesNoPVC(t *testing.T) {
 	}
 }
 
-func TestPDBKeepsQuorum(t *testing.T) {
-	// A single member cannot keep a quorum through a drain; its budget allows the eviction instead of
-	// blocking the node's drain forever, and says so.
-	for replicas, want := range map[int32]int{1: 0, 3: 2, 5: 3, 7: 4} {
+func TestPDBTakesOneMemberAtATime(t *testing.T) {
+	// One member at a time keeps quorum at every size, and a single member's drain is never
+	// blocked forever (it has no quorum to keep); either way the policy is stated.
+	for _, replicas := range []int32{1, 3, 5, 7} {
 		c := sample()
 		c.Spec.Replicas = replicas
 		pdb := PodDisruptionBudget(c)
-		if got := pdb.Spec.MinAvailable.IntValue(); got != want {
-			t.Errorf("replicas %d: minAvailable %d, want %d", replicas, got, want)
+		if pdb.Spec.MinAvailable != nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+			t.Errorf("replicas %d: minAvailable %v maxUnavailable %v, want at most one unavailable", replicas, pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
 		}
 		if pdb.Annotations[naming.AnnotationDrainPolicy] == "" {
 			t.Errorf("replicas %d: no drain policy stated", replicas)
@@ -200,5 +201,41 @@ func TestEveryObjectIsLabelledAsTheOperators(t *testing.T) {
 		if got := obj.GetLabels()[naming.LabelManagedBy]; got != naming.ManagedBy {
 			t.Errorf("%T %s: %s=%q, want %q", obj, obj.GetName(), naming.LabelManagedBy, got, naming.ManagedBy)
 		}
+	}
+}
+
+// The quota leaves room on the volume for the WAL and a defragmentation's copy; the user's value
+// wins, then the one recorded at creation; clusters from before keep etcd's default (no flag).
+func TestQuota(t *testing.T) {
+	for _, tc := range []struct {
+		size string
+		want float64 // MiB
+	}{
+		{"64Mi", 21.6}, // (64-16) × 0.45
+		{"256Mi", 86.4},
+		{"1Gi", 345.6},
+		{"8Gi", 3542.4},
+		{"100Gi", 8192},
+	} {
+		q := resource.MustParse(tc.size)
+		got := DerivedQuota(q.Value())
+		if d := float64(got)/(1<<20) - tc.want; d < -0.01 || d > 0.01 {
+			t.Errorf("DerivedQuota(%s) = %d, want about %.1f MiB", tc.size, got, tc.want)
+		}
+		if wal := min(q.Value()/4, 320<<20); got > 0 && 2*got+wal > q.Value() {
+			t.Errorf("%s: a %d-byte database, its defragmentation copy and the WAL do not fit", tc.size, got)
+		}
+	}
+	c := sample()
+	if pod := MemberPod(c, MemberPodInput{Member: "demo-0"}); arg(pod, "--quota-backend-bytes") != "" {
+		t.Error("a cluster created before the quota was derived got a quota flag")
+	}
+	c.Status.QuotaBackendBytes = 300 << 20
+	if pod := MemberPod(c, MemberPodInput{Member: "demo-0"}); arg(pod, "--quota-backend-bytes") != "314572800" {
+		t.Errorf("recorded quota: flag %q", arg(pod, "--quota-backend-bytes"))
+	}
+	c.Spec.Etcd.QuotaBackendBytes = 500 << 20
+	if pod := MemberPod(c, MemberPodInput{Member: "demo-0"}); arg(pod, "--quota-backend-bytes") != "524288000" {
+		t.Errorf("the user's quota: flag %q", arg(pod, "--quota-backend-bytes"))
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
 const (
@@ -242,7 +243,9 @@ func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64
 			t.Fatal(err)
 		}
 	}
-	writeSection(t, "backup", backupMarkdown(rows, db, len(samples["restore"])))
+	if err := framework.WriteBenchmarksSection(filepath.Join("..", "..", "BENCHMARKS.md"), "backup", backupMarkdown(rows, db, len(samples["restore"]))); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func backupMarkdown(rows []result, db string, reps int) string {
@@ -266,24 +269,4 @@ func backupMarkdown(rows []result, db string, reps int) string {
 - ` + "`restore_time_1gib`" + `: creating a restored 1-member EtcdCluster until converged ÷ ` + "`etcdutl snapshot restore`" + ` alone on the host.
 `)
 	return b.String()
-}
-
-// writeSection replaces (or appends) the BENCHMARKS.md section named name, which TestBench keeps.
-func writeSection(t *testing.T, name, body string) {
-	path := filepath.Join("..", "..", "BENCHMARKS.md")
-	old, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	begin, end := sectionMarker+name+" -->\n", "<!-- end section: "+name+" -->\n"
-	text := string(old)
-	if i := strings.Index(text, begin); i >= 0 {
-		if j := strings.Index(text[i:], end); j >= 0 {
-			text = text[:i] + text[i+j+len(end):]
-		}
-	}
-	text = strings.TrimRight(text, "\n") + "\n\n" + begin + body + end
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

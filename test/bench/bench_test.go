@@ -28,6 +28,7 @@ import (
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
 const (
@@ -274,19 +275,7 @@ func converged(c *v1.EtcdCluster, n int) (bool, error) {
 
 // --- results -----------------------------------------------------------------------------------
 
-type result struct {
-	Metric          string    `json:"metric"`
-	Value           float64   `json:"value"`
-	Unit            string    `json:"unit"`
-	Baseline        float64   `json:"baseline"`
-	Ratio           float64   `json:"ratio"`
-	Date            string    `json:"date"`
-	Command         string    `json:"command"`
-	Notes           string    `json:"notes"`
-	Goal            *float64  `json:"goal,omitempty"`
-	Samples         []float64 `json:"samples"`
-	BaselineSamples []float64 `json:"baseline_samples"`
-}
+type result = framework.BenchResult
 
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
@@ -403,7 +392,7 @@ temporary directory printed at the start of ` + "`make bench`" + `.
 `)
 	// Sections other benchmarks write (e.g. backupSection) stay as they are.
 	if old, err := os.ReadFile(filepath.Join("..", "..", "BENCHMARKS.md")); err == nil {
-		if i := strings.Index(string(old), sectionMarker); i >= 0 {
+		if i := strings.Index(string(old), framework.SectionMarker); i >= 0 {
 			b.WriteString("\n" + string(old[i:]))
 		}
 	}
@@ -411,9 +400,6 @@ temporary directory printed at the start of ` + "`make bench`" + `.
 		t.Fatal(err)
 	}
 }
-
-// sectionMarker starts a section of BENCHMARKS.md owned by another benchmark of this package.
-const sectionMarker = "<!-- section: "
 
 func memTotal() string {
 	raw, err := os.ReadFile("/proc/meminfo")

@@ -177,7 +177,7 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 
 	t.Run("wrong credentials", func(t *testing.T) {
-		bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "wrong-creds", Namespace: ns}, StringData: map[string]string{"accessKeyID": "etcd-autopilot", "secretAccessKey": "not-the-secret"}}
+		bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "wrong-creds", Namespace: ns}, StringData: map[string]string{"accessKeyID": "wrong-access-key-7f3a", "secretAccessKey": "not-the-secret"}}
 		if err := env.K8s.Create(ctx, bad); err != nil {
 			t.Fatal(err)
 		}

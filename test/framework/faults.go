@@ -2,10 +2,15 @@ package framework
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Faults on the local cluster's network, from the host (as root). Every rule names one pod IP on this
@@ -62,6 +67,39 @@ func PartitionPeers(t *testing.T, podIP string) (heal func()) {
 		}
 		return nil
 	})
+}
+
+// DialFrom opens (and closes) a TCP connection to addr from inside the network namespace of the pod
+// with podIP, so the packets leave through that pod's interface as its own would: what a
+// NetworkPolicy admits for that pod is what succeeds here.
+func DialFrom(podIP, addr string, timeout time.Duration) error {
+	netns, err := podNetns(podIP)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		// The thread enters the pod's namespace and is never unlocked: when this goroutine ends the
+		// runtime discards the thread, so no other goroutine ever runs in that namespace. The socket
+		// is created on this thread, which puts it in the pod's namespace for its whole life.
+		runtime.LockOSThread()
+		f, err := os.Open("/var/run/netns/" + netns)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer func() { _ = f.Close() }()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("enter netns %s: %w", netns, err)
+			return
+		}
+		c, err := net.DialTimeout("tcp", addr, timeout)
+		if err == nil {
+			_ = c.Close()
+		}
+		done <- err
+	}()
+	return <-done
 }
 
 // podNetns finds the named network namespace (created by the CNI plugins under /var/run/netns) that

@@ -161,6 +161,17 @@ func (e *Env) startOperator(t *testing.T, bin, ns string, attr *syscall.SysProcA
 	go func() { o.err = o.cmd.Wait(); close(o.done) }()
 	t.Cleanup(func() {
 		o.Stop()
+		if !t.Failed() {
+			// Every test that runs an operator ends with the check that no secret of its namespace
+			// reached the operator's log, an Event, a status or a Job's or Pod's args and env.
+			leaks, err := e.SecretLeaks(context.Background(), ns, o.Logs())
+			if err != nil {
+				t.Errorf("look for leaked secrets: %v", err)
+			}
+			for _, l := range leaks {
+				t.Errorf("secret leaked: %s", l)
+			}
+		}
 		if t.Failed() {
 			o.mu.Lock()
 			t.Logf("operator log (last 8k):\n%s", tail(o.logs.String(), 8192))
@@ -183,6 +194,12 @@ func (o *Operator) Logs() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.logs.String()
+}
+
+// Kill ends the process with SIGKILL, as an OOM kill or a lost node would: nothing of its own runs.
+func (o *Operator) Kill() {
+	_ = o.cmd.Process.Kill()
+	<-o.done
 }
 
 func (o *Operator) Stop() {
@@ -308,16 +325,23 @@ func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() error
 // WaitConverged waits until the cluster has n healthy voting members, is Available and has nothing left to do.
 func (e *Env) WaitConverged(t *testing.T, c *v1.EtcdCluster, n int32, timeout time.Duration) {
 	t.Helper()
-	WaitFor(t, fmt.Sprintf("%s converged at %d members", c.Name, n), timeout, func() error {
-		s := e.Get(t, c).Status
-		av := meta.FindStatusCondition(s.Conditions, v1.ConditionAvailable)
-		pr := meta.FindStatusCondition(s.Conditions, v1.ConditionProgressing)
-		if av == nil || av.Status != metav1.ConditionTrue || pr == nil || pr.Status != metav1.ConditionFalse ||
-			s.ReadyReplicas != n || s.Replicas != n || len(s.Members) != int(n) || s.PendingOperation != nil {
-			return fmt.Errorf("phase=%s ready=%d/%d members=%d available=%v progressing=%v", s.Phase, s.ReadyReplicas, s.Replicas, len(s.Members), av, pr)
-		}
-		return nil
-	})
+	WaitFor(t, fmt.Sprintf("%s converged at %d members", c.Name, n), timeout, func() error { return e.Converged(c, n) })
+}
+
+// Converged says why the cluster is not (yet) converged at n members, or nil.
+func (e *Env) Converged(c *v1.EtcdCluster, n int32) error {
+	cur := &v1.EtcdCluster{}
+	if err := e.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), cur); err != nil {
+		return err
+	}
+	s := cur.Status
+	av := meta.FindStatusCondition(s.Conditions, v1.ConditionAvailable)
+	pr := meta.FindStatusCondition(s.Conditions, v1.ConditionProgressing)
+	if av == nil || av.Status != metav1.ConditionTrue || pr == nil || pr.Status != metav1.ConditionFalse ||
+		s.ReadyReplicas != n || s.Replicas != n || len(s.Members) != int(n) || s.PendingOperation != nil {
+		return fmt.Errorf("phase=%s ready=%d/%d members=%d available=%v progressing=%v", s.Phase, s.ReadyReplicas, s.Replicas, len(s.Members), av, pr)
+	}
+	return nil
 }
 
 // EtcdClient dials the cluster from the host through pod IPs with the user client certificate

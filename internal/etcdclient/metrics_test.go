@@ -1,0 +1,33 @@
+package etcdclient
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
+)
+
+// Every unary call is timed by RPC without code in the methods: a member list on a real etcd is one
+// more observation of Cluster/MemberList with code OK.
+func TestEtcdCallsAreTimedByRPC(t *testing.T) {
+	c, _ := startOne(t)
+	before := rpcCount(t, "Cluster/MemberList", "OK")
+	if _, _, err := c.MemberList(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := rpcCount(t, "Cluster/MemberList", "OK"); got != before+1 {
+		t.Fatalf("Cluster/MemberList observed %d times, want %d", got, before+1)
+	}
+}
+
+func rpcCount(t *testing.T, rpc, code string) uint64 {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := metrics.EtcdRPCDuration.WithLabelValues(rpc, code).(prometheus.Metric).Write(m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}

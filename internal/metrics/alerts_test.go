@@ -1,0 +1,214 @@
+package metrics
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"sigs.k8s.io/yaml"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
+)
+
+const (
+	rulesFile = "../../config/prometheus/etcd_rules.yaml"
+	rulesTest = "../../config/prometheus/tests/etcd_rules_test.yaml"
+)
+
+type ruleGroups struct {
+	Groups []struct {
+		Name  string `json:"name"`
+		Rules []struct {
+			Alert       string            `json:"alert"`
+			Expr        string            `json:"expr"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+// tool is a binary hack/tools/build.sh promtool links into bin/ (make test-unit builds it).
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("../../bin", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is missing: run hack/tools/build.sh promtool (make test-unit does)", p)
+	}
+	return p
+}
+
+// groups reads the PrometheusRule's spec.groups: the plain rule file promtool and Prometheus load.
+func groups(t *testing.T) (ruleGroups, []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &pr); err != nil {
+		t.Fatalf("%s: %v", rulesFile, err)
+	}
+	var g ruleGroups
+	if err := json.Unmarshal(pr.Spec, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g, pr.Spec
+}
+
+// TestAlertRules runs the promtool unit tests of every alert, and checks what each alert must carry.
+func TestAlertRules(t *testing.T) {
+	promtool := tool(t, "promtool")
+	g, spec := groups(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), spec, 0o600); err != nil { // JSON is YAML
+		t.Fatal(err)
+	}
+	cases, err := os.ReadFile(rulesTest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "test.yaml"), cases, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "test", "rules", "test.yaml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+
+	for _, gr := range g.Groups {
+		for _, r := range gr.Rules {
+			if r.Labels["severity"] != "warning" && r.Labels["severity"] != "critical" {
+				t.Errorf("%s: severity %q, want warning or critical", r.Alert, r.Labels["severity"])
+			}
+			if r.Annotations["summary"] == "" || !strings.Contains(r.Annotations["description"], "{{ $labels.namespace }}/{{ $labels.cluster }}") {
+				t.Errorf("%s: needs a summary and a description naming {{ $labels.namespace }}/{{ $labels.cluster }}", r.Alert)
+			}
+			if !strings.HasSuffix(r.Annotations["runbook_url"], "/docs/runbooks/"+r.Alert+".md") {
+				t.Errorf("%s: runbook_url %q does not point at docs/runbooks/%s.md", r.Alert, r.Annotations["runbook_url"], r.Alert)
+			} else if _, err := os.Stat("../../docs/runbooks/" + r.Alert + ".md"); err != nil {
+				t.Errorf("%s: %v", r.Alert, err)
+			}
+			if !bytes.Contains(cases, []byte("alertname: "+r.Alert+"\n")) {
+				t.Errorf("%s has no promtool test case in %s", r.Alert, rulesTest)
+			}
+		}
+	}
+}
+
+// TestAlertsNameOnlyExportedMetrics fails when an alert selects a metric nobody exports: the operator's
+// own (this package), etcd's (scraped from a real embedded etcd after it served some requests), or
+// Prometheus' own up. Expressions are parsed by Prometheus' parser (bin/promql-names).
+func TestAlertsNameOnlyExportedMetrics(t *testing.T) {
+	names := tool(t, "promql-names")
+	exported := map[string]bool{"up": true}
+	for _, c := range All {
+		ch := make(chan *prometheus.Desc, 4)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			n := strings.TrimPrefix(d.String(), `Desc{fqName: "`)
+			n = n[:strings.IndexByte(n, '"')]
+			for _, s := range []string{"", "_bucket", "_sum", "_count"} {
+				exported[n+s] = true
+			}
+		}
+	}
+	for n := range etcdMetricNames(t) {
+		exported[n] = true
+	}
+
+	g, _ := groups(t)
+	var in bytes.Buffer
+	for _, gr := range g.Groups {
+		for _, r := range gr.Rules {
+			line, _ := json.Marshal(map[string]string{"name": r.Alert, "expr": r.Expr})
+			in.Write(append(line, '\n'))
+		}
+	}
+	cmd := exec.Command(names)
+	cmd.Stdin = &in
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("promql-names: %v", err)
+	}
+	checked := 0
+	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		var a struct {
+			Name    string
+			Metrics []string
+			Error   string
+		}
+		if err := json.Unmarshal(line, &a); err != nil {
+			t.Fatal(err)
+		}
+		if a.Error != "" {
+			t.Errorf("%s: %s", a.Name, a.Error)
+		}
+		for _, m := range a.Metrics {
+			checked++
+			if !exported[m] {
+				t.Errorf("%s names %s, which neither the operator nor etcd exports", a.Name, m)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no metric names checked")
+	}
+}
+
+// etcdMetricNames scrapes a real etcd's /metrics after writes and reads, so histograms and gRPC
+// counters have series.
+func etcdMetricNames(t *testing.T) map[string]bool {
+	t.Helper()
+	ms := etcdtest.StartCluster(t, 1)
+	urls := etcdtest.ClientURLs(ms)
+	c, err := clientv3.New(clientv3.Config{Endpoints: urls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	ctx := context.Background()
+	for range 3 {
+		if _, err := c.Put(ctx, "k", "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, urls[0]+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	out := map[string]bool{}
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		out[strings.FieldsFunc(line, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
+	}
+	if len(out) < 50 {
+		t.Fatalf("only %d metric names from etcd's /metrics", len(out))
+	}
+	return out
+}

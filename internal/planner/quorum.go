@@ -1,0 +1,234 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Quorum-loss policies (spec.maintenance.quorumLoss) and recovery sources.
+const (
+	FromSurvivor = "FromSurvivor"
+	FromBackup   = "FromBackup"
+	Manual       = "Manual"
+)
+
+// Phases of a recovery, in order. FromSurvivor: Fencing → ForcingNewCluster → Restarting;
+// FromBackup: Fencing → Restoring (a new bootstrap from the backup).
+const (
+	PhaseFencing           = "Fencing"
+	PhaseForcingNewCluster = "ForcingNewCluster"
+	PhaseRestarting        = "Restarting"
+	PhaseRestoring         = "Restoring"
+)
+
+// RecoverAnnotation is the manual trigger: its value is the source to recover from.
+const RecoverAnnotation = "etcd.autopilot.dev/recover-quorum"
+
+// Survivor is what one running member says of itself while no member answers a linearizable call.
+type Survivor struct {
+	Name string
+	ID   uint64
+	// Leader is the leader it follows, 0 when it has none.
+	Leader       uint64
+	Learner      bool
+	AppliedIndex uint64
+	// Members is its own (serializable) view of the membership: ID, Name, Learner, Started.
+	Members []EtcdMember
+}
+
+// Recovery is a quorum-loss recovery under way, as recorded in status.
+type Recovery struct {
+	Source   string
+	Phase    string
+	Survivor string
+	Backup   string
+}
+
+// decideQuorumLoss recognises a quorum that can never come back on its own: no member has a
+// leader, and the voters that still have their data are fewer than a quorum. Members that are only
+// down (their volume is there) may come back, so they count as alive; a cluster forced from a
+// minority while a majority runs elsewhere would split in two. A human who knows better asks for
+// the recovery explicitly (in.RecoveryRequested).
+func decideQuorumLoss(in Input) (Action, bool) {
+	if len(in.Survivors) == 0 {
+		return Action{}, false
+	}
+	for _, s := range in.Survivors {
+		if s.Leader != 0 {
+			return Action{}, false // a leader exists: quorum is there, only the operator's view is not
+		}
+	}
+	best := bestSurvivor(in.Survivors)
+	var voters int
+	var lost, down []string
+	for _, m := range best.Members {
+		if m.Learner {
+			continue
+		}
+		voters++
+		switch {
+		case survivorNamed(in.Survivors, m.Name) != nil:
+		case m.Started && goneForGood(in, m.Name):
+			lost = append(lost, m.Name)
+		default:
+			down = append(down, displayName(m))
+		}
+	}
+	sort.Strings(lost)
+	sort.Strings(down)
+	requested := in.RecoveryRequested
+	if requested == "" && voters-len(lost) >= quorum(voters) {
+		return Action{}, false // enough voters keep their data: restarting them brings quorum back
+	}
+	what := fmt.Sprintf("quorum is lost: %d of %d voting members lost their data %v", len(lost), voters, lost)
+	if requested != "" {
+		what = fmt.Sprintf("quorum recovery requested by the %s annotation (%d of %d voting members lost their data %v, %v down)", RecoverAnnotation, len(lost), voters, lost, down)
+	} else if len(down) > 0 {
+		// The survivor must be the member with the most log; one that is down may have more.
+		return Action{Kind: Wait, Reason: "QuorumLost", Message: fmt.Sprintf("%s; waiting for %v to answer before choosing the member to recover from "+
+			"(if they will not come back: kubectl annotate etcdcluster <name> %s=%s)", what, down, RecoverAnnotation, FromSurvivor)}, true
+	}
+	policy := requested
+	if policy == "" {
+		policy = in.QuorumLoss
+	}
+	switch policy {
+	case FromSurvivor:
+		if in.EphemeralData {
+			return Action{Kind: Wait, Reason: "QuorumLost", Message: fmt.Sprintf("%s; in-memory members (storage.medium Memory) lose their data when their pod restarts, "+
+				"so %s cannot be restarted as a one-member cluster: rebuild from a backup: kubectl annotate etcdcluster <name> %s=%s", what, best.Name, RecoverAnnotation, FromBackup)}, true
+		}
+		if best.Learner {
+			return Action{Kind: Wait, Reason: "QuorumLost", Message: fmt.Sprintf("%s, and only learners survive (%s): they may lack committed writes; restore from a backup: "+
+				"kubectl annotate etcdcluster <name> %s=%s", what, survivorNames(in.Survivors), RecoverAnnotation, FromBackup)}, true
+		}
+		return Action{Kind: StartRecovery, Members: []string{best.Name}, Source: FromSurvivor, Reason: "QuorumLost",
+			Message: fmt.Sprintf("%s; recovering from %s, the surviving member with the most applied log (index %d)", what, best.Name, best.AppliedIndex)}, true
+	case FromBackup:
+		if in.NewestBackup == "" {
+			return Action{Kind: Wait, Reason: "QuorumLost", Message: fmt.Sprintf("%s, and spec.maintenance.quorumLoss is FromBackup but this cluster has no successful EtcdBackup; "+
+				"recover from the surviving member instead: kubectl annotate etcdcluster <name> %s=%s", what, RecoverAnnotation, FromSurvivor)}, true
+		}
+		return Action{Kind: StartRecovery, Source: FromBackup, Backup: in.NewestBackup, Reason: "QuorumLost",
+			Message: fmt.Sprintf("%s; rebuilding the cluster from EtcdBackup %s", what, in.NewestBackup)}, true
+	default:
+		return Action{Kind: Wait, Reason: "QuorumLost", Message: fmt.Sprintf("%s; spec.maintenance.quorumLoss is %s: to recover from %s (the surviving member with the most applied log), "+
+			"kubectl annotate etcdcluster <name> %s=%s, or %s=%s to rebuild from the newest backup", what, policy, best.Name, RecoverAnnotation, FromSurvivor, RecoverAnnotation, FromBackup)}, true
+	}
+}
+
+// decideRecovery takes the next step of the recovery recorded in in.Recovery.
+func decideRecovery(in Input) Action {
+	r := in.Recovery
+	switch r.Phase {
+	case PhaseFencing:
+		// Every member other than the survivor goes, with its volume: none of them may ever talk
+		// to the new cluster with the old membership.
+		var fence []string
+		for _, name := range sortedKeys(in.Pods, in.PVCs) {
+			if name == r.Survivor {
+				continue
+			}
+			if p, ok := in.Pods[name]; (ok && !p.Deleting) || (in.PVCs[name].Exists && !in.PVCs[name].Deleting) {
+				fence = append(fence, name)
+			}
+		}
+		if len(fence) > 0 {
+			return Action{Kind: FenceMembers, Members: fence, Reason: "Recovering", Message: fmt.Sprintf("deleting the pods and volumes of %v so that no old member rejoins", fence)}
+		}
+		next := PhaseForcingNewCluster
+		if r.Source == FromBackup {
+			return Action{Kind: RestartFromBackup, Backup: r.Backup, Reason: "Recovering",
+				Message: fmt.Sprintf("every old member is fenced; bootstrapping %d new members from EtcdBackup %s", in.Replicas, r.Backup)}
+		}
+		return Action{Kind: AdvanceRecovery, Phase: next, Members: []string{r.Survivor}, Reason: "Recovering",
+			Message: fmt.Sprintf("every other member is fenced; restarting %s as a one-member cluster", r.Survivor)}
+
+	case PhaseForcingNewCluster, PhaseRestarting:
+		force := r.Phase == PhaseForcingNewCluster
+		pod, pvc := in.Pods[r.Survivor], in.PVCs[r.Survivor]
+		switch {
+		case !in.EphemeralData && !pvc.Exists:
+			return Action{Kind: Wait, Reason: "RecoveryStuck", Message: fmt.Sprintf("the volume of %s, the member being recovered from, is gone: "+
+				"delete the EtcdCluster and restore it from a backup (spec.bootstrap.restore)", r.Survivor)}
+		case pod.Deleting:
+			return Action{Kind: Wait, Reason: "Recovering", Message: fmt.Sprintf("waiting for the old pod of %s to go", r.Survivor)}
+		case !pod.Exists:
+			return Action{Kind: CreateMembers, Members: []string{r.Survivor}, ForceNewCluster: force, Version: podVersion(in), Reason: "Recovering",
+				Message: recoveryStep(force, r.Survivor)}
+		case pod.ForceNewCluster != force:
+			return Action{Kind: RollMember, Members: []string{r.Survivor}, Reason: "Recovering", Message: recoveryStep(force, r.Survivor)}
+		}
+		alone := in.Etcd != nil && len(in.Etcd.Members) == 1 && in.Etcd.Members[0].Name == r.Survivor
+		if force {
+			if alone {
+				return Action{Kind: AdvanceRecovery, Phase: PhaseRestarting, Members: []string{r.Survivor}, Reason: "Recovering",
+					Message: fmt.Sprintf("%s runs as a one-member cluster; restarting it without --force-new-cluster", r.Survivor)}
+			}
+			return Action{Kind: Wait, Reason: "Recovering", Message: fmt.Sprintf("waiting for %s to start as a one-member cluster", r.Survivor)}
+		}
+		if alone && in.Etcd.Members[0].Healthy {
+			return Action{Kind: FinishRecovery, Members: []string{r.Survivor}, Reason: "Recovered",
+				Message: fmt.Sprintf("quorum is back: %s serves as a one-member cluster with its data; new members join as learners", r.Survivor)}
+		}
+		return Action{Kind: Wait, Reason: "Recovering", Message: fmt.Sprintf("waiting for %s to serve again", r.Survivor)}
+
+	default: // PhaseRestoring: a bootstrap from the backup, finished by MarkBootstrapped
+		a := decideBootstrap(in)
+		a.Reason = "Recovering"
+		return a
+	}
+}
+
+func recoveryStep(force bool, name string) string {
+	if force {
+		return fmt.Sprintf("starting %s with --force-new-cluster: a one-member cluster on its own data", name)
+	}
+	return fmt.Sprintf("restarting %s without --force-new-cluster", name)
+}
+
+// goneForGood says whether a member's data can never come back: its volume is gone (or going) and
+// no pod of it runs, or, for in-memory members, its pod is gone.
+func goneForGood(in Input, name string) bool {
+	pod, pvc := in.Pods[name], in.PVCs[name]
+	if pod.Exists && !pod.Deleting {
+		return false
+	}
+	return in.EphemeralData || !pvc.Exists || pvc.Deleting
+}
+
+// bestSurvivor is the voting survivor with the highest applied index (a learner only when no voter
+// survives); ties go to the first name, so the choice is stable.
+func bestSurvivor(ss []Survivor) Survivor {
+	cands := append([]Survivor(nil), ss...)
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.Learner != b.Learner {
+			return !a.Learner
+		}
+		if a.AppliedIndex != b.AppliedIndex {
+			return a.AppliedIndex > b.AppliedIndex
+		}
+		return a.Name < b.Name
+	})
+	return cands[0]
+}
+
+func survivorNamed(ss []Survivor, name string) *Survivor {
+	for i := range ss {
+		if ss[i].Name == name && name != "" {
+			return &ss[i]
+		}
+	}
+	return nil
+}
+
+func survivorNames(ss []Survivor) string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.Name)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}

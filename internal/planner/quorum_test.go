@@ -1,0 +1,222 @@
+package planner
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// quorumLost is healthyCluster(n) after no member answers a linearizable call: the members named in
+// alive still run (without a leader) and report their applied index, all others are down.
+func quorumLost(n int, alive map[string]uint64) Input {
+	in := healthyCluster(n)
+	view := in.Etcd.Members
+	in.Etcd = nil
+	in.QuorumLoss = FromSurvivor
+	for _, m := range view {
+		if idx, ok := alive[m.Name]; ok {
+			in.Survivors = append(in.Survivors, Survivor{Name: m.Name, ID: m.ID, AppliedIndex: idx, Members: view})
+		}
+	}
+	return in
+}
+
+// dataGone deletes a member's pod and volume.
+func dataGone(names ...string) func(*Input) {
+	return func(in *Input) {
+		for _, n := range names {
+			delete(in.Pods, n)
+			delete(in.PVCs, n)
+		}
+	}
+}
+
+func TestQuorumLossDecisions(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      Input
+		kind    Kind
+		members []string
+		source  string
+		reason  string
+		says    string // part of the message
+	}{
+		{name: "majority's data gone: recover from the survivor",
+			in:   with(quorumLost(3, map[string]uint64{"c-0": 90}), dataGone("c-1", "c-2")),
+			kind: StartRecovery, members: []string{"c-0"}, source: FromSurvivor, reason: "QuorumLost", says: "2 of 3 voting members lost their data [c-1 c-2]"},
+		{name: "a member down with its volume may come back: restart it, no recovery",
+			in:   with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) { dataGone("c-1")(in); delete(in.Pods, "c-2") }),
+			kind: CreateMembers, members: []string{"c-2"}, reason: "RestartingMembers"},
+		{name: "a pod still there without its volume may still run etcd: not lost",
+			in:   with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) { delete(in.PVCs, "c-1"); delete(in.PVCs, "c-2") }),
+			kind: Wait, reason: "EtcdUnreachable"},
+		{name: "a survivor with a leader means quorum exists: never recover",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				dataGone("c-1", "c-2")(in)
+				in.Survivors[0].Leader = 2
+			}),
+			kind: Wait, reason: "EtcdUnreachable"},
+		{name: "a down member may hold more log: wait for it before choosing",
+			in: with(quorumLost(5, map[string]uint64{"c-0": 90}), func(in *Input) {
+				dataGone("c-1", "c-2", "c-3")(in)
+			}),
+			kind: Wait, reason: "QuorumLost", says: "waiting for [c-4] to answer"},
+		{name: "the survivor with the most applied log is chosen",
+			in:   with(quorumLost(5, map[string]uint64{"c-0": 90, "c-4": 120}), dataGone("c-1", "c-2", "c-3")),
+			kind: StartRecovery, members: []string{"c-4"}, source: FromSurvivor, reason: "QuorumLost", says: "index 120"},
+		{name: "Manual waits and says how to trigger",
+			in:   with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) { dataGone("c-1", "c-2")(in); in.QuorumLoss = Manual }),
+			kind: Wait, reason: "QuorumLost", says: RecoverAnnotation + "=FromSurvivor"},
+		{name: "Manual with the annotation recovers",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				dataGone("c-1", "c-2")(in)
+				in.QuorumLoss, in.RecoveryRequested = Manual, FromSurvivor
+			}),
+			kind: StartRecovery, members: []string{"c-0"}, source: FromSurvivor, reason: "QuorumLost"},
+		{name: "the annotation overrides members that are only down",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				delete(in.Pods, "c-1")
+				delete(in.Pods, "c-2")
+				in.RecoveryRequested = FromSurvivor
+			}),
+			kind: StartRecovery, members: []string{"c-0"}, source: FromSurvivor, says: "requested"},
+		{name: "the annotation never overrides a leader",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				dataGone("c-1", "c-2")(in)
+				in.RecoveryRequested = FromSurvivor
+				in.Survivors[0].Leader = 1
+			}),
+			kind: Wait, reason: "EtcdUnreachable"},
+		{name: "FromBackup without a backup waits and says so",
+			in:   with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) { dataGone("c-1", "c-2")(in); in.QuorumLoss = FromBackup }),
+			kind: Wait, reason: "QuorumLost", says: "no successful EtcdBackup"},
+		{name: "FromBackup restores the newest backup",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				dataGone("c-1", "c-2")(in)
+				in.QuorumLoss, in.NewestBackup = FromBackup, "nightly-7"
+			}),
+			kind: StartRecovery, source: FromBackup, says: "EtcdBackup nightly-7"},
+		{name: "only a learner survives: never promoted to the whole cluster on its own",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				dataGone("c-1", "c-2")(in)
+				in.Survivors[0].Learner = true
+			}),
+			kind: Wait, reason: "QuorumLost", says: "only learners survive"},
+		{name: "in-memory members lose their data with their pod, and the survivor would lose it on restart: only a backup helps",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				in.EphemeralData = true
+				delete(in.Pods, "c-1")
+				delete(in.Pods, "c-2")
+			}),
+			kind: Wait, reason: "QuorumLost", says: RecoverAnnotation + "=" + FromBackup},
+		{name: "in-memory members, FromBackup",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				in.EphemeralData, in.QuorumLoss, in.NewestBackup = true, FromBackup, "b"
+				delete(in.Pods, "c-1")
+				delete(in.Pods, "c-2")
+			}),
+			kind: StartRecovery, source: FromBackup},
+		{name: "a pending membership call never completes without quorum: recovery goes first",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				dataGone("c-1", "c-2")(in)
+				in.Pending = &Pending{Type: "AddMember", Member: "c-3"}
+			}),
+			kind: StartRecovery, members: []string{"c-0"}, source: FromSurvivor},
+		{name: "paused beats everything",
+			in:   with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) { dataGone("c-1", "c-2")(in); in.Paused = true }),
+			kind: Wait, reason: "Paused"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := Decide(tc.in)
+			if a.Kind != tc.kind || (tc.members != nil && !reflect.DeepEqual(a.Members, tc.members)) || a.Source != tc.source ||
+				(tc.reason != "" && a.Reason != tc.reason) || !strings.Contains(a.Message, tc.says) {
+				t.Fatalf("got %+v\nwant kind %s members %v source %q reason %q message containing %q", a, tc.kind, tc.members, tc.source, tc.reason, tc.says)
+			}
+		})
+	}
+}
+
+func TestRecoverySteps(t *testing.T) {
+	// recovering is c-0 recovering from the loss of c-1 and c-2, in phase, with status already
+	// trimmed to the survivor.
+	recovering := func(phase string, f func(*Input)) Input {
+		in := quorumLost(3, map[string]uint64{"c-0": 90})
+		in.Known = in.Known[:1]
+		in.Recovery = &Recovery{Source: FromSurvivor, Phase: phase, Survivor: "c-0"}
+		f(&in)
+		return in
+	}
+	alone := func(healthy bool) func(*Input) {
+		return func(in *Input) {
+			in.Survivors = nil
+			in.Etcd = &Etcd{LeaderID: 1, Members: []EtcdMember{{ID: 1, Name: "c-0", Started: true, Healthy: healthy}}}
+		}
+	}
+	pod := func(p PodState) func(*Input) { return func(in *Input) { in.Pods["c-0"] = p } }
+	all := func(fs ...func(*Input)) func(*Input) {
+		return func(in *Input) {
+			for _, f := range fs {
+				f(in)
+			}
+		}
+	}
+	cases := []struct {
+		name    string
+		in      Input
+		kind    Kind
+		members []string
+		phase   string
+		force   bool
+	}{
+		{name: "fencing deletes every other member's pod and volume", in: recovering(PhaseFencing, func(*Input) {}),
+			kind: FenceMembers, members: []string{"c-1", "c-2"}},
+		{name: "fencing does not wait for pods stuck terminating", in: recovering(PhaseFencing, func(in *Input) {
+			in.Pods["c-1"] = PodState{Exists: true, Deleting: true}
+			delete(in.PVCs, "c-1")
+			dataGone("c-2")(in)
+		}), kind: AdvanceRecovery, phase: PhaseForcingNewCluster},
+		{name: "fenced: force a new cluster", in: recovering(PhaseFencing, dataGone("c-1", "c-2")),
+			kind: AdvanceRecovery, members: []string{"c-0"}, phase: PhaseForcingNewCluster},
+		{name: "from a backup, fencing includes every member", in: recovering(PhaseFencing, func(in *Input) {
+			in.Recovery = &Recovery{Source: FromBackup, Phase: PhaseFencing, Backup: "b"}
+		}), kind: FenceMembers, members: []string{"c-0", "c-1", "c-2"}},
+		{name: "from a backup, fenced: a new bootstrap", in: recovering(PhaseFencing, func(in *Input) {
+			in.Recovery = &Recovery{Source: FromBackup, Phase: PhaseFencing, Backup: "b"}
+			dataGone("c-0", "c-1", "c-2")(in)
+		}), kind: RestartFromBackup},
+		{name: "the survivor's running pod is restarted", in: recovering(PhaseForcingNewCluster, dataGone("c-1", "c-2")),
+			kind: RollMember, members: []string{"c-0"}},
+		{name: "its old pod is going", in: recovering(PhaseForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, Deleting: true}))),
+			kind: Wait},
+		{name: "started with --force-new-cluster", in: recovering(PhaseForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{}))),
+			kind: CreateMembers, members: []string{"c-0"}, force: true},
+		{name: "waiting for it to form a one-member cluster", in: recovering(PhaseForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, ForceNewCluster: true}))),
+			kind: Wait},
+		{name: "alone: restart it without the flag", in: recovering(PhaseForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, ForceNewCluster: true}), alone(true))),
+			kind: AdvanceRecovery, phase: PhaseRestarting},
+		{name: "the flagged pod is restarted", in: recovering(PhaseRestarting, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, ForceNewCluster: true}), alone(true))),
+			kind: RollMember, members: []string{"c-0"}},
+		{name: "recreated without the flag", in: recovering(PhaseRestarting, all(dataGone("c-1", "c-2"), pod(PodState{}))),
+			kind: CreateMembers, members: []string{"c-0"}},
+		{name: "not serving yet", in: recovering(PhaseRestarting, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true}), alone(false))),
+			kind: Wait},
+		{name: "serving: done", in: recovering(PhaseRestarting, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true}), alone(true))),
+			kind: FinishRecovery},
+		{name: "the survivor's volume vanished: stuck, says what to do", in: recovering(PhaseForcingNewCluster, dataGone("c-0", "c-1", "c-2")),
+			kind: Wait},
+		{name: "restoring bootstraps under new names", in: recovering(PhaseRestoring, func(in *Input) {
+			in.Recovery = &Recovery{Source: FromBackup, Phase: PhaseRestoring, Backup: "b"}
+			in.Known, in.Bootstrapped, in.NextIndex = nil, false, 3
+			dataGone("c-0", "c-1", "c-2")(in)
+		}), kind: InitBootstrap, members: []string{"c-3", "c-4", "c-5"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := Decide(tc.in)
+			if a.Kind != tc.kind || (tc.members != nil && !reflect.DeepEqual(a.Members, tc.members)) || a.Phase != tc.phase || a.ForceNewCluster != tc.force {
+				t.Fatalf("got %+v\nwant kind %s members %v phase %q force %v", a, tc.kind, tc.members, tc.phase, tc.force)
+			}
+		})
+	}
+}

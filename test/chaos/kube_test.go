@@ -1,0 +1,386 @@
+//go:build e2e
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+)
+
+// Kubernetes as a client: a second kube-apiserver (the one envtest runs, bin/kube-apiserver) stores
+// its objects in the operator-managed cluster, reached over the cluster's client TLS Secret. The
+// server certificate names localhost, so the apiserver dials a loopback relay that forwards each
+// connection to a member pod that is there now (pods get new IPs when they are replaced).
+
+// relay forwards each connection accepted on a loopback port to one of the member pods endpoints
+// lists.
+func relay(t *testing.T, endpoints func() ([]string, error)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { _ = in.Close() }()
+				eps, err := endpoints()
+				if err != nil {
+					return
+				}
+				for _, i := range rand.Perm(len(eps)) {
+					u, err := url.Parse(eps[i])
+					if err != nil {
+						continue
+					}
+					out, err := net.DialTimeout("tcp", u.Host, 2*time.Second)
+					if err != nil {
+						continue
+					}
+					go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+					_, _ = io.Copy(in, out)
+					_ = out.Close()
+					return
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// startKubeAPIServer runs a kube-apiserver on the cluster and returns a client of it.
+func startKubeAPIServer(t *testing.T, c *v1.EtcdCluster, endpoints func() ([]string, error)) *kubernetes.Clientset {
+	t.Helper()
+	cur := &v1.EtcdCluster{}
+	if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), cur); err != nil {
+		t.Fatal(err)
+	}
+	sec := &corev1.Secret{}
+	if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: cur.Status.Endpoints.ClientSecret}, sec); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string]string{"etcd-cafile": pki.CACertKey, "etcd-certfile": pki.CertKey, "etcd-keyfile": pki.PrivKeyKey}
+	cp := &envtest.ControlPlane{}
+	api := cp.GetAPIServer()
+	api.EtcdURL = &url.URL{Scheme: "https", Host: relay(t, endpoints)}
+	args := api.Configure()
+	for flag, key := range files {
+		path := filepath.Join(dir, key)
+		if err := os.WriteFile(path, sec.Data[key], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args.Set(flag, path)
+	}
+	// Its own prefix, and no compaction: the etcd workload's event log must stay readable.
+	args.Set("etcd-prefix", "/kube-chaos").Set("etcd-compaction-interval", "0")
+	api.StartTimeout = 2 * time.Minute
+	if err := api.Start(); err != nil {
+		t.Fatalf("start kube-apiserver on %s: %v", c.Name, err)
+	}
+	t.Cleanup(func() { _ = api.Stop() })
+	user, err := cp.AddUser(envtest.User{Name: "chaos", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := user.Config()
+	cfg.Timeout = 5 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// kubeWrite is an acknowledged write of a ConfigMap: the object as the API server returned it
+// (for a delete, the resourceVersion it was deleted at is not returned: rv is the precondition's).
+type kubeWrite struct {
+	name, data, rv string
+	deleted        bool
+}
+
+// kubeWorkload is a small controller: writers create, update and delete their own ConfigMaps with
+// resourceVersion preconditions, and a watch records every event from the start.
+type kubeWorkload struct {
+	cs      *kubernetes.Clientset
+	stop    chan struct{} // the writers
+	stopW   chan struct{} // the watch
+	writers sync.WaitGroup
+	watcher sync.WaitGroup
+	mu      sync.Mutex
+	acked   []kubeWrite
+	failed  int
+	events  []watch.Event
+	watchEr []error
+	startRV string
+}
+
+const kubeNS = "default"
+
+func startKubeWorkload(t *testing.T, cs *kubernetes.Clientset, writers int, seed uint64) *kubeWorkload {
+	t.Helper()
+	list, err := cs.CoreV1().ConfigMaps(kubeNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &kubeWorkload{cs: cs, stop: make(chan struct{}), stopW: make(chan struct{}), startRV: list.ResourceVersion}
+	k.watcher.Add(1)
+	go k.watch()
+	for i := range writers {
+		k.writers.Add(1)
+		go k.writer(i, rand.New(rand.NewPCG(seed, uint64(100+i))))
+	}
+	return k
+}
+
+// watch follows ConfigMap events from the start, resuming after each interruption from the last
+// resourceVersion it saw, as a reflector does.
+func (k *kubeWorkload) watch() {
+	defer k.watcher.Done()
+	rv := k.startRV
+	for {
+		select {
+		case <-k.stopW:
+			return
+		default:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-k.stopW:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		w, err := k.cs.CoreV1().ConfigMaps(kubeNS).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: false})
+		if err != nil {
+			cancel()
+			if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+				k.mu.Lock()
+				k.watchEr = append(k.watchEr, fmt.Errorf("resume at %s: %w", rv, err))
+				k.mu.Unlock()
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				err := apierrors.FromObject(ev.Object)
+				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+					k.mu.Lock()
+					k.watchEr = append(k.watchEr, fmt.Errorf("watch from %s: %w", rv, err))
+					k.mu.Unlock()
+					w.Stop()
+					cancel()
+					return
+				}
+				break
+			}
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
+				rv = cm.ResourceVersion
+				k.mu.Lock()
+				k.events = append(k.events, ev)
+				k.mu.Unlock()
+			}
+		}
+		w.Stop()
+		cancel()
+	}
+}
+
+func (k *kubeWorkload) writer(id int, rng *rand.Rand) {
+	defer k.writers.Done()
+	cms := k.cs.CoreV1().ConfigMaps(kubeNS)
+	known := map[string]*corev1.ConfigMap{} // what this writer last saw of each of its objects; absent: none
+	for seq := 0; ; seq++ {
+		select {
+		case <-k.stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		name := fmt.Sprintf("w%d-%d", id, rng.IntN(4))
+		data := fmt.Sprintf("w%d-%d", id, seq)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var got *corev1.ConfigMap
+		var err error
+		deleted := false
+		cur := known[name]
+		switch {
+		case cur == nil:
+			got, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": data}}, metav1.CreateOptions{})
+		case rng.IntN(4) == 0:
+			rv := cur.ResourceVersion
+			err = cms.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+			got, deleted = cur, true
+		default:
+			upd := cur.DeepCopy()
+			upd.Data = map[string]string{"v": data}
+			got, err = cms.Update(ctx, upd, metav1.UpdateOptions{})
+		}
+		cancel()
+		k.mu.Lock()
+		if err == nil {
+			k.acked = append(k.acked, kubeWrite{name: name, data: got.Data["v"], rv: got.ResourceVersion, deleted: deleted})
+		} else {
+			k.failed++
+		}
+		k.mu.Unlock()
+		switch {
+		case err == nil && deleted:
+			delete(known, name)
+		case err == nil:
+			known[name] = got
+		default:
+			// A conflict, or an outcome unknown: learn the object's state again before going on.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			fresh, gerr := cms.Get(ctx, name, metav1.GetOptions{})
+			cancel()
+			switch {
+			case gerr == nil:
+				known[name] = fresh
+			case apierrors.IsNotFound(gerr):
+				delete(known, name)
+			default:
+				delete(known, name) // unknown: try creating it (AlreadyExists then teaches us)
+			}
+		}
+	}
+}
+
+// finish stops the workload and checks it against the API server's final state: every
+// acknowledged write is in the watch at its resourceVersion, the watch is strictly ordered and
+// replays to exactly the objects a final list returns.
+func (k *kubeWorkload) finish(t *testing.T) {
+	t.Helper()
+	close(k.stop)
+	k.writers.Wait()
+	// The watch catches up with the last acknowledged write (within a bound), then stops.
+	var newest int64
+	for _, w := range k.acked {
+		v, _ := strconv.ParseInt(w.rv, 10, 64)
+		if w.deleted {
+			v++ // deleted after the version its precondition named
+		}
+		newest = max(newest, v)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		k.mu.Lock()
+		n := len(k.events)
+		caught := n > 0 && rvOf(k.events[n-1]) >= newest
+		k.mu.Unlock()
+		if caught {
+			break
+		}
+	}
+	close(k.stopW)
+	k.watcher.Wait()
+	var list *corev1.ConfigMapList
+	var err error
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		if list, err = k.cs.CoreV1().ConfigMaps(kubeNS).List(context.Background(), metav1.ListOptions{}); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Errorf("kube-apiserver: final list: %v", err)
+		return
+	}
+	errs := k.check(list)
+	t.Logf("kube-apiserver: %d acknowledged writes (%d failed), %d watch events, %d objects at the end, %d problems",
+		len(k.acked), k.failed, len(k.events), len(list.Items), len(errs))
+	for _, err := range errs {
+		t.Errorf("kube-apiserver: %v", err)
+	}
+}
+
+func (k *kubeWorkload) check(list *corev1.ConfigMapList) []error {
+	errs := append([]error(nil), k.watchEr...)
+	seen := map[string]watch.Event{}
+	state := map[string]*corev1.ConfigMap{}
+	var last int64
+	for _, ev := range k.events {
+		cm := ev.Object.(*corev1.ConfigMap)
+		rv, err := strconv.ParseInt(cm.ResourceVersion, 10, 64)
+		if err != nil || rv <= last {
+			errs = append(errs, fmt.Errorf("watch out of order: %s %s at %s after %d", ev.Type, cm.Name, cm.ResourceVersion, last))
+		}
+		last = rv
+		seen[cm.Name+"@"+cm.ResourceVersion] = ev
+		if ev.Type == watch.Deleted {
+			delete(state, cm.Name)
+		} else {
+			state[cm.Name] = cm
+		}
+	}
+	for _, w := range k.acked {
+		if w.deleted {
+			if !deletedAfter(k.events, w.name, w.rv) {
+				errs = append(errs, fmt.Errorf("acknowledged delete of %s (at %s) not in the watch", w.name, w.rv))
+			}
+			continue
+		}
+		ev, ok := seen[w.name+"@"+w.rv]
+		if !ok || ev.Object.(*corev1.ConfigMap).Data["v"] != w.data {
+			errs = append(errs, fmt.Errorf("acknowledged write %s=%q at %s not in the watch", w.name, w.data, w.rv))
+		}
+	}
+	final := map[string]string{}
+	for _, cm := range list.Items {
+		final[cm.Name] = cm.ResourceVersion
+		if s, ok := state[cm.Name]; !ok {
+			errs = append(errs, fmt.Errorf("%s at %s in the final list, not in the watch's replay", cm.Name, cm.ResourceVersion))
+		} else if s.ResourceVersion != cm.ResourceVersion {
+			errs = append(errs, fmt.Errorf("%s at %s in the final list, at %s in the watch's replay", cm.Name, cm.ResourceVersion, s.ResourceVersion))
+		}
+	}
+	for name, s := range state {
+		if _, ok := final[name]; !ok {
+			errs = append(errs, fmt.Errorf("%s (at %s in the watch) lost from the final list", name, s.ResourceVersion))
+		}
+	}
+	return errs
+}
+
+func rvOf(ev watch.Event) int64 {
+	v, _ := strconv.ParseInt(ev.Object.(*corev1.ConfigMap).ResourceVersion, 10, 64)
+	return v
+}
+
+// deletedAfter says whether events hold a deletion of name later than resourceVersion rv.
+func deletedAfter(events []watch.Event, name, rv string) bool {
+	after, _ := strconv.ParseInt(rv, 10, 64)
+	for _, ev := range events {
+		cm := ev.Object.(*corev1.ConfigMap)
+		if v, _ := strconv.ParseInt(cm.ResourceVersion, 10, 64); ev.Type == watch.Deleted && cm.Name == name && v > after {
+			return true
+		}
+	}
+	return false
+}

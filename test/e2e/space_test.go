@@ -1,0 +1,117 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
+)
+
+// largestDB is the largest database file of the cluster's members, as they report it.
+func largestDB(t *testing.T, cl *clientv3.Client) int64 {
+	t.Helper()
+	var largest int64
+	for _, ep := range cl.Endpoints() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := cl.Status(ctx, ep)
+		cancel()
+		if err != nil {
+			t.Fatalf("status of %s: %v", ep, err)
+		}
+		largest = max(largest, st.DbSize)
+	}
+	return largest
+}
+
+// Issue 14 items 2 and 3. A 48 MiB quota is filled with history until etcd raises NOSPACE and refuses
+// writes; the operator compacts, defragments every member (the leader last) and disarms the alarm,
+// and writes are accepted again with every acknowledged value in place. Then keys are written and
+// deleted: once etcd's own compaction freed their pages, the defragmentation policy shrinks every
+// member's file while a writer runs, without a failed write.
+func TestFullDatabaseClearedAndFragmentationDefragmented(t *testing.T) {
+	ns := env.NewNamespace(t, "e2e-space-")
+	env.StartOperator(t, ns, "")
+	minFree := resource.MustParse("4Mi")
+	c := createWith(t, ns, func(c *v1.EtcdCluster) {
+		c.Spec.Etcd.QuotaBackendBytes = 48 << 20
+		c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention = "periodic", "1m"
+		c.Spec.Maintenance.Defragmentation = v1.DefragmentationSpec{MinFreeBytes: &minFree, MinFreePercent: 40}
+	})
+	cl := env.EtcdClient(t, c)
+	ctx := context.Background()
+
+	// Fill: 8 keys overwritten with 64 KiB values, so history fills the quota.
+	value := strings.Repeat("x", 64<<10)
+	acked := map[string]int{}
+	var lastKey string
+	lastTry := -1
+	for i := 0; ; i++ {
+		key := fmt.Sprintf("/fill/%d", i%8)
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := cl.Put(wctx, key, fmt.Sprintf("%d-%s", i, value))
+		cancel()
+		if err != nil {
+			if !strings.Contains(err.Error(), "database space exceeded") {
+				t.Fatalf("write %d: %v", i, err)
+			}
+			lastKey, lastTry = key, i // etcd applied it before answering NOSPACE, or not
+			break
+		}
+		acked[key] = i
+		if i > 4000 {
+			t.Fatal("no NOSPACE after 250 MiB of writes with a 48 MiB quota")
+		}
+	}
+	t.Logf("NOSPACE after %d writes", lastTry+1)
+	framework.WaitFor(t, "writes accepted again", 3*time.Minute, func() error {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := cl.Put(wctx, "/after-nospace", "ok")
+		return err
+	})
+	for key, i := range acked {
+		resp, err := cl.Get(ctx, key)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("read %s: %v", key, err)
+		}
+		got := strings.SplitN(string(resp.Kvs[0].Value), "-", 2)[0]
+		if got != fmt.Sprint(i) && (key != lastKey || got != fmt.Sprint(lastTry)) {
+			t.Fatalf("%s holds write %s, want its last acknowledged %d", key, got, i)
+		}
+	}
+	assertEvent(t, ns, "NoSpace", "disarming NOSPACE")
+	env.WaitConverged(t, c, 3, convergeTimeout)
+
+	// Fragment: 300 values of 64 KiB written, then deleted.
+	for i := range 300 {
+		if _, err := cl.Put(ctx, fmt.Sprintf("/frag/%03d", i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.Delete(ctx, "/frag/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	grown := largestDB(t, cl)
+	w := framework.StartWriter(cl, "/during-defrag/")
+	framework.WaitFor(t, "every member's database shrunk", 4*time.Minute, func() error {
+		if size := largestDB(t, cl); size > grown/2 {
+			return fmt.Errorf("largest database %d bytes (was %d)", size, grown)
+		}
+		return nil
+	})
+	keys, failed := w.Finish()
+	if failed > 0 {
+		t.Fatalf("%d writes failed while members were defragmented", failed)
+	}
+	framework.CheckKeys(t, cl, "/during-defrag/", keys)
+	assertEvent(t, ns, "Defragmenting", "defragmenting")
+}

@@ -1,0 +1,43 @@
+package framework
+
+import (
+	"os"
+	"strings"
+)
+
+// SectionMarker starts a section of BENCHMARKS.md that one benchmark owns; the generated head of
+// the file (test/bench) keeps every section as it is.
+const SectionMarker = "<!-- section: "
+
+// WriteBenchmarksSection replaces (or appends) the section named name of the BENCHMARKS.md at path.
+func WriteBenchmarksSection(path, name, body string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	begin, end := SectionMarker+name+" -->\n", "<!-- end section: "+name+" -->\n"
+	text := string(old)
+	if i := strings.Index(text, begin); i >= 0 {
+		if j := strings.Index(text[i:], end); j >= 0 {
+			text = text[:i] + text[i+j+len(end):]
+		}
+	}
+	text = strings.TrimRight(text, "\n") + "\n\n" + begin + body + end
+	return os.WriteFile(path, []byte(text), 0o644)
+}
+
+// BenchResult is one figure as bench/results/<metric>.json holds it: a count has no baseline and
+// its ratio is the count.
+type BenchResult struct {
+	Metric          string    `json:"metric"`
+	Value           float64   `json:"value"`
+	Unit            string    `json:"unit"`
+	Baseline        float64   `json:"baseline"`
+	Ratio           float64   `json:"ratio"`
+	Date            string    `json:"date"`
+	Command         string    `json:"command"`
+	Notes           string    `json:"notes"`
+	Goal            *float64  `json:"goal,omitempty"`
+	Samples         []float64 `json:"samples"`
+	BaselineSamples []float64 `json:"baseline_samples"`
+}

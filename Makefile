@@ -98,9 +98,12 @@ FUZZ_SEED ?= $(shell date +%s)
 fuzz: envtest-assets ## Fuzz EtcdCluster/EtcdBackup/EtcdBackupSchedule specs against envtest and a running manager for FUZZTIME (default 10m).
 	FUZZ_DURATION=$(FUZZTIME) FUZZ_SEED=$(FUZZ_SEED) go test ./controllers/robustness/ -run '^TestSpecFuzzer$$' -count=1 -v -timeout 0
 
+# Every e2e test has its own namespace and operator process, so they run side by side; 4 at a time keeps
+# the 2-vCPU CI machine responsive enough for the tests' timing bounds.
+E2E_PARALLEL ?= 4
 .PHONY: test-e2e
 test-e2e: cluster-up cluster-load ## End-to-end tests on the local cluster (brought up if needed).
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -v $(E2E_ARGS)
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel $(E2E_PARALLEL) -v $(E2E_ARGS)
 
 # The chaos suite (test/chaos): a checked workload under member, operator, volume, network and kubelet
 # faults; CHAOS_SEED=n replays a run's random choices, CHAOS_FAULTS=a,b sets the scheduled faults.

@@ -22,6 +22,12 @@ func clusterMetrics(c *v1.EtcdCluster, o *observation) metrics.Cluster {
 		PendingOperation: c.Status.PendingOperation != nil,
 		Alarms:           map[string]int{},
 	}
+	for _, cert := range c.Status.TLS.Certificates {
+		if m.CertificateExpiry == nil {
+			m.CertificateExpiry = map[string]int64{}
+		}
+		m.CertificateExpiry[cert.Secret] = cert.NotAfter.Unix()
+	}
 	for _, cond := range c.Status.Conditions {
 		m.Conditions = append(m.Conditions, metrics.Condition{Type: cond.Type, Reason: cond.Reason, True: cond.Status == metav1.ConditionTrue})
 	}

@@ -98,7 +98,7 @@ build_helm() { gobuild -ldflags "-s -w -X helm.sh/helm/v3/internal/version.versi
 
 # local cluster (hack/cluster): add-ons, node tools and the sandbox image's process; static, so each
 # can be the only file in an image
-build_coredns() { gobuild -ldflags "-s -w" -o "$1/coredns" github.com/coredns/coredns; }
+build_coredns() { gobuild -ldflags "-s -w" -o "$1/coredns" ./coredns; }
 build_local_path_provisioner() {
   local v; v=$(go list -m -f '{{.Version}}' github.com/rancher/local-path-provisioner)
   gobuild -ldflags "-s -w -X main.VERSION=$v" -o "$1/local-path-provisioner" github.com/rancher/local-path-provisioner

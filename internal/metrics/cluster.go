@@ -24,7 +24,9 @@ type Cluster struct {
 	PendingOperation               bool
 	// Conditions by type: status and reason.
 	Conditions []Condition
-	Members    []Member
+	// CertificateExpiry is each TLS Secret's certificate expiry, in Unix seconds, by Secret name.
+	CertificateExpiry map[string]int64
+	Members           []Member
 }
 
 // Condition is one status condition.
@@ -95,6 +97,9 @@ func SetCluster(c Cluster) {
 	set(PendingOp, b2f(c.PendingOperation))
 	for _, cond := range c.Conditions {
 		set(Conditions, b2f(cond.True), cond.Type, cond.Reason)
+	}
+	for secret, notAfter := range c.CertificateExpiry {
+		set(CertificateExpiry, float64(notAfter), secret)
 	}
 	var top uint64
 	for _, m := range c.Members {

@@ -12,7 +12,8 @@ func TestSetClusterWritesGaugesAndDropsStaleSeries(t *testing.T) {
 	c := Cluster{
 		Namespace: "ns1", Name: "main", Desired: 3, Voting: 3, Ready: 2, Leader: 0xa, QuotaBytes: 1000,
 		Alarms: map[string]int{"NOSPACE": 1}, CurrentVersion: "3.6.16", DesiredVersion: "3.6.16",
-		Conditions: []Condition{{Type: "Degraded", Reason: "MembersUnhealthy", True: true}},
+		Conditions:        []Condition{{Type: "Degraded", Reason: "MembersUnhealthy", True: true}},
+		CertificateExpiry: map[string]int64{"main-ca": 2000000000, "main-peer-tls": 1900000000},
 		Members: []Member{
 			{Name: "main-0", Healthy: true, Leader: true, Answered: true, DBSize: 500, DBSizeInUse: 200, RaftIndex: 100},
 			{Name: "main-1", Healthy: true, Answered: true, DBSize: 250, RaftIndex: 90},
@@ -34,6 +35,7 @@ func TestSetClusterWritesGaugesAndDropsStaleSeries(t *testing.T) {
 		{"quota usage", testutil.ToFloat64(MemberQuotaUsage.WithLabelValues("ns1", "main", "main-0")), 0.5},
 		{"raft lag", testutil.ToFloat64(MemberRaftLag.WithLabelValues("ns1", "main", "main-1")), 10},
 		{"degraded", testutil.ToFloat64(Conditions.WithLabelValues("ns1", "main", "Degraded", "MembersUnhealthy")), 1},
+		{"peer certificate expiry", testutil.ToFloat64(CertificateExpiry.WithLabelValues("ns1", "main", "main-peer-tls")), 1900000000},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)

@@ -1,8 +1,7 @@
 // Package metrics defines every metric the operator exports, in one place, registered in
 // controller-runtime's registry (served on the manager's secure metrics endpoint). Names carry their
 // unit (_seconds, _bytes, _ratio, _total); labels are namespace, cluster and, where per member, member —
-// never revisions, IDs or UIDs, so a series lives as long as its cluster or member. docs/metrics.md is
-// generated from the Help strings below (make docs).
+// never revisions, IDs or UIDs, so a series lives as long as its cluster or member.
 package metrics
 
 import (
@@ -45,6 +44,8 @@ var (
 	Actions        = counter("cluster_actions_total", "Steps the operator took on a cluster, by action and reason (recoveries: QuorumLost, NoSpace, MemberUnhealthy, MemberDataLost, Defragmenting, …).", "namespace", "cluster", "action", "reason")
 	ActionFailures = counter("cluster_action_failures_total", "Steps that failed and are retried with backoff, by action and reason.", "namespace", "cluster", "action", "reason")
 
+	CertificateExpiry = gauge("cluster_certificate_expiry_timestamp_seconds", "When the certificate in each of the cluster's TLS Secrets expires (for the CA Secret, the CA that signs); leaves are renewed 30 days before, the CA rotated a year before.", "namespace", "cluster", "secret")
+
 	MemberDBSize     = gauge("member_db_size_bytes", "Physical size of the member's database file.", member...)
 	MemberDBInUse    = gauge("member_db_size_in_use_bytes", "Logical size of the member's database (DB size minus free pages).", member...)
 	MemberQuotaUsage = gauge("member_quota_usage_ratio", "The member's database size divided by the quota; NOSPACE is raised at 1.", member...)
@@ -78,10 +79,10 @@ var (
 	}, []string{"rpc", "code"})
 )
 
-// All is every collector above, registered once; docs/metrics.md and the alert test read it.
+// All is every collector above, registered once; the alert test reads it.
 var All = []prometheus.Collector{
 	MembersDesired, MembersReady, MembersVoting, Learners, HasLeader, LeaderChanges, QuorumMargin, Quota, Alarms,
-	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures,
+	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures, CertificateExpiry,
 	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner,
 	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure, BackupLastVerified, ScheduleInterval, ScheduleVerifyFail,
 	ReconcileDuration, ReconcileErrors, EtcdRPCDuration,
@@ -96,7 +97,7 @@ var perCluster = []interface {
 	DeletePartialMatch(prometheus.Labels) int
 }{
 	MembersDesired, MembersReady, MembersVoting, Learners, HasLeader, LeaderChanges, QuorumMargin, Quota, Alarms,
-	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures,
+	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures, CertificateExpiry,
 	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner,
 	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure,
 }

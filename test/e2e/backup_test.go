@@ -100,6 +100,7 @@ func checkRestored(t *testing.T, c *v1.EtcdCluster, keys []string, b *v1.EtcdBac
 // wrong credentials fail clearly and write nothing; a minutely schedule keeps 3 of 5 runs and
 // test-restores them; a tampered object is refused before any etcd starts.
 func TestBackupAndRestore(t *testing.T) {
+	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-backup-")
 	env.StartOperator(t, ns, "")
 	ctx := context.Background()

@@ -19,6 +19,7 @@ const convergeTimeout = 4 * time.Minute
 
 // Create 3 → write 10k keys → delete a pod → it comes back as the same member; nothing lost.
 func TestCreateWriteAndPodFailover(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "")
 
 	cl := env.EtcdClient(t, c)
@@ -55,6 +56,7 @@ func TestCreateWriteAndPodFailover(t *testing.T) {
 
 // Scale 3 → 5 → 3 while a client writes: every acknowledged write survives.
 func TestScaleUnderWrites(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "")
 	cl := env.EtcdClient(t, c)
 	w := framework.StartWriter(cl, "/scale/")
@@ -81,6 +83,7 @@ func TestScaleUnderWrites(t *testing.T) {
 
 // Deleting a member's PVC and pod loses its data: the member is replaced under a new name.
 func TestLostVolumeIsReplacedByANewMember(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "")
 	cl := env.EtcdClient(t, c)
 	keys := framework.PutKeys(t, cl, "/replace/", 1000)
@@ -113,6 +116,7 @@ func TestLostVolumeIsReplacedByANewMember(t *testing.T) {
 // With the operator stopped, etcd keeps serving; a restarted operator adopts the cluster without
 // restarting any member.
 func TestOperatorDownEtcdServesAndRestartAdopts(t *testing.T) {
+	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-")
 	op := env.StartOperator(t, ns, "")
 	c := env.CreateCluster(t, ns, 3, "")
@@ -157,6 +161,7 @@ func TestOperatorDownEtcdServesAndRestartAdopts(t *testing.T) {
 // The operator dies right after each irreversible step; a fresh operator finishes the work and the
 // data is intact.
 func TestCrashAtEveryFailpointConverges(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		failpoint string
 		from, to  int32
@@ -167,6 +172,7 @@ func TestCrashAtEveryFailpointConverges(t *testing.T) {
 		{failpoint.AfterMemberRemove, 3, 1},
 	} {
 		t.Run(tc.failpoint, func(t *testing.T) {
+			t.Parallel()
 			ns := env.NewNamespace(t, "e2e-")
 			op := env.StartOperator(t, ns, "")
 			c := env.CreateCluster(t, ns, tc.from, "")

@@ -67,6 +67,7 @@ func idlePod(t *testing.T, ns, name string, labels map[string]string) string {
 // With spec.networkPolicy.enabled=false the policy goes and the same connections open: the refusals
 // came from the policy.
 func TestNetworkPolicyEnforced(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-netpol-")
 	other := env.NewNamespace(t, "e2e-netpol-other-")

@@ -42,6 +42,7 @@ func restartCounts(t *testing.T, c *v1.EtcdCluster) map[string]int32 {
 // without restarting any etcd pod. A later spec change that needs new pods is rolled one member at
 // a time under a writer, with nothing lost.
 func TestOperatorUpgradeAdoptsWithoutRestarts(t *testing.T) {
+	t.Parallel()
 	commit := previousRelease
 	if v := os.Getenv("E2E_PREVIOUS_RELEASE"); v != "" {
 		commit = v

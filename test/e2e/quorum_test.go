@@ -72,6 +72,7 @@ func memberNames(c *v1.EtcdCluster) []string {
 // after starting the survivor with --force-new-cluster; fresh operators finish the work. Every key
 // acknowledged before the fault is there, and users' client Secret is the same.
 func TestQuorumLossRecoversFromSurvivor(t *testing.T) {
+	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-quorum-")
 	op := env.StartOperator(t, ns, "")
 	c := createWith(t, ns, func(*v1.EtcdCluster) {})
@@ -124,6 +125,7 @@ func TestQuorumLossRecoversFromSurvivor(t *testing.T) {
 // Policy Manual: the operator only reports, with the command to run, until a human annotates the
 // cluster; then it recovers.
 func TestQuorumLossManualWaitsForTheAnnotation(t *testing.T) {
+	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-quorum-manual-")
 	op := env.StartOperator(t, ns, "")
 	c := createWith(t, ns, func(c *v1.EtcdCluster) { c.Spec.Maintenance.QuorumLoss = planner.Manual })
@@ -169,6 +171,7 @@ func TestQuorumLossManualWaitsForTheAnnotation(t *testing.T) {
 // from its newest successful backup; keys written after the backup are gone (the documented risk),
 // every key in the backup is back.
 func TestQuorumLossRecoversFromBackup(t *testing.T) {
+	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-quorum-backup-")
 	op := env.StartOperator(t, ns, "")
 	mio := env.DeployMinIO(t, ns, bucket)

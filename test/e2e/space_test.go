@@ -38,6 +38,7 @@ func largestDB(t *testing.T, cl *clientv3.Client) int64 {
 // deleted: once etcd's own compaction freed their pages, the defragmentation policy shrinks every
 // member's file while a writer runs, without a failed write.
 func TestFullDatabaseClearedAndFragmentationDefragmented(t *testing.T) {
+	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-space-")
 	env.StartOperator(t, ns, "")
 	minFree := resource.MustParse("4Mi")

@@ -77,6 +77,7 @@ func sameDataEverywhere(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 // 3.6 → 3.7 under a continuous writer: one member at a time, followers first, leader last; no
 // acknowledged write lost; every member ends with the same data.
 func TestUpgrade36To37UnderWrites(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "3.6.16")
 	cl := env.EtcdClient(t, c)
 	w := framework.StartWriter(cl, "/upgrade/")
@@ -176,6 +177,7 @@ func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, durin
 // 3.5 → 3.7: the operator steps through 3.6 itself, then makes every member snapshot past the
 // entries etcd 3.5 wrote (etcd 3.7 cannot replay them) before the first 3.7 restart.
 func TestUpgrade35To37StepsThrough36(t *testing.T) {
+	t.Parallel()
 	seen36, sawBarrier := false, false
 	c := versionChangeUnderWrites(t, "3.5.35", "3.7.3", 6, func(s v1.EtcdClusterStatus) {
 		if s.CurrentVersion == "3.6.16" {
@@ -197,6 +199,7 @@ func TestUpgrade35To37StepsThrough36(t *testing.T) {
 // 3.6 → 3.5 through etcd's downgrade API: enable, wait for every member's storage to migrate, then
 // roll the members one at a time.
 func TestDowngrade36To35UnderWrites(t *testing.T) {
+	t.Parallel()
 	c := versionChangeUnderWrites(t, "3.6.16", "3.5.35", 3, nil)
 	requireEvent(t, c, "enabling etcd's downgrade to 3.5.0")
 }
@@ -205,6 +208,7 @@ func TestDowngrade36To35UnderWrites(t *testing.T) {
 // spec.maintenance.upgradeTimeout, the upgrade stops with Degraded/UpgradeFailed, no other member is
 // touched, and a new spec.version clears the block.
 func TestFailedUpgradeIsRolledBack(t *testing.T) {
+	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-")
 	env.StartOperator(t, ns, "", "RELATED_IMAGE_ETCD_V3_7_3=localhost/etcd:does-not-exist")
 	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}, Spec: v1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}}

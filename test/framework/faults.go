@@ -30,10 +30,10 @@ func run(name string, args ...string) error {
 func CutOffOperator(t *testing.T, gid uint32, podIP string) (restore func()) {
 	t.Helper()
 	rule := []string{"OUTPUT", "-m", "owner", "--gid-owner", fmt.Sprint(gid), "-d", podIP, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"}
-	if err := run("iptables", append([]string{"-I"}, rule...)...); err != nil {
+	if err := run("iptables", append([]string{"-w", "-I"}, rule...)...); err != nil {
 		t.Fatal(err)
 	}
-	return once(t, func() error { return run("iptables", append([]string{"-D"}, rule...)...) })
+	return once(t, func() error { return run("iptables", append([]string{"-w", "-D"}, rule...)...) })
 }
 
 // PartitionPeers drops raft traffic (every packet to or from port 2380, on connections in either
@@ -52,7 +52,7 @@ func PartitionPeers(t *testing.T, podIP string) (heal func()) {
 		}
 	}
 	for _, r := range rules {
-		if err := run("ip", append([]string{"netns", "exec", netns, "iptables", "-I"}, r...)...); err != nil {
+		if err := run("ip", append([]string{"netns", "exec", netns, "iptables", "-w", "-I"}, r...)...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,7 +61,7 @@ func PartitionPeers(t *testing.T, podIP string) (heal func()) {
 			return nil // the pod is gone, and its rules with it
 		}
 		for _, r := range rules {
-			if err := run("ip", append([]string{"netns", "exec", netns, "iptables", "-D"}, r...)...); err != nil {
+			if err := run("ip", append([]string{"netns", "exec", netns, "iptables", "-w", "-D"}, r...)...); err != nil {
 				return err
 			}
 		}

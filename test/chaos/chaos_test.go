@@ -243,22 +243,13 @@ func chaos(t *testing.T, duration time.Duration, schedule []string, withKube boo
 func watchEndpoints(t *testing.T, c *v1.EtcdCluster) func() ([]string, error) {
 	var mu sync.Mutex
 	eps := env.PodEndpoints(t, c)
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done) })
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Second):
-			}
-			if now, err := env.CurrentEndpoints(c); err == nil && len(now) > 0 {
-				mu.Lock()
-				eps = now
-				mu.Unlock()
-			}
+	t.Cleanup(framework.Every(time.Second, func() {
+		if now, err := env.CurrentEndpoints(c); err == nil && len(now) > 0 {
+			mu.Lock()
+			eps = now
+			mu.Unlock()
 		}
-	}()
+	}))
 	return func() ([]string, error) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -399,6 +399,16 @@ func (e *Env) CurrentEndpoints(c *v1.EtcdCluster) ([]string, error) {
 // FollowPods points cl at the endpoints that list returns, every second, until stop is called: a
 // client of the client Service would follow member pods as they are replaced, and so do tests.
 func FollowPods(cl *clientv3.Client, list func() ([]string, error)) (stop func()) {
+	return Every(time.Second, func() {
+		if eps, err := list(); err == nil && len(eps) > 0 {
+			cl.SetEndpoints(eps...)
+		}
+	})
+}
+
+// Every calls fn every period, in the background, until stop is called; stop waits for a call in
+// progress to end and may be called more than once.
+func Every(period time.Duration, fn func()) (stop func()) {
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -406,14 +416,13 @@ func FollowPods(cl *clientv3.Client, list func() ([]string, error)) (stop func()
 			select {
 			case <-done:
 				return
-			case <-time.After(time.Second):
+			case <-time.After(period):
 			}
-			if eps, err := list(); err == nil && len(eps) > 0 {
-				cl.SetEndpoints(eps...)
-			}
+			fn()
 		}
 	}()
-	return func() { close(done); <-finished }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-finished }) }
 }
 
 // StopWriter lets a cluster that just converged settle, stops w and its endpoint follower, and points

@@ -52,17 +52,7 @@ func (e *Env) MountedSecretClient(t *testing.T, c *v1.EtcdCluster) *clientv3.Cli
 	if err := load(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Second):
-				_ = load() // keep the last good copy, as a volume does
-			}
-		}
-	}()
+	stopReloading := Every(time.Second, func() { _ = load() }) // a failed read keeps the last good copy, as a volume does
 	current := func() *tls.Config {
 		mu.Lock()
 		defer mu.Unlock()
@@ -80,7 +70,7 @@ func (e *Env) MountedSecretClient(t *testing.T, c *v1.EtcdCluster) *clientv3.Cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { close(done); _ = cl.Close() })
+	t.Cleanup(func() { stopReloading(); _ = cl.Close() })
 	return cl
 }
 

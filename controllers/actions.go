@@ -64,6 +64,14 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 	case planner.DisarmNoSpace:
 		return p.obs.etcd.Disarm(ctx, etcdclient.AlarmNoSpace)
 
+	case planner.ExpandVolume:
+		return p.expandVolume(ctx, a.Members[0])
+
+	case planner.RaiseQuota:
+		// Recorded first: the members are then rolled with it, as for any configuration change.
+		c.Status.QuotaBackendBytes = a.Quota
+		return p.writeStatus(ctx)
+
 	case planner.StartRecovery, planner.FenceMembers, planner.AdvanceRecovery, planner.RestartFromBackup, planner.FinishRecovery:
 		return p.actRecovery(ctx, a)
 

@@ -42,6 +42,8 @@ type observation struct {
 	etcdErr error
 	// survivors, when etcd is nil, is what each running member reports of itself.
 	survivors []planner.Survivor
+	// volumeRefusal says why the member volumes cannot grow to spec.storage.size ("" if they can).
+	volumeRefusal string
 }
 
 func (p *pass) observe(ctx context.Context) (*observation, error) {
@@ -68,6 +70,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 			o.pvcs[m] = &pvcs.Items[i]
 		}
 	}
+	o.volumeRefusal = p.observeVolumeClass(ctx, o.pvcs)
 
 	var endpoints []string
 	for _, pod := range o.pods {
@@ -262,6 +265,7 @@ func (p *pass) plannerInput() planner.Input {
 		QuorumLoss:        c.Spec.Maintenance.QuorumLoss,
 		RecoveryRequested: p.recoveryRequest,
 		NewestBackup:      p.newestBackupName,
+		Volumes:           p.volumesInput(),
 	}
 	if in.QuorumLoss == "" {
 		in.QuorumLoss = planner.FromSurvivor // objects stored before the field existed
@@ -293,7 +297,7 @@ func (p *pass) plannerInput() planner.Input {
 			ConfigHash: pod.Annotations[naming.AnnotationConfigHash], ForceNewCluster: resources.ForcesNewCluster(pod)}
 	}
 	for name, pvc := range o.pvcs {
-		in.PVCs[name] = planner.PVCState{Exists: true, Deleting: pvc.DeletionTimestamp != nil}
+		in.PVCs[name] = pvcState(pvc)
 	}
 	if o.etcd != nil {
 		e := &planner.Etcd{LeaderID: o.leaderID}

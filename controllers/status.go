@@ -154,6 +154,11 @@ func (p *pass) recordObservation(action planner.Action) {
 		setCondition(c, v1.ConditionDegraded, true, p.trust.reason, p.trust.message)
 	case len(o.alarms) > 0:
 		setCondition(c, v1.ConditionDegraded, true, "AlarmRaised", alarmMessage(o))
+	case o.volumeRefusal != "" && !degraded:
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != "VolumeExpansionUnsupported" {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, "VolumeExpansionUnsupported", o.volumeRefusal)
+		}
+		setCondition(c, v1.ConditionDegraded, true, "VolumeExpansionUnsupported", o.volumeRefusal)
 	case c.Status.UpgradeBlocked != nil && !degraded:
 		b := c.Status.UpgradeBlocked
 		setCondition(c, v1.ConditionDegraded, true, "UpgradeFailed", fmt.Sprintf("%s did not become healthy at %s; it was rolled back and the upgrade to %s is stopped", b.Member, b.Version, b.Target))
@@ -170,6 +175,11 @@ func (p *pass) recordObservation(action planner.Action) {
 	}
 	switch action.Kind {
 	case planner.None:
+		if growing := p.volumesGrowing(); len(growing) > 0 {
+			setCondition(c, v1.ConditionProgressing, true, "ExpandingVolumes", fmt.Sprintf("%s; waiting for the storage driver to grow the volumes of %s to %s",
+				action.Message, strings.Join(growing, ", "), c.Spec.Storage.Size.String()))
+			break
+		}
 		setCondition(c, v1.ConditionProgressing, false, "Ready", action.Message)
 	case planner.Wait:
 		setCondition(c, v1.ConditionProgressing, !stalled(action), action.Reason, action.Message)

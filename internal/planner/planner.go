@@ -33,6 +33,10 @@ type PodState struct {
 type PVCState struct {
 	Exists   bool
 	Deleting bool
+	// Requested is the size the claim asks for; Capacity, the size its volume has (0 until bound).
+	Requested, Capacity int64
+	// ResizePending: the volume has grown but its file system grows only when the pod restarts.
+	ResizePending bool
 }
 
 // EtcdMember is one entry of etcd's member list, joined with that member's own status.
@@ -130,6 +134,8 @@ type Input struct {
 	Recovery *Recovery
 	// Space is the database quota and the defragmentation policy.
 	Space Space
+	// Volumes is spec.storage.size and whether the volumes can grow to it.
+	Volumes Volumes
 	// NewestBackup is the EtcdBackup FromBackup restores: the newest verified successful backup of
 	// this cluster, else the newest successful one; "" when there is none.
 	NewestBackup string
@@ -181,6 +187,10 @@ const (
 	Defragment Kind = "Defragment"
 	// DisarmNoSpace clears the NOSPACE alarm.
 	DisarmNoSpace Kind = "DisarmNoSpace"
+	// ExpandVolume raises a member claim's request to spec.storage.size.
+	ExpandVolume Kind = "ExpandVolume"
+	// RaiseQuota records Quota, the database quota derived from the grown volumes.
+	RaiseQuota Kind = "RaiseQuota"
 )
 
 // Action is the one step to take now.
@@ -196,6 +206,8 @@ type Action struct {
 	Count uint64
 	// Revision to compact at.
 	Revision int64
+	// Quota is the new database quota for RaiseQuota, in bytes.
+	Quota int64
 	// ForceNewCluster is set on CreateMembers for a survivor that restarts as a one-member cluster.
 	ForceNewCluster bool
 	// Source, Backup and Phase describe a recovery step.
@@ -360,6 +372,9 @@ func decideRunning(in Input) Action {
 	}
 	if !healthy || learners > 0 {
 		return Action{Kind: Wait, Reason: "WaitingForHealth", Message: fmt.Sprintf("waiting for every member to be healthy (%s)", unhealthyNames(e.Members))}
+	}
+	if a, ok := decideVolumes(in, e); ok {
+		return a
 	}
 	// A full database stops every writer: before any membership or version change.
 	if a, ok := decideSpace(in, e); ok {

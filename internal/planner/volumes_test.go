@@ -38,7 +38,7 @@ func TestVolumeDecisions(t *testing.T) {
 		{name: "spec.storage.size grew: the first claim is grown",
 			in: volumes(func(*Input) {}), kind: ExpandVolume, members: []string{"c-0"}, says: "3 of 3 volumes still smaller"},
 		{name: "one at a time, in member order",
-			in: volumes(func(in *Input) { in.PVCs["c-0"] = PVCState{Exists: true, Requested: 2 * gib, Capacity: gib} }),
+			in:   volumes(func(in *Input) { in.PVCs["c-0"] = PVCState{Exists: true, Requested: 2 * gib, Capacity: gib} }),
 			kind: ExpandVolume, members: []string{"c-1"}},
 		{name: "the StorageClass cannot grow volumes: nothing is touched",
 			in:   volumes(func(in *Input) { in.Volumes.Refusal = "StorageClass local-path does not allow volume expansion" }),

@@ -34,6 +34,8 @@ const (
 
 	AppName   = "etcd"
 	ManagedBy = "etcd-autopilot"
+	// EtcdContainer is the container of a member pod that runs etcd (whose logs kubectl etcd logs reads).
+	EtcdContainer = "etcd"
 
 	// LabelNamespaceName is the label the API server puts on every namespace, its name.
 	LabelNamespaceName = "kubernetes.io/metadata.name"

@@ -15,6 +15,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
@@ -75,7 +76,7 @@ func (p *pass) settleRecoveryRequest(ctx context.Context) (string, error) {
 	default:
 		return v, nil
 	}
-	p.r.Recorder.Event(c, corev1.EventTypeWarning, "RecoveryRequestIgnored", why)
+	p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.RecoveryRequestIgnored), why)
 	return "", p.dropRecoveryRequest(ctx)
 }
 
@@ -165,7 +166,7 @@ func (p *pass) actRecovery(ctx context.Context, a planner.Action) error {
 		if err := p.writeStatus(ctx); err != nil {
 			return err
 		}
-		p.r.Recorder.Event(c, corev1.EventTypeWarning, "QuorumLost", a.Message)
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.QuorumLost), a.Message)
 		failpoint.Hit(failpoint.AfterRecoveryStart)
 		return p.dropRecoveryRequest(ctx)
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -73,7 +75,7 @@ func TestDecide(t *testing.T) {
 		kind    Kind
 		members []string
 		id      uint64
-		reason  string
+		reason  reason.Reason
 	}{
 		{name: "steady state does nothing", in: healthyCluster(3), kind: None, reason: "Ready"},
 		{name: "paused does nothing even when broken", in: with(healthyCluster(3), func(in *Input) { in.Paused = true; in.Pods["c-1"] = PodState{} }), kind: Wait, reason: "Paused"},
@@ -315,7 +317,7 @@ func TestUpgradeDecisions(t *testing.T) {
 		kind    Kind
 		members []string
 		version string
-		reason  string
+		reason  reason.Reason
 		message string
 	}{
 		{name: "up to date does nothing", in: base, kind: None},

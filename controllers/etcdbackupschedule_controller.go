@@ -27,11 +27,11 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
-// ConditionScheduled of an EtcdBackupSchedule: True while runs are being made; False with
+// ConditionScheduled is True, on an EtcdBackupSchedule, while runs are being made; False with
 // InvalidSchedule or Suspended.
 const ConditionScheduled = "Scheduled"
 
-// ConditionVerified of an EtcdBackupSchedule with spec.verify: the newest test-restore's outcome.
+// ConditionVerified is the outcome of the newest test-restore, on an EtcdBackupSchedule with spec.verify.
 const ConditionVerified = "Verified"
 
 // scheduleBusyRequeue is the pace while a run is in flight (its status changes also wake us).

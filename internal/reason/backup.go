@@ -2,8 +2,6 @@ package reason
 
 // EtcdBackup: set by the controller (conditions Complete and Failed; Warning event on failure).
 const (
-	// Pending: the backup waits for its cluster or its Job to start.
-	Pending Reason = "Pending"
 	// Running: the backup Job is taking and uploading the snapshot.
 	Running Reason = "Running"
 	// Succeeded: the snapshot is stored; status has its location, revision, size and SHA-256.
@@ -18,8 +16,9 @@ const (
 	NamespaceTerminating Reason = "NamespaceTerminating"
 )
 
-// EtcdBackup: reported by the operator's backup, restore, verify and snapshot-delete Jobs; they appear
-// on EtcdBackups (Failed), on restoring EtcdClusters (Restored False) and on schedules (Verified False).
+// EtcdBackup: reported by the operator's backup, restore, verify and snapshot-delete Jobs ("Job report"):
+// the reason of the EtcdBackup's Failed=True, of a restoring EtcdCluster's Restored=False or of a
+// schedule's Verified=False, with a Warning event.
 const (
 	// ClusterUnavailable: no member of the cluster answered with a leader, so no snapshot could be taken.
 	// Do: make the cluster Available first (kubectl etcd status NAME), then take a new backup.

@@ -100,7 +100,7 @@ func kubectlEtcd(t *testing.T, ns string, args ...string) (string, error) {
 }
 
 // createCluster stores c (spec, then status, as the operator would) in ns.
-func createCluster(t *testing.T, ns string, c *v1.EtcdCluster) *v1.EtcdCluster {
+func createCluster(t *testing.T, ns string, c *v1.EtcdCluster) {
 	t.Helper()
 	ctx := context.Background()
 	c = c.DeepCopy()
@@ -113,7 +113,6 @@ func createCluster(t *testing.T, ns string, c *v1.EtcdCluster) *v1.EtcdCluster {
 	if err := k8s.Status().Update(ctx, c); err != nil {
 		t.Fatalf("write the status of EtcdCluster %s: %v", c.Name, err)
 	}
-	return c
 }
 
 func createBackup(t *testing.T, ns string, b v1.EtcdBackup) {

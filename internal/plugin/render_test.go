@@ -206,3 +206,18 @@ func TestFormatting(t *testing.T) {
 		}
 	}
 }
+
+// The README shows the status golden file: it must be the current output, not a stale copy.
+func TestReadmeShowsCurrentStatusOutput(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "status.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readme, append([]byte("$ kubectl etcd status example -n prod\n"), want...)) {
+		t.Error("README.md's kubectl etcd status example differs from testdata/status.golden: copy it over")
+	}
+}

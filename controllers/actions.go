@@ -59,6 +59,9 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if p.mem.defragmented != nil {
 			p.mem.defragmented[a.Members[0]] = true
 		}
+		if p.mem.defragRequestDone != nil {
+			p.mem.defragRequestDone[a.Members[0]] = true
+		}
 		failpoint.Hit(failpoint.AfterDefragment)
 		return nil
 

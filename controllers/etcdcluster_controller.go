@@ -131,6 +131,9 @@ type pass struct {
 	recoveryRequest string
 	// newestBackupName is what a FromBackup recovery would restore; looked up only without quorum.
 	newestBackupName string
+	// leaderRequest and defragRequest are what the move-leader and defragment annotations ask for.
+	leaderRequest string
+	defragRequest map[string]bool
 }
 
 func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
@@ -168,6 +171,12 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	p.obs = obs
 	if p.recoveryRequest, err = p.settleRecoveryRequest(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if p.leaderRequest, err = p.settleLeaderRequest(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if p.defragRequest, err = p.settleDefragRequest(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
 	if obs.etcd == nil && c.Status.Bootstrapped {

@@ -81,18 +81,7 @@ func (p *pass) settleRecoveryRequest(ctx context.Context) (string, error) {
 }
 
 func (p *pass) dropRecoveryRequest(ctx context.Context) error {
-	c := p.c
-	if _, ok := c.Annotations[planner.RecoverAnnotation]; !ok {
-		return nil
-	}
-	before := c.DeepCopy()
-	delete(c.Annotations, planner.RecoverAnnotation)
-	if err := p.r.Patch(ctx, c, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("remove annotation %s: %w", planner.RecoverAnnotation, err)
-	}
-	// The patch returned the stored object, whose status is what was last written.
-	p.orig = c.DeepCopy()
-	return nil
+	return p.dropAnnotation(ctx, planner.RecoverAnnotation)
 }
 
 // newestBackup is the EtcdBackup a FromBackup recovery restores: the newest verified successful

@@ -132,6 +132,11 @@ type Input struct {
 	Recovery *Recovery
 	// Space is the database quota and the defragmentation policy.
 	Space Space
+	// LeaderRequested is the member a human asked to lead (move-leader annotation), "" if none.
+	LeaderRequested string
+	// DefragRequested, when not nil, is a defragmentation a human asked for (defragment annotation):
+	// the members already defragmented since.
+	DefragRequested map[string]bool
 	// NewestBackup is the EtcdBackup FromBackup restores: the newest verified successful backup of
 	// this cluster, else the newest successful one; "" when there is none.
 	NewestBackup string
@@ -383,6 +388,9 @@ func decideRunning(in Input) Action {
 		return a
 	}
 	if a, ok := decideReconfigure(in, e); ok {
+		return a
+	}
+	if a, ok := decideRequests(in, e); ok {
 		return a
 	}
 	return Action{Kind: None, Reason: reason.Ready, Message: fmt.Sprintf("%d/%d members healthy", voters, in.Replicas)}

@@ -271,6 +271,32 @@ func TestCertificateRequests(t *testing.T) {
 	}
 }
 
+func TestDefragAndMoveLeaderRequests(t *testing.T) {
+	ns := newNamespace(t)
+	createCluster(t, ns, recoveringCluster()) // example-1 leads, example-3 is a learner, example-4 has no role yet
+	if _, err := kubectlEtcd(t, ns, "defrag", "example"); err != nil {
+		t.Fatal(err)
+	}
+	if got := getCluster(t, ns, "example").Annotations[naming.AnnotationDefragment]; got != now.UTC().Format(time.RFC3339) {
+		t.Errorf("%s = %q", naming.AnnotationDefragment, got)
+	}
+	for member, refusal := range map[string]string{"example-1": "already leads", "example-3": "learner", "example-9": "no member example-9"} {
+		if _, err := kubectlEtcd(t, ns, "move-leader", "example", "--to", member); err == nil || !strings.Contains(err.Error(), refusal) {
+			t.Errorf("move-leader --to %s: %v, want %q", member, err, refusal)
+		}
+	}
+	if _, ok := getCluster(t, ns, "example").Annotations[naming.AnnotationMoveLeader]; ok {
+		t.Fatal("a refused move-leader was written")
+	}
+	createCluster(t, ns, func() *v1.EtcdCluster { c := healthyCluster(); c.Name = "steady"; return c }())
+	if _, err := kubectlEtcd(t, ns, "move-leader", "steady", "--to", "example-2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := getCluster(t, ns, "steady").Annotations[naming.AnnotationMoveLeader]; got != "example-2" {
+		t.Errorf("%s = %q, want example-2", naming.AnnotationMoveLeader, got)
+	}
+}
+
 func TestBackupTakesTheSchedulesDestinationAndWaits(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
@@ -415,7 +441,7 @@ func TestEveryCommandHasHelpAndExamples(t *testing.T) {
 		}
 	}
 	check(root)
-	if len(root.Commands()) < 11 {
-		t.Errorf("%d commands, want at least 11", len(root.Commands()))
+	if len(root.Commands()) < 13 {
+		t.Errorf("%d commands, want at least 13", len(root.Commands()))
 	}
 }

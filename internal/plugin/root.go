@@ -74,7 +74,7 @@ The namespace, context and kubeconfig come from the usual kubectl flags.`,
 	}
 	for _, c := range []*cobra.Command{
 		newBackupCommand(r), newRestoreCommand(r), newPauseCommand(r, true), newPauseCommand(r, false),
-		newRecoverCommand(r), newRenewCertsCommand(r), newRotateCACommand(r),
+		newRecoverCommand(r), newRenewCertsCommand(r), newRotateCACommand(r), newDefragCommand(r), newMoveLeaderCommand(r),
 	} {
 		c.GroupID = "act"
 		root.AddCommand(c)

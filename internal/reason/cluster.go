@@ -100,6 +100,10 @@ const (
 	NearQuota Reason = "NearQuota"
 	// Defragmenting: a member's database file holds enough free space (spec.maintenance.defragmentation); it is defragmented, the leader last.
 	Defragmenting Reason = "Defragmenting"
+	// LeaderMoveRequested: leadership moves to the member the move-leader annotation names, once nothing else is under way.
+	LeaderMoveRequested Reason = "LeaderMoveRequested"
+	// DefragmentRequested: the members are defragmented one at a time, the leader last, as the defragment annotation asks, once nothing else is under way.
+	DefragmentRequested Reason = "DefragmentRequested"
 	// RotatingCA: a CA rotation is under way (TrustNew, SignWithNew, DropOld), each phase restarting every member once.
 	RotatingCA Reason = "RotatingCA"
 )
@@ -144,6 +148,13 @@ const (
 	// RecoveryRequestIgnored: the recover-quorum annotation was removed unused: its value is not a source, or the cluster has quorum.
 	// Do: read the message; recover only a cluster whose quorum is lost.
 	RecoveryRequestIgnored Reason = "RecoveryRequestIgnored"
+	// LeaderMoved: the member the move-leader annotation named leads; the annotation was removed.
+	LeaderMoved Reason = "LeaderMoved"
+	// LeaderRequestIgnored: the move-leader annotation was removed unused: it names no member, or a learner (which cannot lead).
+	// Do: name a voting member (kubectl etcd members NAME).
+	LeaderRequestIgnored Reason = "LeaderRequestIgnored"
+	// Defragmented: every member was defragmented since the defragment annotation was set; the annotation was removed.
+	Defragmented Reason = "Defragmented"
 	// PVCsRetained: the cluster was deleted with storage.retentionPolicy Retain; its member volumes are kept.
 	// Do: delete the PVCs when their data is no longer needed.
 	PVCsRetained Reason = "PVCsRetained"

@@ -1,21 +1,13 @@
 package planner
 
 import (
-	"reflect"
 	"testing"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 func TestRequestsByAnnotation(t *testing.T) {
-	cases := []struct {
-		name    string
-		in      Input
-		kind    Kind
-		members []string
-		id      uint64
-		reason  reason.Reason
-	}{
+	runDecideCases(t, []decideCase{
 		{name: "leadership moves to the member asked for", in: with(healthyCluster(3), func(in *Input) { in.LeaderRequested = "c-2" }),
 			kind: MoveLeader, members: []string{"c-0", "c-2"}, id: 3, reason: reason.LeaderMoveRequested},
 		{name: "the member asked for already leads", in: with(healthyCluster(3), func(in *Input) { in.LeaderRequested = "c-0" }),
@@ -51,24 +43,7 @@ func TestRequestsByAnnotation(t *testing.T) {
 			in.DefragRequested = map[string]bool{}
 			in.LeaderRequested = "c-2"
 		}), kind: Wait, reason: reason.Paused},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := Decide(tc.in)
-			if got.Kind != tc.kind {
-				t.Fatalf("kind = %s (%s: %s), want %s", got.Kind, got.Reason, got.Message, tc.kind)
-			}
-			if tc.members != nil && !reflect.DeepEqual(got.Members, tc.members) {
-				t.Errorf("members = %v, want %v", got.Members, tc.members)
-			}
-			if tc.id != 0 && got.ID != tc.id {
-				t.Errorf("id = %d, want %d", got.ID, tc.id)
-			}
-			if tc.reason != "" && got.Reason != tc.reason {
-				t.Errorf("reason = %s, want %s", got.Reason, tc.reason)
-			}
-		})
-	}
+	})
 }
 
 // A healthy learner is promoted before any request is looked at; should one still be named, it is

@@ -34,27 +34,13 @@ annotation once it starts, and ignores it (Warning event RecoveryRequestIgnored)
 has quorum. Follow the recovery with "kubectl etcd status NAME".`,
 		Example: `  kubectl etcd recover example --from Survivor
   kubectl etcd recover example --from Backup`,
-		Args: cobra.ExactArgs(1),
-		RunE: r.run(func(ctx context.Context, s *session, args []string) error {
-			source, err := recoverySource(from)
-			if err != nil {
-				return err
-			}
-			c, err := s.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if rec := c.Status.Recovery; rec != nil && rec.Phase != v1.RecoveryComplete {
-				return fmt.Errorf("etcdcluster/%s is already recovering (%s, phase %s)", c.Name, rec.Source, rec.Phase)
-			}
-			if err := s.annotate(ctx, c, planner.RecoverAnnotation, source); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(s.out, "etcdcluster/%s annotated %s=%s: the operator recovers if quorum is lost (kubectl etcd status %s)\n",
-				c.Name, planner.RecoverAnnotation, source, c.Name)
-			return err
-		}),
 	}
+	annotateCommand(r, cmd, planner.RecoverAnnotation, func(c *v1.EtcdCluster, _ time.Time) (string, error) {
+		if rec := c.Status.Recovery; rec != nil && rec.Phase != v1.RecoveryComplete {
+			return "", fmt.Errorf("etcdcluster/%s is already recovering (%s, phase %s)", c.Name, rec.Source, rec.Phase)
+		}
+		return recoverySource(from)
+	})
 	cmd.Flags().StringVar(&from, "from", "", "what to recover from: Survivor or Backup (required)")
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
@@ -72,7 +58,7 @@ func recoverySource(from string) (string, error) {
 }
 
 func newRenewCertsCommand(r *runner) *cobra.Command {
-	return &cobra.Command{
+	return annotateCommand(r, &cobra.Command{
 		Use:   "renew-certs NAME",
 		Short: "Re-issue every leaf certificate of an EtcdCluster now",
 		Long: `Ask the operator to re-issue every leaf certificate (server, peer, operator and user client) of
@@ -81,24 +67,11 @@ annotation to the current time; each new value renews once. Members restart one 
 them. The CA itself is kept: "kubectl etcd rotate-ca" replaces it.`,
 		Example: `  kubectl etcd renew-certs example
   kubectl etcd certs example     # the new expiry dates`,
-		Args: cobra.ExactArgs(1),
-		RunE: r.run(func(ctx context.Context, s *session, args []string) error {
-			c, err := s.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			v := requestValue(s.now)
-			if err := s.annotate(ctx, c, naming.AnnotationRenewCertificates, v); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(s.out, "etcdcluster/%s annotated %s=%s\n", c.Name, naming.AnnotationRenewCertificates, v)
-			return err
-		}),
-	}
+	}, naming.AnnotationRenewCertificates, timestampValue)
 }
 
 func newRotateCACommand(r *runner) *cobra.Command {
-	return &cobra.Command{
+	return annotateCommand(r, &cobra.Command{
 		Use:   "rotate-ca NAME",
 		Short: "Replace the CA of an EtcdCluster, without downtime",
 		Long: `Ask the operator to rotate the CA of EtcdCluster NAME by setting the ` + naming.AnnotationRotateCA + `
@@ -108,25 +81,38 @@ Secret keep working when they reload it. Follow it with "kubectl etcd certs NAME
 
 Refused while a rotation is in progress: a new value would start another one right after it.`,
 		Example: `  kubectl etcd rotate-ca example`,
-		Args:    cobra.ExactArgs(1),
-		RunE: r.run(func(ctx context.Context, s *session, args []string) error {
-			c, err := s.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if rot := c.Status.TLS.CARotation; rot != nil {
-				return fmt.Errorf("etcdcluster/%s is already rotating its CA (phase %s, trigger %s)", c.Name, rot.Phase, rot.Trigger)
-			}
-			v := requestValue(s.now)
-			if err := s.annotate(ctx, c, naming.AnnotationRotateCA, v); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(s.out, "etcdcluster/%s annotated %s=%s\n", c.Name, naming.AnnotationRotateCA, v)
-			return err
-		}),
-	}
+	}, naming.AnnotationRotateCA, func(c *v1.EtcdCluster, at time.Time) (string, error) {
+		if rot := c.Status.TLS.CARotation; rot != nil {
+			return "", fmt.Errorf("etcdcluster/%s is already rotating its CA (phase %s, trigger %s)", c.Name, rot.Phase, rot.Trigger)
+		}
+		return timestampValue(c, at)
+	})
 }
 
-// requestValue is the value of a one-shot request annotation: the operator acts on each new value
-// once, and a timestamp is new every time and tells a reader when it was asked.
-func requestValue(now time.Time) string { return now.UTC().Format(time.RFC3339) }
+// annotateCommand makes cmd set annotation key on EtcdCluster NAME to what value says, or fail
+// with value's error: every acting command that is a request to the operator.
+func annotateCommand(r *runner, cmd *cobra.Command, key string, value func(c *v1.EtcdCluster, now time.Time) (string, error)) *cobra.Command {
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = r.run(func(ctx context.Context, s *session, args []string) error {
+		c, err := s.cluster(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		v, err := value(c, s.now)
+		if err != nil {
+			return err
+		}
+		if err := s.annotate(ctx, c, key, v); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(s.out, "etcdcluster/%s annotated %s=%s\n", c.Name, key, v)
+		return err
+	})
+	return cmd
+}
+
+// timestampValue is the value of a one-shot request annotation: the operator acts on each new
+// value once, and a timestamp is new every time and tells a reader when it was asked.
+func timestampValue(_ *v1.EtcdCluster, at time.Time) (string, error) {
+	return at.UTC().Format(time.RFC3339), nil
+}

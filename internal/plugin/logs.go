@@ -73,7 +73,7 @@ func logMembers(c *v1.EtcdCluster, member string) ([]string, error) {
 }
 
 func (s *session) memberLogs(ctx context.Context, member string, opts *corev1.PodLogOptions, prefix bool) error {
-	stream, err := s.pods.CoreV1().Pods(s.namespace).GetLogs(member, opts).Stream(ctx)
+	stream, err := s.kube.CoreV1().Pods(s.namespace).GetLogs(member, opts).Stream(ctx)
 	if err != nil {
 		return fmt.Errorf("logs of member %s: %w", member, err)
 	}

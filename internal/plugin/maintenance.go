@@ -1,8 +1,8 @@
 package plugin
 
 import (
-	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +11,7 @@ import (
 )
 
 func newDefragCommand(r *runner) *cobra.Command {
-	return &cobra.Command{
+	return annotateCommand(r, &cobra.Command{
 		Use:   "defrag NAME",
 		Short: "Defragment every member of an EtcdCluster once, the leader last",
 		Long: `Ask the operator to defragment every member of EtcdCluster NAME once, by setting the
@@ -25,20 +25,7 @@ The operator also defragments by itself, as spec.maintenance.defragmentation say
 reclaiming space now (after deleting many keys, say).`,
 		Example: `  kubectl etcd defrag example
   kubectl describe etcd example     # the Defragmented event`,
-		Args: cobra.ExactArgs(1),
-		RunE: r.run(func(ctx context.Context, s *session, args []string) error {
-			c, err := s.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			v := requestValue(s.now)
-			if err := s.annotate(ctx, c, naming.AnnotationDefragment, v); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(s.out, "etcdcluster/%s annotated %s=%s\n", c.Name, naming.AnnotationDefragment, v)
-			return err
-		}),
-	}
+	}, naming.AnnotationDefragment, timestampValue)
 }
 
 func newMoveLeaderCommand(r *runner) *cobra.Command {
@@ -55,22 +42,10 @@ Use it before maintenance on the leader's node. The operator's own steps (upgrad
 defragmentation) may move leadership again later.`,
 		Example: `  kubectl etcd members example                 # who leads, who votes
   kubectl etcd move-leader example --to example-2`,
-		Args: cobra.ExactArgs(1),
-		RunE: r.run(func(ctx context.Context, s *session, args []string) error {
-			c, err := s.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if err := canLead(c, to); err != nil {
-				return err
-			}
-			if err := s.annotate(ctx, c, naming.AnnotationMoveLeader, to); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(s.out, "etcdcluster/%s annotated %s=%s\n", c.Name, naming.AnnotationMoveLeader, to)
-			return err
-		}),
 	}
+	annotateCommand(r, cmd, naming.AnnotationMoveLeader, func(c *v1.EtcdCluster, _ time.Time) (string, error) {
+		return to, canLead(c, to)
+	})
 	cmd.Flags().StringVar(&to, "to", "", "the member to lead (required; see kubectl etcd members NAME)")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd

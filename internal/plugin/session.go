@@ -19,7 +19,7 @@ import (
 // where to print, and the clock ages are measured against.
 type session struct {
 	client    client.Client
-	pods      kubernetes.Interface // only for pod logs, which controller-runtime's client cannot stream
+	kube      kubernetes.Interface // only for pod logs, which controller-runtime's client cannot stream
 	namespace string
 	out       io.Writer
 	now       time.Time
@@ -46,11 +46,11 @@ func newSession(flags *genericclioptions.ConfigFlags, out io.Writer, now time.Ti
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.Host, err)
 	}
-	pods, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.Host, err)
 	}
-	return &session{client: c, pods: pods, namespace: ns, out: out, now: now}, nil
+	return &session{client: c, kube: kube, namespace: ns, out: out, now: now}, nil
 }
 
 // cluster reads the EtcdCluster name of the session's namespace.

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
@@ -12,7 +11,7 @@ import (
 )
 
 func newCertsCommand(r *runner) *cobra.Command {
-	return &cobra.Command{
+	return showCommand(r, &cobra.Command{
 		Use:   "certs NAME",
 		Short: "Show when the certificates of an EtcdCluster expire, and any CA rotation",
 		Long: `Show the expiry of the certificate in each TLS Secret of EtcdCluster NAME (status.tls) and the CA
@@ -21,15 +20,7 @@ rotation in progress, if any.
 The operator re-issues leaf certificates 30 days before they expire and rotates the CA a year before
 it does; "kubectl etcd renew-certs" and "kubectl etcd rotate-ca" ask for either now.`,
 		Example: `  kubectl etcd certs example`,
-		Args:    cobra.ExactArgs(1),
-		RunE: r.run(func(ctx context.Context, s *session, args []string) error {
-			c, err := s.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return renderCerts(s.out, c, s.now)
-		}),
-	}
+	}, renderCerts)
 }
 
 // renderCerts prints status.tls: one row per Secret, then the CA rotation.

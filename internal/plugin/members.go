@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
@@ -12,7 +11,7 @@ import (
 )
 
 func newMembersCommand(r *runner) *cobra.Command {
-	return &cobra.Command{
+	return showCommand(r, &cobra.Command{
 		Use:   "members NAME",
 		Short: "List the members of an EtcdCluster: role, voting, version, health",
 		Long: `List the members the operator last observed in EtcdCluster NAME (status.members).
@@ -22,15 +21,7 @@ HEALTH is "healthy", "unhealthy" (the operator could not get a clean status from
 spec.maintenance.replaceFailedMemberAfter (5m by default) is replaced by the operator.`,
 		Example: `  kubectl etcd members example
   kubectl etcd members example -n prod`,
-		Args: cobra.ExactArgs(1),
-		RunE: r.run(func(ctx context.Context, s *session, args []string) error {
-			c, err := s.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return renderMembers(s.out, c, s.now)
-		}),
-	}
+	}, renderMembers)
 }
 
 // renderMembers prints status.members as a table.

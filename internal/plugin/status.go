@@ -226,3 +226,16 @@ func paused(c *v1.EtcdCluster) string {
 	}
 	return "no"
 }
+
+// showCommand makes cmd print EtcdCluster NAME with render: the reading commands but status.
+func showCommand(r *runner, cmd *cobra.Command, render func(io.Writer, *v1.EtcdCluster, time.Time) error) *cobra.Command {
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = r.run(func(ctx context.Context, s *session, args []string) error {
+		c, err := s.cluster(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return render(s.out, c, s.now)
+	})
+	return cmd
+}

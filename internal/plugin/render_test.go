@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -35,7 +36,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./internal/plugin -run %s -update)", err, t.Name())
+		t.Fatalf("%v (run KUBEBUILDER_ASSETS=$PWD/bin go test ./internal/plugin -run %s -update)", err, t.Name())
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("output differs from %s (rerun with -update after checking it):\n--- got\n%s\n--- want\n%s", path, got, want)
@@ -133,6 +134,11 @@ func TestRenderStatusRecovering(t *testing.T) {
 	c := recoveringCluster()
 	c.Spec.Version = "3.6.17"
 	c.Status.UpgradeBlocked = &v1.UpgradeBlock{Version: "3.6.17", Target: "3.6.17", Member: "example-2"}
+	c.Annotations = map[string]string{
+		naming.AnnotationDefragment:        "2026-11-23T13:58:00Z",
+		naming.AnnotationRenewCertificates: "2026-11-01T09:00:00Z", // handled: not shown
+	}
+	c.Status.TLS.RenewCertificatesHandled = "2026-11-01T09:00:00Z"
 	var out bytes.Buffer
 	if err := renderStatus(&out, c, []v1.EtcdBackup{backupOf("example-20261123-020000", 12*time.Hour, v1.BackupSucceeded), failed}, now); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 )
 
 func newStatusCommand(r *runner) *cobra.Command {
@@ -76,7 +78,7 @@ func renderStatus(w io.Writer, c *v1.EtcdCluster, backups []v1.EtcdBackup, now t
 			return err
 		}
 	}
-	if ops := operations(st); len(ops) > 0 {
+	if ops := operations(c); len(ops) > 0 {
 		p.section("In progress")
 		for _, op := range ops {
 			p.line(op)
@@ -194,8 +196,10 @@ func renderRecovery(w io.Writer, r *v1.QuorumRecovery, now time.Time) error {
 	return t.Flush()
 }
 
-// operations lists what the operator recorded as under way, one line each.
-func operations(st v1.EtcdClusterStatus) []string {
+// operations lists what the operator recorded as under way, and the requests (annotations) it has
+// not acted on yet, one line each.
+func operations(c *v1.EtcdCluster) []string {
+	st := c.Status
 	var out []string
 	if op := st.PendingOperation; op != nil {
 		s := fmt.Sprintf("pending %s of member %s", op.Type, op.Member)
@@ -209,6 +213,23 @@ func operations(st v1.EtcdClusterStatus) []string {
 	}
 	if st.DowngradeTarget != "" {
 		out = append(out, "downgrade to "+st.DowngradeTarget+" enabled in etcd")
+	}
+	a := c.Annotations
+	if v, ok := a[planner.RecoverAnnotation]; ok {
+		out = append(out, "requested: quorum recovery "+v)
+	}
+	if v, ok := a[naming.AnnotationMoveLeader]; ok {
+		out = append(out, "requested: leadership to "+v)
+	}
+	if v, ok := a[naming.AnnotationDefragment]; ok {
+		out = append(out, "requested: defragmentation of every member ("+v+")")
+	}
+	// These two stay after they are handled; status says which value was.
+	if v := a[naming.AnnotationRenewCertificates]; v != "" && v != st.TLS.RenewCertificatesHandled {
+		out = append(out, "requested: certificate renewal ("+v+")")
+	}
+	if v := a[naming.AnnotationRotateCA]; v != "" && v != st.TLS.RotateCAHandled {
+		out = append(out, "requested: CA rotation ("+v+")")
 	}
 	return out
 }

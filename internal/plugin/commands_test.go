@@ -175,7 +175,7 @@ func TestStatusCommand(t *testing.T) {
 
 func TestMembersAndCertsCommands(t *testing.T) {
 	ns := newNamespace(t)
-	createCluster(t, ns, recoveringCluster())
+	createCluster(t, ns, regrowingCluster())
 	out, err := kubectlEtcd(t, ns, "members", "example")
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,10 @@ func TestMembersAndCertsCommands(t *testing.T) {
 	if !strings.Contains(out, "example-3  Learner  learner") || !strings.Contains(out, "example-1  Leader   voter") {
 		t.Errorf("members:\n%s", out)
 	}
-	out, err = kubectlEtcd(t, ns, "certs", "example")
+	rot := rotatingCluster()
+	rot.Name = "rot"
+	createCluster(t, ns, rot)
+	out, err = kubectlEtcd(t, ns, "certs", "rot")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,8 +237,9 @@ func TestRecoverSetsTheOperatorsAnnotation(t *testing.T) {
 		t.Error("recover without --from was accepted")
 	}
 
-	rec := recoveringCluster()
+	rec := regrowingCluster()
 	rec.Name = "busy"
+	rec.Status.Recovery.Phase, rec.Status.Recovery.CompletedAt = "Restarting", nil
 	createCluster(t, ns, rec)
 	if _, err := kubectlEtcd(t, ns, "recover", "busy", "--from", "Backup"); err == nil || !strings.Contains(err.Error(), "already recovering") {
 		t.Errorf("recover during a recovery: %v, want a refusal", err)
@@ -260,7 +264,7 @@ func TestCertificateRequests(t *testing.T) {
 		t.Errorf("annotations %v: want %s and %s set to %s", a, naming.AnnotationRenewCertificates, naming.AnnotationRotateCA, want)
 	}
 
-	rotating := recoveringCluster() // its CA rotation is in phase SignWithNew
+	rotating := rotatingCluster()
 	rotating.Name = "rotating"
 	createCluster(t, ns, rotating)
 	if _, err := kubectlEtcd(t, ns, "rotate-ca", "rotating"); err == nil || !strings.Contains(err.Error(), "already rotating") {
@@ -273,7 +277,7 @@ func TestCertificateRequests(t *testing.T) {
 
 func TestDefragAndMoveLeaderRequests(t *testing.T) {
 	ns := newNamespace(t)
-	createCluster(t, ns, recoveringCluster()) // example-1 leads, example-3 is a learner, example-4 has no role yet
+	createCluster(t, ns, regrowingCluster()) // example-1 leads, example-3 is a learner
 	if _, err := kubectlEtcd(t, ns, "defrag", "example"); err != nil {
 		t.Fatal(err)
 	}

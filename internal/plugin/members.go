@@ -16,9 +16,10 @@ func newMembersCommand(r *runner) *cobra.Command {
 		Short: "List the members of an EtcdCluster: role, voting, version, health",
 		Long: `List the members the operator last observed in EtcdCluster NAME (status.members).
 
-HEALTH is "healthy", "unhealthy" (the operator could not get a clean status from the member), or
-"failing <age>" when etcd itself reports the member broken; a member failing for
-spec.maintenance.replaceFailedMemberAfter (5m by default) is replaced by the operator.`,
+HEALTH is "healthy", "unhealthy" (the operator could not get a clean status from the member),
+"failing <age>" when etcd itself reports the member broken (a member failing for
+spec.maintenance.replaceFailedMemberAfter, 5m by default, is replaced by the operator), or
+"not added yet" for a member the operator recorded before adding it to etcd.`,
 		Example: `  kubectl etcd members example
   kubectl etcd members example -n prod`,
 	}, renderMembers)
@@ -51,6 +52,8 @@ func voting(m v1.MemberStatus) string {
 
 func health(m v1.MemberStatus, now time.Time) string {
 	switch {
+	case m.ID == "" && !m.Healthy:
+		return "not added yet" // recorded by the operator before it asks etcd to add it
 	case m.UnhealthySince != nil:
 		return "failing " + age(*m.UnhealthySince, now)
 	case m.Healthy:

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,8 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -59,9 +63,11 @@ func healthyCluster() *v1.EtcdCluster {
 				{Name: "example-2", ID: "fd422379fda50e48", Version: "3.6.16", Role: v1.RoleFollower, Healthy: true},
 			},
 			Conditions: []metav1.Condition{
-				{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Ready", Message: "3/3 members healthy", LastTransitionTime: ago(29 * 24 * time.Hour)},
-				{Type: v1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: "Ready", Message: "3/3 members healthy", LastTransitionTime: ago(3 * time.Hour)},
-				{Type: v1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "Ready", Message: "3/3 members healthy", LastTransitionTime: ago(29 * 24 * time.Hour)},
+				condition(v1.ConditionAvailable, true, reason.QuorumHealthy, "3 of 3 voting members healthy", 29*24*time.Hour),
+				condition(v1.ConditionProgressing, false, reason.Ready, "3/3 members healthy", 3*time.Hour),
+				condition(v1.ConditionDegraded, false, reason.AsExpected, "no member is missing or unhealthy", 29*24*time.Hour),
+				condition(v1.ConditionQuorumLost, false, reason.NoMajorityLost, "no majority of the voting members has lost its data", 30*24*time.Hour),
+				condition(v1.ConditionUpgrading, false, reason.UpToDate, "every member runs 3.6.16", 12*24*time.Hour),
 			},
 			Endpoints: v1.Endpoints{ClientService: "example-client.prod.svc:2379", CASecret: "example-ca", ClientSecret: "example-client-tls"},
 			TLS: v1.TLSStatus{Certificates: []v1.CertificateStatus{
@@ -89,29 +95,39 @@ func backupOf(name string, created time.Duration, phase v1.BackupPhase) v1.EtcdB
 	return b
 }
 
-// recoveringCluster lost two of three volumes; the operator restarts the survivor and grows back.
-func recoveringCluster() *v1.EtcdCluster {
+// condition is one condition as the operator sets it, changed since ago.
+func condition(typ string, status bool, why reason.Reason, msg string, since time.Duration) metav1.Condition {
+	st := metav1.ConditionFalse
+	if status {
+		st = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: typ, Status: st, Reason: string(why), Message: msg, LastTransitionTime: ago(since)}
+}
+
+// regrowingCluster lost two of three volumes, was recovered from the survivor and grows back: a
+// learner was just added, with the operator's record of the call still in status.
+func regrowingCluster() *v1.EtcdCluster {
 	c := healthyCluster()
-	c.Status.Phase = v1.PhaseRecovering
+	c.Status.Phase = v1.PhaseScaling
 	c.Status.ReadyReplicas = 1
 	c.Status.Members = []v1.MemberStatus{
 		{Name: "example-1", ID: "91bc3c398fb3c146", Version: "3.6.16", Role: v1.RoleLeader, Healthy: true},
 		{Name: "example-3", ID: "2a7f9e1c44d0b713", Version: "3.6.16", Role: v1.RoleLearner, Healthy: true},
-		{Name: "example-4", Healthy: false},
 	}
 	c.Status.Conditions = []metav1.Condition{
-		{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Ready", Message: "1/3 members healthy", LastTransitionTime: ago(2 * time.Minute)},
-		{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "ScalingUp", Message: "scaling 1 -> 3: adding learner example-3", LastTransitionTime: ago(40 * time.Second)},
-		{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "QuorumLost", Message: "2 of 3 voting members lost their data [example-0 example-2]", LastTransitionTime: ago(4 * time.Minute)},
-		{Type: v1.ConditionQuorumLost, Status: metav1.ConditionTrue, Reason: "Recovering", Message: "recovering FromSurvivor: example-1 has the most applied log", LastTransitionTime: ago(4 * time.Minute)},
+		condition(v1.ConditionAvailable, true, reason.QuorumHealthy, "1 of 1 voting members healthy", 3*time.Minute),
+		condition(v1.ConditionProgressing, true, reason.MemberAdded, "learner example-3 is in the member list", 20*time.Second),
+		condition(v1.ConditionDegraded, true, reason.MembersUnhealthy, "1 of 3 desired members healthy; learner example-3 is in the member list", 7*time.Minute),
+		condition(v1.ConditionQuorumLost, false, reason.Recovered, "quorum is back: recovered FromSurvivor at 2026-11-23T13:57:00Z", 3*time.Minute),
+		condition(v1.ConditionUpgrading, false, reason.UpToDate, "every member runs 3.6.16", 12*24*time.Hour),
 	}
+	completed := metav1.NewTime(time.Date(2026, 11, 23, 13, 57, 0, 0, time.UTC))
 	c.Status.Recovery = &v1.QuorumRecovery{
-		Source: "FromSurvivor", Phase: "Restarting", Survivor: "example-1", LostMembers: []string{"example-0", "example-2"},
-		Reason: "2 of 3 voting members lost their data [example-0 example-2]", StartedAt: ago(4 * time.Minute),
+		Source: "FromSurvivor", Phase: v1.RecoveryComplete, Survivor: "example-1", LostMembers: []string{"example-0", "example-2"},
+		Reason:    "2 of 3 voting members lost their data [example-0 example-2]; recovering from example-1, the survivor with the most applied log",
+		StartedAt: ago(7 * time.Minute), CompletedAt: &completed,
 	}
-	c.Status.PendingOperation = &v1.PendingOperation{Type: "AddMember", Member: "example-4"}
-	c.Status.TLS.CARotation = &v1.CARotation{Phase: v1.CASignWithNew, Trigger: "2026-11-23T13:40:00Z"}
-	c.Status.TLS.Certificates[1].NotAfter = metav1.NewTime(now.Add(-49 * time.Hour))
+	c.Status.PendingOperation = &v1.PendingOperation{Type: "AddMember", Member: "example-3", ID: "2a7f9e1c44d0b713"}
 	return c
 }
 
@@ -128,12 +144,10 @@ func TestRenderStatus(t *testing.T) {
 	golden(t, "status", out.Bytes())
 }
 
-func TestRenderStatusRecovering(t *testing.T) {
+func TestRenderStatusRecovered(t *testing.T) {
 	failed := backupOf("example-20261123-135500", 5*time.Minute, v1.BackupFailed)
-	failed.Status.Conditions = []metav1.Condition{{Type: v1.BackupConditionFailed, Status: metav1.ConditionTrue, Reason: "ClusterUnavailable", Message: "no member of example answers"}}
-	c := recoveringCluster()
-	c.Spec.Version = "3.6.17"
-	c.Status.UpgradeBlocked = &v1.UpgradeBlock{Version: "3.6.17", Target: "3.6.17", Member: "example-2"}
+	failed.Status.Conditions = []metav1.Condition{condition(v1.BackupConditionFailed, true, reason.ClusterUnavailable, "no member of example answers", 4*time.Minute)}
+	c := regrowingCluster()
 	c.Annotations = map[string]string{
 		naming.AnnotationDefragment:        "2026-11-23T13:58:00Z",
 		naming.AnnotationRenewCertificates: "2026-11-01T09:00:00Z", // handled: not shown
@@ -143,7 +157,26 @@ func TestRenderStatusRecovering(t *testing.T) {
 	if err := renderStatus(&out, c, []v1.EtcdBackup{backupOf("example-20261123-020000", 12*time.Hour, v1.BackupSucceeded), failed}, now); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "status-recovering", out.Bytes())
+	golden(t, "status-recovered", out.Bytes())
+}
+
+// What the operator recorded as under way is listed, one line each.
+func TestOperations(t *testing.T) {
+	c := healthyCluster()
+	c.Spec.Version = "3.7.3"
+	c.Status.UpgradeBlocked = &v1.UpgradeBlock{Version: "3.7.3", Target: "3.7.3", Member: "example-2"}
+	c.Status.DowngradeTarget = "3.5.0"
+	c.Annotations = map[string]string{naming.AnnotationMoveLeader: "example-2", naming.AnnotationRotateCA: "now", planner.RecoverAnnotation: planner.FromBackup}
+	want := []string{
+		"upgrade to 3.7.3 blocked: example-2 failed to run 3.7.3 and was rolled back; change spec.version to try again",
+		"downgrade to 3.5.0 enabled in etcd",
+		"requested: quorum recovery FromBackup",
+		"requested: leadership to example-2",
+		"requested: CA rotation (now)",
+	}
+	if got := operations(c); !reflect.DeepEqual(got, want) {
+		t.Errorf("operations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 func TestRenderStatusNew(t *testing.T) {
@@ -159,19 +192,28 @@ func TestRenderStatusNew(t *testing.T) {
 }
 
 func TestRenderMembersAndCerts(t *testing.T) {
-	c := recoveringCluster()
+	c := regrowingCluster()
 	c.Status.Members[0].UnhealthySince = ptrTime(ago(6 * time.Minute))
 	c.Status.Members[0].Healthy = false
+	c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: "example-4"}) // recorded, not added yet
 	var out bytes.Buffer
 	if err := renderMembers(&out, c, now); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "members", out.Bytes())
 	out.Reset()
-	if err := renderCerts(&out, c, now); err != nil {
+	if err := renderCerts(&out, rotatingCluster(), now); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "certs", out.Bytes())
+}
+
+// rotatingCluster is in the second phase of a CA rotation, with its user certificate expired.
+func rotatingCluster() *v1.EtcdCluster {
+	c := healthyCluster()
+	c.Status.TLS.CARotation = &v1.CARotation{Phase: v1.CASignWithNew, Trigger: "2026-11-23T13:40:00Z"}
+	c.Status.TLS.Certificates[1].NotAfter = metav1.NewTime(now.Add(-49 * time.Hour))
+	return c
 }
 
 func TestRestoredCluster(t *testing.T) {

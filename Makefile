@@ -66,12 +66,13 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code and docs/conditions-and-events.md (from internal/reason and the controllers).
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+	go run ./hack/docgen
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail if generated files differ from what is committed.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
+	@git diff --exit-code -- api config docs/conditions-and-events.md || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
 
 .PHONY: fmt
 fmt:
@@ -200,6 +201,10 @@ demo: cluster-up cluster-load olm-install catalog-load ## Local cluster + OLM + 
 .PHONY: build
 build: ## Build the manager binary.
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager .
+
+.PHONY: plugin
+plugin: ## Build the kubectl etcd plugin (bin/kubectl-etcd; put it on the PATH as kubectl-etcd).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/kubectl-etcd ./cmd/kubectl-etcd
 
 .PHONY: run
 run: manifests generate ## Run the manager against the current kubeconfig.

@@ -16,6 +16,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
@@ -58,6 +59,9 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if p.mem.defragmented != nil {
 			p.mem.defragmented[a.Members[0]] = true
 		}
+		if p.mem.defragRequestDone != nil {
+			p.mem.defragRequestDone[a.Members[0]] = true
+		}
 		failpoint.Hit(failpoint.AfterDefragment)
 		return nil
 
@@ -88,7 +92,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if a.Bootstrap {
 			var err error
 			if restore, err = p.restoreInput(ctx); err != nil {
-				setCondition(c, v1.ConditionRestored, false, reasonBackupNotReady, err.Error())
+				setCondition(c, v1.ConditionRestored, false, reason.BackupNotReady, err.Error())
 				return err
 			}
 		}
@@ -108,7 +112,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if pod == nil {
 			return nil
 		}
-		if a.Reason == "UpgradeFailed" {
+		if a.Reason == reason.UpgradeFailed {
 			c.Status.UpgradeBlocked = &v1.UpgradeBlock{Version: pod.Labels[naming.LabelVersion], Target: c.Spec.Version, Member: a.Members[0]}
 			if err := p.writeStatus(ctx); err != nil {
 				return err

@@ -23,6 +23,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
 )
@@ -31,19 +32,6 @@ const (
 	// backupWaitLimit is how long a backup waits for its cluster to exist and be available.
 	backupWaitLimit = 10 * time.Minute
 	backupRequeue   = 10 * time.Second
-)
-
-// Reasons of EtcdBackup conditions set by the controller (the Job reports the others, see internal/backup).
-const (
-	reasonClusterNotFound          = "ClusterNotFound"
-	reasonCredentialsSecretMissing = "CredentialsSecretNotFound"
-	reasonPending                  = "Pending"
-	reasonRunning                  = "Running"
-	reasonSucceeded                = "Succeeded"
-	reasonJobFailed                = "JobFailed"
-	reasonNamespaceTerminating     = "NamespaceTerminating"
-	// reasonJobNameConflict: a Job of the name the operator would use exists and is not its own.
-	reasonJobNameConflict = "JobNameConflict"
 )
 
 // EtcdBackupReconciler runs one Job per EtcdBackup and records its result. The snapshot is
@@ -97,7 +85,7 @@ func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl.Result, error) {
 	if problems := speccheck.Backup(b); len(problems) > 0 {
 		// A backup's spec is immutable: one it cannot act on fails for good.
-		r.failed(b, ReasonInvalidSpec, invalidSpecMessage(r.Recorder, b, "", problems))
+		r.failed(b, reason.InvalidSpec, invalidSpecMessage(r.Recorder, b, "", problems))
 		return ctrl.Result{}, nil
 	}
 	job := &batchv1.Job{}
@@ -105,7 +93,7 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 	var foreign *foreignJob
 	switch {
 	case errors.As(err, &foreign):
-		r.failed(b, reasonJobNameConflict, foreign.Error())
+		r.failed(b, reason.JobNameConflict, foreign.Error())
 		return ctrl.Result{}, nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return ctrl.Result{}, fmt.Errorf("read backup job: %w", err)
@@ -115,33 +103,33 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 
 	c := &v1.EtcdCluster{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, c); apierrors.IsNotFound(err) {
-		return r.wait(b, reasonClusterNotFound, fmt.Sprintf("EtcdCluster %q does not exist", b.Spec.ClusterName))
+		return r.wait(b, reason.ClusterNotFound, fmt.Sprintf("EtcdCluster %q does not exist", b.Spec.ClusterName))
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read cluster: %w", err)
 	}
 	if !hasQuorum(c) {
-		return r.wait(b, backup.ReasonClusterUnavailable, fmt.Sprintf("EtcdCluster %q is not bootstrapped or has no leader", c.Name))
+		return r.wait(b, reason.ClusterUnavailable, fmt.Sprintf("EtcdCluster %q is not bootstrapped or has no leader", c.Name))
 	}
 	if s := b.Spec.Destination.S3; s != nil {
 		sec := &corev1.Secret{}
 		err := r.secrets.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: s.CredentialsSecret}, sec)
 		if apierrors.IsNotFound(err) || (err == nil && (len(sec.Data[resources.SecretAccessKeyID]) == 0 || len(sec.Data[resources.SecretSecretAccessKey]) == 0)) {
-			r.failed(b, reasonCredentialsSecretMissing, fmt.Sprintf("Secret %q with keys %s and %s is needed", s.CredentialsSecret, resources.SecretAccessKeyID, resources.SecretSecretAccessKey))
+			r.failed(b, reason.CredentialsSecretNotFound, fmt.Sprintf("Secret %q with keys %s and %s is needed", s.CredentialsSecret, resources.SecretAccessKeyID, resources.SecretSecretAccessKey))
 			return ctrl.Result{}, nil
 		} else if err != nil {
 			return ctrl.Result{}, fmt.Errorf("read credentials secret: %w", err)
 		}
 	}
 	if err := r.Create(ctx, resources.BackupJob(b, c, r.OperatorImage)); namespaceTerminating(err) {
-		r.failed(b, reasonNamespaceTerminating, fmt.Sprintf("namespace %s is being deleted: no backup Job can start", b.Namespace))
+		r.failed(b, reason.NamespaceTerminating, fmt.Sprintf("namespace %s is being deleted: no backup Job can start", b.Namespace))
 		return ctrl.Result{}, nil
 	} else if err != nil && !apierrors.IsAlreadyExists(err) {
 		return ctrl.Result{}, fmt.Errorf("create backup job: %w", err)
 	}
 	now := metav1.NewTime(nowOr(r.Now))
 	b.Status.Phase, b.Status.StartTime = v1.BackupRunning, &now
-	setBackupCondition(b, v1.BackupConditionComplete, false, reasonRunning, "the backup Job is running")
-	r.Recorder.Event(b, corev1.EventTypeNormal, "BackupStarted", "started Job "+resources.BackupJobName(b.Name))
+	setBackupCondition(b, v1.BackupConditionComplete, false, reason.Running, "the backup Job is running")
+	r.Recorder.Event(b, corev1.EventTypeNormal, string(reason.BackupStarted), "started Job "+resources.BackupJobName(b.Name))
 	return ctrl.Result{}, nil
 }
 
@@ -168,22 +156,22 @@ func namespaceTerminating(err error) bool {
 }
 
 // wait keeps the backup Pending while its cluster is missing or unavailable, for backupWaitLimit.
-func (r *EtcdBackupReconciler) wait(b *v1.EtcdBackup, reason, msg string) (ctrl.Result, error) {
+func (r *EtcdBackupReconciler) wait(b *v1.EtcdBackup, why reason.Reason, msg string) (ctrl.Result, error) {
 	if nowOr(r.Now).Sub(b.CreationTimestamp.Time) > backupWaitLimit {
-		r.failed(b, reason, fmt.Sprintf("%s for more than %s", msg, backupWaitLimit))
+		r.failed(b, why, fmt.Sprintf("%s for more than %s", msg, backupWaitLimit))
 		return ctrl.Result{}, nil
 	}
 	b.Status.Phase = v1.BackupPending
-	setBackupCondition(b, v1.BackupConditionComplete, false, reason, msg)
+	setBackupCondition(b, v1.BackupConditionComplete, false, why, msg)
 	return ctrl.Result{RequeueAfter: backupRequeue}, nil
 }
 
-func (r *EtcdBackupReconciler) failed(b *v1.EtcdBackup, reason, msg string) {
+func (r *EtcdBackupReconciler) failed(b *v1.EtcdBackup, why reason.Reason, msg string) {
 	now := metav1.NewTime(nowOr(r.Now))
 	b.Status.Phase, b.Status.CompletionTime = v1.BackupFailed, &now
-	setBackupCondition(b, v1.BackupConditionComplete, false, reason, msg)
-	setBackupCondition(b, v1.BackupConditionFailed, true, reason, msg)
-	r.Recorder.Event(b, corev1.EventTypeWarning, reason, msg)
+	setBackupCondition(b, v1.BackupConditionComplete, false, why, msg)
+	setBackupCondition(b, v1.BackupConditionFailed, true, why, msg)
+	r.Recorder.Event(b, corev1.EventTypeWarning, string(why), msg)
 }
 
 // observeJob records a finished Job's report (its pod's termination message).
@@ -204,7 +192,7 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *v1.EtcdBackup,
 		// The status write after the Job's creation was lost: the Job's start is the backup's.
 		start := metav1.NewTime(job.CreationTimestamp.Time)
 		b.Status.Phase, b.Status.StartTime = v1.BackupRunning, &start
-		setBackupCondition(b, v1.BackupConditionComplete, false, reasonRunning, "the backup Job is running")
+		setBackupCondition(b, v1.BackupConditionComplete, false, reason.Running, "the backup Job is running")
 	}
 	if !done && !failed {
 		return ctrl.Result{}, nil // the Job's status changes wake us
@@ -219,16 +207,16 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *v1.EtcdBackup,
 		b.Status.Phase, b.Status.CompletionTime = v1.BackupSucceeded, &now
 		b.Status.EtcdVersion, b.Status.Revision, b.Status.Size, b.Status.SHA256, b.Status.Location = res.EtcdVersion, res.Revision, res.Size, res.SHA256, res.Location
 		msg := fmt.Sprintf("%d bytes at revision %d from member %s stored at %s", res.Size, res.Revision, res.Member, res.Location)
-		setBackupCondition(b, v1.BackupConditionComplete, true, reasonSucceeded, msg)
-		r.Recorder.Event(b, corev1.EventTypeNormal, "BackupSucceeded", msg)
+		setBackupCondition(b, v1.BackupConditionComplete, true, reason.Succeeded, msg)
+		r.Recorder.Event(b, corev1.EventTypeNormal, string(reason.BackupSucceeded), msg)
 		log.FromContext(ctx).Info("backup succeeded", "backup", b.Name, "location", res.Location, "size", res.Size)
 		return ctrl.Result{}, nil
 	}
-	reason, msg := reasonJobFailed, "the backup Job failed without a report"
+	why, msg := reason.JobFailed, "the backup Job failed without a report"
 	if rep.Reason != "" {
-		reason, msg = rep.Reason, rep.Message
+		why, msg = rep.Reason, rep.Message
 	}
-	r.failed(b, reason, msg)
+	r.failed(b, why, msg)
 	return ctrl.Result{}, nil
 }
 
@@ -319,7 +307,7 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBac
 		if retained, err := r.retainedBySchedule(ctx, b); err != nil {
 			return err
 		} else if retained {
-			r.Recorder.Eventf(b, corev1.EventTypeNormal, "SnapshotRetained", "kept %s: its schedule is being deleted with snapshotDeletionPolicy Retain", b.Status.Location)
+			r.Recorder.Eventf(b, corev1.EventTypeNormal, string(reason.SnapshotRetained), "kept %s: its schedule is being deleted with snapshotDeletionPolicy Retain", b.Status.Location)
 			return release()
 		}
 		err := r.Create(ctx, resources.BackupDeleteJob(b, r.OperatorImage))
@@ -329,7 +317,7 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBac
 			// is best effort (the API refuses new events there too); the log is the record.
 			msg := fmt.Sprintf("namespace %s is being deleted, so no Job can delete the snapshot: %s is left in place", b.Namespace, b.Status.Location)
 			log.FromContext(ctx).Info(msg, "backup", b.Name, "location", b.Status.Location)
-			r.Recorder.Event(b, corev1.EventTypeWarning, "SnapshotLeftInPlace", msg)
+			r.Recorder.Event(b, corev1.EventTypeWarning, string(reason.SnapshotLeftInPlace), msg)
 			return release()
 		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -345,14 +333,14 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBac
 		}
 		switch cond.Type {
 		case batchv1.JobComplete:
-			r.Recorder.Event(b, corev1.EventTypeNormal, "SnapshotDeleted", "deleted "+b.Status.Location)
+			r.Recorder.Event(b, corev1.EventTypeNormal, string(reason.SnapshotDeleted), "deleted "+b.Status.Location)
 			return release()
 		case batchv1.JobFailed:
 			rep, err := r.jobReport(ctx, job, false)
 			if err != nil {
 				return err
 			}
-			r.Recorder.Eventf(b, corev1.EventTypeWarning, "SnapshotDeleteFailed", "could not delete %s, left in place: %s %s", b.Status.Location, rep.Reason, rep.Message)
+			r.Recorder.Eventf(b, corev1.EventTypeWarning, string(reason.SnapshotDeleteFailed), "could not delete %s, left in place: %s %s", b.Status.Location, rep.Reason, rep.Message)
 			return release()
 		}
 	}
@@ -377,12 +365,12 @@ func (r *EtcdBackupReconciler) retainedBySchedule(ctx context.Context, b *v1.Etc
 	return s.UID == ref.UID && !s.DeletionTimestamp.IsZero() && s.Spec.SnapshotDeletionPolicy != v1.SnapshotDelete, nil
 }
 
-func setBackupCondition(b *v1.EtcdBackup, typ string, status bool, reason, message string) {
+func setBackupCondition(b *v1.EtcdBackup, typ string, status bool, why reason.Reason, message string) {
 	s := metav1.ConditionFalse
 	if status {
 		s = metav1.ConditionTrue
 	}
-	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: message, ObservedGeneration: b.Generation})
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: string(why), Message: message, ObservedGeneration: b.Generation})
 }
 
 // SetupWithManager registers the reconciler; Job changes wake their EtcdBackup.

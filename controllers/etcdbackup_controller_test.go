@@ -21,6 +21,7 @@ import (
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
@@ -144,7 +145,7 @@ func TestBackupRunsAJobAndRecordsItsReport(t *testing.T) {
 	// No credentials Secret: refused before any Job.
 	nocreds := newBackup(t, ns, "nocreds", s3Dest())
 	got := waitBackup(t, nocreds, v1.BackupFailed)
-	if f := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionFailed); f == nil || f.Reason != reasonCredentialsSecretMissing {
+	if f := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionFailed); f == nil || f.Reason != string(reason.CredentialsSecretNotFound) {
 		t.Fatalf("failed condition %+v", f)
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.BackupJobName("nocreds")}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
@@ -205,9 +206,9 @@ func TestBackupRunsAJobAndRecordsItsReport(t *testing.T) {
 
 	// A failure reported by the Job becomes the Failed condition's reason.
 	bad := newBackup(t, ns, "badcreds", s3Dest())
-	finishJob(t, backupJob(t, bad), backup.Report{Reason: backup.ReasonInvalidCredentials, Message: "The Access Key Id you provided does not exist"}, false)
+	finishJob(t, backupJob(t, bad), backup.Report{Reason: reason.InvalidCredentials, Message: "The Access Key Id you provided does not exist"}, false)
 	got = waitBackup(t, bad, v1.BackupFailed)
-	if f := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionFailed); f == nil || f.Reason != backup.ReasonInvalidCredentials || !strings.Contains(f.Message, "Access Key") {
+	if f := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionFailed); f == nil || f.Reason != string(reason.InvalidCredentials) || !strings.Contains(f.Message, "Access Key") {
 		t.Fatalf("failed condition %+v", f)
 	}
 }
@@ -216,7 +217,7 @@ func TestBackupWaitsForItsCluster(t *testing.T) {
 	ns := newNamespace(t)
 	b := newBackup(t, ns, "early", v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps", Path: "etcd"}})
 	got := waitBackup(t, b, v1.BackupPending)
-	if c := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionComplete); c == nil || c.Reason != reasonClusterNotFound {
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionComplete); c == nil || c.Reason != string(reason.ClusterNotFound) {
 		t.Fatalf("complete condition %+v", c)
 	}
 	availableCluster(t, ns)
@@ -250,7 +251,7 @@ func TestRestoreWaitsForTheBackupThenRestoresEveryInitialMember(t *testing.T) {
 	})
 	eventually(t, "restore waits for the backup", func() error {
 		cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionRestored)
-		if cond == nil || cond.Reason != reasonBackupNotReady {
+		if cond == nil || cond.Reason != string(reason.BackupNotReady) {
 			return fmt.Errorf("restored condition %+v", cond)
 		}
 		return nil

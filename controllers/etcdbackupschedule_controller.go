@@ -21,16 +21,17 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
-// ConditionScheduled of an EtcdBackupSchedule: True while runs are being made; False with
+// ConditionScheduled is True, on an EtcdBackupSchedule, while runs are being made; False with
 // InvalidSchedule or Suspended.
 const ConditionScheduled = "Scheduled"
 
-// ConditionVerified of an EtcdBackupSchedule with spec.verify: the newest test-restore's outcome.
+// ConditionVerified is the outcome of the newest test-restore, on an EtcdBackupSchedule with spec.verify.
 const ConditionVerified = "Verified"
 
 // scheduleBusyRequeue is the pace while a run is in flight (its status changes also wake us).
@@ -83,16 +84,16 @@ func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.R
 func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBackupSchedule) (ctrl.Result, error) {
 	if problems := speccheck.Schedule(s); len(problems) > 0 {
 		prev := ""
-		if c := meta.FindStatusCondition(s.Status.Conditions, ConditionScheduled); c != nil && c.Reason == ReasonInvalidSpec {
+		if c := meta.FindStatusCondition(s.Status.Conditions, ConditionScheduled); c != nil && c.Reason == string(reason.InvalidSpec) {
 			prev = c.Message
 		}
-		setScheduleCondition(s, false, ReasonInvalidSpec, invalidSpecMessage(r.Recorder, s, prev, problems))
+		setScheduleCondition(s, false, reason.InvalidSpec, invalidSpecMessage(r.Recorder, s, prev, problems))
 		return ctrl.Result{}, nil // a spec change wakes us
 	}
 	now := nowOr(r.Now)
 	cron, err := backupschedule.Parse(s.Spec.Schedule)
 	if err != nil {
-		setScheduleCondition(s, false, "InvalidSchedule", err.Error())
+		setScheduleCondition(s, false, reason.InvalidSchedule, err.Error())
 		return ctrl.Result{}, nil // a spec change wakes us
 	}
 	owned, err := r.ownedBackups(ctx, s)
@@ -150,11 +151,11 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 	running := backupschedule.Running(items)
 	switch {
 	case s.Spec.Suspend:
-		setScheduleCondition(s, false, "Suspended", "spec.suspend is set; no new backups are taken")
+		setScheduleCondition(s, false, reason.Suspended, "spec.suspend is set; no new backups are taken")
 		return requeue(verifyWait, 0), nil
 	case due && running:
 		// Never overlap: the run starts when the one in flight ends (its status change wakes us).
-		setScheduleCondition(s, true, "Waiting", fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
+		setScheduleCondition(s, true, reason.Waiting, fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
 		return requeue(verifyWait, scheduleBusyRequeue), nil
 	case due:
 		b := &v1.EtcdBackup{
@@ -172,11 +173,11 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 		}
 		t := metav1.NewTime(run)
 		s.Status.LastScheduleTime, s.Status.LastBackup = &t, b.Name
-		r.Recorder.Event(s, corev1.EventTypeNormal, "BackupCreated", "created EtcdBackup "+b.Name)
-		setScheduleCondition(s, true, "Scheduled", "next run at "+next.UTC().Format(time.RFC3339))
+		r.Recorder.Event(s, corev1.EventTypeNormal, string(reason.BackupCreated), "created EtcdBackup "+b.Name)
+		setScheduleCondition(s, true, reason.Scheduled, "next run at "+next.UTC().Format(time.RFC3339))
 		return requeue(verifyWait, scheduleBusyRequeue), nil
 	}
-	setScheduleCondition(s, true, "Scheduled", "next run at "+next.UTC().Format(time.RFC3339))
+	setScheduleCondition(s, true, reason.Scheduled, "next run at "+next.UTC().Format(time.RFC3339))
 	wait := next.Sub(now)
 	if running && wait > scheduleBusyRequeue {
 		wait = scheduleBusyRequeue
@@ -232,7 +233,7 @@ func (r *EtcdBackupScheduleReconciler) finalize(ctx context.Context, s *v1.EtcdB
 			kept++
 		}
 		log.FromContext(ctx).Info("schedule deleted; its backups and snapshots are kept", "schedule", s.Name, "backups", kept)
-		r.Recorder.Eventf(s, corev1.EventTypeNormal, "SnapshotsRetained", "kept %d backups and their snapshots (snapshotDeletionPolicy Retain)", kept)
+		r.Recorder.Eventf(s, corev1.EventTypeNormal, string(reason.SnapshotsRetained), "kept %d backups and their snapshots (snapshotDeletionPolicy Retain)", kept)
 	}
 	controllerutil.RemoveFinalizer(s, naming.ScheduleFinalizer)
 	if err := r.Update(ctx, s); err != nil && !apierrors.IsNotFound(err) {
@@ -259,7 +260,7 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *v1.EtcdBac
 	}
 	cron, err := backupschedule.Parse(s.Spec.Verify.Schedule)
 	if err != nil {
-		setVerifiedCondition(s, false, "InvalidSchedule", err.Error())
+		setVerifiedCondition(s, false, reason.InvalidSchedule, err.Error())
 		return 0, nil
 	}
 	var newest *v1.EtcdBackup
@@ -283,7 +284,7 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *v1.EtcdBac
 	var foreign *foreignJob
 	switch {
 	case errors.As(err, &foreign):
-		setVerifiedCondition(s, false, reasonJobNameConflict, foreign.Error())
+		setVerifiedCondition(s, false, reason.JobNameConflict, foreign.Error())
 	case err == nil:
 		r.recordVerify(ctx, s, newest, job)
 	case !apierrors.IsNotFound(err):
@@ -291,13 +292,13 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *v1.EtcdBac
 	case due && s.Status.LastVerifiedBackup != newest.Name:
 		image, err := versions.Image(newest.Status.EtcdVersion)
 		if err != nil {
-			setVerifiedCondition(s, false, "UnsupportedVersion", fmt.Sprintf("backup %s was taken from etcd %s: %v", newest.Name, newest.Status.EtcdVersion, err))
+			setVerifiedCondition(s, false, reason.UnsupportedVersion, fmt.Sprintf("backup %s was taken from etcd %s: %v", newest.Name, newest.Status.EtcdVersion, err))
 			break
 		}
 		if err := r.Create(ctx, resources.VerifyJob(s, newest, r.OperatorImage, image)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return 0, fmt.Errorf("create verify job: %w", err)
 		}
-		r.Recorder.Event(s, corev1.EventTypeNormal, "VerifyStarted", "test-restoring "+newest.Name)
+		r.Recorder.Event(s, corev1.EventTypeNormal, string(reason.VerifyStarted), "test-restoring "+newest.Name)
 	}
 	if due {
 		t := metav1.NewTime(run)
@@ -317,36 +318,36 @@ func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *v1.E
 			if s.Status.LastVerifiedBackup != b.Name {
 				s.Status.LastVerifiedBackup = b.Name
 				metrics.BackupLastVerified.WithLabelValues(s.Namespace, s.Name).Set(float64(cond.LastTransitionTime.Unix()))
-				r.Recorder.Event(s, corev1.EventTypeNormal, "Verified", "test-restore of "+b.Name+" succeeded")
+				r.Recorder.Event(s, corev1.EventTypeNormal, string(reason.Verified), "test-restore of "+b.Name+" succeeded")
 			}
-			setVerifiedCondition(s, true, "Verified", fmt.Sprintf("%s restored into a throwaway etcd: SHA-256 and size as recorded, serving at revision ≥ %d", b.Name, b.Status.Revision))
+			setVerifiedCondition(s, true, reason.Verified, fmt.Sprintf("%s restored into a throwaway etcd: SHA-256 and size as recorded, serving at revision ≥ %d", b.Name, b.Status.Revision))
 		case batchv1.JobFailed:
-			reason, msg := reasonJobFailed, "the verify Job failed without a report"
+			why, msg := reason.JobFailed, "the verify Job failed without a report"
 			if rep, err := (&EtcdBackupReconciler{Client: r.Client}).jobReport(ctx, job, false); err == nil && rep.Reason != "" {
-				reason, msg = rep.Reason, rep.Message
+				why, msg = rep.Reason, rep.Message
 			}
-			if c := meta.FindStatusCondition(s.Status.Conditions, ConditionVerified); c == nil || c.Reason != reason {
-				r.Recorder.Event(s, corev1.EventTypeWarning, reason, "test-restore of "+b.Name+" failed: "+msg)
+			if c := meta.FindStatusCondition(s.Status.Conditions, ConditionVerified); c == nil || c.Reason != string(why) {
+				r.Recorder.Event(s, corev1.EventTypeWarning, string(why), "test-restore of "+b.Name+" failed: "+msg)
 			}
-			setVerifiedCondition(s, false, reason, fmt.Sprintf("test-restore of %s failed: %s", b.Name, msg))
+			setVerifiedCondition(s, false, why, fmt.Sprintf("test-restore of %s failed: %s", b.Name, msg))
 		}
 	}
 }
 
-func setVerifiedCondition(s *v1.EtcdBackupSchedule, status bool, reason, message string) {
+func setVerifiedCondition(s *v1.EtcdBackupSchedule, status bool, why reason.Reason, message string) {
 	st := metav1.ConditionFalse
 	if status {
 		st = metav1.ConditionTrue
 	}
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionVerified, Status: st, Reason: reason, Message: message, ObservedGeneration: s.Generation})
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionVerified, Status: st, Reason: string(why), Message: message, ObservedGeneration: s.Generation})
 }
 
-func setScheduleCondition(s *v1.EtcdBackupSchedule, status bool, reason, message string) {
+func setScheduleCondition(s *v1.EtcdBackupSchedule, status bool, why reason.Reason, message string) {
 	st := metav1.ConditionFalse
 	if status {
 		st = metav1.ConditionTrue
 	}
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionScheduled, Status: st, Reason: reason, Message: message, ObservedGeneration: s.Generation})
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionScheduled, Status: st, Reason: string(why), Message: message, ObservedGeneration: s.Generation})
 }
 
 // SetupWithManager registers the reconciler; its backups' status changes wake it.

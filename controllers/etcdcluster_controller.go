@@ -28,6 +28,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
@@ -102,7 +103,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	res, err := p.run(ctx)
 	if err != nil && !apierrors.IsConflict(err) && meta.FindStatusCondition(c.Status.Conditions, v1.ConditionProgressing) == nil {
 		// A first pass that could not even create the cluster's objects still says why.
-		setCondition(c, v1.ConditionProgressing, true, "ReconcileFailed", err.Error())
+		setCondition(c, v1.ConditionProgressing, true, reason.ReconcileFailed, err.Error())
 	}
 	if serr := p.writeStatus(ctx); serr != nil && err == nil {
 		err = serr
@@ -131,14 +132,17 @@ type pass struct {
 	recoveryRequest string
 	// newestBackupName is what a FromBackup recovery would restore; looked up only without quorum.
 	newestBackupName string
+	// leaderRequest and defragRequest are what the move-leader and defragment annotations ask for.
+	leaderRequest string
+	defragRequest map[string]bool
 }
 
 func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	c := p.c
 	if c.Spec.Image == "" && !versions.IsSupported(c.Spec.Version) {
 		_, err := versions.Image(c.Spec.Version)
-		setCondition(c, v1.ConditionDegraded, true, "UnsupportedVersion", err.Error())
-		p.r.Recorder.Event(c, corev1.EventTypeWarning, "UnsupportedVersion", err.Error())
+		setCondition(c, v1.ConditionDegraded, true, reason.UnsupportedVersion, err.Error())
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.UnsupportedVersion), err.Error())
 		return ctrl.Result{}, nil // a spec change wakes us
 	}
 	if b := c.Status.UpgradeBlocked; b != nil && b.Target != c.Spec.Version {
@@ -168,6 +172,12 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	p.obs = obs
 	if p.recoveryRequest, err = p.settleRecoveryRequest(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if p.leaderRequest, err = p.settleLeaderRequest(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if p.defragRequest, err = p.settleDefragRequest(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
 	if obs.etcd == nil && c.Status.Bootstrapped {
@@ -201,18 +211,18 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil // a stale view; look again, nothing failed
 	} else if err != nil {
 		retry := p.mem.actionFailed(key, p.now)
-		metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), action.Reason).Inc()
+		metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 		var conflict *nameConflict
 		if errors.As(err, &conflict) {
-			setCondition(c, v1.ConditionDegraded, true, "NameConflict", conflict.Error())
+			setCondition(c, v1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
 		}
-		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, "ActionFailed", "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
+		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.ActionFailed), "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
 		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 	p.mem.actionSucceeded()
-	metrics.Actions.WithLabelValues(c.Namespace, c.Name, string(action.Kind), action.Reason).Inc()
-	p.r.Recorder.Event(c, corev1.EventTypeNormal, action.Reason, action.Message)
+	metrics.Actions.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
+	p.r.Recorder.Event(c, corev1.EventTypeNormal, string(action.Reason), action.Message)
 	return ctrl.Result{RequeueAfter: requeueBusy}, nil
 }
 
@@ -246,7 +256,7 @@ func (r *EtcdClusterReconciler) finalize(ctx context.Context, c *v1.EtcdCluster)
 				}
 			}
 		}
-		r.Recorder.Eventf(c, corev1.EventTypeNormal, "PVCsRetained", "kept %d member volumes (storage.retentionPolicy Retain)", len(pvcs.Items))
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.PVCsRetained), "kept %d member volumes (storage.retentionPolicy Retain)", len(pvcs.Items))
 	}
 	controllerutil.RemoveFinalizer(c, naming.Finalizer)
 	if err := r.Update(ctx, c); err != nil && !apierrors.IsNotFound(err) {

@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
@@ -141,8 +142,8 @@ func TestBackupTrustsOnlyItsOwnJob(t *testing.T) {
 	}
 	b := newBackup(t, ns, "forged", s3Dest())
 	got := waitBackup(t, b, v1.BackupFailed)
-	if f := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionFailed); f == nil || f.Reason != reasonJobNameConflict {
-		t.Fatalf("failed condition %+v, want %s", f, reasonJobNameConflict)
+	if f := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionFailed); f == nil || f.Reason != string(reason.JobNameConflict) {
+		t.Fatalf("failed condition %+v, want %s", f, reason.JobNameConflict)
 	}
 	if got.Status.Location != "" || got.Status.SHA256 != "" {
 		t.Fatalf("a planted Job's result was recorded: %+v", got.Status)

@@ -11,12 +11,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
-
-// ReasonInvalidSpec is the condition and event reason of an object the operator cannot act on
-// (internal/speccheck): written before a CRD rule existed, or under a looser CRD. The operator
-// leaves such an object alone, says which fields to fix and how, and goes on with the others.
-const ReasonInvalidSpec = "InvalidSpec"
 
 // maxProblemsMessage keeps a condition message well under the API's 32 KiB limit.
 const maxProblemsMessage = 4096
@@ -34,7 +30,7 @@ func invalidSpecMessage(rec record.EventRecorder, obj runtime.Object, prev strin
 		msg = msg[:maxProblemsMessage-3] + "..."
 	}
 	if msg != prev {
-		rec.Event(obj, corev1.EventTypeWarning, ReasonInvalidSpec, msg)
+		rec.Event(obj, corev1.EventTypeWarning, string(reason.InvalidSpec), msg)
 	}
 	return msg
 }
@@ -44,10 +40,10 @@ func invalidSpecMessage(rec record.EventRecorder, obj runtime.Object, prev strin
 func (r *EtcdClusterReconciler) refuseInvalidSpec(ctx context.Context, c *v1.EtcdCluster, problems []v1.FieldProblem) (ctrl.Result, error) {
 	orig := c.DeepCopy()
 	prev := ""
-	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond != nil && cond.Reason == ReasonInvalidSpec {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond != nil && cond.Reason == string(reason.InvalidSpec) {
 		prev = cond.Message
 	}
-	setCondition(c, v1.ConditionDegraded, true, ReasonInvalidSpec, invalidSpecMessage(r.Recorder, c, prev, problems))
+	setCondition(c, v1.ConditionDegraded, true, reason.InvalidSpec, invalidSpecMessage(r.Recorder, c, prev, problems))
 	c.Status.Phase = v1.PhaseDegraded
 	_, err := patchStatusIfChanged(ctx, r.Client, orig, c, orig.Status, c.Status)
 	return ctrl.Result{}, err

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // operatorClientSecret is the operator's client certificate for the cluster: the current Secret, or,
@@ -67,7 +68,7 @@ func (p *pass) retireLegacyOperatorSecret(ctx context.Context) error {
 	if err := p.r.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete legacy operator secret %s: %w", s.Name, err)
 	}
-	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, "LegacySecretDeleted", "deleted %s: the operator's client certificate is now %s", s.Name, naming.OperatorClientSecret(c.Name))
+	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.LegacySecretDeleted), "deleted %s: the operator's client certificate is now %s", s.Name, naming.OperatorClientSecret(c.Name))
 	return nil
 }
 

@@ -39,6 +39,10 @@ type clusterMemory struct {
 	// (planner.Space).
 	compacted    int64
 	defragmented map[string]bool
+	// defragRequest is the value of the defragment annotation being carried out, and
+	// defragRequestDone the members defragmented since it was set.
+	defragRequest     string
+	defragRequestDone map[string]bool
 	// failures counts consecutive failed attempts of action, which is not tried again before nextTry.
 	failures int
 	action   string

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
@@ -79,7 +80,7 @@ func (p *pass) ensureNetworkPolicy(ctx context.Context) error {
 	if err := p.r.Delete(ctx, np, client.Preconditions{UID: &np.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete network policy %s: %w", key.Name, err)
 	}
-	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, "NetworkPolicyDeleted", "deleted NetworkPolicy %s (spec.networkPolicy.enabled is false)", key.Name)
+	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.NetworkPolicyDeleted), "deleted NetworkPolicy %s (spec.networkPolicy.enabled is false)", key.Name)
 	return nil
 }
 

@@ -264,6 +264,8 @@ func (p *pass) plannerInput() planner.Input {
 		Survivors:         o.survivors,
 		QuorumLoss:        c.Spec.Maintenance.QuorumLoss,
 		RecoveryRequested: p.recoveryRequest,
+		LeaderRequested:   p.leaderRequest,
+		DefragRequested:   p.defragRequest,
 		NewestBackup:      p.newestBackupName,
 		Volumes:           p.volumesInput(),
 	}

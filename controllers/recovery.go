@@ -15,6 +15,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
@@ -75,23 +76,12 @@ func (p *pass) settleRecoveryRequest(ctx context.Context) (string, error) {
 	default:
 		return v, nil
 	}
-	p.r.Recorder.Event(c, corev1.EventTypeWarning, "RecoveryRequestIgnored", why)
+	p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.RecoveryRequestIgnored), why)
 	return "", p.dropRecoveryRequest(ctx)
 }
 
 func (p *pass) dropRecoveryRequest(ctx context.Context) error {
-	c := p.c
-	if _, ok := c.Annotations[planner.RecoverAnnotation]; !ok {
-		return nil
-	}
-	before := c.DeepCopy()
-	delete(c.Annotations, planner.RecoverAnnotation)
-	if err := p.r.Patch(ctx, c, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("remove annotation %s: %w", planner.RecoverAnnotation, err)
-	}
-	// The patch returned the stored object, whose status is what was last written.
-	p.orig = c.DeepCopy()
-	return nil
+	return p.dropAnnotation(ctx, planner.RecoverAnnotation)
 }
 
 // newestBackup is the EtcdBackup a FromBackup recovery restores: the newest verified successful
@@ -165,7 +155,7 @@ func (p *pass) actRecovery(ctx context.Context, a planner.Action) error {
 		if err := p.writeStatus(ctx); err != nil {
 			return err
 		}
-		p.r.Recorder.Event(c, corev1.EventTypeWarning, "QuorumLost", a.Message)
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.QuorumLost), a.Message)
 		failpoint.Hit(failpoint.AfterRecoveryStart)
 		return p.dropRecoveryRequest(ctx)
 

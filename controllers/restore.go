@@ -14,16 +14,8 @@ import (
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
-)
-
-// Reasons of the Restored condition set here; the restore init container reports the others
-// (SnapshotChecksumMismatch, SnapshotCorrupt, InvalidCredentials, ...; see internal/backup).
-const (
-	reasonBackupNotReady = "BackupNotReady"
-	reasonRestoring      = "Restoring"
-	reasonRestored       = "Restored"
-	reasonNotRestored    = "NotRestored"
 )
 
 // restoreInput resolves the snapshot the initial members' init containers restore: the backup of a
@@ -71,15 +63,15 @@ func (p *pass) observeRestore(ctx context.Context) {
 	for _, name := range slices.Sorted(maps.Keys(p.obs.pods)) {
 		if rep, ok := restoreFailure(p.obs.pods[name]); ok {
 			msg := fmt.Sprintf("member %s: %s; no member was started", name, rep.Message)
-			if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != rep.Reason {
-				p.r.Recorder.Event(c, corev1.EventTypeWarning, rep.Reason, msg)
+			if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(rep.Reason) {
+				p.r.Recorder.Event(c, corev1.EventTypeWarning, string(rep.Reason), msg)
 			}
 			setCondition(c, v1.ConditionRestored, false, rep.Reason, msg)
 			return
 		}
 	}
-	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason == reasonBackupNotReady {
-		setCondition(c, v1.ConditionRestored, false, reasonRestoring, "restoring the initial members from the snapshot")
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) {
+		setCondition(c, v1.ConditionRestored, false, reason.Restoring, "restoring the initial members from the snapshot")
 	}
 }
 
@@ -104,12 +96,12 @@ func (p *pass) confirmRestored(ctx context.Context) {
 		return // nobody answered yet: decide on a later pass
 	case have < want:
 		msg := fmt.Sprintf("the members run at revision %d, below the snapshot's %d: the snapshot was not restored into them", have, want)
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != reasonNotRestored {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, reasonNotRestored, msg)
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(reason.NotRestored) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.NotRestored), msg)
 		}
-		setCondition(c, v1.ConditionRestored, false, reasonNotRestored, msg)
+		setCondition(c, v1.ConditionRestored, false, reason.NotRestored, msg)
 	default:
-		setCondition(c, v1.ConditionRestored, true, reasonRestored, fmt.Sprintf("the initial members were restored from the snapshot (revision %d)", have))
+		setCondition(c, v1.ConditionRestored, true, reason.Restored, fmt.Sprintf("the initial members were restored from the snapshot (revision %d)", have))
 	}
 }
 

@@ -15,19 +15,20 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
 // setCondition sets one condition; meta.SetStatusCondition keeps the transition time when only
 // the message changes, so repeated passes do not rewrite status.
-func setCondition(c *v1.EtcdCluster, typ string, status bool, reason, message string) {
+func setCondition(c *v1.EtcdCluster, typ string, status bool, why reason.Reason, message string) {
 	s := metav1.ConditionFalse
 	if status {
 		s = metav1.ConditionTrue
 	}
 	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{
-		Type: typ, Status: s, Reason: reason, Message: message, ObservedGeneration: c.Generation,
+		Type: typ, Status: s, Reason: string(why), Message: message, ObservedGeneration: c.Generation,
 	})
 }
 
@@ -45,7 +46,7 @@ func parseID(s string) uint64 {
 
 // stalled says that nothing is under way until the spec changes: paused, refused or failed.
 func stalled(a planner.Action) bool {
-	return a.Kind == planner.Wait && (a.Reason == "Paused" || a.Reason == "UpgradeFailed" || a.Reason == "VersionChangeRefused")
+	return a.Kind == planner.Wait && (a.Reason == reason.Paused || a.Reason == reason.UpgradeFailed || a.Reason == reason.VersionChangeRefused)
 }
 
 func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerReference {
@@ -130,64 +131,64 @@ func (p *pass) recordObservation(action planner.Action) {
 	available := o.etcd != nil && voters > 0 && healthyVoters >= voters/2+1
 	switch {
 	case available:
-		setCondition(c, v1.ConditionAvailable, true, "QuorumHealthy", fmt.Sprintf("%d of %d voting members healthy", healthyVoters, voters))
+		setCondition(c, v1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("%d of %d voting members healthy", healthyVoters, voters))
 	case !c.Status.Bootstrapped:
-		setCondition(c, v1.ConditionAvailable, false, "Bootstrapping", "the initial members have not formed a cluster yet")
+		setCondition(c, v1.ConditionAvailable, false, reason.Bootstrapping, "the initial members have not formed a cluster yet")
 	case o.etcd == nil:
-		setCondition(c, v1.ConditionAvailable, false, "EtcdUnreachable", fmt.Sprintf("no member answers: %v", o.etcdErr))
+		setCondition(c, v1.ConditionAvailable, false, reason.EtcdUnreachable, fmt.Sprintf("no member answers: %v", o.etcdErr))
 	default:
-		setCondition(c, v1.ConditionAvailable, false, "QuorumLost", fmt.Sprintf("only %d of %d voting members healthy", healthyVoters, voters))
+		setCondition(c, v1.ConditionAvailable, false, reason.QuorumLost, fmt.Sprintf("only %d of %d voting members healthy", healthyVoters, voters))
 	}
 
 	degraded := c.Status.Bootstrapped && (!available || healthyVoters < c.Spec.Replicas)
 	quorumLost := p.recordQuorumLoss(action, available)
 	switch {
-	case action.Kind == planner.Wait && action.Reason == "Paused":
+	case action.Kind == planner.Wait && action.Reason == reason.Paused:
 		// Paused says nothing about health; keep the last Degraded verdict.
 	case quorumLost:
 		cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost)
-		setCondition(c, v1.ConditionDegraded, true, cond.Reason, cond.Message)
+		setCondition(c, v1.ConditionDegraded, true, reason.Reason(cond.Reason), cond.Message)
 	case p.trust != nil:
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != p.trust.reason {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, p.trust.reason, p.trust.message)
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != string(p.trust.reason) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(p.trust.reason), p.trust.message)
 		}
 		setCondition(c, v1.ConditionDegraded, true, p.trust.reason, p.trust.message)
 	case len(o.alarms) > 0:
-		setCondition(c, v1.ConditionDegraded, true, "AlarmRaised", alarmMessage(o))
+		setCondition(c, v1.ConditionDegraded, true, reason.AlarmRaised, alarmMessage(o))
 	case o.volumeRefusal != "" && !degraded:
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != "VolumeExpansionUnsupported" {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, "VolumeExpansionUnsupported", o.volumeRefusal)
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != string(reason.VolumeExpansionUnsupported) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.VolumeExpansionUnsupported), o.volumeRefusal)
 		}
-		setCondition(c, v1.ConditionDegraded, true, "VolumeExpansionUnsupported", o.volumeRefusal)
+		setCondition(c, v1.ConditionDegraded, true, reason.VolumeExpansionUnsupported, o.volumeRefusal)
 	case c.Status.UpgradeBlocked != nil && !degraded:
 		b := c.Status.UpgradeBlocked
-		setCondition(c, v1.ConditionDegraded, true, "UpgradeFailed", fmt.Sprintf("%s did not become healthy at %s; it was rolled back and the upgrade to %s is stopped", b.Member, b.Version, b.Target))
+		setCondition(c, v1.ConditionDegraded, true, reason.UpgradeFailed, fmt.Sprintf("%s did not become healthy at %s; it was rolled back and the upgrade to %s is stopped", b.Member, b.Version, b.Target))
 	case degraded && o.etcd == nil:
-		setCondition(c, v1.ConditionDegraded, true, "EtcdUnreachable", action.Message)
+		setCondition(c, v1.ConditionDegraded, true, reason.EtcdUnreachable, action.Message)
 	case degraded:
-		setCondition(c, v1.ConditionDegraded, true, "MembersUnhealthy", fmt.Sprintf("%d of %d desired members healthy; %s", healthyVoters, c.Spec.Replicas, action.Message))
+		setCondition(c, v1.ConditionDegraded, true, reason.MembersUnhealthy, fmt.Sprintf("%d of %d desired members healthy; %s", healthyVoters, c.Spec.Replicas, action.Message))
 	default:
-		setCondition(c, v1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
+		setCondition(c, v1.ConditionDegraded, false, reason.AsExpected, "no member is missing or unhealthy")
 	}
 
-	if prev := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionProgressing); action.Kind == planner.Wait && action.Reason == "NoSpaceLeft" && (prev == nil || prev.Reason != action.Reason) {
-		p.r.Recorder.Event(c, corev1.EventTypeWarning, action.Reason, action.Message) // the operator cannot fix this one
+	if prev := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionProgressing); action.Kind == planner.Wait && action.Reason == reason.NoSpaceLeft && (prev == nil || prev.Reason != string(action.Reason)) {
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(action.Reason), action.Message) // the operator cannot fix this one
 	}
 	switch action.Kind {
 	case planner.None:
 		if growing := p.volumesGrowing(); len(growing) > 0 {
-			setCondition(c, v1.ConditionProgressing, true, "ExpandingVolumes", fmt.Sprintf("%s; waiting for the storage driver to grow the volumes of %s to %s",
+			setCondition(c, v1.ConditionProgressing, true, reason.ExpandingVolumes, fmt.Sprintf("%s; waiting for the storage driver to grow the volumes of %s to %s",
 				action.Message, strings.Join(growing, ", "), c.Spec.Storage.Size.String()))
 			break
 		}
-		setCondition(c, v1.ConditionProgressing, false, "Ready", action.Message)
+		setCondition(c, v1.ConditionProgressing, false, reason.Ready, action.Message)
 	case planner.Wait:
 		setCondition(c, v1.ConditionProgressing, !stalled(action), action.Reason, action.Message)
 	default:
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, action.Message)
 	}
 	if r := c.Status.TLS.CARotation; r != nil {
-		setCondition(c, v1.ConditionProgressing, true, "RotatingCA", fmt.Sprintf("CA rotation (%s), phase %s: %s", r.Trigger, r.Phase, action.Message))
+		setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s), phase %s: %s", r.Trigger, r.Phase, action.Message))
 	}
 
 	switch {
@@ -195,11 +196,11 @@ func (p *pass) recordObservation(action planner.Action) {
 		meta.RemoveStatusCondition(&c.Status.Conditions, v1.ConditionUpgrading)
 	case c.Status.UpgradeBlocked != nil:
 		b := c.Status.UpgradeBlocked
-		setCondition(c, v1.ConditionUpgrading, false, "UpgradeFailed", fmt.Sprintf("%s did not become healthy at %s and was rolled back to %s; change spec.version to retry", b.Member, b.Version, c.Status.CurrentVersion))
-	case action.Reason == "Upgrading" || action.Reason == "VersionChangeRefused":
-		setCondition(c, v1.ConditionUpgrading, action.Reason == "Upgrading", action.Reason, action.Message)
+		setCondition(c, v1.ConditionUpgrading, false, reason.UpgradeFailed, fmt.Sprintf("%s did not become healthy at %s and was rolled back to %s; change spec.version to retry", b.Member, b.Version, c.Status.CurrentVersion))
+	case action.Reason == reason.Upgrading || action.Reason == reason.VersionChangeRefused:
+		setCondition(c, v1.ConditionUpgrading, action.Reason == reason.Upgrading, action.Reason, action.Message)
 	case c.Status.CurrentVersion == c.Spec.Version:
-		setCondition(c, v1.ConditionUpgrading, false, "UpToDate", "every member runs "+c.Spec.Version)
+		setCondition(c, v1.ConditionUpgrading, false, reason.UpToDate, "every member runs "+c.Spec.Version)
 	}
 
 	switch {
@@ -211,11 +212,11 @@ func (p *pass) recordObservation(action planner.Action) {
 		c.Status.Phase = v1.PhaseCreating
 	case !available || c.Status.UpgradeBlocked != nil:
 		c.Status.Phase = v1.PhaseDegraded
-	case action.Reason == "ScalingUp" || action.Reason == "ScalingDown" || action.Kind == planner.Promote:
+	case action.Reason == reason.ScalingUp || action.Reason == reason.ScalingDown || action.Kind == planner.Promote:
 		c.Status.Phase = v1.PhaseScaling
-	case action.Reason == "Upgrading":
+	case action.Reason == reason.Upgrading:
 		c.Status.Phase = v1.PhaseUpgrading
-	case action.Kind == planner.Wait && action.Reason == "VersionChangeRefused":
+	case action.Kind == planner.Wait && action.Reason == reason.VersionChangeRefused:
 		c.Status.Phase = v1.PhaseRunning
 	case action.Kind != planner.None || degraded:
 		c.Status.Phase = v1.PhaseRepairing
@@ -240,27 +241,27 @@ func (p *pass) recordQuorumLoss(action planner.Action, available bool) bool {
 		if r.Source == planner.FromBackup {
 			from = "EtcdBackup " + r.Backup
 		}
-		reason := "Recovering"
-		if action.Reason == "RecoveryStuck" {
-			reason = action.Reason
+		why := reason.Recovering
+		if action.Reason == reason.RecoveryStuck {
+			why = action.Reason
 		}
-		setCondition(c, v1.ConditionQuorumLost, true, reason, fmt.Sprintf("recovering from %s (%s, phase %s): %s", from, r.Source, r.Phase, action.Message))
-	case action.Reason == "QuorumLost":
+		setCondition(c, v1.ConditionQuorumLost, true, why, fmt.Sprintf("recovering from %s (%s, phase %s): %s", from, r.Source, r.Phase, action.Message))
+	case action.Reason == reason.QuorumLost:
 		setCondition(c, v1.ConditionQuorumLost, true, action.Reason, action.Message)
 	case prev != nil && prev.Status == metav1.ConditionTrue && available:
 		msg := "quorum is back"
 		if r := c.Status.Recovery; r != nil && r.CompletedAt != nil {
 			msg = fmt.Sprintf("quorum is back: recovered %s at %s", r.Source, r.CompletedAt.UTC().Format(time.RFC3339))
 		}
-		setCondition(c, v1.ConditionQuorumLost, false, "Recovered", msg)
+		setCondition(c, v1.ConditionQuorumLost, false, reason.Recovered, msg)
 	case prev == nil || prev.Status == metav1.ConditionTrue:
-		setCondition(c, v1.ConditionQuorumLost, false, "NoMajorityLost", "no majority of the voting members has lost its data")
+		setCondition(c, v1.ConditionQuorumLost, false, reason.NoMajorityLost, "no majority of the voting members has lost its data")
 	}
 	cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost)
 	if cond.Status != metav1.ConditionTrue {
 		return false
 	}
-	if action.Kind == planner.Wait && cond.Reason != "Recovering" && (prev == nil || prev.Reason != cond.Reason || prev.Status != cond.Status) {
+	if action.Kind == planner.Wait && cond.Reason != string(reason.Recovering) && (prev == nil || prev.Reason != cond.Reason || prev.Status != cond.Status) {
 		p.r.Recorder.Event(c, corev1.EventTypeWarning, cond.Reason, cond.Message)
 	}
 	return true

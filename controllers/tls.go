@@ -15,12 +15,16 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
 // trustProblem is why the operator cannot issue certificates for a cluster that already has some:
 // it reports it and keeps the cluster running on the certificates it has.
-type trustProblem struct{ reason, message string }
+type trustProblem struct {
+	reason  reason.Reason
+	message string
+}
 
 // leafCert is one certificate the operator issues for a cluster, and the Secret it lives in.
 type leafCert struct {
@@ -83,7 +87,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 	var ca *pki.CA
 	switch {
 	case apierrors.IsNotFound(err) && inUse:
-		return &trustProblem{"CASecretMissing", fmt.Sprintf("the CA Secret %s is gone; the members keep serving with the certificates they have, and the operator issues and renews none "+
+		return &trustProblem{reason.CASecretMissing, fmt.Sprintf("the CA Secret %s is gone; the members keep serving with the certificates they have, and the operator issues and renews none "+
 			"(a new CA would not be trusted by the running members). Restore the Secret (ca.crt and ca.key) from your backup of it, "+
 			"or move the data to a new cluster from a backup (spec.bootstrap.restore)", caName)}, nil
 	case apierrors.IsNotFound(err):
@@ -96,7 +100,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		if err := p.r.Create(ctx, caSecret); err != nil {
 			return nil, fmt.Errorf("create CA secret: %w", err)
 		}
-		p.r.Recorder.Event(c, corev1.EventTypeNormal, "CACreated", "created the cluster's certificate authority")
+		p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.CACreated), "created the cluster's certificate authority")
 	case err != nil:
 		return nil, fmt.Errorf("read CA secret: %w", err)
 	default:
@@ -124,14 +128,14 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		if err := p.r.Update(ctx, caSecret); err != nil {
 			return nil, fmt.Errorf("add the next CA to secret %s: %w", caName, err)
 		}
-		p.r.Recorder.Event(c, corev1.EventTypeNormal, "CARotation", "created the next CA; every trust bundle now holds the current and the next CA")
+		p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.CARotation), "created the next CA; every trust bundle now holds the current and the next CA")
 	case phase == v1.CADropOld && next != nil:
 		caSecret.Data = map[string][]byte{pki.CACertKey: next.CertPEM, pki.CAKeyKey: caSecret.Data[pki.NextCAKeyKey]}
 		if err := p.r.Update(ctx, caSecret); err != nil {
 			return nil, fmt.Errorf("make the next CA the CA in secret %s: %w", caName, err)
 		}
 		ca, next = next, nil
-		p.r.Recorder.Event(c, corev1.EventTypeNormal, "CARotation", "the new CA is now the CA; the old one is dropped from every trust bundle")
+		p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.CARotation), "the new CA is now the CA; the old one is dropped from every trust bundle")
 	}
 	trusted := []*pki.CA{ca}
 	if next != nil {
@@ -146,7 +150,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 	for _, l := range leaves {
 		s := live[l.name]
 		if s != nil && pki.HasCertificate(s.Data) && !signedByAny(trusted, s.Data) {
-			return &trustProblem{"CAChanged", fmt.Sprintf("the CA in Secret %s did not sign the certificate in %s: it was replaced, and the members do not trust it; "+
+			return &trustProblem{reason.CAChanged, fmt.Sprintf("the CA in Secret %s did not sign the certificate in %s: it was replaced, and the members do not trust it; "+
 				"the operator re-issues nothing. Put back the CA that signed the members' certificates", caName, l.name)}, nil
 		}
 	}
@@ -180,7 +184,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 			return nil, fmt.Errorf("renew secret %s: %w", l.name, err)
 		}
 		if reissue {
-			p.r.Recorder.Eventf(c, corev1.EventTypeNormal, "CertificateRenewed", "re-issued %s", l.name)
+			p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.CertificateRenewed), "re-issued %s", l.name)
 		}
 	}
 	if renewAll {
@@ -195,7 +199,7 @@ func caCommonName(c *v1.EtcdCluster) string {
 }
 
 func unreadableCA(caName string, err error) *trustProblem {
-	return &trustProblem{"CASecretUnreadable", fmt.Sprintf("the CA Secret %s cannot be used (%v); the members keep serving with the certificates they have, "+
+	return &trustProblem{reason.CASecretUnreadable, fmt.Sprintf("the CA Secret %s cannot be used (%v); the members keep serving with the certificates they have, "+
 		"and the operator issues and renews none. Restore the Secret's ca.crt and ca.key from your backup of it", caName, err)}
 }
 
@@ -251,8 +255,8 @@ func (p *pass) startCARotation(ctx context.Context) bool {
 	c.Status.TLS.RotateCAHandled = asked
 	c.Status.TLS.CARotation = &v1.CARotation{Phase: v1.CATrustNew, Trigger: trigger}
 	c.Status.TLS.TrustEpoch++
-	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, "RotatingCA", "CA rotation (%s) started: phase %s", trigger, v1.CATrustNew)
-	setCondition(c, v1.ConditionProgressing, true, "RotatingCA", fmt.Sprintf("CA rotation (%s): phase %s recorded", trigger, v1.CATrustNew))
+	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.RotatingCA), "CA rotation (%s) started: phase %s", trigger, v1.CATrustNew)
+	setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", trigger, v1.CATrustNew))
 	return true
 }
 
@@ -274,13 +278,13 @@ func (p *pass) advanceCARotation(action planner.Action) bool {
 		next = v1.CADropOld
 	default:
 		c.Status.TLS.CARotation = nil
-		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, "CARotated", "CA rotation (%s) done: every member trusts and presents certificates of the new CA only", r.Trigger)
-		setCondition(c, v1.ConditionProgressing, false, "Ready", "CA rotation done")
+		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.CARotated), "CA rotation (%s) done: every member trusts and presents certificates of the new CA only", r.Trigger)
+		setCondition(c, v1.ConditionProgressing, false, reason.Ready, "CA rotation done")
 		return true
 	}
 	c.Status.TLS.CARotation = &v1.CARotation{Phase: next, Trigger: r.Trigger}
 	c.Status.TLS.TrustEpoch++
-	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, "RotatingCA", "CA rotation (%s): phase %s done on every member, starting %s", r.Trigger, r.Phase, next)
-	setCondition(c, v1.ConditionProgressing, true, "RotatingCA", fmt.Sprintf("CA rotation (%s): phase %s recorded", r.Trigger, next))
+	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.RotatingCA), "CA rotation (%s): phase %s done on every member, starting %s", r.Trigger, r.Phase, next)
+	setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", r.Trigger, next))
 	return true
 }

@@ -101,8 +101,10 @@ const (
 // True, with a reason such as BucketNotFound, InvalidCredentials or ClusterUnavailable, when the
 // backup gave up. The Job's retries of transient failures happen before Failed.
 const (
+	// BackupConditionComplete is True once the snapshot is stored; False with the step under way or the failure.
 	BackupConditionComplete = "Complete"
-	BackupConditionFailed   = "Failed"
+	// BackupConditionFailed is True, with the failure's reason, when the backup gave up; nothing retries it.
+	BackupConditionFailed = "Failed"
 )
 
 // EtcdBackupStatus records what was written and where.

@@ -364,10 +364,16 @@ const (
 
 // Condition types of an EtcdCluster.
 const (
-	ConditionAvailable   = "Available"
+	// ConditionAvailable is True while a majority of the voting members is healthy: clients can read and write.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while the operator is taking steps (the reason names the step), False when
+	// there is nothing to do or it cannot go on until the spec changes (Paused, UpgradeFailed, VersionChangeRefused).
 	ConditionProgressing = "Progressing"
-	ConditionDegraded    = "Degraded"
-	ConditionUpgrading   = "Upgrading"
+	// ConditionDegraded is True while the cluster is short of what the spec asks, or something needs a human
+	// (the reason says which); False (AsExpected) otherwise.
+	ConditionDegraded = "Degraded"
+	// ConditionUpgrading is True while members step to spec.version; False when up to date or the upgrade failed.
+	ConditionUpgrading = "Upgrading"
 	// ConditionQuorumLost is True while a majority of the voting members is lost for good (see
 	// spec.maintenance.quorumLoss), with the reason Recovering while the operator recovers, and
 	// QuorumLost (and the next step in the message) while it waits.

@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/controllers"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 func object(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
@@ -132,7 +133,7 @@ func TestStoredObjectsTheOperatorCannotReadNeverStopIt(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if r, ok := conds[typ]; !ok || r == controllers.ReasonInvalidSpec {
+			if r, ok := conds[typ]; !ok || r == string(reason.InvalidSpec) {
 				return fmt.Errorf("conditions %v", conds)
 			}
 			return nil
@@ -147,14 +148,14 @@ func TestStoredObjectsTheOperatorCannotReadNeverStopIt(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if b.cond != "" && conds[b.cond] != controllers.ReasonInvalidSpec {
+			if b.cond != "" && conds[b.cond] != string(reason.InvalidSpec) {
 				return fmt.Errorf("conditions %v", conds)
 			}
 			if err := k8s.List(ctx, events, client.InNamespace(ns)); err != nil {
 				return err
 			}
 			for _, e := range events.Items {
-				if e.InvolvedObject.Name == b.obj.GetName() && e.Reason == controllers.ReasonInvalidSpec && e.Type == corev1.EventTypeWarning {
+				if e.InvolvedObject.Name == b.obj.GetName() && e.Reason == string(reason.InvalidSpec) && e.Type == corev1.EventTypeWarning {
 					if !strings.Contains(e.Message, b.field) {
 						return fmt.Errorf("event %q does not name %s", e.Message, b.field)
 					}

@@ -16,47 +16,31 @@ import (
 	"io"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
-)
-
-// Failure reasons: the condition reasons an EtcdBackup (or a restoring EtcdCluster) reports.
-const (
-	ReasonClusterUnavailable = "ClusterUnavailable"
-	ReasonSnapshotFailed     = "SnapshotFailed"
-	ReasonBucketNotFound     = "BucketNotFound"
-	ReasonInvalidCredentials = "InvalidCredentials"
-	ReasonAccessDenied       = "AccessDenied"
-	ReasonUploadFailed       = "UploadFailed"
-	ReasonWriteFailed        = "WriteFailed"
-	ReasonSnapshotNotFound   = "SnapshotNotFound"
-	ReasonDownloadFailed     = "DownloadFailed"
-	ReasonChecksumMismatch   = "SnapshotChecksumMismatch"
-	ReasonCorruptSnapshot    = "SnapshotCorrupt"
-	ReasonRestoreFailed      = "RestoreFailed"
-	ReasonDeleteFailed       = "DeleteFailed"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // Failure is an error with a condition reason; Permanent ones (bad credentials, a missing bucket,
 // a tampered snapshot) fail at once instead of being retried.
 type Failure struct {
-	Reason    string
+	Reason    reason.Reason
 	Permanent bool
 	Err       error
 }
 
-func (f *Failure) Error() string { return f.Reason + ": " + f.Err.Error() }
+func (f *Failure) Error() string { return string(f.Reason) + ": " + f.Err.Error() }
 func (f *Failure) Unwrap() error { return f.Err }
 
-func fail(reason string, permanent bool, format string, args ...any) *Failure {
-	return &Failure{Reason: reason, Permanent: permanent, Err: fmt.Errorf(format, args...)}
+func fail(why reason.Reason, permanent bool, format string, args ...any) *Failure {
+	return &Failure{Reason: why, Permanent: permanent, Err: fmt.Errorf(format, args...)}
 }
 
 // AsFailure returns err's Failure, or wraps err as a retryable failure with reason.
-func AsFailure(err error, reason string) *Failure {
+func AsFailure(err error, fallback reason.Reason) *Failure {
 	var f *Failure
 	if errors.As(err, &f) {
 		return f
 	}
-	return &Failure{Reason: reason, Err: err}
+	return &Failure{Reason: fallback, Err: err}
 }
 
 // Result describes one written snapshot.
@@ -111,7 +95,7 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 	}
 	cl, err := etcdclient.New(endpoints, tlsConfig)
 	if err != nil {
-		return Result{}, &Failure{Reason: ReasonClusterUnavailable, Err: err}
+		return Result{}, &Failure{Reason: reason.ClusterUnavailable, Err: err}
 	}
 	defer func() { _ = cl.Close() }()
 	ep, st, err := pickMember(ctx, cl, endpoints)
@@ -120,13 +104,13 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 	}
 	one, err := etcdclient.New([]string{ep}, tlsConfig)
 	if err != nil {
-		return Result{}, &Failure{Reason: ReasonClusterUnavailable, Err: err}
+		return Result{}, &Failure{Reason: reason.ClusterUnavailable, Err: err}
 	}
 	defer func() { _ = one.Close() }()
 	// No call timeout: a snapshot takes as long as the database is big; the Job's deadline bounds it.
 	rc, err := one.Raw().Snapshot(ctx)
 	if err != nil {
-		return Result{}, fail(ReasonSnapshotFailed, false, "snapshot from %s: %w", ep, err)
+		return Result{}, fail(reason.SnapshotFailed, false, "snapshot from %s: %w", ep, err)
 	}
 	defer func() { _ = rc.Close() }()
 	hr := newHashingReader(rc)
@@ -148,7 +132,7 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 func pickMember(ctx context.Context, cl *etcdclient.Client, endpoints []string) (string, etcdclient.Status, error) {
 	corrupt, err := corruptMembers(ctx, cl)
 	if err != nil {
-		return "", etcdclient.Status{}, fail(ReasonClusterUnavailable, false, "list alarms: %w", err)
+		return "", etcdclient.Status{}, fail(reason.ClusterUnavailable, false, "list alarms: %w", err)
 	}
 	var leaderEP string
 	var leaderSt etcdclient.Status
@@ -171,7 +155,7 @@ func pickMember(ctx context.Context, cl *etcdclient.Client, endpoints []string) 
 	if leaderEP != "" {
 		return leaderEP, leaderSt, nil
 	}
-	return "", etcdclient.Status{}, fail(ReasonClusterUnavailable, false, "no member among %v can serve a snapshot: %w", endpoints, lastErr)
+	return "", etcdclient.Status{}, fail(reason.ClusterUnavailable, false, "no member among %v can serve a snapshot: %w", endpoints, lastErr)
 }
 
 // corruptMembers are the IDs of the members with a CORRUPT alarm raised on them. The alarm list

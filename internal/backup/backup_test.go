@@ -25,6 +25,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/miniotest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 func putKeys(t *testing.T, endpoints []string, n int) *clientv3.Client {
@@ -93,7 +94,7 @@ func TestTakeToS3ThenFetchAndRestore(t *testing.T) {
 
 	dir := t.TempDir()
 	snap := filepath.Join(dir, "snapshot.db")
-	if err := Fetch(ctx, sink, snap, Expect{SHA256: strings.Repeat("0", 64), Size: res.Size}); reasonOf(t, err).Reason != ReasonChecksumMismatch {
+	if err := Fetch(ctx, sink, snap, Expect{SHA256: strings.Repeat("0", 64), Size: res.Size}); reasonOf(t, err).Reason != reason.SnapshotChecksumMismatch {
 		t.Fatalf("a wrong checksum: %v", err)
 	}
 	if _, err := os.Stat(snap); !os.IsNotExist(err) {
@@ -193,7 +194,7 @@ func TestRestoreRefusesACorruptSnapshot(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	err = Restore(context.Background(), RestoreConfig{Etcdutl: etcdutl(t), Snapshot: snap, DataDir: data, Name: m.Name,
 		InitialCluster: m.Name + "=" + m.PeerURL, InitialClusterToken: "x", InitialAdvertisePeerURLs: m.PeerURL})
-	if f := reasonOf(t, err); f.Reason != ReasonCorruptSnapshot || !f.Permanent {
+	if f := reasonOf(t, err); f.Reason != reason.SnapshotCorrupt || !f.Permanent {
 		t.Fatalf("corrupt snapshot: %v", err)
 	}
 	if Restored(data) {
@@ -210,11 +211,11 @@ func TestS3FailuresLeaveNothing(t *testing.T) {
 
 	cases := map[string]struct {
 		mutate func(s *S3)
-		reason string
+		reason reason.Reason
 	}{
-		"wrong secret":   {func(s *S3) { s.SecretKey = "not-the-secret" }, ReasonInvalidCredentials},
-		"unknown key":    {func(s *S3) { s.AccessKey = "nobody" }, ReasonInvalidCredentials},
-		"missing bucket": {func(s *S3) { s.Bucket = "no-such-bucket" }, ReasonBucketNotFound},
+		"wrong secret":   {func(s *S3) { s.SecretKey = "not-the-secret" }, reason.InvalidCredentials},
+		"unknown key":    {func(s *S3) { s.AccessKey = "nobody" }, reason.InvalidCredentials},
+		"missing bucket": {func(s *S3) { s.Bucket = "no-such-bucket" }, reason.BucketNotFound},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -290,7 +291,7 @@ func TestVerifyServesTheSnapshotAtItsRevision(t *testing.T) {
 	}
 	// A revision the snapshot cannot hold (say, the record of another backup) fails the check.
 	_, err = Verify(context.Background(), &File{Path: snap}, want, VerifyConfig{Etcd: etcdBin, Etcdutl: etcdutl(t), WorkDir: filepath.Join(dir, "w2"), Revision: res.Revision + 1000})
-	if f := reasonOf(t, err); f.Reason != ReasonVerifyFailed {
+	if f := reasonOf(t, err); f.Reason != reason.VerifyFailed {
 		t.Fatalf("a too new revision: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "w1")); !os.IsNotExist(err) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // Exit codes of `manager backup` and `manager restore`. The backup Job's podFailurePolicy fails
@@ -45,9 +46,9 @@ const (
 // Report is what a backup or restore container writes to its termination message, where the
 // operator reads it: a result, or a failure reason. It holds no secrets.
 type Report struct {
-	Result  *Result `json:"result,omitempty"`
-	Reason  string  `json:"reason,omitempty"`
-	Message string  `json:"message,omitempty"`
+	Result  *Result       `json:"result,omitempty"`
+	Reason  reason.Reason `json:"reason,omitempty"`
+	Message string        `json:"message,omitempty"`
 }
 
 // watchAnonMemory samples the process's anonymous resident memory (heap, stacks, buffers: what
@@ -170,7 +171,7 @@ func loadTLS(dir, serverName string) (*tls.Config, error) {
 func finish(out io.Writer, terminationLog string, res *Result, err error) int {
 	rep, code := Report{Result: res}, ExitOK
 	if err != nil {
-		f := AsFailure(err, ReasonSnapshotFailed)
+		f := AsFailure(err, reason.SnapshotFailed)
 		rep = Report{Reason: f.Reason, Message: f.Err.Error()}
 		code = ExitRetryable
 		if f.Permanent {
@@ -199,11 +200,11 @@ func BackupMain(ctx context.Context, args []string, out io.Writer) int {
 		return ExitPermanent
 	}
 	if err := st.validate(); err != nil || *endpoints == "" {
-		return finish(out, *termLog, nil, fail(ReasonSnapshotFailed, true, "bad arguments: %v (endpoints %q)", err, *endpoints))
+		return finish(out, *termLog, nil, fail(reason.SnapshotFailed, true, "bad arguments: %v (endpoints %q)", err, *endpoints))
 	}
 	tlsConfig, err := loadTLS(*tlsDir, *serverName)
 	if err != nil {
-		return finish(out, *termLog, nil, fail(ReasonClusterUnavailable, false, "%w", err))
+		return finish(out, *termLog, nil, fail(reason.ClusterUnavailable, false, "%w", err))
 	}
 	debug.SetMemoryLimit(memoryLimit)
 	peak := watchAnonMemory()
@@ -244,7 +245,7 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer) int {
 		return ExitPermanent
 	}
 	if err := st.validate(); err != nil || cfg.Snapshot == "" || cfg.DataDir == "" || cfg.Name == "" {
-		return finish(out, *termLog, nil, fail(ReasonRestoreFailed, true, "bad arguments: %v", err))
+		return finish(out, *termLog, nil, fail(reason.RestoreFailed, true, "bad arguments: %v", err))
 	}
 	if Restored(cfg.DataDir) {
 		_, _ = fmt.Fprintf(out, "%s already holds a member; nothing to restore\n", cfg.DataDir)
@@ -270,10 +271,10 @@ func DeleteMain(ctx context.Context, args []string, out io.Writer) int {
 		return ExitPermanent
 	}
 	if err := st.validate(); err != nil {
-		return finish(out, *termLog, nil, fail(ReasonDeleteFailed, true, "bad arguments: %w", err))
+		return finish(out, *termLog, nil, fail(reason.DeleteFailed, true, "bad arguments: %w", err))
 	}
 	if err := st.store().Delete(ctx); err != nil {
-		return finish(out, *termLog, nil, AsFailure(err, ReasonDeleteFailed))
+		return finish(out, *termLog, nil, AsFailure(err, reason.DeleteFailed))
 	}
 	_, _ = fmt.Fprintln(out, "deleted")
 	return ExitOK
@@ -298,7 +299,7 @@ func VerifyMain(ctx context.Context, args []string, out io.Writer) int {
 		return ExitPermanent
 	}
 	if err := st.validate(); err != nil || cfg.WorkDir == "" || want.SHA256 == "" {
-		return finish(out, *termLog, nil, fail(ReasonVerifyFailed, true, "bad arguments: %v", err))
+		return finish(out, *termLog, nil, fail(reason.VerifyFailed, true, "bad arguments: %v", err))
 	}
 	res, err := Verify(ctx, st.store(), want, cfg)
 	if err != nil {

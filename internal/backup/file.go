@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // File is a snapshot file on a mounted volume; Location names it for humans (pvc://claim/path).
@@ -18,7 +20,7 @@ type File struct {
 func (f *File) Check(context.Context) error {
 	dir := filepath.Dir(f.Path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fail(ReasonWriteFailed, true, "create %s: %w", dir, err)
+		return fail(reason.WriteFailed, true, "create %s: %w", dir, err)
 	}
 	return nil
 }
@@ -29,7 +31,7 @@ func (f *File) Write(_ context.Context, r io.Reader) (string, error) {
 	dir := filepath.Dir(f.Path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(f.Path)+".part-*")
 	if err != nil {
-		return "", fail(ReasonWriteFailed, false, "create temporary file in %s: %w", dir, err)
+		return "", fail(reason.WriteFailed, false, "create temporary file in %s: %w", dir, err)
 	}
 	done := false
 	defer func() {
@@ -39,20 +41,20 @@ func (f *File) Write(_ context.Context, r io.Reader) (string, error) {
 		}
 	}()
 	if _, err := io.Copy(tmp, r); err != nil {
-		return "", fail(ReasonWriteFailed, false, "write %s: %w", tmp.Name(), err)
+		return "", fail(reason.WriteFailed, false, "write %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Sync(); err != nil {
-		return "", fail(ReasonWriteFailed, false, "sync %s: %w", tmp.Name(), err)
+		return "", fail(reason.WriteFailed, false, "sync %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {
-		return "", fail(ReasonWriteFailed, false, "close %s: %w", tmp.Name(), err)
+		return "", fail(reason.WriteFailed, false, "close %s: %w", tmp.Name(), err)
 	}
 	if err := os.Rename(tmp.Name(), f.Path); err != nil {
-		return "", fail(ReasonWriteFailed, false, "rename into %s: %w", f.Path, err)
+		return "", fail(reason.WriteFailed, false, "rename into %s: %w", f.Path, err)
 	}
 	done = true
 	if err := syncDir(dir); err != nil {
-		return "", fail(ReasonWriteFailed, false, "%w", err)
+		return "", fail(reason.WriteFailed, false, "%w", err)
 	}
 	return f.Location, nil
 }
@@ -61,10 +63,10 @@ func (f *File) Write(_ context.Context, r io.Reader) (string, error) {
 func (f *File) Open(context.Context) (io.ReadCloser, error) {
 	r, err := os.Open(f.Path)
 	if os.IsNotExist(err) {
-		return nil, fail(ReasonSnapshotNotFound, true, "%s: %w", f.Location, err)
+		return nil, fail(reason.SnapshotNotFound, true, "%s: %w", f.Location, err)
 	}
 	if err != nil {
-		return nil, fail(ReasonDownloadFailed, false, "open %s: %w", f.Location, err)
+		return nil, fail(reason.DownloadFailed, false, "open %s: %w", f.Location, err)
 	}
 	return r, nil
 }
@@ -72,7 +74,7 @@ func (f *File) Open(context.Context) (io.ReadCloser, error) {
 // Delete removes the file (retention); a missing file is not an error.
 func (f *File) Delete(context.Context) error {
 	if err := os.Remove(f.Path); err != nil && !os.IsNotExist(err) {
-		return fail(ReasonDeleteFailed, false, "delete %s: %w", f.Location, err)
+		return fail(reason.DeleteFailed, false, "delete %s: %w", f.Location, err)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // Source is where a snapshot is read from (*S3 or *File).
@@ -34,7 +36,7 @@ func Fetch(ctx context.Context, src Source, path string, want Expect) error {
 	hr := newHashingReader(rc)
 	f := &File{Path: path, Location: path}
 	if _, err := f.Write(ctx, hr); err != nil {
-		return AsFailure(err, ReasonDownloadFailed)
+		return AsFailure(err, reason.DownloadFailed)
 	}
 	bad := ""
 	if want.Size > 0 && hr.n != want.Size {
@@ -45,7 +47,7 @@ func Fetch(ctx context.Context, src Source, path string, want Expect) error {
 	}
 	if bad != "" {
 		_ = os.Remove(path)
-		return fail(ReasonChecksumMismatch, true, "snapshot refused: %s", bad)
+		return fail(reason.SnapshotChecksumMismatch, true, "snapshot refused: %s", bad)
 	}
 	return nil
 }
@@ -79,7 +81,7 @@ func Restore(ctx context.Context, cfg RestoreConfig) error {
 	}
 	staging := cfg.DataDir + ".restoring"
 	if err := os.RemoveAll(staging); err != nil {
-		return fail(ReasonRestoreFailed, false, "clear %s: %w", staging, err)
+		return fail(reason.RestoreFailed, false, "clear %s: %w", staging, err)
 	}
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, cfg.Etcdutl, "snapshot", "restore", cfg.Snapshot,
@@ -93,26 +95,26 @@ func Restore(ctx context.Context, cfg RestoreConfig) error {
 		msg := lastLines(out.String(), 5)
 		// etcdutl checks the SHA-256 etcd appends to every snapshot and the bbolt file itself; it
 		// says so only in its message.
-		reason := ReasonRestoreFailed
+		why := reason.RestoreFailed
 		if strings.Contains(msg, "sha256") || strings.Contains(msg, "hash") || strings.Contains(msg, "integrity") || strings.Contains(msg, "invalid database") {
-			reason = ReasonCorruptSnapshot
+			why = reason.SnapshotCorrupt
 		}
 		_ = os.RemoveAll(staging)
-		return fail(reason, reason == ReasonCorruptSnapshot, "etcdutl snapshot restore: %v: %s", err, msg)
+		return fail(why, why == reason.SnapshotCorrupt, "etcdutl snapshot restore: %v: %s", err, msg)
 	}
 	// etcd refuses a data directory that is not private to its user.
 	if err := os.Chmod(staging, 0o700); err != nil {
-		return fail(ReasonRestoreFailed, false, "chmod %s: %w", staging, err)
+		return fail(reason.RestoreFailed, false, "chmod %s: %w", staging, err)
 	}
 	// A previous etcd may have left an empty (member-less) data dir; rename cannot replace it.
 	if err := os.RemoveAll(cfg.DataDir); err != nil {
-		return fail(ReasonRestoreFailed, false, "clear %s: %w", cfg.DataDir, err)
+		return fail(reason.RestoreFailed, false, "clear %s: %w", cfg.DataDir, err)
 	}
 	if err := os.Rename(staging, cfg.DataDir); err != nil {
-		return fail(ReasonRestoreFailed, false, "rename %s to %s: %w", staging, cfg.DataDir, err)
+		return fail(reason.RestoreFailed, false, "rename %s to %s: %w", staging, cfg.DataDir, err)
 	}
 	if err := syncDir(filepath.Dir(cfg.DataDir)); err != nil {
-		return fail(ReasonRestoreFailed, false, "%w", err)
+		return fail(reason.RestoreFailed, false, "%w", err)
 	}
 	_ = os.Remove(cfg.Snapshot)
 	return nil

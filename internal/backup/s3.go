@@ -12,6 +12,8 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/encrypt"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // PartSize of S3 multipart uploads. A snapshot's size is unknown until it ends, and minio-go then
@@ -48,7 +50,7 @@ func (s *S3) client() (*minio.Client, error) {
 	if s.Endpoint != "" {
 		u, err := url.Parse(s.Endpoint)
 		if err != nil || u.Host == "" {
-			return nil, fail(ReasonUploadFailed, true, "s3 endpoint %q is not a URL", s.Endpoint)
+			return nil, fail(reason.UploadFailed, true, "s3 endpoint %q is not a URL", s.Endpoint)
 		}
 		host, secure = u.Host, u.Scheme == "https"
 	}
@@ -63,13 +65,13 @@ func (s *S3) client() (*minio.Client, error) {
 		BucketLookup: lookup,
 	})
 	if err != nil {
-		return nil, fail(ReasonUploadFailed, true, "s3 client for %s: %w", host, err)
+		return nil, fail(reason.UploadFailed, true, "s3 client for %s: %w", host, err)
 	}
 	return c, nil
 }
 
 // classify turns an S3 error into a Failure with a reason a user can act on.
-func classify(err error, what, fallback string) *Failure {
+func classify(err error, what string, fallback reason.Reason) *Failure {
 	var f *Failure
 	if errors.As(err, &f) {
 		return f
@@ -77,13 +79,13 @@ func classify(err error, what, fallback string) *Failure {
 	resp := minio.ToErrorResponse(err)
 	switch {
 	case resp.Code == minio.NoSuchBucket:
-		return &Failure{Reason: ReasonBucketNotFound, Permanent: true, Err: fmt.Errorf("%s: %w", what, err)}
+		return &Failure{Reason: reason.BucketNotFound, Permanent: true, Err: fmt.Errorf("%s: %w", what, err)}
 	case resp.Code == "InvalidAccessKeyId" || resp.Code == "SignatureDoesNotMatch" || resp.StatusCode == http.StatusUnauthorized:
-		return &Failure{Reason: ReasonInvalidCredentials, Permanent: true, Err: fmt.Errorf("%s: %w", what, err)}
+		return &Failure{Reason: reason.InvalidCredentials, Permanent: true, Err: fmt.Errorf("%s: %w", what, err)}
 	case resp.Code == "AccessDenied" || resp.StatusCode == http.StatusForbidden:
-		return &Failure{Reason: ReasonAccessDenied, Permanent: true, Err: fmt.Errorf("%s: %w", what, err)}
+		return &Failure{Reason: reason.AccessDenied, Permanent: true, Err: fmt.Errorf("%s: %w", what, err)}
 	case resp.Code == minio.NoSuchKey || resp.StatusCode == http.StatusNotFound:
-		return &Failure{Reason: ReasonSnapshotNotFound, Permanent: true, Err: fmt.Errorf("%s: %w", what, err)}
+		return &Failure{Reason: reason.SnapshotNotFound, Permanent: true, Err: fmt.Errorf("%s: %w", what, err)}
 	}
 	return &Failure{Reason: fallback, Err: fmt.Errorf("%s: %w", what, err)}
 }
@@ -96,10 +98,10 @@ func (s *S3) Check(ctx context.Context) error {
 	}
 	ok, err := c.BucketExists(ctx, s.Bucket)
 	if err != nil {
-		return classify(err, "check bucket "+s.Bucket, ReasonUploadFailed)
+		return classify(err, "check bucket "+s.Bucket, reason.UploadFailed)
 	}
 	if !ok {
-		return fail(ReasonBucketNotFound, true, "bucket %q does not exist", s.Bucket)
+		return fail(reason.BucketNotFound, true, "bucket %q does not exist", s.Bucket)
 	}
 	return nil
 }
@@ -113,7 +115,7 @@ func (s *S3) sse() (encrypt.ServerSide, error) {
 	case "aws:kms":
 		return encrypt.NewSSEKMS("", nil) // the bucket's default KMS key
 	}
-	return nil, fail(ReasonUploadFailed, true, "unknown server-side encryption %q", s.SSE)
+	return nil, fail(reason.UploadFailed, true, "unknown server-side encryption %q", s.SSE)
 }
 
 // Write uploads r as one multipart upload of PartSize parts; a failed upload is aborted, so the
@@ -136,7 +138,7 @@ func (s *S3) Write(ctx context.Context, r io.Reader) (string, error) {
 		DisableContentSha256: true,
 	})
 	if err != nil {
-		return "", classify(err, "upload "+s.Location(), ReasonUploadFailed)
+		return "", classify(err, "upload "+s.Location(), reason.UploadFailed)
 	}
 	return s.Location(), nil
 }
@@ -149,12 +151,12 @@ func (s *S3) Open(ctx context.Context) (io.ReadCloser, error) {
 	}
 	obj, err := c.GetObject(ctx, s.Bucket, s.Key, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, classify(err, "open "+s.Location(), ReasonDownloadFailed)
+		return nil, classify(err, "open "+s.Location(), reason.DownloadFailed)
 	}
 	// GetObject is lazy: Stat makes the request, so a missing object or bucket fails here.
 	if _, err := obj.Stat(); err != nil {
 		_ = obj.Close()
-		return nil, classify(err, "open "+s.Location(), ReasonDownloadFailed)
+		return nil, classify(err, "open "+s.Location(), reason.DownloadFailed)
 	}
 	return obj, nil
 }
@@ -169,7 +171,7 @@ func (s *S3) Delete(ctx context.Context) error {
 		if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
 			return nil
 		}
-		return classify(err, "delete "+s.Location(), ReasonDeleteFailed)
+		return classify(err, "delete "+s.Location(), reason.DeleteFailed)
 	}
 	return nil
 }

@@ -10,10 +10,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-)
 
-// ReasonVerifyFailed: the restored snapshot did not serve, or not at the recorded revision.
-const ReasonVerifyFailed = "VerifyFailed"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+)
 
 // VerifyConfig is a test-restore: the snapshot is fetched (size and SHA-256 checked), restored
 // with etcdutl and served by a throwaway single-member etcd on loopback, which must answer at the
@@ -28,7 +27,7 @@ type VerifyConfig struct {
 // Verify runs the test-restore of src and returns what the restored etcd reported.
 func Verify(ctx context.Context, src Source, want Expect, cfg VerifyConfig) (Result, error) {
 	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
-		return Result{}, fail(ReasonVerifyFailed, false, "create %s: %w", cfg.WorkDir, err)
+		return Result{}, fail(reason.VerifyFailed, false, "create %s: %w", cfg.WorkDir, err)
 	}
 	defer func() { _ = os.RemoveAll(cfg.WorkDir) }()
 	snap := filepath.Join(cfg.WorkDir, "snapshot.db")
@@ -48,12 +47,12 @@ func Verify(ctx context.Context, src Source, want Expect, cfg VerifyConfig) (Res
 		"--listen-client-urls="+client, "--advertise-client-urls="+client, "--log-level=error")
 	etcd.Stdout, etcd.Stderr = os.Stderr, os.Stderr
 	if err := etcd.Start(); err != nil {
-		return Result{}, fail(ReasonVerifyFailed, false, "start etcd: %w", err)
+		return Result{}, fail(reason.VerifyFailed, false, "start etcd: %w", err)
 	}
 	defer func() { _ = etcd.Process.Kill(); _ = etcd.Wait() }()
 	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		return Result{}, fail(ReasonVerifyFailed, false, "dial the restored etcd: %w", err)
+		return Result{}, fail(reason.VerifyFailed, false, "dial the restored etcd: %w", err)
 	}
 	defer func() { _ = cl.Close() }()
 	for {
@@ -62,16 +61,16 @@ func Verify(ctx context.Context, src Source, want Expect, cfg VerifyConfig) (Res
 		if err == nil {
 			st, serr := cl.Status(ctx, client)
 			if serr != nil {
-				return Result{}, fail(ReasonVerifyFailed, false, "status of the restored etcd: %w", serr)
+				return Result{}, fail(reason.VerifyFailed, false, "status of the restored etcd: %w", serr)
 			}
 			if resp.Header.Revision < cfg.Revision {
-				return Result{}, fail(ReasonVerifyFailed, true, "restored revision %d is older than the recorded %d", resp.Header.Revision, cfg.Revision)
+				return Result{}, fail(reason.VerifyFailed, true, "restored revision %d is older than the recorded %d", resp.Header.Revision, cfg.Revision)
 			}
 			return Result{EtcdVersion: st.Version, Revision: resp.Header.Revision, Size: want.Size, SHA256: want.SHA256}, nil
 		}
 		select {
 		case <-ctx.Done():
-			return Result{}, fail(ReasonVerifyFailed, false, "the restored etcd does not serve: %w", err)
+			return Result{}, fail(reason.VerifyFailed, false, "the restored etcd does not serve: %w", err)
 		case <-time.After(time.Second):
 		}
 	}

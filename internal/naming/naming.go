@@ -34,6 +34,8 @@ const (
 
 	AppName   = "etcd"
 	ManagedBy = "etcd-autopilot"
+	// EtcdContainer is the container of a member pod that runs etcd (whose logs kubectl etcd logs reads).
+	EtcdContainer = "etcd"
 
 	// LabelNamespaceName is the label the API server puts on every namespace, its name.
 	LabelNamespaceName = "kubernetes.io/metadata.name"
@@ -49,6 +51,12 @@ const (
 	// AnnotationRenewCertificates on an EtcdCluster asks for every leaf certificate to be re-issued
 	// now: each new value renews them once.
 	AnnotationRenewCertificates = "etcd.autopilot.dev/renew-certificates"
+	// AnnotationMoveLeader on an EtcdCluster asks for leadership to move to the member it names; the
+	// operator removes it once that member leads, or at once when it names no voting member.
+	AnnotationMoveLeader = "etcd.autopilot.dev/move-leader"
+	// AnnotationDefragment on an EtcdCluster asks for every member to be defragmented once (followers
+	// first, the leader last); the operator removes it when all are done. A new value starts over.
+	AnnotationDefragment = "etcd.autopilot.dev/defragment"
 
 	ClientPort = 2379
 	PeerPort   = 2380

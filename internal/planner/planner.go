@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // PodState is what Kubernetes shows of a member's pod.
@@ -136,6 +138,11 @@ type Input struct {
 	Space Space
 	// Volumes is spec.storage.size and whether the volumes can grow to it.
 	Volumes Volumes
+	// LeaderRequested is the member a human asked to lead (move-leader annotation), "" if none.
+	LeaderRequested string
+	// DefragRequested, when not nil, is a defragmentation a human asked for (defragment annotation):
+	// the members already defragmented since.
+	DefragRequested map[string]bool
 	// NewestBackup is the EtcdBackup FromBackup restores: the newest verified successful backup of
 	// this cluster, else the newest successful one; "" when there is none.
 	NewestBackup string
@@ -213,7 +220,7 @@ type Action struct {
 	// Source, Backup and Phase describe a recovery step.
 	Source, Backup, Phase string
 	// Reason is a CamelCase word for conditions and events; Message explains it to a human.
-	Reason  string
+	Reason  reason.Reason
 	Message string
 }
 
@@ -222,7 +229,7 @@ func quorum(voters int) int { return voters/2 + 1 }
 // Decide returns the next action.
 func Decide(in Input) Action {
 	if in.Paused {
-		return Action{Kind: Wait, Reason: "Paused", Message: "spec.maintenance.paused is set: the operator takes no action"}
+		return Action{Kind: Wait, Reason: reason.Paused, Message: "spec.maintenance.paused is set: the operator takes no action"}
 	}
 	if in.Recovery != nil {
 		return decideRecovery(in)
@@ -245,20 +252,20 @@ func Decide(in Input) Action {
 func resumePending(in Input) Action {
 	p := in.Pending
 	if in.Etcd == nil {
-		return Action{Kind: Wait, Reason: "EtcdUnreachable", Message: fmt.Sprintf("cannot confirm the pending %s of %s: no member answers", p.Type, p.Member)}
+		return Action{Kind: Wait, Reason: reason.EtcdUnreachable, Message: fmt.Sprintf("cannot confirm the pending %s of %s: no member answers", p.Type, p.Member)}
 	}
 	m, found := findByName(in.Etcd.Members, p.Member)
 	switch p.Type {
 	case "AddMember":
 		if found {
-			return Action{Kind: FinishAdd, Members: []string{p.Member}, ID: m.ID, Reason: "MemberAdded", Message: fmt.Sprintf("learner %s is in the member list", p.Member)}
+			return Action{Kind: FinishAdd, Members: []string{p.Member}, ID: m.ID, Reason: reason.MemberAdded, Message: fmt.Sprintf("learner %s is in the member list", p.Member)}
 		}
-		return Action{Kind: AddLearner, Members: []string{p.Member}, Reason: "AddingMember", Message: fmt.Sprintf("adding %s as a learner", p.Member)}
+		return Action{Kind: AddLearner, Members: []string{p.Member}, Reason: reason.AddingMember, Message: fmt.Sprintf("adding %s as a learner", p.Member)}
 	default: // RemoveMember
 		if found {
-			return Action{Kind: RemoveMember, Members: []string{p.Member}, ID: m.ID, Reason: "RemovingMember", Message: fmt.Sprintf("removing member %s", p.Member)}
+			return Action{Kind: RemoveMember, Members: []string{p.Member}, ID: m.ID, Reason: reason.RemovingMember, Message: fmt.Sprintf("removing member %s", p.Member)}
 		}
-		return Action{Kind: FinishRemove, Members: []string{p.Member}, Reason: "MemberRemoved", Message: fmt.Sprintf("member %s is out of the cluster; deleting its pod and volume", p.Member)}
+		return Action{Kind: FinishRemove, Members: []string{p.Member}, Reason: reason.MemberRemoved, Message: fmt.Sprintf("member %s is out of the cluster; deleting its pod and volume", p.Member)}
 	}
 }
 
@@ -269,7 +276,7 @@ func decideBootstrap(in Input) Action {
 		for i := range names {
 			names[i] = in.MemberNameFunc(in.NextIndex + int32(i))
 		}
-		return Action{Kind: InitBootstrap, Members: names, Reason: "Bootstrapping", Message: fmt.Sprintf("creating a new %d-member cluster", in.Replicas)}
+		return Action{Kind: InitBootstrap, Members: names, Reason: reason.Bootstrapping, Message: fmt.Sprintf("creating a new %d-member cluster", in.Replicas)}
 	}
 	var missing []string
 	for _, k := range in.Known {
@@ -278,28 +285,28 @@ func decideBootstrap(in Input) Action {
 		}
 	}
 	if len(missing) > 0 {
-		return Action{Kind: CreateMembers, Members: missing, Bootstrap: true, Version: in.TargetVersion, Reason: "Bootstrapping", Message: fmt.Sprintf("starting initial members %v", missing)}
+		return Action{Kind: CreateMembers, Members: missing, Bootstrap: true, Version: in.TargetVersion, Reason: reason.Bootstrapping, Message: fmt.Sprintf("starting initial members %v", missing)}
 	}
 	// Quorum formed: from now on every start must use initial-cluster-state=existing.
 	if in.Etcd != nil && len(in.Etcd.Members) > 0 {
-		return Action{Kind: MarkBootstrapped, Reason: "Bootstrapped", Message: "the initial members formed a cluster"}
+		return Action{Kind: MarkBootstrapped, Reason: reason.Bootstrapped, Message: "the initial members formed a cluster"}
 	}
-	return Action{Kind: Wait, Reason: "Bootstrapping", Message: "waiting for the initial members to form a cluster"}
+	return Action{Kind: Wait, Reason: reason.Bootstrapping, Message: "waiting for the initial members to form a cluster"}
 }
 
 func decideRunning(in Input) Action {
 	// Pods that died for good are deleted so they can be recreated on their volume.
 	for _, k := range in.Known {
 		if p := in.Pods[k.Name]; p.Exists && p.Failed && !p.Deleting {
-			return Action{Kind: DeletePod, Members: []string{k.Name}, Reason: "PodFailed", Message: fmt.Sprintf("pod of %s terminated; recreating it", k.Name)}
+			return Action{Kind: DeletePod, Members: []string{k.Name}, Reason: reason.PodFailed, Message: fmt.Sprintf("pod of %s terminated; recreating it", k.Name)}
 		}
 	}
 	if in.Etcd == nil {
 		// With no member answering, the only safe step is bringing back members on their own data.
 		if recreate := podsToRecreate(in, nil); len(recreate) > 0 {
-			return Action{Kind: CreateMembers, Members: recreate, Version: podVersion(in), Reason: "RestartingMembers", Message: fmt.Sprintf("no member answers; restarting %v on their volumes", recreate)}
+			return Action{Kind: CreateMembers, Members: recreate, Version: podVersion(in), Reason: reason.RestartingMembers, Message: fmt.Sprintf("no member answers; restarting %v on their volumes", recreate)}
 		}
-		return Action{Kind: Wait, Reason: "EtcdUnreachable", Message: "no etcd member answers"}
+		return Action{Kind: Wait, Reason: reason.EtcdUnreachable, Message: "no etcd member answers"}
 	}
 	e := in.Etcd
 
@@ -307,7 +314,7 @@ func decideRunning(in Input) Action {
 	// when that keeps quorum.
 	for _, m := range e.Members {
 		if !isKnown(in.Known, m.Name) {
-			if a, ok := safeRemoval(in, m, "UnknownMember", fmt.Sprintf("member %s (%x) is not part of this cluster's spec", displayName(m), m.ID)); ok {
+			if a, ok := safeRemoval(in, m, reason.UnknownMember, fmt.Sprintf("member %s (%x) is not part of this cluster's spec", displayName(m), m.ID)); ok {
 				return a
 			}
 		}
@@ -315,7 +322,7 @@ func decideRunning(in Input) Action {
 	// Members the operator recorded but that are not in etcd were never added: forget them.
 	for _, k := range in.Known {
 		if _, ok := findByName(e.Members, k.Name); !ok {
-			return Action{Kind: ForgetMember, Members: []string{k.Name}, Reason: "MemberNotInCluster", Message: fmt.Sprintf("%s is not in the etcd member list; deleting its pod and volume", k.Name)}
+			return Action{Kind: ForgetMember, Members: []string{k.Name}, Reason: reason.MemberNotInCluster, Message: fmt.Sprintf("%s is not in the etcd member list; deleting its pod and volume", k.Name)}
 		}
 	}
 	// Pods and PVCs that no member explains (left by a crash or made by hand) are deleted; never one
@@ -330,20 +337,20 @@ func decideRunning(in Input) Action {
 		if in.Pods[name].Deleting || (!in.Pods[name].Exists && in.PVCs[name].Deleting) {
 			continue
 		}
-		return Action{Kind: DeleteStrayObject, Members: []string{name}, Reason: "StrayObject", Message: fmt.Sprintf("pod/PVC %s belongs to no member; deleting it", name)}
+		return Action{Kind: DeleteStrayObject, Members: []string{name}, Reason: reason.StrayObject, Message: fmt.Sprintf("pod/PVC %s belongs to no member; deleting it", name)}
 	}
 	// Data lost (PVC gone, or an in-memory member whose pod went): remove the member; it is replaced below.
 	for _, k := range in.Known {
 		m, _ := findByName(e.Members, k.Name)
 		if dataLost(in, k.Name, m) {
-			if a, ok := safeRemoval(in, m, "MemberDataLost", fmt.Sprintf("the data of %s is gone; removing it so that a new member replaces it", k.Name)); ok {
+			if a, ok := safeRemoval(in, m, reason.MemberDataLost, fmt.Sprintf("the data of %s is gone; removing it so that a new member replaces it", k.Name)); ok {
 				return a
 			}
 		}
 	}
 	// A member whose pod is gone comes back as the same member on its volume.
 	if recreate := podsToRecreate(in, e); len(recreate) > 0 {
-		return Action{Kind: CreateMembers, Members: recreate, Version: podVersion(in), Reason: "RestartingMembers", Message: fmt.Sprintf("recreating the pods of %v on their volumes", recreate)}
+		return Action{Kind: CreateMembers, Members: recreate, Version: podVersion(in), Reason: reason.RestartingMembers, Message: fmt.Sprintf("recreating the pods of %v on their volumes", recreate)}
 	}
 	// A member that was upgraded and does not come back healthy is rolled back, and the upgrade stops.
 	if a, ok := failedUpgrade(in, e); ok {
@@ -353,7 +360,7 @@ func decideRunning(in Input) Action {
 	for _, k := range in.Known {
 		m, _ := findByName(e.Members, k.Name)
 		if m.Failing != "" && k.FailingSince != nil && in.Now.Sub(*k.FailingSince) >= in.ReplaceAfter {
-			if a, ok := safeRemoval(in, m, "MemberUnhealthy", fmt.Sprintf("%s has been failing since %s (%s); replacing it", k.Name, k.FailingSince.UTC().Format(time.RFC3339), m.Failing)); ok {
+			if a, ok := safeRemoval(in, m, reason.MemberUnhealthy, fmt.Sprintf("%s has been failing since %s (%s); replacing it", k.Name, k.FailingSince.UTC().Format(time.RFC3339), m.Failing)); ok {
 				return a
 			}
 		}
@@ -367,11 +374,11 @@ func decideRunning(in Input) Action {
 	// A caught-up learner is promoted (etcd itself refuses if it is not in sync yet).
 	for _, m := range e.Members {
 		if m.Learner && m.Started && m.Healthy {
-			return Action{Kind: Promote, Members: []string{m.Name}, ID: m.ID, Reason: "PromotingLearner", Message: fmt.Sprintf("promoting learner %s to a voting member", m.Name)}
+			return Action{Kind: Promote, Members: []string{m.Name}, ID: m.ID, Reason: reason.PromotingLearner, Message: fmt.Sprintf("promoting learner %s to a voting member", m.Name)}
 		}
 	}
 	if !healthy || learners > 0 {
-		return Action{Kind: Wait, Reason: "WaitingForHealth", Message: fmt.Sprintf("waiting for every member to be healthy (%s)", unhealthyNames(e.Members))}
+		return Action{Kind: Wait, Reason: reason.WaitingForHealth, Message: fmt.Sprintf("waiting for every member to be healthy (%s)", unhealthyNames(e.Members))}
 	}
 	if a, ok := decideVolumes(in, e); ok {
 		return a
@@ -383,14 +390,14 @@ func decideRunning(in Input) Action {
 	switch {
 	case int32(voters) < in.Replicas:
 		name := in.MemberNameFunc(in.NextIndex)
-		return Action{Kind: AddLearner, Members: []string{name}, Reason: "ScalingUp", Message: fmt.Sprintf("scaling %d -> %d: adding learner %s", voters, in.Replicas, name)}
+		return Action{Kind: AddLearner, Members: []string{name}, Reason: reason.ScalingUp, Message: fmt.Sprintf("scaling %d -> %d: adding learner %s", voters, in.Replicas, name)}
 	case int32(voters) > in.Replicas:
 		victim := pickRemoval(in.Known, e.Members)
 		if victim.ID == e.LeaderID {
 			to := pickTransferee(e.Members, victim.ID)
-			return Action{Kind: MoveLeader, Members: []string{victim.Name, to.Name}, ID: to.ID, Reason: "ScalingDown", Message: fmt.Sprintf("moving leadership from %s to %s before removing it", victim.Name, to.Name)}
+			return Action{Kind: MoveLeader, Members: []string{victim.Name, to.Name}, ID: to.ID, Reason: reason.ScalingDown, Message: fmt.Sprintf("moving leadership from %s to %s before removing it", victim.Name, to.Name)}
 		}
-		return Action{Kind: RemoveMember, Members: []string{victim.Name}, ID: victim.ID, Reason: "ScalingDown", Message: fmt.Sprintf("scaling %d -> %d: removing %s", voters, in.Replicas, victim.Name)}
+		return Action{Kind: RemoveMember, Members: []string{victim.Name}, ID: victim.ID, Reason: reason.ScalingDown, Message: fmt.Sprintf("scaling %d -> %d: removing %s", voters, in.Replicas, victim.Name)}
 	}
 	if a, ok := decideUpgrade(in, e); ok {
 		return a
@@ -398,12 +405,15 @@ func decideRunning(in Input) Action {
 	if a, ok := decideReconfigure(in, e); ok {
 		return a
 	}
-	return Action{Kind: None, Reason: "Ready", Message: fmt.Sprintf("%d/%d members healthy", voters, in.Replicas)}
+	if a, ok := decideRequests(in, e); ok {
+		return a
+	}
+	return Action{Kind: None, Reason: reason.Ready, Message: fmt.Sprintf("%d/%d members healthy", voters, in.Replicas)}
 }
 
 // safeRemoval removes m unless that leaves fewer healthy voters than the new quorum.
 // A learner never counts toward quorum, so removing one is always safe.
-func safeRemoval(in Input, m EtcdMember, reason, msg string) (Action, bool) {
+func safeRemoval(in Input, m EtcdMember, why reason.Reason, msg string) (Action, bool) {
 	if !m.Learner {
 		voters, _ := countRoles(in.Etcd.Members)
 		healthyOthers := 0
@@ -417,10 +427,10 @@ func safeRemoval(in Input, m EtcdMember, reason, msg string) (Action, bool) {
 		}
 		if m.ID == in.Etcd.LeaderID {
 			to := pickTransferee(in.Etcd.Members, m.ID)
-			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, ID: to.ID, Reason: reason, Message: msg + "; moving leadership away first"}, true
+			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, ID: to.ID, Reason: why, Message: msg + "; moving leadership away first"}, true
 		}
 	}
-	return Action{Kind: RemoveMember, Members: []string{m.Name}, ID: m.ID, Reason: reason, Message: msg}, true
+	return Action{Kind: RemoveMember, Members: []string{m.Name}, ID: m.ID, Reason: why, Message: msg}, true
 }
 
 // podsToRecreate lists known members with a PVC but no pod. Without an etcd view (e == nil)

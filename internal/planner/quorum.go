@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // Quorum-loss policies (spec.maintenance.quorumLoss) and recovery sources.
@@ -86,7 +88,7 @@ func decideQuorumLoss(in Input) (Action, bool) {
 		what = fmt.Sprintf("quorum recovery requested by the %s annotation (%d of %d voting members lost their data %v, %v down)", RecoverAnnotation, len(lost), voters, lost, down)
 	} else if len(down) > 0 {
 		// The survivor must be the member with the most log; one that is down may have more.
-		return Action{Kind: Wait, Reason: "QuorumLost", Message: fmt.Sprintf("%s; waiting for %v to answer before choosing the member to recover from "+
+		return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s; waiting for %v to answer before choosing the member to recover from "+
 			"(if they will not come back: kubectl annotate etcdcluster <name> %s=%s)", what, down, RecoverAnnotation, FromSurvivor)}, true
 	}
 	policy := requested
@@ -96,24 +98,24 @@ func decideQuorumLoss(in Input) (Action, bool) {
 	switch policy {
 	case FromSurvivor:
 		if in.EphemeralData {
-			return Action{Kind: Wait, Reason: "QuorumLost", Message: fmt.Sprintf("%s; in-memory members (storage.medium Memory) lose their data when their pod restarts, "+
+			return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s; in-memory members (storage.medium Memory) lose their data when their pod restarts, "+
 				"so %s cannot be restarted as a one-member cluster: rebuild from a backup: kubectl annotate etcdcluster <name> %s=%s", what, best.Name, RecoverAnnotation, FromBackup)}, true
 		}
 		if best.Learner {
-			return Action{Kind: Wait, Reason: "QuorumLost", Message: fmt.Sprintf("%s, and only learners survive (%s): they may lack committed writes; restore from a backup: "+
+			return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s, and only learners survive (%s): they may lack committed writes; restore from a backup: "+
 				"kubectl annotate etcdcluster <name> %s=%s", what, survivorNames(in.Survivors), RecoverAnnotation, FromBackup)}, true
 		}
-		return Action{Kind: StartRecovery, Members: []string{best.Name}, Source: FromSurvivor, Reason: "QuorumLost",
+		return Action{Kind: StartRecovery, Members: []string{best.Name}, Source: FromSurvivor, Reason: reason.QuorumLost,
 			Message: fmt.Sprintf("%s; recovering from %s, the surviving member with the most applied log (index %d)", what, best.Name, best.AppliedIndex)}, true
 	case FromBackup:
 		if in.NewestBackup == "" {
-			return Action{Kind: Wait, Reason: "QuorumLost", Message: fmt.Sprintf("%s, and spec.maintenance.quorumLoss is FromBackup but this cluster has no successful EtcdBackup; "+
+			return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s, and spec.maintenance.quorumLoss is FromBackup but this cluster has no successful EtcdBackup; "+
 				"recover from the surviving member instead: kubectl annotate etcdcluster <name> %s=%s", what, RecoverAnnotation, FromSurvivor)}, true
 		}
-		return Action{Kind: StartRecovery, Source: FromBackup, Backup: in.NewestBackup, Reason: "QuorumLost",
+		return Action{Kind: StartRecovery, Source: FromBackup, Backup: in.NewestBackup, Reason: reason.QuorumLost,
 			Message: fmt.Sprintf("%s; rebuilding the cluster from EtcdBackup %s", what, in.NewestBackup)}, true
 	default:
-		return Action{Kind: Wait, Reason: "QuorumLost", Message: fmt.Sprintf("%s; spec.maintenance.quorumLoss is %s: to recover from %s (the surviving member with the most applied log), "+
+		return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s; spec.maintenance.quorumLoss is %s: to recover from %s (the surviving member with the most applied log), "+
 			"kubectl annotate etcdcluster <name> %s=%s, or %s=%s to rebuild from the newest backup", what, policy, best.Name, RecoverAnnotation, FromSurvivor, RecoverAnnotation, FromBackup)}, true
 	}
 }
@@ -135,14 +137,14 @@ func decideRecovery(in Input) Action {
 			}
 		}
 		if len(fence) > 0 {
-			return Action{Kind: FenceMembers, Members: fence, Reason: "Recovering", Message: fmt.Sprintf("deleting the pods and volumes of %v so that no old member rejoins", fence)}
+			return Action{Kind: FenceMembers, Members: fence, Reason: reason.Recovering, Message: fmt.Sprintf("deleting the pods and volumes of %v so that no old member rejoins", fence)}
 		}
 		next := PhaseForcingNewCluster
 		if r.Source == FromBackup {
-			return Action{Kind: RestartFromBackup, Backup: r.Backup, Reason: "Recovering",
+			return Action{Kind: RestartFromBackup, Backup: r.Backup, Reason: reason.Recovering,
 				Message: fmt.Sprintf("every old member is fenced; bootstrapping %d new members from EtcdBackup %s", in.Replicas, r.Backup)}
 		}
-		return Action{Kind: AdvanceRecovery, Phase: next, Members: []string{r.Survivor}, Reason: "Recovering",
+		return Action{Kind: AdvanceRecovery, Phase: next, Members: []string{r.Survivor}, Reason: reason.Recovering,
 			Message: fmt.Sprintf("every other member is fenced; restarting %s as a one-member cluster", r.Survivor)}
 
 	case PhaseForcingNewCluster, PhaseRestarting:
@@ -150,33 +152,33 @@ func decideRecovery(in Input) Action {
 		pod, pvc := in.Pods[r.Survivor], in.PVCs[r.Survivor]
 		switch {
 		case !in.EphemeralData && !pvc.Exists:
-			return Action{Kind: Wait, Reason: "RecoveryStuck", Message: fmt.Sprintf("the volume of %s, the member being recovered from, is gone: "+
+			return Action{Kind: Wait, Reason: reason.RecoveryStuck, Message: fmt.Sprintf("the volume of %s, the member being recovered from, is gone: "+
 				"delete the EtcdCluster and restore it from a backup (spec.bootstrap.restore)", r.Survivor)}
 		case pod.Deleting:
-			return Action{Kind: Wait, Reason: "Recovering", Message: fmt.Sprintf("waiting for the old pod of %s to go", r.Survivor)}
+			return Action{Kind: Wait, Reason: reason.Recovering, Message: fmt.Sprintf("waiting for the old pod of %s to go", r.Survivor)}
 		case !pod.Exists:
-			return Action{Kind: CreateMembers, Members: []string{r.Survivor}, ForceNewCluster: force, Version: podVersion(in), Reason: "Recovering",
+			return Action{Kind: CreateMembers, Members: []string{r.Survivor}, ForceNewCluster: force, Version: podVersion(in), Reason: reason.Recovering,
 				Message: recoveryStep(force, r.Survivor)}
 		case pod.ForceNewCluster != force:
-			return Action{Kind: RollMember, Members: []string{r.Survivor}, Reason: "Recovering", Message: recoveryStep(force, r.Survivor)}
+			return Action{Kind: RollMember, Members: []string{r.Survivor}, Reason: reason.Recovering, Message: recoveryStep(force, r.Survivor)}
 		}
 		alone := in.Etcd != nil && len(in.Etcd.Members) == 1 && in.Etcd.Members[0].Name == r.Survivor
 		if force {
 			if alone {
-				return Action{Kind: AdvanceRecovery, Phase: PhaseRestarting, Members: []string{r.Survivor}, Reason: "Recovering",
+				return Action{Kind: AdvanceRecovery, Phase: PhaseRestarting, Members: []string{r.Survivor}, Reason: reason.Recovering,
 					Message: fmt.Sprintf("%s runs as a one-member cluster; restarting it without --force-new-cluster", r.Survivor)}
 			}
-			return Action{Kind: Wait, Reason: "Recovering", Message: fmt.Sprintf("waiting for %s to start as a one-member cluster", r.Survivor)}
+			return Action{Kind: Wait, Reason: reason.Recovering, Message: fmt.Sprintf("waiting for %s to start as a one-member cluster", r.Survivor)}
 		}
 		if alone && in.Etcd.Members[0].Healthy {
-			return Action{Kind: FinishRecovery, Members: []string{r.Survivor}, Reason: "Recovered",
+			return Action{Kind: FinishRecovery, Members: []string{r.Survivor}, Reason: reason.Recovered,
 				Message: fmt.Sprintf("quorum is back: %s serves as a one-member cluster with its data; new members join as learners", r.Survivor)}
 		}
-		return Action{Kind: Wait, Reason: "Recovering", Message: fmt.Sprintf("waiting for %s to serve again", r.Survivor)}
+		return Action{Kind: Wait, Reason: reason.Recovering, Message: fmt.Sprintf("waiting for %s to serve again", r.Survivor)}
 
 	default: // PhaseRestoring: a bootstrap from the backup, finished by MarkBootstrapped
 		a := decideBootstrap(in)
-		a.Reason = "Recovering"
+		a.Reason = reason.Recovering
 		return a
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // quorumLost is healthyCluster(n) after no member answers a linearizable call: the members named in
@@ -38,7 +40,7 @@ func TestQuorumLossDecisions(t *testing.T) {
 		kind    Kind
 		members []string
 		source  string
-		reason  string
+		reason  reason.Reason
 		says    string // part of the message
 	}{
 		{name: "majority's data gone: recover from the survivor",

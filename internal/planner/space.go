@@ -3,6 +3,8 @@ package planner
 import (
 	"fmt"
 	"sort"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // Space is what the planner knows of the members' databases and what to do about them.
@@ -43,10 +45,10 @@ func decideSpace(in Input, e *Etcd) (Action, bool) {
 	}
 	if s.NoSpace {
 		if s.Compacted < s.Revision {
-			return Action{Kind: Compact, Revision: s.Revision, Reason: "NoSpace",
+			return Action{Kind: Compact, Revision: s.Revision, Reason: reason.NoSpace,
 				Message: fmt.Sprintf("the database reached its quota (%s) and etcd refuses writes: compacting the key history up to revision %d", mib(s.Quota), s.Revision)}, true
 		}
-		if a, ok := nextDefrag(e, func(m EtcdMember) bool { return !s.Defragmented[m.Name] }, "NoSpace", "to clear NOSPACE"); ok {
+		if a, ok := nextDefrag(e, func(m EtcdMember) bool { return !s.Defragmented[m.Name] }, reason.NoSpace, "to clear NOSPACE"); ok {
 			return a, true
 		}
 		var largest EtcdMember
@@ -56,16 +58,16 @@ func decideSpace(in Input, e *Etcd) (Action, bool) {
 			}
 		}
 		if largest.DBSize*100 < disarmBelow*s.Quota {
-			return Action{Kind: DisarmNoSpace, Reason: "NoSpace",
+			return Action{Kind: DisarmNoSpace, Reason: reason.NoSpace,
 				Message: fmt.Sprintf("the databases are back under the quota (largest %s of %s): disarming NOSPACE so that etcd accepts writes again", mib(largest.DBSize), mib(s.Quota))}, true
 		}
-		return Action{Kind: Wait, Reason: "NoSpaceLeft", Message: fmt.Sprintf("etcd refuses writes (NOSPACE): %s holds %s of live data after compaction and defragmentation, "+
+		return Action{Kind: Wait, Reason: reason.NoSpaceLeft, Message: fmt.Sprintf("etcd refuses writes (NOSPACE): %s holds %s of live data after compaction and defragmentation, "+
 			"against a quota of %s; raise spec.etcd.quotaBackendBytes (and spec.storage.size to at least 1.25 times it) or delete keys", displayName(largest), mib(largest.DBSizeInUse), mib(s.Quota))}, true
 	}
 	near := func(m EtcdMember) bool {
 		return m.DBSize*100 >= nearQuota*s.Quota && free(m)*100 >= nearQuotaFreePercent*m.DBSize
 	}
-	if a, ok := nextDefrag(e, near, "NearQuota", fmt.Sprintf("the database nears its quota of %s", mib(s.Quota))); ok {
+	if a, ok := nextDefrag(e, near, reason.NearQuota, fmt.Sprintf("the database nears its quota of %s", mib(s.Quota))); ok {
 		return a, true
 	}
 	if !s.AutoDefrag {
@@ -74,12 +76,12 @@ func decideSpace(in Input, e *Etcd) (Action, bool) {
 	fragmented := func(m EtcdMember) bool {
 		return free(m) >= s.MinFree && free(m)*100 >= s.MinFreePercent*m.DBSize
 	}
-	return nextDefrag(e, fragmented, "Defragmenting", fmt.Sprintf("at least %s and %d%% of the file is free", mib(s.MinFree), s.MinFreePercent))
+	return nextDefrag(e, fragmented, reason.Defragmenting, fmt.Sprintf("at least %s and %d%% of the file is free", mib(s.MinFree), s.MinFreePercent))
 }
 
 // nextDefrag picks the next member to defragment among those that want it: followers and learners
 // first (by name), the leader last, after leadership has moved to another voter.
-func nextDefrag(e *Etcd, want func(EtcdMember) bool, reason, why string) (Action, bool) {
+func nextDefrag(e *Etcd, want func(EtcdMember) bool, because reason.Reason, why string) (Action, bool) {
 	var cands []EtcdMember
 	for _, m := range e.Members {
 		if want(m) {
@@ -99,9 +101,9 @@ func nextDefrag(e *Etcd, want func(EtcdMember) bool, reason, why string) (Action
 	msg := fmt.Sprintf("defragmenting %s (%s free of %s) %s", displayName(m), mib(free(m)), mib(m.DBSize), why)
 	if voters, _ := countRoles(e.Members); m.ID == e.LeaderID && voters > 1 {
 		to := pickTransferee(e.Members, m.ID)
-		return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, ID: to.ID, Reason: reason, Message: msg + "; moving leadership to " + to.Name + " first"}, true
+		return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, ID: to.ID, Reason: because, Message: msg + "; moving leadership to " + to.Name + " first"}, true
 	}
-	return Action{Kind: Defragment, Members: []string{m.Name}, ID: m.ID, Reason: reason, Message: msg}, true
+	return Action{Kind: Defragment, Members: []string{m.Name}, ID: m.ID, Reason: because, Message: msg}, true
 }
 
 func free(m EtcdMember) int64 { return m.DBSize - m.DBSizeInUse }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 const mb = 1 << 20
@@ -36,7 +38,7 @@ func TestSpaceDecisions(t *testing.T) {
 		in      Input
 		kind    Kind
 		members []string
-		reason  string
+		reason  reason.Reason
 		says    string
 	}{
 		{name: "small and tidy: nothing to do", in: sized(func(*Input) {}), kind: None},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
@@ -89,10 +90,10 @@ func decideUpgrade(in Input, e *Etcd) (Action, bool) {
 	}
 	step, err := versions.NextStep(cur, in.TargetVersion)
 	if err != nil {
-		return Action{Kind: Wait, Reason: "VersionChangeRefused", Message: err.Error()}, true
+		return Action{Kind: Wait, Reason: reason.VersionChangeRefused, Message: err.Error()}, true
 	}
 	if step == in.Blocked {
-		return Action{Kind: Wait, Reason: "UpgradeFailed", Message: fmt.Sprintf("the upgrade to %s failed and was rolled back; change spec.version to try again", step)}, true
+		return Action{Kind: Wait, Reason: reason.UpgradeFailed, Message: fmt.Sprintf("the upgrade to %s failed and was rolled back; change spec.version to try again", step)}, true
 	}
 	path, _ := versions.Path(cur, in.TargetVersion)
 	if a, ok := prepareStep(in, e, cur, step, path); ok {
@@ -102,14 +103,14 @@ func decideUpgrade(in Input, e *Etcd) (Action, bool) {
 	progress := fmt.Sprintf("%d/%d members at %s, stepping %s", atStep, len(e.Members), step, strings.Join(path, " → "))
 	if atStep == len(e.Members) {
 		// Every pod runs the step; the reported versions follow once the members answer again.
-		return Action{Kind: Wait, Reason: "Upgrading", Message: progress}, true
+		return Action{Kind: Wait, Reason: reason.Upgrading, Message: progress}, true
 	}
-	return rollNext(e, func(m EtcdMember) bool { return runningVersion(in, m) != step }, step, "Upgrading", progress), true
+	return rollNext(e, func(m EtcdMember) bool { return runningVersion(in, m) != step }, step, reason.Upgrading, progress), true
 }
 
 // rollNext restarts the next member that needs it: followers first, the leader last once it handed
 // leadership to a member that no longer needs a restart; only when every member is caught up.
-func rollNext(e *Etcd, needsRestart func(EtcdMember) bool, version, reason, progress string) Action {
+func rollNext(e *Etcd, needsRestart func(EtcdMember) bool, version string, because reason.Reason, progress string) Action {
 	var pending []EtcdMember
 	var leader *EtcdMember
 	for i, m := range e.Members {
@@ -123,11 +124,11 @@ func rollNext(e *Etcd, needsRestart func(EtcdMember) bool, version, reason, prog
 		pending = append(pending, m)
 	}
 	if lag := catchUpLag(e); lag > maxCatchUpLag {
-		return Action{Kind: Wait, Reason: reason, Message: fmt.Sprintf("%s; waiting for members to catch up (lag %d entries)", progress, lag)}
+		return Action{Kind: Wait, Reason: because, Message: fmt.Sprintf("%s; waiting for members to catch up (lag %d entries)", progress, lag)}
 	}
 	if len(pending) > 0 {
 		m := pending[0]
-		return Action{Kind: RollMember, Members: []string{m.Name}, Version: version, Reason: reason, Message: fmt.Sprintf("%s; restarting %s at %s", progress, m.Name, version)}
+		return Action{Kind: RollMember, Members: []string{m.Name}, Version: version, Reason: because, Message: fmt.Sprintf("%s; restarting %s at %s", progress, m.Name, version)}
 	}
 	var done []EtcdMember
 	for _, m := range e.Members {
@@ -137,9 +138,9 @@ func rollNext(e *Etcd, needsRestart func(EtcdMember) bool, version, reason, prog
 	}
 	to := pickTransferee(done, leader.ID)
 	if to.ID == 0 {
-		return Action{Kind: Wait, Reason: reason, Message: progress + "; no restarted member can take leadership"}
+		return Action{Kind: Wait, Reason: because, Message: progress + "; no restarted member can take leadership"}
 	}
-	return Action{Kind: MoveLeader, Members: []string{leader.Name, to.Name}, ID: to.ID, Reason: reason, Message: fmt.Sprintf("%s; moving leadership from %s to %s before restarting it", progress, leader.Name, to.Name)}
+	return Action{Kind: MoveLeader, Members: []string{leader.Name, to.Name}, ID: to.ID, Reason: because, Message: fmt.Sprintf("%s; moving leadership from %s to %s before restarting it", progress, leader.Name, to.Name)}
 }
 
 // decideReconfigure brings member pods to the configuration the spec asks for (ConfigHash). Pods an
@@ -151,7 +152,7 @@ func decideReconfigure(in Input, e *Etcd) (Action, bool) {
 	}
 	for _, m := range e.Members {
 		if p := in.Pods[m.Name]; p.Exists && !p.Deleting && p.ConfigHash == "" {
-			return Action{Kind: AdoptPod, Members: []string{m.Name}, Reason: "AdoptingPod",
+			return Action{Kind: AdoptPod, Members: []string{m.Name}, Reason: reason.AdoptingPod,
 				Message: fmt.Sprintf("the pod of %s was made by an earlier operator version; adopting it without a restart", m.Name)}, true
 		}
 	}
@@ -166,7 +167,7 @@ func decideReconfigure(in Input, e *Etcd) (Action, bool) {
 		return Action{}, false
 	}
 	progress := fmt.Sprintf("%d/%d members run the current pod configuration", len(e.Members)-n, len(e.Members))
-	return rollNext(e, stale, podVersion(in), "Reconfiguring", progress), true
+	return rollNext(e, stale, podVersion(in), reason.Reconfiguring, progress), true
 }
 
 // prepareStep holds the first restart of a step until etcd can take it:
@@ -180,7 +181,7 @@ func prepareStep(in Input, e *Etcd, cur, step string, path []string) (Action, bo
 		target := versions.MinorOf(step)
 		for _, m := range e.Members {
 			if m.DowngradeTarget != target {
-				return Action{Kind: EnableDowngrade, Version: target, Reason: "Upgrading", Message: fmt.Sprintf("%s; enabling etcd's downgrade to %s", progress, target)}, true
+				return Action{Kind: EnableDowngrade, Version: target, Reason: reason.Upgrading, Message: fmt.Sprintf("%s; enabling etcd's downgrade to %s", progress, target)}, true
 			}
 		}
 		var waiting []string
@@ -190,7 +191,7 @@ func prepareStep(in Input, e *Etcd, cur, step string, path []string) (Action, bo
 			}
 		}
 		if len(waiting) > 0 {
-			return Action{Kind: Wait, Reason: "Upgrading", Message: fmt.Sprintf("%s; waiting for members to migrate their data to %s (%s)", progress, target, strings.Join(waiting, ", "))}, true
+			return Action{Kind: Wait, Reason: reason.Upgrading, Message: fmt.Sprintf("%s; waiting for members to migrate their data to %s (%s)", progress, target, strings.Join(waiting, ", "))}, true
 		}
 		return Action{}, false
 	}
@@ -208,7 +209,7 @@ func prepareStep(in Input, e *Etcd, cur, step string, path []string) (Action, bo
 	if low >= need {
 		return Action{}, false
 	}
-	return Action{Kind: AdvanceLog, Count: need - low, Reason: "Upgrading",
+	return Action{Kind: AdvanceLog, Count: need - low, Reason: reason.Upgrading,
 		Message: fmt.Sprintf("%s; the log may hold etcd 3.5 entries up to index %d, which etcd 3.7 cannot replay: appending %d entries so that every member snapshots past them", progress, in.LegacyWALIndex, need-low)}, true
 }
 
@@ -243,7 +244,7 @@ func failedUpgrade(in Input, e *Etcd) (Action, bool) {
 		if !ok || m.Failing == "" || perr != nil || pv.Compare(cv) <= 0 || k.FailingSince == nil || in.Now.Sub(*k.FailingSince) < in.UpgradeTimeout {
 			continue
 		}
-		return Action{Kind: RollMember, Members: []string{k.Name}, Version: cur, Reason: "UpgradeFailed",
+		return Action{Kind: RollMember, Members: []string{k.Name}, Version: cur, Reason: reason.UpgradeFailed,
 			Message: fmt.Sprintf("%s did not become healthy at %s within %s; rolling it back to %s and stopping the upgrade", k.Name, pv, in.UpgradeTimeout, cur)}, true
 	}
 	return Action{}, false
@@ -263,7 +264,7 @@ func cancelDowngrade(in Input, e *Etcd) (Action, bool) {
 	if enabled == "" || versions.MinorOf(in.TargetVersion) == enabled {
 		return Action{}, false
 	}
-	return Action{Kind: CancelDowngrade, Version: enabled, Reason: "Upgrading",
+	return Action{Kind: CancelDowngrade, Version: enabled, Reason: reason.Upgrading,
 		Message: fmt.Sprintf("spec.version is %s now: cancelling etcd's downgrade to %s", in.TargetVersion, enabled)}, true
 }
 

@@ -1,6 +1,10 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+)
 
 // Volumes is what the planner knows about growing the members' volumes to spec.storage.size.
 type Volumes struct {
@@ -40,20 +44,20 @@ func decideVolumes(in Input, e *Etcd) (Action, bool) {
 		if in.Volumes.Refusal != "" {
 			return Action{}, false
 		}
-		return Action{Kind: ExpandVolume, Members: small[:1], Reason: "ExpandingVolumes",
+		return Action{Kind: ExpandVolume, Members: small[:1], Reason: reason.ExpandingVolumes,
 			Message: fmt.Sprintf("growing the volume of %s to spec.storage.size (%d of %d volumes still smaller)", small[0], len(small), len(in.Known))}, true
 	}
 	resizePending := func(m EtcdMember) bool { return in.PVCs[m.Name].ResizePending }
 	for _, m := range e.Members {
 		if resizePending(m) {
-			return rollNext(e, resizePending, podVersion(in), "ExpandingVolumes", "volumes grown; their file systems grow when the members restart"), true
+			return rollNext(e, resizePending, podVersion(in), reason.ExpandingVolumes, "volumes grown; their file systems grow when the members restart"), true
 		}
 	}
 	if len(waiting) > 0 {
 		return Action{}, false // the storage driver is still growing them; nothing to do meanwhile
 	}
 	if g := in.Volumes.GrownQuota; g > in.Volumes.Quota && in.Volumes.Quota > 0 {
-		return Action{Kind: RaiseQuota, Quota: g, Reason: "ExpandingVolumes",
+		return Action{Kind: RaiseQuota, Quota: g, Reason: reason.ExpandingVolumes,
 			Message: fmt.Sprintf("every volume has grown; raising the database quota from %s to %s", mib(in.Volumes.Quota), mib(g))}, true
 	}
 	return Action{}, false

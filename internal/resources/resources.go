@@ -75,7 +75,7 @@ const ForceNewClusterFlag = "--force-new-cluster"
 // anything a user can set on pods.
 func ForcesNewCluster(pod *corev1.Pod) bool {
 	for _, ctr := range pod.Spec.Containers {
-		if ctr.Name == "etcd" && slices.Contains(ctr.Args, ForceNewClusterFlag) {
+		if ctr.Name == naming.EtcdContainer && slices.Contains(ctr.Args, ForceNewClusterFlag) {
 			return true
 		}
 	}
@@ -212,7 +212,7 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		}
 	}
 	container := corev1.Container{
-		Name:            "etcd",
+		Name:            naming.EtcdContainer,
 		Image:           in.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         []string{"/usr/local/bin/etcd"},

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -186,7 +186,7 @@ func TestBackupAndRestore(t *testing.T) {
 		dest.S3.CredentialsSecret = bad.Name
 		b := waitBackup(t, createBackup(t, ns, "wrong-creds", src.Name, dest), v1.BackupFailed, 3*time.Minute)
 		f := meta.FindStatusCondition(b.Status.Conditions, v1.BackupConditionFailed)
-		if f == nil || f.Reason != backup.ReasonInvalidCredentials || b.Status.Location != "" {
+		if f == nil || f.Reason != string(reason.InvalidCredentials) || b.Status.Location != "" {
 			t.Fatalf("failed condition %+v, location %q", f, b.Status.Location)
 		}
 		if keys := mio.Keys(t, bucket, "wrong/"); len(keys) != 0 {
@@ -255,7 +255,7 @@ func TestBackupAndRestore(t *testing.T) {
 		c := createRestoredCluster(t, ns, "from-tampered", 1, v1.RestoreSpec{BackupName: toS3.Name})
 		framework.WaitFor(t, "restore refused", 3*time.Minute, func() error {
 			cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionRestored)
-			if cond == nil || cond.Reason != backup.ReasonChecksumMismatch || cond.Status != metav1.ConditionFalse {
+			if cond == nil || cond.Reason != string(reason.SnapshotChecksumMismatch) || cond.Status != metav1.ConditionFalse {
 				return fmt.Errorf("restored condition %+v", cond)
 			}
 			if !strings.Contains(cond.Message, "sha256") {

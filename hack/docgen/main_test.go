@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The committed page is what the code says today: regenerate it (make generate) when this fails.
+func TestCommittedPageIsUpToDate(t *testing.T) {
+	page, problems, err := Generate(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	committed, err := os.ReadFile(filepath.Join("..", "..", Output))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(page, committed) {
+		t.Errorf("%s is stale: run make generate (or go run ./hack/docgen) and commit it", Output)
+	}
+}
+
+// A tree with a reason written as a literal, one flowing through a helper and one never used.
+func TestLiteralsHelpersAndUnusedReasons(t *testing.T) {
+	root := t.TempDir()
+	write := func(path, src string) {
+		t.Helper()
+		full := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("internal/reason/cluster.go", `package reason
+type Reason string
+// Cluster things.
+const (
+	// Broken: it broke.
+	// Do: fix it.
+	Broken Reason = "Broken"
+	// Forgotten: nobody emits it.
+	Forgotten Reason = "Forgotten"
+	// Helped: set through a helper.
+	Helped Reason = "Helped"
+)
+`)
+	write("api/v1alpha1/types.go", `package v1alpha1
+// ConditionDegraded is True when broken.
+const ConditionDegraded = "Degraded"
+`)
+	write("controllers/c.go", `package controllers
+func f() {
+	setCondition(c, v1.ConditionDegraded, true, reason.Broken, "m")
+	r.Recorder.Event(c, corev1.EventTypeWarning, "Literal", "m")
+	degrade(reason.Helped)
+}
+func degrade(why reason.Reason) { setCondition(c, v1.ConditionDegraded, true, why, "m") }
+`)
+	write("internal/planner/p.go", "package planner\n")
+	write("internal/backup/b.go", "package backup\n")
+	page, problems, err := Generate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(problems, "\n")
+	if !strings.Contains(all, `reason "Literal" is a string literal`) || !strings.Contains(all, "reason.Forgotten is documented but nothing emits it") || len(problems) != 2 {
+		t.Errorf("problems:\n%s\nwant the literal and the unused reason", all)
+	}
+	for _, want := range []string{
+		"| `Degraded` | True when broken. |",
+		"| `Broken` | Degraded=True | it broke. | fix it. |",
+		"| `Helped` | Degraded=True | set through a helper. |  |",
+	} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+}

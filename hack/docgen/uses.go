@@ -1,0 +1,406 @@
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Kinds, as the page names them.
+const (
+	kindCluster  = "EtcdCluster"
+	kindBackup   = "EtcdBackup"
+	kindSchedule = "EtcdBackupSchedule"
+	kindAny      = "any kind"
+)
+
+// use is one place a reason shows up: on which kind, as what.
+type use struct{ Kind, As string }
+
+// uses maps reason constant names to where they show up, and kinds to their condition types.
+type uses struct {
+	reasons map[string]map[use]bool
+	// conditions lists, per kind, the condition type constants its setters write.
+	conditions map[string]map[string]bool
+}
+
+// setter describes a function that sets a condition: the kind, where its arguments are, and
+// the condition type when the function writes one type only.
+type setter struct {
+	kind                       string
+	typeArg, statusArg, reason int
+	fixedType                  string
+}
+
+var setters = map[string]setter{
+	"setCondition":         {kind: kindCluster, typeArg: 1, statusArg: 2, reason: 3},
+	"setBackupCondition":   {kind: kindBackup, typeArg: 1, statusArg: 2, reason: 3},
+	"setScheduleCondition": {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionScheduled"},
+	"setVerifiedCondition": {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionVerified"},
+}
+
+// eventKind is the kind whose events a controller file records.
+func eventKind(file string) string {
+	switch filepath.Base(file) {
+	case "etcdbackup_controller.go":
+		return kindBackup
+	case "etcdbackupschedule_controller.go":
+		return kindSchedule
+	case "invalid_spec.go":
+		return kindAny
+	}
+	return kindCluster
+}
+
+// source is one parsed file.
+type source struct {
+	dir, path, rel string
+	fset           *token.FileSet
+	file           *ast.File
+}
+
+// flow follows reasons through the controllers: into a setter or the recorder directly, through a
+// helper's reason.Reason parameter (r.failed(b, reason.X, …)), through a local variable
+// (why := reason.X … setCondition(…, why, …)), or through a struct field named reason.
+type flow struct {
+	conds map[string]conditionType
+	// funcs are the controllers' functions and methods by name; params, their reason.Reason parameters.
+	funcs  map[string][]*ast.FuncDecl
+	files  map[*ast.FuncDecl]string
+	fields map[string][]use // struct field name -> where a value read from it ends up
+	u      *uses
+}
+
+// readUses walks the code that emits reasons. Every reason passed to a condition setter or an event
+// recorder must be an internal/reason constant; a string literal there (or as a Reason field) is a
+// problem, since the page would not know it.
+func readUses(root string, conds map[string]conditionType) (*uses, []string, error) {
+	var srcs []source
+	for _, dir := range []string{"controllers", "internal/planner", "internal/backup"} {
+		files, err := goFiles(filepath.Join(root, dir))
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, path := range files {
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				return nil, nil, fmt.Errorf("parse %s: %w", path, err)
+			}
+			rel, _ := filepath.Rel(root, path)
+			srcs = append(srcs, source{dir, path, rel, fset, f})
+		}
+	}
+	fl := &flow{conds: conds, funcs: map[string][]*ast.FuncDecl{}, files: map[*ast.FuncDecl]string{}, fields: map[string][]use{},
+		u: &uses{reasons: map[string]map[use]bool{}, conditions: map[string]map[string]bool{}}}
+	for _, s := range srcs {
+		if s.dir != "controllers" {
+			continue
+		}
+		for _, d := range s.file.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok {
+				fl.funcs[fd.Name.Name] = append(fl.funcs[fd.Name.Name], fd)
+				fl.files[fd] = s.path
+			}
+		}
+	}
+	// Where values read from a field named like a reason end up (p.trust.reason).
+	for _, s := range srcs {
+		ast.Inspect(s.file, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok {
+				if arg, x, ok := fl.sink(call, s.path); ok {
+					if sel, ok := unwrap(arg).(*ast.SelectorExpr); ok && !isReasonPkg(sel.X) {
+						fl.fields[sel.Sel.Name] = append(fl.fields[sel.Sel.Name], x)
+					}
+				}
+			}
+			return true
+		})
+	}
+
+	var problems []string
+	for _, s := range srcs {
+		problems = append(problems, fl.walk(s)...)
+	}
+	sort.Strings(problems)
+	return fl.u, problems, nil
+}
+
+func (fl *flow) add(name string, xs ...use) {
+	if fl.u.reasons[name] == nil {
+		fl.u.reasons[name] = map[use]bool{}
+	}
+	for _, x := range xs {
+		fl.u.reasons[name][x] = true
+	}
+}
+
+// sink says whether call hands a reason to a condition setter or the recorder, which argument it
+// is and what it becomes.
+func (fl *flow) sink(call *ast.CallExpr, path string) (ast.Expr, use, bool) {
+	if id, ok := call.Fun.(*ast.Ident); ok {
+		if s, ok := setters[id.Name]; ok && len(call.Args) > s.reason {
+			typ := s.fixedType
+			if s.typeArg >= 0 {
+				typ = selectorName(call.Args[s.typeArg])
+			}
+			if c, ok := fl.conds[typ]; ok {
+				if fl.u.conditions[s.kind] == nil {
+					fl.u.conditions[s.kind] = map[string]bool{}
+				}
+				fl.u.conditions[s.kind][c.Name] = true
+				typ = c.Value
+			}
+			return call.Args[s.reason], use{s.kind, typ + status(call.Args[s.statusArg])}, true
+		}
+	}
+	if sel, ok := call.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Event" || sel.Sel.Name == "Eventf") && len(call.Args) >= 4 {
+		if t := selectorName(call.Args[1]); strings.HasPrefix(t, "EventType") {
+			return call.Args[2], use{eventKind(path), strings.TrimPrefix(t, "EventType") + " event"}, true
+		}
+	}
+	return nil, use{}, false
+}
+
+// walk records the uses of every reason constant in one file, and returns its literal reasons.
+func (fl *flow) walk(s source) []string {
+	var problems []string
+	literal := func(n ast.Node, v string) {
+		problems = append(problems, fmt.Sprintf("%s:%d: reason %s is a string literal: add it to internal/reason with what it means", s.rel, s.fset.Position(n.Pos()).Line, v))
+	}
+	var fn *ast.FuncDecl
+	var stack []ast.Node
+	ast.Inspect(s.file, func(n ast.Node) bool {
+		if n == nil {
+			stack = stack[:len(stack)-1]
+			return true
+		}
+		stack = append(stack, n)
+		if fd, ok := n.(*ast.FuncDecl); ok {
+			fn = fd
+		}
+		switch n := n.(type) {
+		case *ast.CallExpr:
+			if arg, x, ok := fl.sink(n, s.path); ok {
+				if name, lit := reasonArg(arg); name != "" {
+					fl.add(name, x)
+				} else if lit != "" {
+					literal(n, lit)
+				}
+			}
+		case *ast.KeyValueExpr:
+			if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Reason" {
+				if lit, ok := n.Value.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					literal(n, lit.Value)
+				}
+			}
+		case *ast.SelectorExpr:
+			if !isReasonPkg(n.X) || !ast.IsExported(n.Sel.Name) || n.Sel.Name == "Reason" {
+				break
+			}
+			switch s.dir {
+			case "internal/planner":
+				// Each planner action becomes the Progressing condition and a Normal event of its step
+				// (controllers/status.go, etcdcluster_controller.go).
+				fl.add(n.Sel.Name, use{kindCluster, "step (Progressing, Normal event)"})
+			case "internal/backup":
+				// The Jobs' reports become the failure reason of what the Job was for.
+				fl.add(n.Sel.Name, use{kindAny, "Job report"})
+			default:
+				fl.add(n.Sel.Name, fl.through(stack, fn)...)
+			}
+		}
+		return true
+	})
+	return problems
+}
+
+// through is where a reason constant at the top of stack goes when it is not a sink's argument:
+// a helper's parameter, a local variable, or a struct field.
+func (fl *flow) through(stack []ast.Node, fn *ast.FuncDecl) []use {
+	ref := stack[len(stack)-1]
+	for i := len(stack) - 2; i >= 0; i-- {
+		switch p := stack[i].(type) {
+		case *ast.CallExpr:
+			if id, ok := p.Fun.(*ast.Ident); ok && id.Name == "string" {
+				ref = p
+				continue
+			}
+			for ai, a := range p.Args {
+				if a == ref {
+					return fl.param(calleeName(p), ai, map[string]bool{})
+				}
+			}
+			return nil
+		case *ast.AssignStmt:
+			for ri, r := range p.Rhs {
+				if r == ref && ri < len(p.Lhs) {
+					if id, ok := p.Lhs[ri].(*ast.Ident); ok && fn != nil {
+						return fl.ident(fn, id.Name, map[string]bool{})
+					}
+				}
+			}
+			return nil
+		case *ast.CompositeLit:
+			if field := fieldName(p, ref); field != "" {
+				return fl.fields[field]
+			}
+			return nil
+		case *ast.KeyValueExpr:
+			ref = p
+			continue
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// param is where the reason passed as argument i of the controllers' function name ends up.
+func (fl *flow) param(name string, i int, seen map[string]bool) []use {
+	var out []use
+	for _, fd := range fl.funcs[name] {
+		n := 0
+		for _, f := range fd.Type.Params.List {
+			for _, pn := range f.Names {
+				if n == i && isReasonType(f.Type) {
+					out = append(out, fl.ident(fd, pn.Name, seen)...)
+				}
+				n++
+			}
+		}
+	}
+	return out
+}
+
+// ident is where the reason held by variable name in fd ends up.
+func (fl *flow) ident(fd *ast.FuncDecl, name string, seen map[string]bool) []use {
+	key := fd.Name.Name + "." + name
+	if seen[key] || fd.Body == nil {
+		return nil
+	}
+	seen[key] = true
+	var out []use
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		if arg, x, ok := fl.sink(call, fl.files[fd]); ok {
+			if id, ok := unwrap(arg).(*ast.Ident); ok && id.Name == name {
+				out = append(out, x)
+			}
+			return true
+		}
+		for ai, a := range call.Args {
+			if id, ok := unwrap(a).(*ast.Ident); ok && id.Name == name {
+				out = append(out, fl.param(calleeName(call), ai, seen)...)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// fieldName is the field of composite literal lit that holds expr.
+func fieldName(lit *ast.CompositeLit, expr ast.Node) string {
+	for i, e := range lit.Elts {
+		if kv, ok := e.(*ast.KeyValueExpr); ok && kv == expr {
+			if k, ok := kv.Key.(*ast.Ident); ok {
+				return k.Name
+			}
+		}
+		if e == expr {
+			// Positional: the struct's fields are in its declaration, which go/ast resolves within the file.
+			if id, ok := lit.Type.(*ast.Ident); ok && id.Obj != nil {
+				if ts, ok := id.Obj.Decl.(*ast.TypeSpec); ok {
+					if st, ok := ts.Type.(*ast.StructType); ok {
+						n := 0
+						for _, f := range st.Fields.List {
+							for _, fn := range f.Names {
+								if n == i {
+									return fn.Name
+								}
+								n++
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func calleeName(call *ast.CallExpr) string {
+	switch f := call.Fun.(type) {
+	case *ast.Ident:
+		return f.Name
+	case *ast.SelectorExpr:
+		return f.Sel.Name
+	}
+	return ""
+}
+
+func isReasonPkg(e ast.Expr) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == "reason"
+}
+
+func isReasonType(e ast.Expr) bool {
+	sel, ok := e.(*ast.SelectorExpr)
+	return ok && isReasonPkg(sel.X) && sel.Sel.Name == "Reason"
+}
+
+// unwrap drops a string(…) conversion.
+func unwrap(e ast.Expr) ast.Expr {
+	if call, ok := e.(*ast.CallExpr); ok && len(call.Args) == 1 {
+		if id, ok := call.Fun.(*ast.Ident); ok && id.Name == "string" {
+			return call.Args[0]
+		}
+	}
+	return e
+}
+
+// reasonArg reads a reason argument: reason.X or string(reason.X) gives X; a string literal gives
+// the literal; anything else (a variable carrying a reason) gives neither.
+func reasonArg(e ast.Expr) (name, literal string) {
+	switch e := unwrap(e).(type) {
+	case *ast.SelectorExpr:
+		if isReasonPkg(e.X) {
+			return e.Sel.Name, ""
+		}
+	case *ast.BasicLit:
+		if e.Kind == token.STRING {
+			return "", e.Value
+		}
+	}
+	return "", ""
+}
+
+// status renders a literal condition status as "=True"/"=False"; computed ones as nothing.
+func status(e ast.Expr) string {
+	if id, ok := e.(*ast.Ident); ok {
+		switch id.Name {
+		case "true":
+			return "=True"
+		case "false":
+			return "=False"
+		}
+	}
+	return ""
+}
+
+func selectorName(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.SelectorExpr:
+		return e.Sel.Name
+	case *ast.Ident:
+		return e.Name
+	}
+	return ""
+}

@@ -1,0 +1,179 @@
+package reason
+
+// EtcdCluster: availability and health (conditions Available and Degraded).
+const (
+	// QuorumHealthy: a majority of the voting members is healthy; the cluster serves reads and writes.
+	QuorumHealthy Reason = "QuorumHealthy"
+	// Bootstrapping: the initial members are being created and have not formed a cluster yet.
+	// Do: nothing; if it lasts minutes, check that the member pods are scheduled and their volumes bound (kubectl get pods,pvc -l app.kubernetes.io/instance=NAME).
+	Bootstrapping Reason = "Bootstrapping"
+	// EtcdUnreachable: no member answers the operator; it only restarts members on their own volumes until one does.
+	// Do: check the member pods (kubectl etcd logs NAME) and the network between the operator and the members.
+	EtcdUnreachable Reason = "EtcdUnreachable"
+	// MembersUnhealthy: fewer members are healthy than spec.replicas asks; the operator is repairing.
+	// Do: nothing while Progressing shows a step; otherwise check the unhealthy members (kubectl etcd members NAME).
+	MembersUnhealthy Reason = "MembersUnhealthy"
+	// AsExpected: no member is missing or unhealthy.
+	AsExpected Reason = "AsExpected"
+	// AlarmRaised: etcd raised an alarm (NOSPACE: writes refused; CORRUPT: a member's data differs); the message names it and the members.
+	// Do: NOSPACE is cleared by the operator (compaction, defragmentation, disarm); for CORRUPT, the member is replaced after replaceFailedMemberAfter.
+	AlarmRaised Reason = "AlarmRaised"
+	// NameConflict: objects of an earlier cluster of this name (retained volumes) are in the way; the operator never starts on them.
+	// Do: delete the old PVCs if their data is not needed, or restore from them under another name.
+	NameConflict Reason = "NameConflict"
+	// ReconcileFailed: a pass failed before it could decide a step (the message has the error); it is retried with backoff.
+	// Do: read the message; API errors usually clear by themselves, RBAC errors need the operator's role fixed.
+	ReconcileFailed Reason = "ReconcileFailed"
+	// CASecretMissing: the cluster's CA Secret is gone; members keep serving with their certificates, but none is issued or renewed.
+	// Do: restore the CA Secret from a backup of it (never a new CA: the members would not trust it).
+	CASecretMissing Reason = "CASecretMissing"
+	// CASecretUnreadable: the CA Secret exists but holds no usable CA (keys missing or malformed).
+	// Do: restore the Secret's original tls.crt/tls.key.
+	CASecretUnreadable Reason = "CASecretUnreadable"
+	// CAChanged: the CA Secret holds a CA that did not sign the members' certificates (it was replaced by hand).
+	// Do: put back the CA that signed the members' certificates; to change the CA, use kubectl etcd rotate-ca.
+	CAChanged Reason = "CAChanged"
+)
+
+// EtcdCluster: the operator's steps (condition Progressing, and a Normal event for each step taken).
+const (
+	// Ready: the cluster is as the spec asks; nothing to do.
+	Ready Reason = "Ready"
+	// Paused: spec.maintenance.paused is set; the operator takes no action.
+	// Do: kubectl etcd resume NAME when done.
+	Paused Reason = "Paused"
+	// Bootstrapped: the initial members formed a cluster; from now on every member starts with initial-cluster-state=existing.
+	Bootstrapped Reason = "Bootstrapped"
+	// AddingMember: a member is being added to etcd as a learner.
+	AddingMember Reason = "AddingMember"
+	// MemberAdded: the learner is in etcd's member list; its pod is being created.
+	MemberAdded Reason = "MemberAdded"
+	// PromotingLearner: a caught-up learner is being promoted to a voting member.
+	PromotingLearner Reason = "PromotingLearner"
+	// RemovingMember: a member is being removed from etcd's member list.
+	RemovingMember Reason = "RemovingMember"
+	// MemberRemoved: the member is out of etcd; its pod and volume are being deleted.
+	MemberRemoved Reason = "MemberRemoved"
+	// ScalingUp: spec.replicas grew; a learner is added, then promoted.
+	ScalingUp Reason = "ScalingUp"
+	// ScalingDown: spec.replicas shrank; the newest (or an unhealthy) member is removed, leadership moved away first.
+	ScalingDown Reason = "ScalingDown"
+	// WaitingForHealth: a step waits until every member is healthy and no learner is catching up.
+	// Do: nothing; if it lasts, look at the member the message names (kubectl etcd logs NAME --member M).
+	WaitingForHealth Reason = "WaitingForHealth"
+	// PodFailed: a member's pod terminated for good; it is deleted and recreated on the member's volume.
+	PodFailed Reason = "PodFailed"
+	// RestartingMembers: members whose pods are gone are recreated on their volumes, as the same members.
+	RestartingMembers Reason = "RestartingMembers"
+	// UnknownMember: etcd lists a member the spec does not know (added by hand or by a lost call); it is removed while quorum allows.
+	UnknownMember Reason = "UnknownMember"
+	// MemberNotInCluster: a member recorded in status was never added to etcd; its pod and volume are deleted.
+	MemberNotInCluster Reason = "MemberNotInCluster"
+	// StrayObject: a pod or PVC with the cluster's labels belongs to no member; it is deleted.
+	StrayObject Reason = "StrayObject"
+	// MemberDataLost: a member's volume is gone; the member is removed and replaced under a new name.
+	MemberDataLost Reason = "MemberDataLost"
+	// MemberUnhealthy: etcd reported a member failing for replaceFailedMemberAfter without interruption; it is replaced.
+	// Do: nothing; if members keep failing, look at their nodes and disks.
+	MemberUnhealthy Reason = "MemberUnhealthy"
+	// Upgrading: the members are stepping to spec.version, followers first, one at a time (condition Upgrading too).
+	Upgrading Reason = "Upgrading"
+	// Reconfiguring: members are restarted one at a time to run a changed configuration (resources, options, certificates).
+	Reconfiguring Reason = "Reconfiguring"
+	// AdoptingPod: a pod made by an earlier operator version is adopted without a restart.
+	AdoptingPod Reason = "AdoptingPod"
+	// UpgradeFailed: a member did not become healthy at the new version within upgradeTimeout; it was rolled back and the version change stopped.
+	// Do: read the member's logs (kubectl etcd logs NAME --member M --previous), then set spec.version again (or back) to retry.
+	UpgradeFailed Reason = "UpgradeFailed"
+	// VersionChangeRefused: spec.version asks for a change etcd cannot make (e.g. skipping a patch floor or a downgrade it refuses); nothing is changed.
+	// Do: set spec.version as the message says.
+	VersionChangeRefused Reason = "VersionChangeRefused"
+	// UpToDate: every member runs spec.version (condition Upgrading False).
+	UpToDate Reason = "UpToDate"
+	// NoSpace: etcd's NOSPACE alarm is raised and writes are refused; the operator compacts, defragments every member and disarms it.
+	// Do: nothing unless NoSpaceLeft follows; find out what filled the database.
+	NoSpace Reason = "NoSpace"
+	// NoSpaceLeft: after compaction and defragmentation the live data still exceeds the quota; the operator cannot clear NOSPACE.
+	// Do: raise spec.etcd.quotaBackendBytes (and spec.storage.size to at least 1.25 times it), or delete keys.
+	NoSpaceLeft Reason = "NoSpaceLeft"
+	// NearQuota: a database nears its quota with space to reclaim; members are defragmented one at a time.
+	NearQuota Reason = "NearQuota"
+	// Defragmenting: a member's database file holds enough free space (spec.maintenance.defragmentation); it is defragmented, the leader last.
+	Defragmenting Reason = "Defragmenting"
+	// ExpandingVolumes: spec.storage.size grew; member claims are grown one at a time, members whose file system grows only at restart are restarted one at a time, then a derived quota grows with the volumes.
+	// Do: nothing; if the message keeps saying it waits for the storage driver, check the claims' events (kubectl describe pvc).
+	ExpandingVolumes Reason = "ExpandingVolumes"
+	// VolumeExpansionUnsupported: spec.storage.size asks for more than the volumes have, and their StorageClass cannot grow them (no allowVolumeExpansion, missing, or unreadable); no claim is touched.
+	// Do: set spec.storage.size back to the volumes' size, or have an administrator allow expansion on the class if its driver supports it.
+	VolumeExpansionUnsupported Reason = "VolumeExpansionUnsupported"
+	// LeaderMoveRequested: leadership moves to the member the move-leader annotation names, once nothing else is under way.
+	LeaderMoveRequested Reason = "LeaderMoveRequested"
+	// DefragmentRequested: the members are defragmented one at a time, the leader last, as the defragment annotation asks, once nothing else is under way.
+	DefragmentRequested Reason = "DefragmentRequested"
+	// RotatingCA: a CA rotation is under way (TrustNew, SignWithNew, DropOld), each phase restarting every member once.
+	RotatingCA Reason = "RotatingCA"
+)
+
+// EtcdCluster: loss of quorum (condition QuorumLost; Degraded carries the same reason while it is True).
+const (
+	// QuorumLost: a majority of the voting members lost its data for good (or, on the Available condition, is not healthy).
+	// Do: with quorumLoss Manual, or when down members will not return: kubectl etcd recover NAME --from Survivor (or Backup).
+	QuorumLost Reason = "QuorumLost"
+	// Recovering: a quorum-loss recovery is under way (status.recovery has the phase).
+	// Do: nothing; follow it with kubectl etcd status NAME.
+	Recovering Reason = "Recovering"
+	// RecoveryStuck: the recovery cannot go on: the member it recovers from lost its volume.
+	// Do: recover from a backup instead: kubectl etcd recover NAME --from Backup.
+	RecoveryStuck Reason = "RecoveryStuck"
+	// Recovered: quorum is back after a recovery.
+	// Do: check what the recovery lost (writes after the survivor's last entry, or after the backup).
+	Recovered Reason = "Recovered"
+	// NoMajorityLost: no majority of the voting members has lost its data.
+	NoMajorityLost Reason = "NoMajorityLost"
+)
+
+// EtcdCluster: restoring from a snapshot (condition Restored, clusters with spec.bootstrap.restore only).
+const (
+	// BackupNotReady: the EtcdBackup to restore does not exist or has not Succeeded yet; no member starts.
+	// Do: wait for the backup, or fix spec.bootstrap.restore.backupName (immutable: recreate the cluster).
+	BackupNotReady Reason = "BackupNotReady"
+	// Restoring: the initial members are downloading and restoring the snapshot.
+	Restoring Reason = "Restoring"
+	// Restored: a member's revision reached the snapshot's; the data is back.
+	Restored Reason = "Restored"
+	// NotRestored: the cluster runs but no member reached the snapshot's revision: the restore did not take.
+	// Do: delete the cluster and restore again; report it if it repeats.
+	NotRestored Reason = "NotRestored"
+)
+
+// EtcdCluster: events only.
+const (
+	// ActionFailed: a step failed (the message has the error); it is retried after 1 s, 2 s, 4 s … up to 5 min.
+	// Do: nothing if it clears; if it repeats, the message says what refused (etcd, the API server).
+	ActionFailed Reason = "ActionFailed"
+	// RecoveryRequestIgnored: the recover-quorum annotation was removed unused: its value is not a source, or the cluster has quorum.
+	// Do: read the message; recover only a cluster whose quorum is lost.
+	RecoveryRequestIgnored Reason = "RecoveryRequestIgnored"
+	// LeaderMoved: the member the move-leader annotation named leads; the annotation was removed.
+	LeaderMoved Reason = "LeaderMoved"
+	// LeaderRequestIgnored: the move-leader annotation was removed unused: it names no member, or a learner (which cannot lead).
+	// Do: name a voting member (kubectl etcd members NAME).
+	LeaderRequestIgnored Reason = "LeaderRequestIgnored"
+	// Defragmented: every member was defragmented since the defragment annotation was set; the annotation was removed.
+	Defragmented Reason = "Defragmented"
+	// PVCsRetained: the cluster was deleted with storage.retentionPolicy Retain; its member volumes are kept.
+	// Do: delete the PVCs when their data is no longer needed.
+	PVCsRetained Reason = "PVCsRetained"
+	// LegacySecretDeleted: the client certificate Secret of operators up to 0.2.0 was deleted; the operator's own is now <cluster>-operator-tls.
+	LegacySecretDeleted Reason = "LegacySecretDeleted"
+	// NetworkPolicyDeleted: spec.networkPolicy.enabled is false, so the members' NetworkPolicy was deleted.
+	NetworkPolicyDeleted Reason = "NetworkPolicyDeleted"
+	// CACreated: the cluster's certificate authority was created.
+	CACreated Reason = "CACreated"
+	// CARotation: a CA rotation changed the trust bundles (the next CA added, or the old one dropped).
+	CARotation Reason = "CARotation"
+	// CARotated: a CA rotation finished; every member trusts and presents certificates of the new CA only.
+	CARotated Reason = "CARotated"
+	// CertificateRenewed: a leaf certificate was re-issued (near expiry, missing a name, or asked for with renew-certs).
+	CertificateRenewed Reason = "CertificateRenewed"
+)

@@ -1,0 +1,24 @@
+// Package reason holds every reason the operator writes into a condition or an event, one file per
+// kind, each with what it means and, after "Do:", what a human should do about it. Users and alerts
+// match on these words, so they are part of the API; docs/conditions-and-events.md is generated
+// from this package and from where the controllers use it (go run ./hack/docgen).
+package reason
+
+// Reason is a CamelCase word for a condition's reason or an event's reason.
+type Reason string
+
+// Reasons shared by every kind.
+const (
+	// InvalidSpec: a field of the stored object does not fit what the operator can act on (written under an older or looser CRD); the object is left alone.
+	// Do: fix the field the message names (kubectl edit); the message says what to write instead.
+	InvalidSpec Reason = "InvalidSpec"
+	// UnsupportedVersion: the etcd version asked for (or the version a backup was taken from) has no image this operator knows.
+	// Do: set spec.version to a supported release (3.5.x, 3.6.x, 3.7.x), or give spec.image.
+	UnsupportedVersion Reason = "UnsupportedVersion"
+	// JobNameConflict: a Job with the name the operator would use exists and was not made by it; the operator does not touch or trust it.
+	// Do: delete or rename that Job if it is not needed; the operator then starts its own.
+	JobNameConflict Reason = "JobNameConflict"
+	// JobFailed: the operator's Job failed without saying why (no report in its termination message).
+	// Do: read the Job pod's logs (kubectl logs job/NAME); a new EtcdBackup retries.
+	JobFailed Reason = "JobFailed"
+)

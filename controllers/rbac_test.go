@@ -141,38 +141,46 @@ func (a *apiAudit) key(req *http.Request) string {
 	return res + " " + ri.Verb
 }
 
-// grantOperatorRole creates role.yaml's ClusterRole and binds the operator's ServiceAccount to it,
-// cluster-wide: the suite's namespaces are made as it runs, as in the AllNamespaces install mode.
-// It returns the role's rules as "group/resource verb" keys.
+// operatorRoles are the ClusterRoles of the operator's own calls: the generated role (namespaced under
+// OLM) and the cluster-scoped reads no Role can grant (always cluster-wide).
+var operatorRoles = []string{"role.yaml", "storage_reader_role.yaml"}
+
+// grantOperatorRole creates the operatorRoles' ClusterRoles and binds the operator's ServiceAccount to
+// them, cluster-wide: the suite's namespaces are made as it runs, as in the AllNamespaces install mode.
+// It returns their rules as "group/resource verb" keys.
 func grantOperatorRole(ctx context.Context, admin client.Client) (sets.Set[string], error) {
-	raw, err := os.ReadFile(filepath.Join("..", "config", "rbac", "role.yaml"))
-	if err != nil {
-		return nil, fmt.Errorf("read the generated role: %w", err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal([]byte(strings.TrimPrefix(string(raw), "---\n")), role); err != nil {
-		return nil, fmt.Errorf("parse the generated role: %w", err)
-	}
 	granted := sets.New[string]()
-	for _, rule := range role.Rules {
-		for _, g := range rule.APIGroups {
-			for _, r := range rule.Resources {
-				for _, v := range rule.Verbs {
-					granted.Insert(g + "/" + r + " " + v)
+	for _, file := range operatorRoles {
+		raw, err := os.ReadFile(filepath.Join("..", "config", "rbac", file))
+		if err != nil {
+			return nil, fmt.Errorf("read the operator's role: %w", err)
+		}
+		// The first document is the ClusterRole (a binding may follow it).
+		doc, _, _ := strings.Cut(strings.TrimPrefix(string(raw), "---\n"), "\n---\n")
+		role := &rbacv1.ClusterRole{}
+		if err := yaml.Unmarshal([]byte(doc), role); err != nil {
+			return nil, fmt.Errorf("parse the role in %s: %w", file, err)
+		}
+		for _, rule := range role.Rules {
+			for _, g := range rule.APIGroups {
+				for _, r := range rule.Resources {
+					for _, v := range rule.Verbs {
+						granted.Insert(g + "/" + r + " " + v)
+					}
 				}
 			}
 		}
-	}
-	if err := admin.Create(ctx, role); err != nil {
-		return nil, fmt.Errorf("create the operator's role: %w", err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorNamespace, Name: operatorServiceAccount}},
-	}
-	binding.Name = role.Name
-	if err := admin.Create(ctx, binding); err != nil {
-		return nil, fmt.Errorf("bind the operator's role: %w", err)
+		if err := admin.Create(ctx, role); err != nil {
+			return nil, fmt.Errorf("create the operator's role %s: %w", role.Name, err)
+		}
+		binding := &rbacv1.ClusterRoleBinding{
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorNamespace, Name: operatorServiceAccount}},
+		}
+		binding.Name = role.Name
+		if err := admin.Create(ctx, binding); err != nil {
+			return nil, fmt.Errorf("bind the operator's role %s: %w", role.Name, err)
+		}
 	}
 	return granted, nil
 }

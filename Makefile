@@ -39,7 +39,7 @@ help: ## Show the targets.
 .PHONY: tools
 tools: ## Build the pinned toolchain (no-op when cached).
 	$(TOOLS) controller-gen kustomize golangci-lint kubernetes etcd-v3.6 etcd-v3.5 etcd-v3.7 operator-sdk opm crane \
-	  olm grpc-health-probe helm scorecard-test minio promtool
+	  olm grpc-health-probe scorecard-test minio promtool
 
 $(CONTROLLER_GEN):
 	$(TOOLS) controller-gen
@@ -73,6 +73,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code and docs/conditions-and-ev
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail if generated files differ from what is committed.
 	@git diff --exit-code -- api config docs/conditions-and-events.md || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
+	@hack/olm/render.sh --check
 
 .PHONY: fmt
 fmt:
@@ -160,8 +161,12 @@ prev-image: ## Build and load the previous release's operator image (PREV_VERSIO
 	$(OLM_IMAGES_ENV) hack/images/build.sh load prev
 	@$(OLM_IMAGES_ENV) hack/images/build.sh refs prev
 
+.PHONY: olm-manifests
+olm-manifests: ## Re-render hack/olm/olm.yaml from OLM's Helm chart (builds helm); after changing hack/olm/values.yaml or the OLM module.
+	hack/olm/render.sh
+
 .PHONY: olm-install
-olm-install: cluster-up ## Install OLM v0.42.0 (built from source, its own Helm chart rendered offline) into the local cluster.
+olm-install: cluster-up ## Install OLM v0.42.0 (built from source, its own Helm chart as rendered in hack/olm/olm.yaml) into the local cluster.
 	$(OLM_IMAGES_ENV) hack/images/build.sh load olm
 	CLUSTER_DIR=$(CLUSTER_DIR) hack/olm/install.sh
 

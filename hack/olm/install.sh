@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make olm-install: OLM v0.42.0 on the local cluster, the objects of a real install: OLM's own Helm
-# chart (deploy/chart of the module hack/tools/olm builds from) rendered offline with values.yaml.
+# chart (deploy/chart of the module hack/tools/olm builds from) rendered offline with values.yaml
+# into olm.yaml (hack/olm/render.sh), and its CRDs from the same module.
 # The images (hack/images/olm.sh, set olm) must be loaded first; the Makefile does that. Idempotent.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -10,7 +11,6 @@ CLUSTER_DIR=${CLUSTER_DIR:-$repo/.cluster}
 . "$CLUSTER_DIR/env.sh"
 export PATH=$repo/bin:$PATH GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
 
-"$repo/hack/tools/build.sh" helm >&2
 chart=$(cd "$repo/hack/tools/olm" && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)/deploy/chart
 opm=$("$repo/hack/images/build.sh" refs olm | awk '$1 ~ /\/opm:/ {print $2}')
 [ -n "$opm" ] || { echo "olm-install: no opm image (hack/images/build.sh build olm)" >&2; exit 1; }
@@ -18,8 +18,7 @@ opm=$("$repo/hack/images/build.sh" refs olm | awk '$1 ~ /\/opm:/ {print $2}')
 # CRDs first (the chart's OLMConfig object needs its CRD), established before the rest.
 kubectl apply --server-side --force-conflicts -f "$chart/crds" >/dev/null
 kubectl wait --for=condition=Established --timeout=60s -f "$chart/crds" >/dev/null
-helm template olm "$chart" --namespace olm -f "$here/values.yaml" --set "catalog.opmImageArgs=--opmImage=$opm" |
-  kubectl apply --server-side --force-conflicts -f - >/dev/null
+sed "s|@OPM_IMAGE@|$opm|" "$here/olm.yaml" | kubectl apply --server-side --force-conflicts -f - >/dev/null
 kubectl -n olm rollout status deploy/olm-operator --timeout=180s
 kubectl -n olm rollout status deploy/catalog-operator --timeout=180s
 # olm-operator installs packageserver from its CSV, like any operator

@@ -118,13 +118,6 @@ func startKubeAPIServer(t *testing.T, c *v1.EtcdCluster, endpoints func() ([]str
 	return cs
 }
 
-// kubeWrite is an acknowledged write of a ConfigMap: the object as the API server returned it
-// (for a delete, the resourceVersion it was deleted at is not returned: rv is the precondition's).
-type kubeWrite struct {
-	name, data, rv string
-	deleted        bool
-}
-
 // kubeWorkload is a small controller: writers create, update and delete their own ConfigMaps with
 // resourceVersion preconditions, and a watch records every event from the start.
 type kubeWorkload struct {
@@ -134,10 +127,8 @@ type kubeWorkload struct {
 	writers sync.WaitGroup
 	watcher sync.WaitGroup
 	mu      sync.Mutex
-	acked   []kubeWrite
 	failed  int
-	events  []watch.Event
-	watchEr []error
+	kubeHistory
 	startRV string
 }
 
@@ -160,7 +151,9 @@ func startKubeWorkload(t *testing.T, cs *kubernetes.Clientset, writers int, seed
 }
 
 // watch follows ConfigMap events from the start, resuming after each interruption from the last
-// resourceVersion it saw, as a reflector does.
+// resourceVersion it saw, as a reflector does; when the API server says that resourceVersion is
+// too old (410: its watch cache moved on, e.g. after it re-listed etcd when a member died), it
+// lists again and watches from the list, as a reflector does too.
 func (k *kubeWorkload) watch() {
 	defer k.watcher.Done()
 	rv := k.startRV
@@ -181,25 +174,18 @@ func (k *kubeWorkload) watch() {
 		w, err := k.cs.CoreV1().ConfigMaps(kubeNS).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: false})
 		if err != nil {
 			cancel()
-			if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
-				k.mu.Lock()
-				k.watchEr = append(k.watchEr, fmt.Errorf("resume at %s: %w", rv, err))
-				k.mu.Unlock()
-				return
+			if expired(err) {
+				rv = k.relist(rv)
+				continue
 			}
 			time.Sleep(500 * time.Millisecond)
 			continue
 		}
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Error {
-				err := apierrors.FromObject(ev.Object)
-				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
-					k.mu.Lock()
-					k.watchEr = append(k.watchEr, fmt.Errorf("watch from %s: %w", rv, err))
-					k.mu.Unlock()
+				if err := apierrors.FromObject(ev.Object); expired(err) {
 					w.Stop()
-					cancel()
-					return
+					rv = k.relist(rv)
 				}
 				break
 			}
@@ -213,6 +199,25 @@ func (k *kubeWorkload) watch() {
 		w.Stop()
 		cancel()
 	}
+}
+
+func expired(err error) bool { return apierrors.IsGone(err) || apierrors.IsResourceExpired(err) }
+
+// relist lists the ConfigMaps after the watch from rv expired, records the list, and returns the
+// resourceVersion to watch from; on failure it returns rv (the watch then fails and relists again).
+func (k *kubeWorkload) relist(rv string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := k.cs.CoreV1().ConfigMaps(kubeNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		time.Sleep(500 * time.Millisecond)
+		return rv
+	}
+	at, _ := strconv.ParseInt(list.ResourceVersion, 10, 64)
+	k.mu.Lock()
+	k.relists = append(k.relists, relist{at: len(k.events), rv: at, items: list.Items})
+	k.mu.Unlock()
+	return list.ResourceVersion
 }
 
 func (k *kubeWorkload) writer(id int, rng *rand.Rand) {
@@ -312,75 +317,10 @@ func (k *kubeWorkload) finish(t *testing.T) {
 		t.Errorf("kube-apiserver: final list: %v", err)
 		return
 	}
-	errs := k.check(list)
-	t.Logf("kube-apiserver: %d acknowledged writes (%d failed), %d watch events, %d objects at the end, %d problems",
-		len(k.acked), k.failed, len(k.events), len(list.Items), len(errs))
+	errs := k.check(list.Items)
+	t.Logf("kube-apiserver: %d acknowledged writes (%d failed), %d watch events, %d re-lists after a 410, %d objects at the end, %d problems",
+		len(k.acked), k.failed, len(k.events), len(k.relists), len(list.Items), len(errs))
 	for _, err := range errs {
 		t.Errorf("kube-apiserver: %v", err)
 	}
-}
-
-func (k *kubeWorkload) check(list *corev1.ConfigMapList) []error {
-	errs := append([]error(nil), k.watchEr...)
-	seen := map[string]watch.Event{}
-	state := map[string]*corev1.ConfigMap{}
-	var last int64
-	for _, ev := range k.events {
-		cm := ev.Object.(*corev1.ConfigMap)
-		rv, err := strconv.ParseInt(cm.ResourceVersion, 10, 64)
-		if err != nil || rv <= last {
-			errs = append(errs, fmt.Errorf("watch out of order: %s %s at %s after %d", ev.Type, cm.Name, cm.ResourceVersion, last))
-		}
-		last = rv
-		seen[cm.Name+"@"+cm.ResourceVersion] = ev
-		if ev.Type == watch.Deleted {
-			delete(state, cm.Name)
-		} else {
-			state[cm.Name] = cm
-		}
-	}
-	for _, w := range k.acked {
-		if w.deleted {
-			if !deletedAfter(k.events, w.name, w.rv) {
-				errs = append(errs, fmt.Errorf("acknowledged delete of %s (at %s) not in the watch", w.name, w.rv))
-			}
-			continue
-		}
-		ev, ok := seen[w.name+"@"+w.rv]
-		if !ok || ev.Object.(*corev1.ConfigMap).Data["v"] != w.data {
-			errs = append(errs, fmt.Errorf("acknowledged write %s=%q at %s not in the watch", w.name, w.data, w.rv))
-		}
-	}
-	final := map[string]string{}
-	for _, cm := range list.Items {
-		final[cm.Name] = cm.ResourceVersion
-		if s, ok := state[cm.Name]; !ok {
-			errs = append(errs, fmt.Errorf("%s at %s in the final list, not in the watch's replay", cm.Name, cm.ResourceVersion))
-		} else if s.ResourceVersion != cm.ResourceVersion {
-			errs = append(errs, fmt.Errorf("%s at %s in the final list, at %s in the watch's replay", cm.Name, cm.ResourceVersion, s.ResourceVersion))
-		}
-	}
-	for name, s := range state {
-		if _, ok := final[name]; !ok {
-			errs = append(errs, fmt.Errorf("%s (at %s in the watch) lost from the final list", name, s.ResourceVersion))
-		}
-	}
-	return errs
-}
-
-func rvOf(ev watch.Event) int64 {
-	v, _ := strconv.ParseInt(ev.Object.(*corev1.ConfigMap).ResourceVersion, 10, 64)
-	return v
-}
-
-// deletedAfter says whether events hold a deletion of name later than resourceVersion rv.
-func deletedAfter(events []watch.Event, name, rv string) bool {
-	after, _ := strconv.ParseInt(rv, 10, 64)
-	for _, ev := range events {
-		cm := ev.Object.(*corev1.ConfigMap)
-		if v, _ := strconv.ParseInt(cm.ResourceVersion, 10, 64); ev.Type == watch.Deleted && cm.Name == name && v > after {
-			return true
-		}
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -167,7 +168,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if idx := memberIndex(c.Name, name); idx >= c.Status.NextMemberIndex {
 			c.Status.NextMemberIndex = idx + 1
 		}
-		c.Status.PendingOperation = &v1.PendingOperation{Type: "AddMember", Member: name}
+		c.Status.PendingOperation = &v1.PendingOperation{Type: "AddMember", Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
 		if err := p.writeStatus(ctx); err != nil {
 			return err
 		}
@@ -205,7 +206,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 
 	case planner.RemoveMember:
 		name := a.Members[0]
-		c.Status.PendingOperation = &v1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID)}
+		c.Status.PendingOperation = &v1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
 		if err := p.writeStatus(ctx); err != nil {
 			return err
 		}
@@ -375,4 +376,15 @@ func memberIndex(cluster, member string) int32 {
 		return -1
 	}
 	return idx
+}
+
+// truncate keeps a message within the n bytes a status field allows, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -427,6 +427,14 @@ type PendingOperation struct {
 	// ID of the member when it is known (hex).
 	// +optional
 	ID string `json:"id,omitempty"`
+	// Reason and Message say why the call was made (e.g. MemberUnhealthy), so that a call retried
+	// after a failure or an operator restart is still reported with its cause.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // QuorumRecovery is a recovery from the loss of quorum, recorded before each irreversible step.

@@ -90,6 +90,9 @@ type Pending struct {
 	Type   string // AddMember | RemoveMember
 	Member string
 	ID     uint64
+	// Reason and Message are why the call was made; empty for calls recorded by earlier operators.
+	Reason  reason.Reason
+	Message string
 }
 
 // Input is everything the planner looks at.
@@ -260,10 +263,18 @@ func resumePending(in Input) Action {
 		if found {
 			return Action{Kind: FinishAdd, Members: []string{p.Member}, ID: m.ID, Reason: reason.MemberAdded, Message: fmt.Sprintf("learner %s is in the member list", p.Member)}
 		}
-		return Action{Kind: AddLearner, Members: []string{p.Member}, Reason: reason.AddingMember, Message: fmt.Sprintf("adding %s as a learner", p.Member)}
+		why, msg := reason.AddingMember, fmt.Sprintf("adding %s as a learner", p.Member)
+		if p.Reason != "" {
+			why, msg = p.Reason, p.Message+" (retrying the recorded addition)"
+		}
+		return Action{Kind: AddLearner, Members: []string{p.Member}, Reason: why, Message: msg}
 	default: // RemoveMember
 		if found {
-			return Action{Kind: RemoveMember, Members: []string{p.Member}, ID: m.ID, Reason: reason.RemovingMember, Message: fmt.Sprintf("removing member %s", p.Member)}
+			why, msg := reason.RemovingMember, fmt.Sprintf("removing member %s", p.Member)
+			if p.Reason != "" {
+				why, msg = p.Reason, p.Message+" (retrying the recorded removal)"
+			}
+			return Action{Kind: RemoveMember, Members: []string{p.Member}, ID: m.ID, Reason: why, Message: msg}
 		}
 		return Action{Kind: FinishRemove, Members: []string{p.Member}, Reason: reason.MemberRemoved, Message: fmt.Sprintf("member %s is out of the cluster; deleting its pod and volume", p.Member)}
 	}

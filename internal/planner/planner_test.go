@@ -223,6 +223,13 @@ func TestDecide(t *testing.T) {
 		{name: "crash before MemberRemove: the remove is made", in: with(healthyCluster(4), func(in *Input) {
 			in.Pending = &Pending{Type: "RemoveMember", Member: "c-3", ID: 4}
 		}), kind: RemoveMember, members: []string{"c-3"}, id: 4},
+		{name: "a removal retried after a failure keeps its cause", in: with(healthyCluster(4), func(in *Input) {
+			in.Pending = &Pending{Type: "RemoveMember", Member: "c-3", ID: 4, Reason: reason.MemberUnhealthy, Message: "c-3 has been failing since 12:00; replacing it"}
+		}), kind: RemoveMember, members: []string{"c-3"}, id: 4, reason: "MemberUnhealthy"},
+		{name: "an addition retried after a failure keeps its cause", in: with(healthyCluster(3), func(in *Input) {
+			in.Pending = &Pending{Type: "AddMember", Member: "c-3", Reason: reason.ScalingUp, Message: "scaling 3 -> 4: adding learner c-3"}
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+		}), kind: AddLearner, members: []string{"c-3"}, reason: "ScalingUp"},
 		{name: "pending operation with etcd silent waits", in: with(healthyCluster(3), func(in *Input) {
 			in.Pending = &Pending{Type: "RemoveMember", Member: "c-2", ID: 3}
 			in.Etcd = nil

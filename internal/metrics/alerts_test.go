@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -202,10 +203,10 @@ func checkNamesExported(t *testing.T, promqlNames string, exprs []namedExpr, exp
 }
 
 // etcdMetricNames scrapes a real etcd's /metrics after writes and reads, so histograms and gRPC
-// counters have series.
+// counters have series. Three members, so the peer metrics (traffic, round trips) exist too.
 func etcdMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
-	ms := etcdtest.StartCluster(t, 1)
+	ms := etcdtest.StartCluster(t, 3)
 	urls := etcdtest.ClientURLs(ms)
 	c, err := clientv3.New(clientv3.Config{Endpoints: urls})
 	if err != nil {
@@ -221,7 +222,28 @@ func etcdMetricNames(t *testing.T) map[string]bool {
 	if _, err := c.Get(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, urls[0]+"/metrics", nil)
+	// etcd's peer prober observes its first round trips a few seconds after start.
+	const lastToAppear = "etcd_network_peer_round_trip_time_seconds_bucket"
+	var out map[string]bool
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		out = scrapeNames(t, urls[0]+"/metrics")
+		if out[lastToAppear] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s from etcd's /metrics after 20 s", lastToAppear)
+		}
+	}
+	if len(out) < 50 {
+		t.Fatalf("only %d metric names from etcd's /metrics", len(out))
+	}
+	return out
+}
+
+// scrapeNames returns the metric names of the series at url.
+func scrapeNames(t *testing.T, url string) map[string]bool {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -237,8 +259,8 @@ func etcdMetricNames(t *testing.T) map[string]bool {
 		}
 		out[strings.FieldsFunc(line, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
 	}
-	if len(out) < 50 {
-		t.Fatalf("only %d metric names from etcd's /metrics", len(out))
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read %s: %v", url, err)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,8 +136,8 @@ func prometheusConfig(cfg PrometheusConfig, kubeconfig string) ([]byte, error) {
 	}}
 	for i, ep := range cfg.Members.Endpoints {
 		relabel := []any{}
-		for k, v := range cfg.Members.Selector {
-			name := sanitizeLabelName(k)
+		for _, k := range slices.Sorted(maps.Keys(cfg.Members.Selector)) {
+			v, name := cfg.Members.Selector[k], sanitizeLabelName(k)
 			relabel = append(relabel, map[string]any{
 				"action":        "keep",
 				"source_labels": []string{"__meta_kubernetes_service_label_" + name, "__meta_kubernetes_service_labelpresent_" + name},

@@ -125,17 +125,19 @@ func TestAlertsFireAndDashboardHasData(t *testing.T) {
 	image := pod.Spec.Containers[0].Image
 	setImage(t, pod, missingImage)
 	broken := time.Now()
-	pending := waitAlert(t, prom, "EtcdMembersDown", ns, c.Name, "pending", 2*time.Minute)
-	firing := waitAlert(t, prom, "EtcdMembersDown", ns, c.Name, "firing", time.Minute)
-	t.Logf("member %s down: EtcdMembersDown pending after %s, firing after %s", down, pending.Sub(broken).Round(time.Second), firing.Sub(broken).Round(time.Second))
+	active := waitAlert(t, prom, "EtcdMembersDown", ns, c.Name, 2*time.Minute, "pending", "firing")
+	firing := waitAlert(t, prom, "EtcdMembersDown", ns, c.Name, time.Minute, "firing")
+	t.Logf("member %s down: EtcdMembersDown active after %s, firing after %s (for: %s)", down, active.Sub(broken).Round(time.Second), firing.Sub(broken).Round(time.Second), alertFor)
+	checkFiring(t, prom, "EtcdMembersDown", ns, c.Name)
 	setImage(t, pod, image)
 	restored := time.Now()
-	resolved := waitAlert(t, prom, "EtcdMembersDown", ns, c.Name, "", 2*time.Minute)
+	resolved := waitAlert(t, prom, "EtcdMembersDown", ns, c.Name, 2*time.Minute, "")
 	t.Logf("member %s back: EtcdMembersDown resolved after %s", down, resolved.Sub(restored).Round(time.Second))
 	env.WaitConverged(t, c, 3, 2*time.Minute)
 
-	failing := waitAlert(t, prom, "EtcdBackupFailing", ns, c.Name, "firing", 3*time.Minute)
+	failing := waitAlert(t, prom, "EtcdBackupFailing", ns, c.Name, 3*time.Minute, "firing")
 	t.Logf("EtcdBackupFailing firing %s after the schedule was created", failing.Sub(scheduled).Round(time.Second))
+	checkFiring(t, prom, "EtcdBackupFailing", ns, c.Name)
 	reasons, err := prom.Query(ctx, fmt.Sprintf(`etcd_autopilot_backup_last_failure_timestamp_seconds{namespace=%q, cluster=%q}`, ns, c.Name))
 	if err != nil || len(reasons) != 1 || reasons[0].Metric["reason"] != "BucketNotFound" {
 		t.Fatalf("failed backups by reason: %+v, %v; want one, BucketNotFound", reasons, err)
@@ -194,12 +196,26 @@ func requireAlert(t *testing.T, prom *framework.Prometheus, name, ns, cluster, s
 	}
 }
 
-// waitAlert polls Prometheus until alert name is in state ("" = resolved) and returns when it saw it.
-func waitAlert(t *testing.T, prom *framework.Prometheus, name, ns, cluster, state string, timeout time.Duration) time.Time {
+// checkFiring fails unless alert name fires for the cluster with a severity and a description that
+// names the cluster, as the shipped rule says.
+func checkFiring(t *testing.T, prom *framework.Prometheus, name, ns, cluster string) {
 	t.Helper()
-	framework.WaitFor(t, fmt.Sprintf("%s %q", name, state), timeout, func() error {
+	a, err := prom.FindAlert(context.Background(), name, ns, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == nil || a.State != "firing" || a.Labels["severity"] == "" || !strings.Contains(a.Annotations["description"], ns+"/"+cluster) {
+		t.Fatalf("%s: %+v; want it firing with a severity and a description naming %s/%s", name, a, ns, cluster)
+	}
+}
+
+// waitAlert polls Prometheus until alert name is in one of states ("" = not active, i.e. resolved) for
+// the cluster and returns when it saw it.
+func waitAlert(t *testing.T, prom *framework.Prometheus, name, ns, cluster string, timeout time.Duration, states ...string) time.Time {
+	t.Helper()
+	framework.WaitFor(t, fmt.Sprintf("%s %q", name, states), timeout, func() error {
 		got, err := prom.AlertState(context.Background(), name, ns, cluster)
-		if err == nil && got != state {
+		if err == nil && !slices.Contains(states, got) {
 			err = fmt.Errorf("state %q", got)
 		}
 		return err

@@ -224,8 +224,9 @@ func sanitizeLabelName(k string) string {
 
 // Alert is one active alert (pending or firing) as /api/v1/alerts reports it.
 type Alert struct {
-	Labels map[string]string `json:"labels"`
-	State  string            `json:"state"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	State       string            `json:"state"`
 }
 
 // Alerts are the active alerts.
@@ -239,21 +240,31 @@ func (p *Prometheus) Alerts(ctx context.Context) ([]Alert, error) {
 	return data.Alerts, nil
 }
 
-// AlertState is the state of alert name for one cluster: "firing", "pending", or "" when not active.
-func (p *Prometheus) AlertState(ctx context.Context, name, namespace, cluster string) (string, error) {
+// FindAlert is alert name of one cluster, firing rather than pending when both are active, or nil
+// when it is not active.
+func (p *Prometheus) FindAlert(ctx context.Context, name, namespace, cluster string) (*Alert, error) {
 	alerts, err := p.Alerts(ctx)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	state := ""
-	for _, a := range alerts {
+	var found *Alert
+	for i, a := range alerts {
 		if a.Labels["alertname"] == name && a.Labels["namespace"] == namespace && a.Labels["cluster"] == cluster {
-			if state == "" || a.State == "firing" {
-				state = a.State
+			if found == nil || a.State == "firing" {
+				found = &alerts[i]
 			}
 		}
 	}
-	return state, nil
+	return found, nil
+}
+
+// AlertState is the state of alert name for one cluster: "firing", "pending", or "" when not active.
+func (p *Prometheus) AlertState(ctx context.Context, name, namespace, cluster string) (string, error) {
+	a, err := p.FindAlert(ctx, name, namespace, cluster)
+	if err != nil || a == nil {
+		return "", err
+	}
+	return a.State, nil
 }
 
 // Sample is one series of an instant query's result.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoringconfig"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -52,7 +53,7 @@ func TestAlertsFireAndDashboardHasData(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-alerts-")
-	operatorMetrics := framework.FreeLoopbackAddr(t)
+	operatorMetrics := loopback.FreeAddr(t)
 	env.StartOperatorServingMetrics(t, ns, operatorMetrics)
 	c := env.CreateCluster(t, ns, 3, "")
 	mio := env.DeployMinIO(t, ns, bucket)

@@ -138,7 +138,7 @@ func (e *Env) StartOperatorBinary(t *testing.T, bin, ns string, extraEnv ...stri
 }
 
 // StartOperatorServingMetrics runs the manager for namespace ns with its metrics served in plain HTTP
-// on addr (a loopback host:port, see FreeLoopbackAddr), for a Prometheus the test runs on the host.
+// on addr (a loopback host:port, see loopback.FreeAddr), for a Prometheus the test runs on the host.
 // The shipped ServiceMonitor scrapes the operator over HTTPS with a ServiceAccount token instead; what
 // is served is the same registry.
 func (e *Env) StartOperatorServingMetrics(t *testing.T, ns, addr string) *Operator {

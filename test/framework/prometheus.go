@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-autopilot/etcd-autopilot/internal/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoringconfig"
 )
 
@@ -51,17 +51,6 @@ type Prometheus struct {
 	logs lockedWriter
 }
 
-// FreeLoopbackAddr is a 127.0.0.1 address with a port nobody listens on right now.
-func FreeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
 // StartPrometheus writes cfg as a Prometheus configuration and runs Prometheus on it until the test ends.
 func (e *Env) StartPrometheus(t *testing.T, cfg PrometheusConfig) *Prometheus {
 	t.Helper()
@@ -82,7 +71,7 @@ func (e *Env) StartPrometheus(t *testing.T, cfg PrometheusConfig) *Prometheus {
 			t.Fatal(err)
 		}
 	}
-	addr := FreeLoopbackAddr(t)
+	addr := loopback.FreeAddr(t)
 	p := &Prometheus{URL: "http://" + addr, done: make(chan struct{}), logs: lockedWriter{&sync.Mutex{}, &bytes.Buffer{}}}
 	p.cmd = exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--storage.tsdb.retention.time=1h")

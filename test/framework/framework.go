@@ -219,12 +219,18 @@ func (o *Operator) Stop() {
 		return
 	default:
 	}
-	_ = o.cmd.Process.Signal(os.Interrupt)
+	interruptThenKill(o.cmd.Process, o.done)
+}
+
+// interruptThenKill asks a process to end (SIGINT) and kills it when it has not ended 10 s later;
+// done is closed when the process has ended.
+func interruptThenKill(p *os.Process, done <-chan struct{}) {
+	_ = p.Signal(os.Interrupt)
 	select {
-	case <-o.done:
+	case <-done:
 	case <-time.After(10 * time.Second):
-		_ = o.cmd.Process.Kill()
-		<-o.done
+		_ = p.Kill()
+		<-done
 	}
 }
 

@@ -81,13 +81,7 @@ func (e *Env) StartPrometheus(t *testing.T, cfg PrometheusConfig) *Prometheus {
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		interruptThenKill(p.cmd.Process, p.done)
 		if t.Failed() {
 			t.Logf("Prometheus log (last 8k):\n%s", p.Logs())
 		}

@@ -54,7 +54,8 @@ envtest-assets:
 .PHONY: minio
 minio:
 	$(TOOLS) minio
-# promtool and promql-names: the alert tests (internal/metrics/alerts_test.go)
+# promtool and promql-names: the alert and dashboard tests (internal/metrics/alerts_test.go); prometheus:
+# the server of the alerts e2e test (test/e2e/alerts_test.go)
 .PHONY: promtool
 promtool:
 	$(TOOLS) promtool
@@ -104,7 +105,7 @@ fuzz: envtest-assets ## Fuzz EtcdCluster/EtcdBackup/EtcdBackupSchedule specs aga
 # the 2-vCPU CI machine responsive enough for the tests' timing bounds.
 E2E_PARALLEL ?= 4
 .PHONY: test-e2e
-test-e2e: cluster-up cluster-load ## End-to-end tests on the local cluster (brought up if needed).
+test-e2e: cluster-up cluster-load promtool ## End-to-end tests on the local cluster (brought up if needed).
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel $(E2E_PARALLEL) -v $(E2E_ARGS)
 
 # The chaos suite (test/chaos): a checked workload under member, operator, volume, network and kubelet

@@ -122,10 +122,14 @@ build_minio() {
 
 # promtool runs the alert unit tests (`promtool test rules`); promql-names (this module's own command)
 # lists the metrics an expression selects, with Prometheus' parser, for the test that every metric an
-# alert names is exported. remove_all_sd leaves out the service-discovery plugins (rule tests need
-# none, and nomad's pinned pseudo-version is not served here).
+# alert or dashboard panel names is exported; prometheus is the server the alerts e2e test runs
+# (test/e2e/alerts_test.go). remove_all_sd leaves out the service-discovery plugins (rule tests need
+# none, and nomad's pinned pseudo-version is not served here); the server gets back only Kubernetes
+# discovery (plugins/plugin_kubernetes.go's tag), which scrapes members as a ServiceMonitor does.
 build_promtool() {
-  gobuild -tags remove_all_sd -ldflags "-s -w -X github.com/prometheus/common/version.Version=3.16.0" -o "$1/promtool" github.com/prometheus/prometheus/cmd/promtool
+  local ld="-s -w -X github.com/prometheus/common/version.Version=3.16.0"
+  gobuild -tags remove_all_sd -ldflags "$ld" -o "$1/promtool" github.com/prometheus/prometheus/cmd/promtool
+  gobuild -tags remove_all_sd,enable_kubernetes_sd -ldflags "$ld" -o "$1/prometheus" github.com/prometheus/prometheus/cmd/prometheus
   gobuild -ldflags "-s -w" -o "$1/promql-names" ./promql-names
 }
 
@@ -143,7 +147,7 @@ for t in "$@"; do
     helm) ensure helm helm ;;
     scorecard-test) ensure scorecard-test scorecard-test ;;
     coredns|local-path-provisioner|crictl|pause|minio) ensure "$t" "$t" ;;
-    promtool) ensure promtool promtool promql-names ;;
+    promtool) ensure promtool promtool promql-names prometheus ;;
     netpol) ensure netpol netpol-enforcer ;;
     *) usage ;;
   esac

@@ -3,7 +3,6 @@ package etcdtest
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/etcd-autopilot/etcd-autopilot/internal/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 )
 
@@ -59,12 +59,7 @@ func (m *Member) Restart(t testing.TB, configure func(*embed.Config)) {
 // freeURL returns an http URL on a free loopback port.
 func freeURL(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return "http://" + l.Addr().String()
+	return "http://" + loopback.FreeAddr(t)
 }
 
 // NewMemberURLs picks free peer and client URLs for a member that will be started later.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,17 +13,20 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"sigs.k8s.io/yaml"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoringconfig"
 )
 
 const (
 	rulesFile = "../../config/prometheus/etcd_rules.yaml"
 	rulesTest = "../../config/prometheus/tests/etcd_rules_test.yaml"
+	// dashboardFile is the Grafana dashboard shipped as a ConfigMap by config/grafana.
+	dashboardFile = "../../config/grafana/etcd-autopilot.json"
 )
 
 type ruleGroups struct {
@@ -53,21 +57,15 @@ func tool(t *testing.T, name string) string {
 // groups reads the PrometheusRule's spec.groups: the plain rule file promtool and Prometheus load.
 func groups(t *testing.T) (ruleGroups, []byte) {
 	t.Helper()
-	raw, err := os.ReadFile(rulesFile)
+	spec, err := monitoringconfig.RuleGroups(rulesFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pr struct {
-		Spec json.RawMessage `json:"spec"`
-	}
-	if err := yaml.Unmarshal(raw, &pr); err != nil {
-		t.Fatalf("%s: %v", rulesFile, err)
-	}
 	var g ruleGroups
-	if err := json.Unmarshal(pr.Spec, &g); err != nil {
+	if err := json.Unmarshal(spec, &g); err != nil {
 		t.Fatal(err)
 	}
-	return g, pr.Spec
+	return g, spec
 }
 
 // TestAlertRules runs the promtool unit tests of every alert, and checks what each alert must carry.
@@ -111,10 +109,11 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
-// TestAlertsNameOnlyExportedMetrics fails when an alert selects a metric nobody exports: the operator's
-// own (this package), etcd's (scraped from a real embedded etcd after it served some requests), or
-// Prometheus' own up. Expressions are parsed by Prometheus' parser (bin/promql-names).
-func TestAlertsNameOnlyExportedMetrics(t *testing.T) {
+// TestAlertsAndDashboardNameOnlyExportedMetrics fails when an alert or a dashboard panel selects a
+// metric nobody exports: the operator's own (this package), etcd's (scraped from a real embedded etcd
+// after it served some requests), or Prometheus' own up. Expressions are parsed by Prometheus' parser
+// (bin/promql-names); a panel's Grafana variables are replaced by sample values first.
+func TestAlertsAndDashboardNameOnlyExportedMetrics(t *testing.T) {
 	names := tool(t, "promql-names")
 	exported := map[string]bool{"up": true}
 	for _, c := range All {
@@ -132,15 +131,47 @@ func TestAlertsNameOnlyExportedMetrics(t *testing.T) {
 		exported[n] = true
 	}
 
-	g, _ := groups(t)
-	var in bytes.Buffer
-	for _, gr := range g.Groups {
-		for _, r := range gr.Rules {
-			line, _ := json.Marshal(map[string]string{"name": r.Alert, "expr": r.Expr})
-			in.Write(append(line, '\n'))
+	t.Run("alerts", func(t *testing.T) {
+		g, _ := groups(t)
+		var exprs []namedExpr
+		for _, gr := range g.Groups {
+			for _, r := range gr.Rules {
+				exprs = append(exprs, namedExpr{r.Alert, r.Expr})
+			}
 		}
+		checkNamesExported(t, names, exprs, exported)
+	})
+	t.Run("dashboard", func(t *testing.T) {
+		queries, err := monitoringconfig.DashboardQueries(dashboardFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars := map[string]string{"namespace": "ns", "cluster": "c", "__rate_interval": "1m"}
+		var exprs []namedExpr
+		for _, q := range queries {
+			expr, err := monitoringconfig.ExpandVariables(q.Expr, vars)
+			if err != nil {
+				t.Errorf("panel %q: %v", q.Panel, err)
+				continue
+			}
+			exprs = append(exprs, namedExpr{fmt.Sprintf("panel %q query %s", q.Panel, q.RefID), expr})
+		}
+		checkNamesExported(t, names, exprs, exported)
+	})
+}
+
+type namedExpr struct{ name, expr string }
+
+// checkNamesExported parses every expression with bin/promql-names and fails on a parse error or a
+// selected metric that exported does not hold.
+func checkNamesExported(t *testing.T, promqlNames string, exprs []namedExpr, exported map[string]bool) {
+	t.Helper()
+	var in bytes.Buffer
+	for _, e := range exprs {
+		line, _ := json.Marshal(map[string]string{"name": e.name, "expr": e.expr})
+		in.Write(append(line, '\n'))
 	}
-	cmd := exec.Command(names)
+	cmd := exec.Command(promqlNames)
 	cmd.Stdin = &in
 	out, err := cmd.Output()
 	if err != nil {
@@ -172,10 +203,10 @@ func TestAlertsNameOnlyExportedMetrics(t *testing.T) {
 }
 
 // etcdMetricNames scrapes a real etcd's /metrics after writes and reads, so histograms and gRPC
-// counters have series.
+// counters have series. Three members, so the peer metrics (traffic, round trips) exist too.
 func etcdMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
-	ms := etcdtest.StartCluster(t, 1)
+	ms := etcdtest.StartCluster(t, 3)
 	urls := etcdtest.ClientURLs(ms)
 	c, err := clientv3.New(clientv3.Config{Endpoints: urls})
 	if err != nil {
@@ -191,7 +222,28 @@ func etcdMetricNames(t *testing.T) map[string]bool {
 	if _, err := c.Get(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, urls[0]+"/metrics", nil)
+	// etcd's peer prober observes its first round trips a few seconds after start.
+	const lastToAppear = "etcd_network_peer_round_trip_time_seconds_bucket"
+	var out map[string]bool
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		out = scrapeNames(t, urls[0]+"/metrics")
+		if out[lastToAppear] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s from etcd's /metrics after 20 s", lastToAppear)
+		}
+	}
+	if len(out) < 50 {
+		t.Fatalf("only %d metric names from etcd's /metrics", len(out))
+	}
+	return out
+}
+
+// scrapeNames returns the metric names of the series at url.
+func scrapeNames(t *testing.T, url string) map[string]bool {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -207,8 +259,8 @@ func etcdMetricNames(t *testing.T) map[string]bool {
 		}
 		out[strings.FieldsFunc(line, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
 	}
-	if len(out) < 50 {
-		t.Fatalf("only %d metric names from etcd's /metrics", len(out))
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read %s: %v", url, err)
 	}
 	return out
 }

@@ -5,7 +5,6 @@ package miniotest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/loopback"
 )
 
 // Server is one MinIO process with a fresh data directory.
@@ -40,24 +41,14 @@ func Binary(t testing.TB) string {
 	return p
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
 // Start runs MinIO until the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{AccessKey: "etcd-autopilot", SecretKey: "etcd-autopilot-secret"}
-	addr := freeAddr(t)
+	addr := loopback.FreeAddr(t)
 	s.URL = "http://" + addr
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, Binary(t), "server", "--quiet", "--address", addr, "--console-address", freeAddr(t), t.TempDir())
+	cmd := exec.CommandContext(ctx, Binary(t), "server", "--quiet", "--address", addr, "--console-address", loopback.FreeAddr(t), t.TempDir())
 	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+s.AccessKey, "MINIO_ROOT_PASSWORD="+s.SecretKey,
 		"MINIO_BROWSER=off", "MINIO_UPDATE=off", "HOME="+t.TempDir())
 	logs, err := os.CreateTemp(t.TempDir(), "minio-*.log")

@@ -137,6 +137,15 @@ func (e *Env) StartOperatorBinary(t *testing.T, bin, ns string, extraEnv ...stri
 	return e.startOperator(t, bin, ns, nil, extraEnv)
 }
 
+// StartOperatorServingMetrics runs the manager for namespace ns with its metrics served in plain HTTP
+// on addr (a loopback host:port, see loopback.FreeAddr), for a Prometheus the test runs on the host.
+// The shipped ServiceMonitor scrapes the operator over HTTPS with a ServiceAccount token instead; what
+// is served is the same registry.
+func (e *Env) StartOperatorServingMetrics(t *testing.T, ns, addr string) *Operator {
+	t.Helper()
+	return e.startOperator(t, e.ManagerBin, ns, nil, nil, "--metrics-bind-address="+addr, "--metrics-secure=false")
+}
+
 // StartOperatorInGroup runs the manager for namespace ns as root with primary group gid, so that
 // host firewall rules can match its traffic alone (CutOffOperator) and not the kubelet's or the test's.
 func (e *Env) StartOperatorInGroup(t *testing.T, ns string, gid uint32) *Operator {
@@ -144,10 +153,12 @@ func (e *Env) StartOperatorInGroup(t *testing.T, ns string, gid uint32) *Operato
 	return e.startOperator(t, e.ManagerBin, ns, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: gid}}, nil)
 }
 
-func (e *Env) startOperator(t *testing.T, bin, ns string, attr *syscall.SysProcAttr, extraEnv []string) *Operator {
+// startOperator runs bin for ns with metrics and probes off; args come after those defaults and
+// override them (the flag package keeps a flag's last value).
+func (e *Env) startOperator(t *testing.T, bin, ns string, attr *syscall.SysProcAttr, extraEnv []string, args ...string) *Operator {
 	t.Helper()
 	o := &Operator{done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
-	o.cmd = exec.Command(bin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")
+	o.cmd = exec.Command(bin, append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false"}, args...)...)
 	o.cmd.SysProcAttr = attr
 	o.cmd.Env = append(append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "WATCH_NAMESPACE="+ns), extraEnv...)
 	if img := os.Getenv("IMG"); img != "" {
@@ -208,12 +219,18 @@ func (o *Operator) Stop() {
 		return
 	default:
 	}
-	_ = o.cmd.Process.Signal(os.Interrupt)
+	interruptThenKill(o.cmd.Process, o.done)
+}
+
+// interruptThenKill asks a process to end (SIGINT) and kills it when it has not ended 10 s later;
+// done is closed when the process has ended.
+func interruptThenKill(p *os.Process, done <-chan struct{}) {
+	_ = p.Signal(os.Interrupt)
 	select {
-	case <-o.done:
+	case <-done:
 	case <-time.After(10 * time.Second):
-		_ = o.cmd.Process.Kill()
-		<-o.done
+		_ = p.Kill()
+		<-done
 	}
 }
 

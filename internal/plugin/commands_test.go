@@ -385,13 +385,13 @@ func TestRestoreCreatesANewClusterAndLeavesTheOldOne(t *testing.T) {
 	createBackup(t, ns, backupOf("example-20261123-020000", 12*time.Hour, v1.BackupSucceeded))
 	createBackup(t, ns, backupOf("example-20261123-130000", time.Hour, v1.BackupRunning))
 
-	if _, err := kubectlEtcd(t, ns, "restore", "example", "--from-backup", "example-20261123-020000"); err == nil || !strings.Contains(err.Error(), "--as") {
-		t.Errorf("restore over the existing cluster: %v, want a refusal asking for --as", err)
+	if _, err := kubectlEtcd(t, ns, "restore", "example", "--from-backup", "example-20261123-020000"); err == nil || !strings.Contains(err.Error(), "--new-name") {
+		t.Errorf("restore over the existing cluster: %v, want a refusal asking for --new-name", err)
 	}
-	if _, err := kubectlEtcd(t, ns, "restore", "example", "--from-backup", "example-20261123-130000", "--as", "x"); err == nil || !strings.Contains(err.Error(), "Running") {
+	if _, err := kubectlEtcd(t, ns, "restore", "example", "--from-backup", "example-20261123-130000", "--new-name", "x"); err == nil || !strings.Contains(err.Error(), "Running") {
 		t.Errorf("restore of an unfinished backup: %v, want a refusal", err)
 	}
-	out, err := kubectlEtcd(t, ns, "restore", "example", "--from-backup", "example-20261123-020000", "--as", "example-restored", "--dry-run")
+	out, err := kubectlEtcd(t, ns, "restore", "example", "--from-backup", "example-20261123-020000", "--new-name", "example-restored", "--dry-run")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestRestoreCreatesANewClusterAndLeavesTheOldOne(t *testing.T) {
 		t.Errorf("--dry-run created the cluster (get: %v)", err)
 	}
 
-	if _, err := kubectlEtcd(t, ns, "restore", "example", "--from-backup", "example-20261123-020000", "--as", "example-restored"); err != nil {
+	if _, err := kubectlEtcd(t, ns, "restore", "example", "--from-backup", "example-20261123-020000", "--new-name", "example-restored"); err != nil {
 		t.Fatal(err)
 	}
 	got := getCluster(t, ns, "example-restored")

@@ -14,10 +14,10 @@ import (
 )
 
 func newRestoreCommand(r *runner) *cobra.Command {
-	var backupName, as string
+	var backupName, newNameFlag string
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "restore NAME --from-backup BACKUP [--as NEW]",
+		Use:   "restore NAME --from-backup BACKUP [--new-name NEW]",
 		Short: "Create a new EtcdCluster from a backup",
 		Long: `Create a new EtcdCluster from EtcdBackup BACKUP, with the spec of EtcdCluster NAME and
 spec.bootstrap.restore.backupName set to BACKUP: its initial members restore the snapshot (checked
@@ -25,20 +25,18 @@ against the backup's size and SHA-256) before they start. The condition Restored
 data is back.
 
 A cluster's bootstrap is immutable, so the existing cluster is never changed: give the new cluster a
-name with --as, or delete NAME first (its volumes go with it unless storage.retentionPolicy is Retain)
+name with --new-name, or delete NAME first (its volumes go with it unless storage.retentionPolicy is Retain)
 and restore under the same name. When NAME no longer exists, the new cluster gets the API's defaults
 and the etcd version of the backup. Applications keep pointing at NAME-client: switch them to
 NEW-client when you are satisfied.
 
---dry-run prints the EtcdCluster instead of creating it, to edit and kubectl apply.
-
-On this command --as names the new cluster (kubectl's --as impersonation is not available here).`,
-		Example: `  kubectl etcd restore example --from-backup example-20261123-020000 --as example-restored
-  kubectl etcd restore example --from-backup example-20261123-020000 --as example-restored --dry-run > restored.yaml`,
+--dry-run prints the EtcdCluster instead of creating it, to edit and kubectl apply.`,
+		Example: `  kubectl etcd restore example --from-backup example-20261123-020000 --new-name example-restored
+  kubectl etcd restore example --from-backup example-20261123-020000 --new-name example-restored --dry-run > restored.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: r.run(func(ctx context.Context, s *session, args []string) error {
 			name := args[0]
-			newName := as
+			newName := newNameFlag
 			if newName == "" {
 				newName = name
 			}
@@ -53,7 +51,7 @@ On this command --as names the new cluster (kubectl's --as impersonation is not 
 			if c, err := s.cluster(ctx, name); err == nil {
 				src = c
 				if newName == name {
-					return fmt.Errorf("etcdcluster/%s exists and its bootstrap cannot change: give the new cluster a name with --as", name)
+					return fmt.Errorf("etcdcluster/%s exists and its bootstrap cannot change: give the new cluster a name with --new-name", name)
 				}
 			} else if !apierrors.IsNotFound(err) {
 				return err
@@ -80,7 +78,7 @@ On this command --as names the new cluster (kubectl's --as impersonation is not 
 		}),
 	}
 	cmd.Flags().StringVar(&backupName, "from-backup", "", "the EtcdBackup to restore (required)")
-	cmd.Flags().StringVar(&as, "as", "", "name of the new EtcdCluster (default NAME, which must not exist)")
+	cmd.Flags().StringVar(&newNameFlag, "new-name", "", "name of the new EtcdCluster (default NAME, which must not exist)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the new EtcdCluster as YAML instead of creating it")
 	_ = cmd.MarkFlagRequired("from-backup")
 	return cmd

@@ -57,7 +57,7 @@ at a time, and reports it in the cluster's conditions and events (kubectl descri
 The namespace, context and kubeconfig come from the usual kubectl flags.`,
 		Example: `  kubectl etcd status example
   kubectl etcd backup example --wait
-  kubectl etcd restore example --from-backup example-20261123 --as example-restored
+  kubectl etcd restore example --from-backup example-20261123 --new-name example-restored
   kubectl etcd pause example -n prod`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl etcd"},
 		SilenceUsage:  true,

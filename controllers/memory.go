@@ -39,6 +39,10 @@ type clusterMemory struct {
 	// (planner.Space).
 	compacted    int64
 	defragmented map[string]bool
+	// disk is the last reading of the members' disk histograms, the baseline of the next slowness
+	// window; slow, the verdict of the last window (observeSlowness).
+	disk *diskReadings
+	slow map[uint64]string
 	// failures counts consecutive failed attempts of action, which is not tried again before nextTry.
 	failures int
 	action   string

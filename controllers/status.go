@@ -161,6 +161,8 @@ func (p *pass) recordObservation(action planner.Action) {
 		setCondition(c, v1.ConditionDegraded, true, "EtcdUnreachable", action.Message)
 	case degraded:
 		setCondition(c, v1.ConditionDegraded, true, "MembersUnhealthy", fmt.Sprintf("%d of %d desired members healthy; %s", healthyVoters, c.Spec.Replicas, action.Message))
+	case slowMessage(c, o) != "":
+		setCondition(c, v1.ConditionDegraded, true, "MemberSlow", slowMessage(c, o))
 	default:
 		setCondition(c, v1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
 	}

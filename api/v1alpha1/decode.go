@@ -275,6 +275,26 @@ func (m MaintenanceSpec) ReplaceFailedMemberAfterDuration() (time.Duration, erro
 	return d, nil
 }
 
+// DefaultSlowMemberReplaceAfter is spec.maintenance.slowMemberReplacement.after when unset; the CRD
+// defaults it to the same.
+const DefaultSlowMemberReplaceAfter = 30 * time.Minute
+
+// AfterDuration is spec.maintenance.slowMemberReplacement.after parsed; "" is the default. With an
+// error it returns the default too, so a caller that reports the error elsewhere may go on.
+func (s SlowMemberReplacementSpec) AfterDuration() (time.Duration, error) {
+	if s.After == "" {
+		return DefaultSlowMemberReplaceAfter, nil
+	}
+	d, err := time.ParseDuration(s.After)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	if err != nil {
+		return DefaultSlowMemberReplaceAfter, fmt.Errorf("slowMemberReplacement.after %q: %w", s.After, err)
+	}
+	return d, nil
+}
+
 // MaxAgeDuration is spec.maxAge parsed; 0 (from "") means no age limit.
 func (s EtcdBackupScheduleSpec) MaxAgeDuration() (time.Duration, error) {
 	if s.MaxAge == "" {

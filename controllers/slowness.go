@@ -1,0 +1,156 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+)
+
+// Slowness is judged over windows between two readings of every member's disk histograms.
+const (
+	// slowWindow is the shortest window: long enough for a loaded member to make planner.SlowMinSamples
+	// fsyncs, and at most the idle requeue so an idle-looking cluster is still measured every pass.
+	slowWindow = 25 * time.Second
+	// maxSlowWindow: readings further apart than this (the operator was away, or lost sight of etcd)
+	// describe nothing current; they only become the next baseline.
+	maxSlowWindow = maxObservationGap
+)
+
+// diskReadings is one reading of every member's disk histograms, kept in the cluster's memory as the
+// baseline of the next window. Losing it (an operator restart) costs one window without evidence.
+type diskReadings struct {
+	at      time.Time
+	members map[uint64]etcdclient.DiskLatency
+}
+
+// observeSlowness reads the disk histograms of every member that answered, at most once per
+// slowWindow, and judges the window since the previous reading (planner.SlowMembers). Between windows
+// the last verdict stands. A member that did not answer, could not be read, restarted or is reported
+// failing gets no verdict: slowness rests on measurements, and a member that is down is the failed-member
+// path's business.
+func (p *pass) observeSlowness(ctx context.Context, o *observation) {
+	cm := p.mem
+	if o.etcd == nil {
+		cm.slow, cm.disk = nil, nil
+		return
+	}
+	if cm.disk != nil && p.now.Sub(cm.disk.at) < slowWindow {
+		o.slow = cm.slow
+		return
+	}
+	now := diskReadings{at: p.now, members: map[uint64]etcdclient.DiskLatency{}}
+	for id := range o.status {
+		pod := o.pods[o.names[id]]
+		if pod == nil || pod.Status.PodIP == "" || o.failing[id] != "" {
+			continue
+		}
+		d, err := etcdclient.ReadDiskLatency(ctx, naming.MetricsURL(pod.Status.PodIP))
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("cannot read a member's disk latency", "member", o.names[id], "error", err.Error())
+			continue
+		}
+		now.members[id] = d
+	}
+	prev := cm.disk
+	cm.disk = &now
+	cm.slow = nil
+	if prev == nil || p.now.Sub(prev.at) > maxSlowWindow {
+		return
+	}
+	var windows []planner.DiskWindow
+	for id, cur := range now.members {
+		before, ok := prev.members[id]
+		if !ok {
+			continue
+		}
+		wal, err1 := cur.WALFsync.Since(before.WALFsync)
+		commit, err2 := cur.BackendCommit.Since(before.BackendCommit)
+		if err1 != nil || err2 != nil {
+			continue // restarted since the last reading
+		}
+		windows = append(windows, planner.DiskWindow{
+			Member:      o.names[id],
+			WALFsyncP99: seconds(wal.Quantile(0.99)), BackendCommitP99: seconds(commit.Quantile(0.99)),
+			WALFsyncs: wal.Count, Commits: commit.Count,
+		})
+	}
+	verdicts := planner.SlowMembers(windows)
+	cm.slow = map[uint64]string{}
+	for name, why := range verdicts {
+		cm.slow[o.ids[name]] = fmt.Sprintf("%s over the last %s", why, p.now.Sub(prev.at).Round(time.Second))
+	}
+	o.slow = cm.slow
+}
+
+// seconds converts a histogram figure; NaN (an empty window) is 0, which the verdict ignores for want
+// of samples anyway.
+func seconds(s float64) time.Duration {
+	if math.IsNaN(s) {
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// trackSlowness keeps, per member, since when it has been slow (status.members[].slowSince), before
+// the decision that may replace it, and announces a member found slow with a Warning event. Like
+// unhealthySince, the clock restarts when the operator loses its measurements (observeSlowness).
+func (p *pass) trackSlowness() {
+	c, o := p.c, p.obs
+	for i := range c.Status.Members {
+		ms := &c.Status.Members[i]
+		id, inEtcd := o.ids[ms.Name]
+		why := ""
+		if inEtcd {
+			why = o.slow[id]
+		}
+		switch {
+		case why == "":
+			ms.SlowSince = nil
+		case ms.SlowSince == nil:
+			t := metav1.NewTime(p.now)
+			ms.SlowSince = &t
+			p.r.Recorder.Eventf(c, corev1.EventTypeWarning, "MemberSlow", "%s is slow: %s; %s", ms.Name, why, slowPolicyText(c, p.now))
+		}
+	}
+}
+
+// slowPolicyText says what the operator will do about a member slow since now.
+func slowPolicyText(c *v1.EtcdCluster, since time.Time) string {
+	after, _ := c.Spec.Maintenance.SlowMemberReplacement.AfterDuration()
+	if slowPolicy(c).Replace {
+		return fmt.Sprintf("it is replaced if it stays slow until %s (spec.maintenance.slowMemberReplacement.after %s)", since.Add(after).UTC().Format(time.RFC3339), after)
+	}
+	return "spec.maintenance.slowMemberReplacement.policy is Report: look at its node's disk; to replace it, cordon the node and delete its PVC and pod"
+}
+
+// slowPolicy is spec.maintenance.slowMemberReplacement for the planner.
+func slowPolicy(c *v1.EtcdCluster) planner.SlowPolicy {
+	r := c.Spec.Maintenance.SlowMemberReplacement
+	after, _ := r.AfterDuration() // an unreadable value never gets here (refuseInvalidSpec)
+	return planner.SlowPolicy{Replace: r.Policy != v1.SlowMemberReport, After: after}
+}
+
+// slowMessage is the Degraded message for slow members, with the measured figures; "" when none is slow.
+func slowMessage(c *v1.EtcdCluster, o *observation) string {
+	var parts []string
+	for _, ms := range c.Status.Members {
+		if ms.SlowSince == nil {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s slow since %s: %s; %s", ms.Name, ms.SlowSince.UTC().Format(time.RFC3339), o.slow[o.ids[ms.Name]], slowPolicyText(c, ms.SlowSince.Time)))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}

@@ -128,7 +128,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		}
 	}
 	p.observeFailures(ctx, o)
-	p.observeSlowness(ctx, o)
+	p.observeSlowness(ctx, o, etcdclient.ReadDiskLatency)
 	return o, nil
 }
 

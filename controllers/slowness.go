@@ -35,17 +35,14 @@ type diskReadings struct {
 	members map[uint64]etcdclient.DiskLatency
 }
 
-// observeSlowness reads the disk histograms of every member that answered, at most once per
+// observeSlowness (called once etcd answered) reads the disk histograms of every member that answered, at most once per
 // slowWindow, and judges the window since the previous reading (planner.SlowMembers). Between windows
 // the last verdict stands. A member that did not answer, could not be read, restarted or is reported
 // failing gets no verdict: slowness rests on measurements, and a member that is down is the failed-member
 // path's business.
-func (p *pass) observeSlowness(ctx context.Context, o *observation) {
+// read is etcdclient.ReadDiskLatency outside tests.
+func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(context.Context, string) (etcdclient.DiskLatency, error)) {
 	cm := p.mem
-	if o.etcd == nil {
-		cm.slow, cm.disk = nil, nil
-		return
-	}
 	if cm.disk != nil && p.now.Sub(cm.disk.at) < slowWindow {
 		o.slow = cm.slow
 		return
@@ -56,7 +53,7 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation) {
 		if pod == nil || pod.Status.PodIP == "" || o.failing[id] != "" {
 			continue
 		}
-		d, err := etcdclient.ReadDiskLatency(ctx, naming.MetricsURL(pod.Status.PodIP))
+		d, err := read(ctx, naming.MetricsURL(pod.Status.PodIP))
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("cannot read a member's disk latency", "member", o.names[id], "error", err.Error())
 			continue

@@ -134,3 +134,63 @@ func once(t *testing.T, f func() error) func() {
 	t.Cleanup(undo)
 	return undo
 }
+
+// SlowDown makes the pod with uid slow without taking it down: every process of the pod is frozen
+// (cgroup v1 freezer) for frozen out of every period, so a write that is under way when a freeze
+// starts, an fsync above all, completes a freeze later in wall-clock time, and the member answers in
+// the thawed slices. It runs until the returned function is called, for at most limit, and is undone
+// at cleanup; the pod is always left thawed. A pod that goes away ends it.
+func SlowDown(t *testing.T, uid string, frozen, period, limit time.Duration) (stop func()) {
+	t.Helper()
+	state, err := freezerState(uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		deadline := time.After(limit)
+		for {
+			if os.WriteFile(state, []byte("FROZEN"), 0o644) != nil {
+				return // the pod's cgroup is gone
+			}
+			select {
+			case <-done:
+				return
+			case <-deadline:
+				return
+			case <-time.After(frozen):
+			}
+			if os.WriteFile(state, []byte("THAWED"), 0o644) != nil {
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-deadline:
+				return
+			case <-time.After(period - frozen):
+			}
+		}
+	}()
+	return once(t, func() error {
+		close(done)
+		<-finished
+		if err := os.WriteFile(state, []byte("THAWED"), 0o644); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("thaw pod %s: %w", uid, err)
+		}
+		return nil
+	})
+}
+
+// freezerState is the freezer.state file of the pod's cgroup, in whichever QoS class the kubelet
+// (cgroupfs driver) put it.
+func freezerState(uid string) (string, error) {
+	for _, dir := range []string{"", "burstable/", "besteffort/"} {
+		p := "/sys/fs/cgroup/freezer/kubepods/" + dir + "pod" + uid + "/freezer.state"
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no freezer cgroup for pod %s under /sys/fs/cgroup/freezer/kubepods", uid)
+}

@@ -65,16 +65,44 @@ func member(in *Input, nm string) *EtcdMember {
 	panic(nm)
 }
 
+// decideCase is one row of a Decide table: the action expected for in (members, id and reason are
+// checked when set).
+type decideCase struct {
+	name    string
+	in      Input
+	kind    Kind
+	members []string
+	id      uint64
+	reason  string
+}
+
+func checkDecide(t *testing.T, cases []decideCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Decide(tc.in)
+			if got.Kind != tc.kind {
+				t.Fatalf("kind = %s (%s: %s), want %s", got.Kind, got.Reason, got.Message, tc.kind)
+			}
+			if tc.members != nil && !reflect.DeepEqual(got.Members, tc.members) {
+				t.Errorf("members = %v, want %v", got.Members, tc.members)
+			}
+			if tc.id != 0 && got.ID != tc.id {
+				t.Errorf("id = %d, want %d", got.ID, tc.id)
+			}
+			if tc.reason != "" && got.Reason != tc.reason {
+				t.Errorf("reason = %s, want %s", got.Reason, tc.reason)
+			}
+			if got.Message == "" {
+				t.Error("every action explains itself")
+			}
+		})
+	}
+}
+
 func TestDecide(t *testing.T) {
 	ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
-	cases := []struct {
-		name    string
-		in      Input
-		kind    Kind
-		members []string
-		id      uint64
-		reason  string
-	}{
+	cases := []decideCase{
 		{name: "steady state does nothing", in: healthyCluster(3), kind: None, reason: "Ready"},
 		{name: "paused does nothing even when broken", in: with(healthyCluster(3), func(in *Input) { in.Paused = true; in.Pods["c-1"] = PodState{} }), kind: Wait, reason: "Paused"},
 
@@ -198,26 +226,7 @@ func TestDecide(t *testing.T) {
 			in.Etcd = nil
 		}), kind: Wait, reason: "EtcdUnreachable"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := Decide(tc.in)
-			if got.Kind != tc.kind {
-				t.Fatalf("kind = %s (%s: %s), want %s", got.Kind, got.Reason, got.Message, tc.kind)
-			}
-			if tc.members != nil && !reflect.DeepEqual(got.Members, tc.members) {
-				t.Errorf("members = %v, want %v", got.Members, tc.members)
-			}
-			if tc.id != 0 && got.ID != tc.id {
-				t.Errorf("id = %d, want %d", got.ID, tc.id)
-			}
-			if tc.reason != "" && got.Reason != tc.reason {
-				t.Errorf("reason = %s, want %s", got.Reason, tc.reason)
-			}
-			if got.Message == "" {
-				t.Error("every action explains itself")
-			}
-		})
-	}
+	checkDecide(t, cases)
 }
 
 // TestNeverBelowQuorum walks every small cluster shape and checks that no voluntary removal leaves

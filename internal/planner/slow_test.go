@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"slices"
 	"testing"
 	"time"
 )
@@ -56,14 +55,7 @@ func slowSince(in *Input, i int, since time.Time) {
 func TestDecideSlowMember(t *testing.T) {
 	replace := SlowPolicy{Replace: true, After: 30 * time.Minute}
 	base := with(healthyCluster(3), func(in *Input) { in.Slow = replace })
-	cases := []struct {
-		name    string
-		in      Input
-		kind    Kind
-		members []string
-		id      uint64
-		reason  string
-	}{
+	checkDecide(t, []decideCase{
 		{"slow for less than after: reported only", with(base, func(in *Input) { slowSince(in, 2, now.Add(-29*time.Minute)) }), None, nil, 0, "Ready"},
 		{"slow for after: the follower is removed", with(base, func(in *Input) { slowSince(in, 2, now.Add(-30*time.Minute)) }), RemoveMember, []string{"c-2"}, 3, "MemberSlow"},
 		{"policy Report never replaces", with(base, func(in *Input) {
@@ -99,11 +91,5 @@ func TestDecideSlowMember(t *testing.T) {
 			slowSince(in, 2, now.Add(-time.Hour))
 			in.Etcd.Members[2].Slow = ""
 		}), None, nil, 0, "Ready"},
-	}
-	for _, tc := range cases {
-		a := Decide(tc.in)
-		if a.Kind != tc.kind || a.Reason != tc.reason || (tc.members != nil && !slices.Equal(a.Members, tc.members)) || a.ID != tc.id {
-			t.Errorf("%s: got %s %v id=%d %s (%s), want %s %v id=%d %s", tc.name, a.Kind, a.Members, a.ID, a.Reason, a.Message, tc.kind, tc.members, tc.id, tc.reason)
-		}
-	}
+	})
 }

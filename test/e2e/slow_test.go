@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,16 +74,7 @@ func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
 	}
 	thaw()
 	env.StartOperator(t, ns, "")
-	framework.WaitFor(t, victim+" replaced", 3*time.Minute, func() error {
-		var names []string
-		for _, m := range env.Get(t, c).Status.Members {
-			names = append(names, m.Name)
-		}
-		if slices.Contains(names, victim) || len(names) != 3 {
-			return fmt.Errorf("members %v", names)
-		}
-		return nil
-	})
+	waitReplaced(t, c, victim)
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	replaced := time.Since(start)
 

@@ -40,9 +40,11 @@ type clusterMemory struct {
 	compacted    int64
 	defragmented map[string]bool
 	// disk is the last reading of the members' disk histograms, the baseline of the next slowness
-	// window; slow, the verdict of the last window (observeSlowness).
-	disk *diskReadings
-	slow map[uint64]string
+	// window; slowStreaks, how many windows in a row each member was slow; slow, the members slow
+	// for long enough to be reported, with the figures (observeSlowness).
+	disk        *diskReadings
+	slowStreaks map[uint64]int
+	slow        map[uint64]string
 	// failures counts consecutive failed attempts of action, which is not tried again before nextTry.
 	failures int
 	action   string

@@ -26,6 +26,9 @@ const (
 	// maxSlowWindow: readings further apart than this (the operator was away, or lost sight of etcd)
 	// describe nothing current; they only become the next baseline.
 	maxSlowWindow = maxObservationGap
+	// slowWindowsToReport consecutive slow windows make a member slow: one window's p99 rests on the
+	// few slowest of some hundred writes, and one stall of a shared disk should not be reported.
+	slowWindowsToReport = 2
 )
 
 // diskReadings is one reading of every member's disk histograms, kept in the cluster's memory as the
@@ -36,8 +39,8 @@ type diskReadings struct {
 }
 
 // observeSlowness (called once etcd answered) reads the disk histograms of every member that answered, at most once per
-// slowWindow, and judges the window since the previous reading (planner.SlowMembers). Between windows
-// the last verdict stands. A member that did not answer, could not be read, restarted or is reported
+// slowWindow, and judges the window since the previous reading (planner.SlowMembers); a member slow on
+// slowWindowsToReport windows in a row is slow. Between windows the last verdict stands. A member that did not answer, could not be read, restarted or is reported
 // failing gets no verdict: slowness rests on measurements, and a member that is down is the failed-member
 // path's business.
 // read is etcdclient.ReadDiskLatency outside tests.
@@ -60,9 +63,9 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 		}
 		now.members[id] = d
 	}
-	prev := cm.disk
+	prev, prevStreaks := cm.disk, cm.slowStreaks
 	cm.disk = &now
-	cm.slow = nil
+	cm.slow, cm.slowStreaks = nil, nil
 	if prev == nil || p.now.Sub(prev.at) > maxSlowWindow {
 		return
 	}
@@ -83,11 +86,16 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 			WALFsyncs: wal.Count, Commits: commit.Count,
 		})
 	}
-	verdicts := planner.SlowMembers(windows)
+	streaks := map[uint64]int{}
 	cm.slow = map[uint64]string{}
-	for name, why := range verdicts {
-		cm.slow[o.ids[name]] = fmt.Sprintf("%s over the last %s", why, p.now.Sub(prev.at).Round(time.Second))
+	for name, why := range planner.SlowMembers(windows) {
+		id := o.ids[name]
+		streaks[id] = prevStreaks[id] + 1
+		if streaks[id] >= slowWindowsToReport {
+			cm.slow[id] = fmt.Sprintf("%s over the last %s (%d windows in a row)", why, p.now.Sub(prev.at).Round(time.Second), streaks[id])
+		}
 	}
+	cm.slowStreaks = streaks
 	o.slow = cm.slow
 }
 

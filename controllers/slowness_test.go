@@ -56,9 +56,9 @@ func (f *fakeDisks) read(_ context.Context, url string) (etcdclient.DiskLatency,
 	return etcdclient.DiskLatency{}, errors.New("no such member")
 }
 
-// A member is slow only on windows measured from two readings of its own histograms: not on the first
-// reading, not again before the window is long enough, not across a restart or a long gap, not when
-// it cannot be read, and no longer once a window shows it fast. slowSince follows, and the Warning
+// A member is slow only after two slow windows in a row, each measured from two readings of its own
+// histograms: not on the first reading, not again before the window is long enough, not across a
+// restart or a long gap, not when it cannot be read, and no longer once a window shows it fast. slowSince follows, and the Warning
 // event is sent once per episode.
 func TestSlownessWindows(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
@@ -102,19 +102,21 @@ func TestSlownessWindows(t *testing.T) {
 	since, why = pass(10 * time.Second)
 	expectSlow("10 s later: window too short, not even read", since, why, false)
 	since, why = pass(30 * time.Second)
-	expectSlow("a 30 s window", since, why, true)
-	if !strings.Contains(why, "WAL fsync p99 ") || !strings.Contains(why, "against a median of") || !strings.Contains(why, "over the last 30s") {
+	expectSlow("one slow window is not enough", since, why, false)
+	since, why = pass(60 * time.Second)
+	expectSlow("a second slow window in a row", since, why, true)
+	if !strings.Contains(why, "WAL fsync p99 ") || !strings.Contains(why, "against a median of") || !strings.Contains(why, "over the last 30s (2 windows in a row)") {
 		t.Fatalf("verdict without the figures: %q", why)
 	}
 	first := since.Time
-	since, _ = pass(40 * time.Second)
+	since, _ = pass(70 * time.Second)
 	expectSlow("between windows the verdict stands", since, o.slow[2], true)
 	if !since.Time.Equal(first) {
 		t.Fatalf("slowSince moved from %s to %s", first, since.Time)
 	}
 	select {
 	case e := <-rec.Events:
-		if !strings.Contains(e, "Warning MemberSlow etcd-1 is slow: WAL fsync p99") || !strings.Contains(e, "replaced if it stays slow until 2026-11-23T13:01:30Z") {
+		if !strings.Contains(e, "Warning MemberSlow etcd-1 is slow: WAL fsync p99") || !strings.Contains(e, "replaced if it stays slow until 2026-11-23T13:02:00Z") {
 			t.Fatalf("event %q", e)
 		}
 	default:
@@ -124,27 +126,32 @@ func TestSlownessWindows(t *testing.T) {
 		t.Fatalf("%d more events: one per episode", len(rec.Events))
 	}
 
-	// The member restarts: its counts start again from zero, which is no window.
+	// The member restarts: its counts start again from zero, which is no window, and the streak
+	// starts again.
 	disks.wal["10.0.0.2"], disks.commit["10.0.0.2"] = [3]uint64{}, [3]uint64{}
-	since, why = pass(60 * time.Second)
-	expectSlow("across a restart", since, why, false)
 	since, why = pass(90 * time.Second)
+	expectSlow("across a restart", since, why, false)
+	since, why = pass(120 * time.Second)
+	expectSlow("one slow window after the restart", since, why, false)
+	since, why = pass(150 * time.Second)
 	expectSlow("slow again after the restart", since, why, true)
 
 	// The operator cannot read it: no evidence, not slow.
 	disks.down["10.0.0.2"] = true
-	since, why = pass(120 * time.Second)
+	since, why = pass(180 * time.Second)
 	expectSlow("unreadable", since, why, false)
 	disks.down["10.0.0.2"] = false
-	pass(150 * time.Second)
+	pass(210 * time.Second)
 
 	// Readings further apart than maxSlowWindow describe nothing current.
-	since, why = pass(150*time.Second + maxSlowWindow + time.Second)
+	since, why = pass(210*time.Second + maxSlowWindow + time.Second)
 	expectSlow("after a long gap", since, why, false)
 
 	// Fast again: the next window clears it.
-	pass(200*time.Second + maxSlowWindow)
+	pass(240*time.Second + maxSlowWindow)
+	since, why = pass(270*time.Second + maxSlowWindow)
+	expectSlow("slow before it recovers", since, why, true)
 	disks.slow["10.0.0.2"] = false
-	since, why = pass(230*time.Second + maxSlowWindow)
+	since, why = pass(300*time.Second + maxSlowWindow)
 	expectSlow("fast again", since, why, false)
 }

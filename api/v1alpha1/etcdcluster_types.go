@@ -326,8 +326,8 @@ const (
 // SlowMemberReplacementSpec: a member is slow when, over a window of at least 25 seconds of its own
 // metrics, the p99 of its WAL fsyncs or backend commits is above 100 ms and above ten times the median
 // of its peers' (with at least 50 observations behind each figure: an idle cluster proves nothing).
-// A slow member is reported at once (Degraded, reason MemberSlow, and a Warning event with the
-// figures). A member the operator cannot reach is never slow: that is the failed-member path.
+// A member slow on two windows in a row is reported (Degraded, reason MemberSlow, and a Warning event
+// with the figures). A member the operator cannot reach is never slow: that is the failed-member path.
 type SlowMemberReplacementSpec struct {
 	// Policy Replace (default) removes a member that stayed slow for After and adds a new one in its
 	// place, like a failed member: only while every other member is healthy, never below quorum, the

@@ -20,9 +20,12 @@ import (
 
 // Slowness is judged over windows between two readings of every member's disk histograms.
 const (
-	// slowWindow is the shortest window: long enough for a loaded member to make planner.SlowMinSamples
-	// fsyncs, and at most the idle requeue so an idle-looking cluster is still measured every pass.
+	// slowWindow is the shortest window, and the pace of readings while a window is too thin.
 	slowWindow = 25 * time.Second
+	// fullSlowWindow: a window is judged once every member in it made planner.SlowMinSamples WAL
+	// fsyncs, or once it is this long (members with fewer are then left out). A slow follower batches
+	// what it receives into few fsyncs, so under a light load its window needs more time.
+	fullSlowWindow = 90 * time.Second
 	// maxSlowWindow: readings further apart than this (the operator was away, or lost sight of etcd)
 	// describe nothing current; they only become the next baseline.
 	maxSlowWindow = maxObservationGap
@@ -38,18 +41,20 @@ type diskReadings struct {
 	members map[uint64]etcdclient.DiskLatency
 }
 
-// observeSlowness (called once etcd answered) reads the disk histograms of every member that answered, at most once per
-// slowWindow, and judges the window since the previous reading (planner.SlowMembers); a member slow on
-// slowWindowsToReport windows in a row is slow. Between windows the last verdict stands. A member that did not answer, could not be read, restarted or is reported
-// failing gets no verdict: slowness rests on measurements, and a member that is down is the failed-member
-// path's business.
-// read is etcdclient.ReadDiskLatency outside tests.
+// observeSlowness, called once etcd answered, reads the disk histograms of every member that answered,
+// at most once per slowWindow, and judges the window since the baseline reading (planner.SlowMembers)
+// once it holds enough samples (fullSlowWindow); a member slow on slowWindowsToReport windows in a row
+// is slow. Until the next judged window the last verdict stands. A member that did not answer, could
+// not be read, restarted or is reported failing gets no verdict: slowness rests on measurements, and a
+// member that is down is the failed-member path's business. read is etcdclient.ReadDiskLatency
+// outside tests.
 func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(context.Context, string) (etcdclient.DiskLatency, error)) {
 	cm := p.mem
-	if cm.disk != nil && p.now.Sub(cm.disk.at) < slowWindow {
-		o.slow = cm.slow
+	o.slow = cm.slow
+	if cm.disk != nil && (p.now.Sub(cm.disk.at) < slowWindow || p.now.Sub(cm.diskReadAt) < slowWindow) {
 		return
 	}
+	cm.diskReadAt = p.now
 	now := diskReadings{at: p.now, members: map[uint64]etcdclient.DiskLatency{}}
 	for id := range o.status {
 		pod := o.pods[o.names[id]]
@@ -63,12 +68,34 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 		}
 		now.members[id] = d
 	}
-	prev, prevStreaks := cm.disk, cm.slowStreaks
-	cm.disk = &now
-	cm.slow, cm.slowStreaks = nil, nil
-	if prev == nil || p.now.Sub(prev.at) > maxSlowWindow {
+	prev, age := cm.disk, time.Duration(0)
+	if prev != nil {
+		age = p.now.Sub(prev.at)
+	}
+	if prev == nil || age > maxSlowWindow {
+		cm.disk, cm.slow, cm.slowStreaks, o.slow = &now, nil, nil, nil
 		return
 	}
+	windows := diskWindows(prev, &now, o.names)
+	if age < fullSlowWindow && !enoughSamples(windows) {
+		return // a thin window: keep the baseline and the last verdict, and read again later
+	}
+	cm.disk = &now
+	streaks := map[uint64]int{}
+	cm.slow = map[uint64]string{}
+	for name, why := range planner.SlowMembers(windows) {
+		id := o.ids[name]
+		streaks[id] = cm.slowStreaks[id] + 1
+		if streaks[id] >= slowWindowsToReport {
+			cm.slow[id] = fmt.Sprintf("%s over the last %s (%d windows in a row)", why, age.Round(time.Second), streaks[id])
+		}
+	}
+	cm.slowStreaks = streaks
+	o.slow = cm.slow
+}
+
+// diskWindows is what happened between two readings, per member read both times and not restarted.
+func diskWindows(prev, now *diskReadings, names map[uint64]string) []planner.DiskWindow {
 	var windows []planner.DiskWindow
 	for id, cur := range now.members {
 		before, ok := prev.members[id]
@@ -81,22 +108,23 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 			continue // restarted since the last reading
 		}
 		windows = append(windows, planner.DiskWindow{
-			Member:      o.names[id],
+			Member:      names[id],
 			WALFsyncP99: seconds(wal.Quantile(0.99)), BackendCommitP99: seconds(commit.Quantile(0.99)),
 			WALFsyncs: wal.Count, Commits: commit.Count,
 		})
 	}
-	streaks := map[uint64]int{}
-	cm.slow = map[uint64]string{}
-	for name, why := range planner.SlowMembers(windows) {
-		id := o.ids[name]
-		streaks[id] = prevStreaks[id] + 1
-		if streaks[id] >= slowWindowsToReport {
-			cm.slow[id] = fmt.Sprintf("%s over the last %s (%d windows in a row)", why, p.now.Sub(prev.at).Round(time.Second), streaks[id])
+	return windows
+}
+
+// enoughSamples says whether every member of the window made enough WAL fsyncs for its p99 to mean
+// something.
+func enoughSamples(windows []planner.DiskWindow) bool {
+	for _, w := range windows {
+		if w.WALFsyncs < planner.SlowMinSamples {
+			return false
 		}
 	}
-	cm.slowStreaks = streaks
-	o.slow = cm.slow
+	return true
 }
 
 // seconds converts a histogram figure; NaN (an empty window) is 0, which the verdict ignores for want

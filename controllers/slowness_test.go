@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ type fakeDisks struct {
 	wal, commit map[string][3]uint64 // cumulative counts at 2 ms, 512 ms, +Inf
 	slow        map[string]bool
 	down        map[string]bool
+	// perTick overrides the 200 WAL fsyncs each member makes per tick (a lighter load).
+	perTick uint64
 }
 
 var fakeBounds = []float64{0.002, 0.512}
@@ -37,7 +40,11 @@ func (f *fakeDisks) tick() {
 			h[2] += n
 			return h
 		}
-		f.wal[ip], f.commit[ip] = add(f.wal[ip], 200), add(f.commit[ip], 100)
+		n := uint64(200)
+		if f.perTick > 0 {
+			n = f.perTick
+		}
+		f.wal[ip], f.commit[ip] = add(f.wal[ip], n), add(f.commit[ip], n/2)
 	}
 }
 
@@ -154,4 +161,24 @@ func TestSlownessWindows(t *testing.T) {
 	disks.slow["10.0.0.2"] = false
 	since, why = pass(300*time.Second + maxSlowWindow)
 	expectSlow("fast again", since, why, false)
+
+	// Under a light load a window grows until every member made enough fsyncs (or fullSlowWindow).
+	disks.slow["10.0.0.2"], disks.perTick = true, 20
+	base := 300*time.Second + maxSlowWindow
+	for _, at := range []time.Duration{30, 60} {
+		since, why = pass(base + at*time.Second)
+		expectSlow(fmt.Sprintf("a thin window of %ds", at), since, why, false)
+	}
+	if cm.slowStreaks[2] != 0 {
+		t.Fatalf("a thin window was judged: streak %d", cm.slowStreaks[2])
+	}
+	since, why = pass(base + 90*time.Second)
+	expectSlow("the first full window", since, why, false)
+	for _, at := range []time.Duration{120, 150, 180} {
+		since, why = pass(base + at*time.Second)
+	}
+	expectSlow("the second full window", since, why, true)
+	if !strings.Contains(why, "over the last 1m30s (2 windows in a row)") {
+		t.Fatalf("verdict %q, want it over the 90 s window", why)
+	}
 }

@@ -146,13 +146,23 @@ func SlowDown(t *testing.T, uid string, frozen, period, limit time.Duration) (st
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The first freeze must take: FREEZING while a task is in the kernel, then FROZEN.
+	if err := os.WriteFile(state, []byte("FROZEN"), 0o644); err != nil {
+		t.Fatalf("freeze pod %s: %v", uid, err)
+	}
+	if got, err := os.ReadFile(state); err != nil || !strings.HasPrefix(string(got), "FR") {
+		t.Fatalf("pod %s after a freeze: %q %v", uid, got, err)
+	}
 	done, finished := make(chan struct{}), make(chan struct{})
+	var loopErr error
 	go func() {
 		defer close(finished)
 		deadline := time.After(limit)
-		for {
-			if os.WriteFile(state, []byte("FROZEN"), 0o644) != nil {
-				return // the pod's cgroup is gone
+		for first := true; ; first = false {
+			if !first {
+				if loopErr = os.WriteFile(state, []byte("FROZEN"), 0o644); loopErr != nil {
+					return
+				}
 			}
 			select {
 			case <-done:
@@ -161,7 +171,7 @@ func SlowDown(t *testing.T, uid string, frozen, period, limit time.Duration) (st
 				return
 			case <-time.After(frozen):
 			}
-			if os.WriteFile(state, []byte("THAWED"), 0o644) != nil {
+			if loopErr = os.WriteFile(state, []byte("THAWED"), 0o644); loopErr != nil {
 				return
 			}
 			select {
@@ -178,6 +188,9 @@ func SlowDown(t *testing.T, uid string, frozen, period, limit time.Duration) (st
 		<-finished
 		if err := os.WriteFile(state, []byte("THAWED"), 0o644); err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("thaw pod %s: %w", uid, err)
+		}
+		if loopErr != nil && !os.IsNotExist(loopErr) {
+			return fmt.Errorf("slowing pod %s down stopped early: %w", uid, loopErr)
 		}
 		return nil
 	})

@@ -32,6 +32,9 @@ const (
 	// slowWindowsToReport consecutive slow windows make a member slow: one window's p99 rests on the
 	// few slowest of some hundred writes, and one stall of a shared disk should not be reported.
 	slowWindowsToReport = 2
+	// slowWindowsToClear consecutive windows that are not slow clear a reported member: a slow disk's
+	// p99 over one window rests on its few slowest fsyncs and may dip under the threshold now and then.
+	slowWindowsToClear = 2
 )
 
 // diskReadings is one reading of every member's disk histograms, kept in the cluster's memory as the
@@ -44,7 +47,8 @@ type diskReadings struct {
 // observeSlowness, called once etcd answered, reads the disk histograms of every member that answered,
 // at most once per slowWindow, and judges the window since the baseline reading (planner.SlowMembers)
 // once it holds enough samples (fullSlowWindow); a member slow on slowWindowsToReport windows in a row
-// is slow. Until the next judged window the last verdict stands. A member that did not answer, could
+// is slow until slowWindowsToClear windows in a row are not. Until the next judged window the last
+// verdict stands. A member that did not answer, could
 // not be read, restarted or is reported failing gets no verdict: slowness rests on measurements, and a
 // member that is down is the failed-member path's business. read is etcdclient.ReadDiskLatency
 // outside tests.
@@ -81,17 +85,22 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 		return // a thin window: keep the baseline and the last verdict, and read again later
 	}
 	cm.disk = &now
-	streaks := map[uint64]int{}
-	cm.slow = map[uint64]string{}
-	for name, why := range planner.SlowMembers(windows) {
-		id := o.ids[name]
-		streaks[id] = cm.slowStreaks[id] + 1
-		if streaks[id] >= slowWindowsToReport {
-			cm.slow[id] = fmt.Sprintf("%s over the last %s (%d windows in a row)", why, age.Round(time.Second), streaks[id])
+	verdicts := planner.SlowMembers(windows)
+	streaks, slow := map[uint64]int{}, map[uint64]string{}
+	for _, w := range windows {
+		id := o.ids[w.Member]
+		before, reported := cm.slowStreaks[id], cm.slow[id] != ""
+		if why, ok := verdicts[w.Member]; ok {
+			streaks[id] = max(before, 0) + 1
+			if streaks[id] >= slowWindowsToReport || reported {
+				slow[id] = fmt.Sprintf("%s over the last %s (%d windows in a row)", why, age.Round(time.Second), streaks[id])
+			}
+		} else if reported && before > -(slowWindowsToClear-1) {
+			streaks[id] = min(before, 0) - 1 // counts fast windows of a reported member, which stays reported
+			slow[id] = cm.slow[id]
 		}
 	}
-	cm.slowStreaks = streaks
-	o.slow = cm.slow
+	cm.slowStreaks, cm.slow, o.slow = streaks, slow, slow
 }
 
 // diskWindows is what happened between two readings, per member read both times and not restarted.

@@ -65,7 +65,7 @@ func (f *fakeDisks) read(_ context.Context, url string) (etcdclient.DiskLatency,
 
 // A member is slow only after two slow windows in a row, each measured from two readings of its own
 // histograms: not on the first reading, not again before the window is long enough, not across a
-// restart or a long gap, not when it cannot be read, and no longer once a window shows it fast. slowSince follows, and the Warning
+// restart or a long gap, not when it cannot be read, and no longer once two windows in a row show it fast. slowSince follows, and the Warning
 // event is sent once per episode.
 func TestSlownessWindows(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
@@ -160,11 +160,18 @@ func TestSlownessWindows(t *testing.T) {
 	expectSlow("slow before it recovers", since, why, true)
 	disks.slow["10.0.0.2"] = false
 	since, why = pass(300*time.Second + maxSlowWindow)
-	expectSlow("fast again", since, why, false)
+	expectSlow("one fast window does not clear it", since, why, true)
+	disks.slow["10.0.0.2"] = true
+	since, why = pass(330*time.Second + maxSlowWindow)
+	expectSlow("slow again", since, why, true)
+	disks.slow["10.0.0.2"] = false
+	pass(360*time.Second + maxSlowWindow)
+	since, why = pass(390*time.Second + maxSlowWindow)
+	expectSlow("two fast windows in a row clear it", since, why, false)
 
 	// Under a light load a window grows until every member made enough fsyncs (or fullSlowWindow).
 	disks.slow["10.0.0.2"], disks.perTick = true, 20
-	base := 300*time.Second + maxSlowWindow
+	base := 390*time.Second + maxSlowWindow
 	for _, at := range []time.Duration{30, 60} {
 		since, why = pass(base + at*time.Second)
 		expectSlow(fmt.Sprintf("a thin window of %ds", at), since, why, false)

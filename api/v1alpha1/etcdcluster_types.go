@@ -327,7 +327,7 @@ const (
 // metrics, the p99 of its WAL fsyncs or backend commits is above 100 ms and above ten times the median
 // of its peers' (with at least 50 observations behind each figure: an idle cluster proves nothing).
 // A member slow on two windows in a row is reported (Degraded, reason MemberSlow, and a Warning event
-// with the figures). A member the operator cannot reach is never slow: that is the failed-member path.
+// with the figures) until two windows in a row are not slow. A member the operator cannot reach is never slow: that is the failed-member path.
 type SlowMemberReplacementSpec struct {
 	// Policy Replace (default) removes a member that stayed slow for After and adds a new one in its
 	// place, like a failed member: only while every other member is healthy, never below quorum, the
@@ -341,9 +341,9 @@ type SlowMemberReplacementSpec struct {
 	// +kubebuilder:default=Replace
 	// +optional
 	Policy string `json:"policy,omitempty"`
-	// After is how long a member must be slow, on every window measured without interruption, before
-	// it is replaced. The clock restarts when a window shows it is not slow, and when the operator
-	// restarts or loses sight of the cluster (it measures windows from its own readings).
+	// After is how long a member must be reported slow without interruption before it is replaced.
+	// The clock restarts when two windows in a row show it is not slow, and when the operator restarts
+	// or loses sight of the cluster (it measures windows from its own readings).
 	// A Go duration: hours, minutes and seconds (h, m, s), no days.
 	// +kubebuilder:default="30m"
 	// +kubebuilder:validation:MaxLength=32

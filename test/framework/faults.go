@@ -158,28 +158,28 @@ func SlowDown(t *testing.T, uid string, frozen, period, limit time.Duration) (st
 	go func() {
 		defer close(finished)
 		deadline := time.After(limit)
+		// hold waits d and says whether to go on.
+		hold := func(d time.Duration) bool {
+			select {
+			case <-done:
+				return false
+			case <-deadline:
+				return false
+			case <-time.After(d):
+				return true
+			}
+		}
 		for first := true; ; first = false {
 			if !first {
 				if loopErr = os.WriteFile(state, []byte("FROZEN"), 0o644); loopErr != nil {
 					return
 				}
 			}
-			select {
-			case <-done:
-				return
-			case <-deadline:
-				return
-			case <-time.After(frozen):
-			}
-			if loopErr = os.WriteFile(state, []byte("THAWED"), 0o644); loopErr != nil {
+			if !hold(frozen) {
 				return
 			}
-			select {
-			case <-done:
+			if loopErr = os.WriteFile(state, []byte("THAWED"), 0o644); loopErr != nil || !hold(period-frozen) {
 				return
-			case <-deadline:
-				return
-			case <-time.After(period - frozen):
 			}
 		}
 	}()

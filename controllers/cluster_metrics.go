@@ -38,7 +38,7 @@ func clusterMetrics(c *v1.EtcdCluster, o *observation) metrics.Cluster {
 		}
 	}
 	for _, ms := range c.Status.Members {
-		mm := metrics.Member{Name: ms.Name, Healthy: ms.Healthy, Leader: ms.Role == v1.RoleLeader, Learner: ms.Role == v1.RoleLearner}
+		mm := metrics.Member{Name: ms.Name, Healthy: ms.Healthy, Leader: ms.Role == v1.RoleLeader, Learner: ms.Role == v1.RoleLearner, Slow: ms.SlowSince != nil}
 		switch ms.Role {
 		case v1.RoleLearner:
 			m.Learners++

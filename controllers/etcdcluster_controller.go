@@ -187,6 +187,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.observeRestore(ctx)
 	p.updateLegacyWALIndex()
 	p.trackFailures()
+	p.trackSlowness()
 	action := planner.Decide(p.plannerInput())
 	p.recordObservation(action)
 	metrics.SetCluster(clusterMetrics(c, obs))

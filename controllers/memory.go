@@ -43,6 +43,13 @@ type clusterMemory struct {
 	// defragRequestDone the members defragmented since it was set.
 	defragRequest     string
 	defragRequestDone map[string]bool
+	// disk is the last reading of the members' disk histograms, the baseline of the next slowness
+	// window, taken at disk.at; diskReadAt, when they were last read; slowStreaks, how many windows in a row each member was slow; slow, the members slow
+	// for long enough to be reported, with the figures (observeSlowness).
+	disk        *diskReadings
+	diskReadAt  time.Time
+	slowStreaks map[uint64]int
+	slow        map[uint64]string
 	// failures counts consecutive failed attempts of action, which is not tried again before nextTry.
 	failures int
 	action   string

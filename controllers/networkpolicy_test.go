@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,9 +63,9 @@ func TestNetworkPolicyIsKeptAndOptedOut(t *testing.T) {
 	eventually(t, "an unlabelled, emptied policy put back", asBuilt)
 
 	setEnabled := func(on bool) {
-		cur := get(t, c)
-		cur.Spec.NetworkPolicy.Enabled = ptr.To(on)
-		if err := k8s.Update(ctx, cur); err != nil {
+		// A patch, not an update: the operator's status writes change the object's resourceVersion.
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"networkPolicy":{"enabled":%t}}}`, on))
+		if err := k8s.Patch(ctx, get(t, c), patch); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -39,6 +39,9 @@ type observation struct {
 	alarms []etcdclient.Alarm
 	// failing is etcd's own evidence against a member (see planner.EtcdMember.Failing), by ID.
 	failing map[uint64]string
+	// slow is etcd's own evidence that a member's disk is much slower than its peers'
+	// (planner.EtcdMember.Slow), by ID: the verdict of the last window (observeSlowness).
+	slow map[uint64]string
 	// etcdErr explains why etcd is nil.
 	etcdErr error
 	// survivors, when etcd is nil, is what each running member reports of itself.
@@ -129,6 +132,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		}
 	}
 	p.observeFailures(ctx, o)
+	p.observeSlowness(ctx, o, etcdclient.ReadDiskLatency)
 	return o, nil
 }
 
@@ -280,6 +284,7 @@ func (p *pass) plannerInput() planner.Input {
 	// falls back to the default (also for objects stored before the field existed) with its error.
 	in.UpgradeTimeout, _ = c.Spec.Maintenance.UpgradeTimeoutDuration()
 	in.ReplaceAfter, _ = c.Spec.Maintenance.ReplaceFailedMemberAfterDuration()
+	in.Slow = slowPolicy(c)
 	if b := c.Status.UpgradeBlocked; b != nil {
 		in.Blocked = b.Version
 	}
@@ -288,6 +293,10 @@ func (p *pass) plannerInput() planner.Input {
 		if m.UnhealthySince != nil {
 			t := m.UnhealthySince.Time
 			k.FailingSince = &t
+		}
+		if m.SlowSince != nil {
+			t := m.SlowSince.Time
+			k.SlowSince = &t
 		}
 		in.Known = append(in.Known, k)
 	}
@@ -308,7 +317,7 @@ func (p *pass) plannerInput() planner.Input {
 			st := o.status[m.ID]
 			e.Members = append(e.Members, planner.EtcdMember{
 				ID: m.ID, Name: o.names[m.ID], Learner: m.IsLearner, Started: m.Started(),
-				Healthy: memberHealthy(o, m.ID), Failing: o.failing[m.ID], RaftIndex: st.RaftIndex, Version: st.Version,
+				Healthy: memberHealthy(o, m.ID), Failing: o.failing[m.ID], Slow: o.slow[m.ID], RaftIndex: st.RaftIndex, Version: st.Version,
 				AppliedIndex: st.RaftAppliedIndex, StorageVersion: st.StorageVersion, DowngradeTarget: st.DowngradeTarget,
 				DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse,
 			})

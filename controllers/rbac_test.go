@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -240,6 +241,24 @@ func TestLeaderElectionNeedsOnlyTheBundledRole(t *testing.T) {
 			t.Fatalf("create %s: %v", file, err)
 		}
 	}
+
+	// The API server's authorizer learns of a new RoleBinding a moment later: wait for it, so that a
+	// refusal below means the Role is wrong, not that it was read too early.
+	eventually(t, "the bundled RoleBinding in effect", func() error {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + operatorNamespace + ":" + operatorServiceAccount,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: operatorNamespace, Verb: "get", Group: "coordination.k8s.io", Resource: "leases",
+			},
+		}}
+		if err := k8s.Create(ctx, sar); err != nil {
+			return err
+		}
+		if !sar.Status.Allowed {
+			return fmt.Errorf("not allowed yet: %s", sar.Status.Reason)
+		}
+		return nil
+	})
 
 	audit := newAPIAudit()
 	cfg := audit.operatorConfig(testConfig)

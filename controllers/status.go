@@ -167,6 +167,8 @@ func (p *pass) recordObservation(action planner.Action) {
 		setCondition(c, v1.ConditionDegraded, true, reason.EtcdUnreachable, action.Message)
 	case degraded:
 		setCondition(c, v1.ConditionDegraded, true, reason.MembersUnhealthy, fmt.Sprintf("%d of %d desired members healthy; %s", healthyVoters, c.Spec.Replicas, action.Message))
+	case slowMessage(c, o) != "":
+		setCondition(c, v1.ConditionDegraded, true, reason.MemberSlow, slowMessage(c, o))
 	default:
 		setCondition(c, v1.ConditionDegraded, false, reason.AsExpected, "no member is missing or unhealthy")
 	}

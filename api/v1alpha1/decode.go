@@ -241,15 +241,21 @@ const DefaultUpgradeTimeout = 3 * time.Minute
 // UpgradeTimeoutDuration is spec.maintenance.upgradeTimeout parsed; "" is the default. With an
 // error it returns the default too, so a caller that reports the error elsewhere may go on.
 func (m MaintenanceSpec) UpgradeTimeoutDuration() (time.Duration, error) {
-	if m.UpgradeTimeout == "" {
-		return DefaultUpgradeTimeout, nil
+	return durationOr("upgradeTimeout", m.UpgradeTimeout, DefaultUpgradeTimeout)
+}
+
+// durationOr parses the duration field name holds (value); "" is def, and so is a value that does not
+// parse or is not positive, returned with the error.
+func durationOr(name, value string, def time.Duration) (time.Duration, error) {
+	if value == "" {
+		return def, nil
 	}
-	d, err := time.ParseDuration(m.UpgradeTimeout)
+	d, err := time.ParseDuration(value)
 	if err == nil && d <= 0 {
 		err = fmt.Errorf("must be positive")
 	}
 	if err != nil {
-		return DefaultUpgradeTimeout, fmt.Errorf("upgradeTimeout %q: %w", m.UpgradeTimeout, err)
+		return def, fmt.Errorf("%s %q: %w", name, value, err)
 	}
 	return d, nil
 }
@@ -262,17 +268,17 @@ const DefaultReplaceFailedMemberAfter = 5 * time.Minute
 // default. With an error it returns the default too, so a caller that reports the error elsewhere
 // may go on.
 func (m MaintenanceSpec) ReplaceFailedMemberAfterDuration() (time.Duration, error) {
-	if m.ReplaceFailedMemberAfter == "" {
-		return DefaultReplaceFailedMemberAfter, nil
-	}
-	d, err := time.ParseDuration(m.ReplaceFailedMemberAfter)
-	if err == nil && d <= 0 {
-		err = fmt.Errorf("must be positive")
-	}
-	if err != nil {
-		return DefaultReplaceFailedMemberAfter, fmt.Errorf("replaceFailedMemberAfter %q: %w", m.ReplaceFailedMemberAfter, err)
-	}
-	return d, nil
+	return durationOr("replaceFailedMemberAfter", m.ReplaceFailedMemberAfter, DefaultReplaceFailedMemberAfter)
+}
+
+// DefaultSlowMemberReplaceAfter is spec.maintenance.slowMemberReplacement.after when unset; the CRD
+// defaults it to the same.
+const DefaultSlowMemberReplaceAfter = 30 * time.Minute
+
+// AfterDuration is spec.maintenance.slowMemberReplacement.after parsed; "" is the default. With an
+// error it returns the default too, so a caller that reports the error elsewhere may go on.
+func (s SlowMemberReplacementSpec) AfterDuration() (time.Duration, error) {
+	return durationOr("slowMemberReplacement.after", s.After, DefaultSlowMemberReplaceAfter)
 }
 
 // MaxAgeDuration is spec.maxAge parsed; 0 (from "") means no age limit.

@@ -310,6 +310,47 @@ type MaintenanceSpec struct {
 	// Defragmentation returns the free pages of the members' database files to the file system.
 	// +optional
 	Defragmentation DefragmentationSpec `json:"defragmentation,omitempty"`
+
+	// SlowMemberReplacement says what the operator does about a member whose disk is much slower than
+	// its peers'.
+	// +optional
+	SlowMemberReplacement SlowMemberReplacementSpec `json:"slowMemberReplacement,omitempty"`
+}
+
+// Slow-member policies.
+const (
+	SlowMemberReplace = "Replace"
+	SlowMemberReport  = "Report"
+)
+
+// SlowMemberReplacementSpec: a member is slow when, over a window of at least 25 seconds of its own
+// metrics, the p99 of its WAL fsyncs or backend commits is above 100 ms and above ten times the median
+// of its peers' (with at least 50 observations behind each figure: an idle cluster proves nothing).
+// A member slow on two windows in a row is reported (Degraded, reason MemberSlow, and a Warning event
+// with the figures) until two windows in a row are not slow. A member the operator cannot reach is never slow: that is the failed-member path.
+type SlowMemberReplacementSpec struct {
+	// Policy Report (default) reports a slow member; Replace also removes a member that stayed slow
+	// for After and adds a new one in its place, like a failed member: only while every other member
+	// is healthy, never below quorum, the leader handing leadership over first, one member at a time.
+	// Replacing helps because a member that stays slow is a standing risk: when another member fails,
+	// the slow one is in every quorum and every write waits for its disk. Its risk: a replacement
+	// copies the whole database to a new member, and when the slowness is the node's (a noisy
+	// neighbour, a failing disk) the new member may land on the same node and be replaced again After
+	// later; the churn is bounded to one replacement per After. Report is the default until the
+	// replacement has been shown end to end on a real cluster.
+	// +kubebuilder:validation:Enum=Replace;Report
+	// +kubebuilder:default=Report
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// After is how long a member must be reported slow without interruption before it is replaced.
+	// The clock restarts when two windows in a row show it is not slow, and when the operator restarts
+	// or loses sight of the cluster (it measures windows from its own readings).
+	// A Go duration: hours, minutes and seconds (h, m, s), no days.
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('30s') && duration(self) <= duration('168h')",message="maintenance.slowMemberReplacement.after must be a duration from 30s to 168h, written like 30m or 2h (shorter than a measurement window proves nothing)"
+	// +optional
+	After string `json:"after,omitempty"`
 }
 
 // Defragmentation defaults, for objects stored before the fields existed.
@@ -414,6 +455,10 @@ type MemberStatus struct {
 	// failing to reach a member never sets it.
 	// +optional
 	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
+	// SlowSince is when the member's disk started being much slower than its peers' (see
+	// spec.maintenance.slowMemberReplacement), as measured without interruption by the operator.
+	// +optional
+	SlowSince *metav1.Time `json:"slowSince,omitempty"`
 }
 
 // PendingOperation records an irreversible etcd call before it is made, so that an operator

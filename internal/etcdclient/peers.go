@@ -1,12 +1,9 @@
 package etcdclient
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
-	"strings"
 )
 
 // activePeersMetric is etcd's gauge of its raft stream connections: 1 for each peer it currently
@@ -18,56 +15,21 @@ const activePeersMetric = "etcd_network_active_peers"
 // is what a member removal must rest on; the operator failing to reach a member proves nothing.
 // Peers the member never connected to since it started are absent.
 func PeerActivity(ctx context.Context, metricsURL string, memberID uint64) (map[uint64]bool, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	families, err := scrape(ctx, metricsURL, activePeersMetric)
 	if err != nil {
-		return nil, fmt.Errorf("peer activity from %s: %w", metricsURL, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("peer activity from %s: %w", metricsURL, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("peer activity from %s: HTTP %d", metricsURL, resp.StatusCode)
+		return nil, fmt.Errorf("peer activity: %w", err)
 	}
 	local := strconv.FormatUint(memberID, 16)
 	out := map[uint64]bool{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, activePeersMetric+"{") {
-			continue
-		}
-		labels, value, ok := strings.Cut(strings.TrimPrefix(line, activePeersMetric+"{"), "} ")
-		if !ok || labelValue(labels, "Local") != local {
+	for _, m := range families[activePeersMetric].GetMetric() {
+		if label(m, "Local") != local {
 			continue // embedded or proxied metrics of another member
 		}
-		remote, err := strconv.ParseUint(labelValue(labels, "Remote"), 16, 64)
+		remote, err := strconv.ParseUint(label(m, "Remote"), 16, 64)
 		if err != nil {
 			continue
 		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			continue
-		}
-		out[remote] = v > 0
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("peer activity from %s: %w", metricsURL, err)
+		out[remote] = m.GetGauge().GetValue() > 0
 	}
 	return out, nil
-}
-
-// labelValue returns the value of label name in a Prometheus text label set (a="x",b="y").
-func labelValue(labels, name string) string {
-	for _, kv := range strings.Split(labels, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && k == name {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return ""
 }

@@ -40,6 +40,7 @@ type Member struct {
 	Name                string
 	Healthy, Leader     bool
 	Learner, Answered   bool
+	Slow                bool
 	DBSize, DBSizeInUse int64
 	RaftIndex           uint64
 }
@@ -111,6 +112,7 @@ func SetCluster(c Cluster) {
 		set(MemberHealthy, b2f(m.Healthy), m.Name)
 		set(MemberIsLeader, b2f(m.Leader), m.Name)
 		set(MemberIsLearner, b2f(m.Learner), m.Name)
+		set(MemberSlow, b2f(m.Slow), m.Name)
 		if !m.Answered {
 			continue // no size or index to report: its series go rather than stay at a stale value
 		}

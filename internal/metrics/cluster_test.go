@@ -16,7 +16,7 @@ func TestSetClusterWritesGaugesAndDropsStaleSeries(t *testing.T) {
 		CertificateExpiry: map[string]int64{"main-ca": 2000000000, "main-peer-tls": 1900000000},
 		Members: []Member{
 			{Name: "main-0", Healthy: true, Leader: true, Answered: true, DBSize: 500, DBSizeInUse: 200, RaftIndex: 100},
-			{Name: "main-1", Healthy: true, Answered: true, DBSize: 250, RaftIndex: 90},
+			{Name: "main-1", Healthy: true, Answered: true, DBSize: 250, RaftIndex: 90, Slow: true},
 			{Name: "main-2"},
 		},
 	}
@@ -34,6 +34,8 @@ func TestSetClusterWritesGaugesAndDropsStaleSeries(t *testing.T) {
 		{"CORRUPT", testutil.ToFloat64(Alarms.WithLabelValues("ns1", "main", "CORRUPT")), 0},
 		{"quota usage", testutil.ToFloat64(MemberQuotaUsage.WithLabelValues("ns1", "main", "main-0")), 0.5},
 		{"raft lag", testutil.ToFloat64(MemberRaftLag.WithLabelValues("ns1", "main", "main-1")), 10},
+		{"slow member", testutil.ToFloat64(MemberSlow.WithLabelValues("ns1", "main", "main-1")), 1},
+		{"member not slow", testutil.ToFloat64(MemberSlow.WithLabelValues("ns1", "main", "main-0")), 0},
 		{"degraded", testutil.ToFloat64(Conditions.WithLabelValues("ns1", "main", "Degraded", "MembersUnhealthy")), 1},
 		{"peer certificate expiry", testutil.ToFloat64(CertificateExpiry.WithLabelValues("ns1", "main", "main-peer-tls")), 1900000000},
 	} {

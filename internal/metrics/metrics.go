@@ -53,6 +53,7 @@ var (
 	MemberHealthy    = gauge("member_healthy", "1 when etcd reports the member healthy, else 0.", member...)
 	MemberIsLeader   = gauge("member_is_leader", "1 for the leader, 0 for others.", member...)
 	MemberIsLearner  = gauge("member_is_learner", "1 for a learner, 0 for voting members.", member...)
+	MemberSlow       = gauge("member_slow", "1 while the member's WAL fsync or backend commit p99 is far above its peers' (status.members[].slowSince), else 0.", member...)
 )
 
 // Backups, set from EtcdBackup and EtcdBackupSchedule status (rebuilt from the API after a restart).
@@ -83,7 +84,7 @@ var (
 var All = []prometheus.Collector{
 	MembersDesired, MembersReady, MembersVoting, Learners, HasLeader, LeaderChanges, QuorumMargin, Quota, Alarms,
 	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures, CertificateExpiry,
-	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner,
+	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner, MemberSlow,
 	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure, BackupLastVerified, ScheduleInterval, ScheduleVerifyFail,
 	ReconcileDuration, ReconcileErrors, EtcdRPCDuration,
 }
@@ -98,7 +99,7 @@ var perCluster = []interface {
 }{
 	MembersDesired, MembersReady, MembersVoting, Learners, HasLeader, LeaderChanges, QuorumMargin, Quota, Alarms,
 	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures, CertificateExpiry,
-	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner,
+	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner, MemberSlow,
 	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure,
 }
 

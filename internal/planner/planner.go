@@ -53,7 +53,10 @@ type EtcdMember struct {
 	// no longer reaches it over raft, or it reports a problem of its own (no leader, a CORRUPT alarm).
 	// Only this justifies replacing a member: the operator failing to reach it (Healthy false) may
 	// be the operator's own network trouble.
-	Failing   string
+	Failing string
+	// Slow is etcd's own evidence that the member is much slower than its peers (SlowMembers), the
+	// measured figures, empty when there is none.
+	Slow      string
 	RaftIndex uint64
 	// AppliedIndex is the last raft entry the member applied.
 	AppliedIndex uint64
@@ -83,6 +86,9 @@ type KnownMember struct {
 	// FailingSince is when etcd started reporting the member failing, as observed without
 	// interruption by this operator (see EtcdMember.Failing).
 	FailingSince *time.Time
+	// SlowSince is when the member started being slow (EtcdMember.Slow), as measured without
+	// interruption by this operator.
+	SlowSince *time.Time
 }
 
 // Pending is a recorded, possibly made, membership call.
@@ -120,6 +126,8 @@ type Input struct {
 	// ReplaceAfter is how long etcd must report a member failing (see EtcdMember.Failing), without
 	// interruption, before it is replaced.
 	ReplaceAfter time.Duration
+	// Slow is what to do about a member that stays slow.
+	Slow SlowPolicy
 	// LegacyWALIndex: raft entries up to this index may have been written by etcd 3.5 (see
 	// LegacyWALIndex in upgrade.go); SnapshotCount is the members' --snapshot-count.
 	LegacyWALIndex uint64
@@ -409,6 +417,9 @@ func decideRunning(in Input) Action {
 			return Action{Kind: MoveLeader, Members: []string{victim.Name, to.Name}, ID: to.ID, Reason: reason.ScalingDown, Message: fmt.Sprintf("moving leadership from %s to %s before removing it", victim.Name, to.Name)}
 		}
 		return Action{Kind: RemoveMember, Members: []string{victim.Name}, ID: victim.ID, Reason: reason.ScalingDown, Message: fmt.Sprintf("scaling %d -> %d: removing %s", voters, in.Replicas, victim.Name)}
+	}
+	if a, ok := decideSlow(in, e); ok {
+		return a
 	}
 	if a, ok := decideUpgrade(in, e); ok {
 		return a

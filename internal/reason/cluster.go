@@ -100,6 +100,9 @@ const (
 	NearQuota Reason = "NearQuota"
 	// Defragmenting: a member's database file holds enough free space (spec.maintenance.defragmentation); it is defragmented, the leader last.
 	Defragmenting Reason = "Defragmenting"
+	// MemberSlow: a member's WAL fsync or backend commit p99 stayed far above its peers' (spec.maintenance.slowMemberReplacement); with policy Replace it is replaced after the policy's delay, one member at a time, never below quorum.
+	// Do: look at the member's node and disk (kubectl etcd status NAME shows which member); cordon the node if it is at fault, so that the replacement lands elsewhere.
+	MemberSlow Reason = "MemberSlow"
 	// ExpandingVolumes: spec.storage.size grew; member claims are grown one at a time, members whose file system grows only at restart are restarted one at a time, then a derived quota grows with the volumes.
 	// Do: nothing; if the message keeps saying it waits for the storage driver, check the claims' events (kubectl describe pvc).
 	ExpandingVolumes Reason = "ExpandingVolumes"

@@ -56,6 +56,12 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 	if _, err := c.Spec.Maintenance.ReplaceFailedMemberAfterDuration(); err != nil {
 		add("spec.maintenance.replaceFailedMemberAfter", "%v; write a duration such as 5m or 1h", err)
 	}
+	if r := c.Spec.Maintenance.SlowMemberReplacement; r.Policy != "" && r.Policy != v1.SlowMemberReplace && r.Policy != v1.SlowMemberReport {
+		add("spec.maintenance.slowMemberReplacement.policy", "%q is not a policy; write Replace or Report", r.Policy)
+	}
+	if _, err := c.Spec.Maintenance.SlowMemberReplacement.AfterDuration(); err != nil {
+		add("spec.maintenance.slowMemberReplacement.after", "%v; write a duration such as 30m or 2h", err)
+	}
 	if err := compactionRetention(c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention); err != nil {
 		add("spec.etcd.autoCompactionRetention", "%v", err)
 	}

@@ -114,6 +114,17 @@ func TestOutageSemanticsNoRemovalWithoutEtcdEvidence(t *testing.T) {
 	// Now etcd's own evidence: the member loses its peers.
 	heal := framework.PartitionPeers(t, ip)
 	defer heal()
+	waitReplaced(t, c, victim)
+	heal()
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	env.RefreshEndpoints(t, cl, c)
+	framework.CheckKeys(t, cl, "/outage/", keys)
+	assertEvent(t, ns, "MemberUnhealthy", "has been failing since")
+}
+
+// waitReplaced waits until victim has left status and three other members are there.
+func waitReplaced(t *testing.T, c *v1.EtcdCluster, victim string) {
+	t.Helper()
 	framework.WaitFor(t, victim+" replaced", 3*time.Minute, func() error {
 		var names []string
 		for _, m := range env.Get(t, c).Status.Members {
@@ -124,11 +135,6 @@ func TestOutageSemanticsNoRemovalWithoutEtcdEvidence(t *testing.T) {
 		}
 		return nil
 	})
-	heal()
-	env.WaitConverged(t, c, 3, convergeTimeout)
-	env.RefreshEndpoints(t, cl, c)
-	framework.CheckKeys(t, cl, "/outage/", keys)
-	assertEvent(t, ns, "MemberUnhealthy", "has been failing since")
 }
 
 // assertEvent fails unless an event with reason mentions text.

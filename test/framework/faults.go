@@ -134,3 +134,76 @@ func once(t *testing.T, f func() error) func() {
 	t.Cleanup(undo)
 	return undo
 }
+
+// SlowDown makes the pod with uid slow without taking it down: every process of the pod is frozen
+// (cgroup v1 freezer) for frozen out of every period, so a write that is under way when a freeze
+// starts, an fsync above all, completes a freeze later in wall-clock time, and the member answers in
+// the thawed slices. It runs until the returned function is called, for at most limit, and is undone
+// at cleanup; the pod is always left thawed. A pod that goes away ends it.
+func SlowDown(t *testing.T, uid string, frozen, period, limit time.Duration) (stop func()) {
+	t.Helper()
+	state, err := freezerState(uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first freeze must take: FREEZING while a task is in the kernel, then FROZEN.
+	if err := os.WriteFile(state, []byte("FROZEN"), 0o644); err != nil {
+		t.Fatalf("freeze pod %s: %v", uid, err)
+	}
+	if got, err := os.ReadFile(state); err != nil || !strings.HasPrefix(string(got), "FR") {
+		t.Fatalf("pod %s after a freeze: %q %v", uid, got, err)
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	var loopErr error
+	go func() {
+		defer close(finished)
+		deadline := time.After(limit)
+		// hold waits d and says whether to go on.
+		hold := func(d time.Duration) bool {
+			select {
+			case <-done:
+				return false
+			case <-deadline:
+				return false
+			case <-time.After(d):
+				return true
+			}
+		}
+		for first := true; ; first = false {
+			if !first {
+				if loopErr = os.WriteFile(state, []byte("FROZEN"), 0o644); loopErr != nil {
+					return
+				}
+			}
+			if !hold(frozen) {
+				return
+			}
+			if loopErr = os.WriteFile(state, []byte("THAWED"), 0o644); loopErr != nil || !hold(period-frozen) {
+				return
+			}
+		}
+	}()
+	return once(t, func() error {
+		close(done)
+		<-finished
+		if err := os.WriteFile(state, []byte("THAWED"), 0o644); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("thaw pod %s: %w", uid, err)
+		}
+		if loopErr != nil && !os.IsNotExist(loopErr) {
+			return fmt.Errorf("slowing pod %s down stopped early: %w", uid, loopErr)
+		}
+		return nil
+	})
+}
+
+// freezerState is the freezer.state file of the pod's cgroup, in whichever QoS class the kubelet
+// (cgroupfs driver) put it.
+func freezerState(uid string) (string, error) {
+	for _, dir := range []string{"", "burstable/", "besteffort/"} {
+		p := "/sys/fs/cgroup/freezer/kubepods/" + dir + "pod" + uid + "/freezer.state"
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no freezer cgroup for pod %s under /sys/fs/cgroup/freezer/kubepods", uid)
+}

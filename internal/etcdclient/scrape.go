@@ -1,0 +1,54 @@
+package etcdclient
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape reads a member's metrics endpoint (http://host:port/metrics, plain text) and keeps the
+// families named in want. Members serve their metrics without TLS on a port the NetworkPolicy opens
+// only to the operator and monitoring.
+func scrape(ctx context.Context, metricsURL string, want ...string) (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", metricsURL, err)
+	}
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", metricsURL, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape %s: HTTP %d", metricsURL, resp.StatusCode)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", metricsURL, err)
+	}
+	out := make(map[string]*dto.MetricFamily, len(want))
+	for _, name := range want {
+		if f := families[name]; f != nil {
+			out[name] = f
+		}
+	}
+	return out, nil
+}
+
+// label returns the value of label name on m, "" when it has none.
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,95 @@
+package planner
+
+import (
+	"testing"
+	"time"
+)
+
+func TestSlowMembers(t *testing.T) {
+	ms := time.Millisecond
+	fast := func(name string) DiskWindow {
+		return DiskWindow{Member: name, WALFsyncP99: 4 * ms, BackendCommitP99: 8 * ms, WALFsyncs: 500, Commits: 200}
+	}
+	slow := func(name string, wal, commit time.Duration) DiskWindow {
+		return DiskWindow{Member: name, WALFsyncP99: wal, BackendCommitP99: commit, WALFsyncs: 500, Commits: 200}
+	}
+	cases := []struct {
+		name    string
+		windows []DiskWindow
+		want    map[string]string
+	}{
+		{"all fast", []DiskWindow{fast("a"), fast("b"), fast("c")}, map[string]string{}},
+		{"one slow WAL", []DiskWindow{fast("a"), slow("b", 480*ms, 8*ms), fast("c")},
+			map[string]string{"b": "WAL fsync p99 480ms against a median of 4ms on its peers"}},
+		{"both figures slow", []DiskWindow{fast("a"), slow("b", 480*ms, 900*ms), fast("c")},
+			map[string]string{"b": "WAL fsync p99 480ms against a median of 4ms on its peers, backend commit p99 900ms against a median of 8ms on its peers"}},
+		{"under the floor is never slow, however far above its peers", []DiskWindow{fast("a"), slow("b", 90*ms, 8*ms), fast("c")}, map[string]string{}},
+		{"a cluster slow as a whole blames nobody", []DiskWindow{slow("a", 300*ms, 8*ms), slow("b", 480*ms, 8*ms), slow("c", 250*ms, 8*ms)}, map[string]string{}},
+		{"under 10x the median is not slow", []DiskWindow{slow("a", 30*ms, 8*ms), slow("b", 290*ms, 8*ms), slow("c", 30*ms, 8*ms)}, map[string]string{}},
+		{"too few samples prove nothing", []DiskWindow{fast("a"), {Member: "b", WALFsyncP99: 480 * ms, WALFsyncs: SlowMinSamples - 1}, fast("c")}, map[string]string{}},
+		{"peers without samples give no median", []DiskWindow{{Member: "a"}, slow("b", 480*ms, 8*ms), {Member: "c"}}, map[string]string{}},
+		{"a member alone is never slow", []DiskWindow{slow("a", 480*ms, 900*ms)}, map[string]string{}},
+		{"two slow of five: each against the median of its peers", []DiskWindow{fast("a"), slow("b", 480*ms, 8*ms), fast("c"), slow("d", 400*ms, 8*ms), fast("e")},
+			map[string]string{"b": "WAL fsync p99 480ms against a median of 4ms on its peers", "d": "WAL fsync p99 400ms against a median of 4ms on its peers"}},
+	}
+	for _, tc := range cases {
+		got := SlowMembers(tc.windows)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+			continue
+		}
+		for m, msg := range tc.want {
+			if got[m] != msg {
+				t.Errorf("%s: %s = %q, want %q", tc.name, m, got[m], msg)
+			}
+		}
+	}
+}
+
+// slowSince marks member i slow since since.
+func slowSince(in *Input, i int, since time.Time) {
+	in.Etcd.Members[i].Slow = "WAL fsync p99 480ms against a median of 4ms on its peers"
+	in.Known[i].SlowSince = &since
+}
+
+func TestDecideSlowMember(t *testing.T) {
+	replace := SlowPolicy{Replace: true, After: 30 * time.Minute}
+	base := with(healthyCluster(3), func(in *Input) { in.Slow = replace })
+	runDecideCases(t, []decideCase{
+		{"slow for less than after: reported only", with(base, func(in *Input) { slowSince(in, 2, now.Add(-29*time.Minute)) }), None, nil, 0, "Ready"},
+		{"slow for after: the follower is removed", with(base, func(in *Input) { slowSince(in, 2, now.Add(-30*time.Minute)) }), RemoveMember, []string{"c-2"}, 3, "MemberSlow"},
+		{"policy Report never replaces", with(base, func(in *Input) {
+			in.Slow.Replace = false
+			slowSince(in, 2, now.Add(-time.Hour))
+		}), None, nil, 0, "Ready"},
+		{"a slow leader hands leadership over first", with(base, func(in *Input) {
+			in.Etcd.Members[1].RaftIndex = 101
+			slowSince(in, 0, now.Add(-time.Hour))
+		}), MoveLeader, []string{"c-0", "c-1"}, 2, "MemberSlow"},
+		{"never while another member is unhealthy", with(base, func(in *Input) {
+			slowSince(in, 2, now.Add(-time.Hour))
+			in.Etcd.Members[1].Healthy = false
+		}), Wait, nil, 0, "WaitingForHealth"},
+		{"the replacement first: a learner catching up holds the next slow member back", with(base, func(in *Input) {
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+			in.Pods["c-3"], in.PVCs["c-3"] = PodState{Exists: true}, PVCState{Exists: true}
+			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 4, Name: "c-3", Learner: true, Started: true})
+			slowSince(in, 1, now.Add(-time.Hour))
+		}), Wait, nil, 0, "WaitingForHealth"},
+		{"after a slow member was removed the cluster grows back before anything else", with(base, func(in *Input) {
+			in.Known = in.Known[:2]
+			in.Etcd.Members = in.Etcd.Members[:2]
+			delete(in.Pods, "c-2")
+			delete(in.PVCs, "c-2")
+			slowSince(in, 1, now.Add(-time.Hour))
+		}), AddLearner, []string{"c-3"}, 0, "ScalingUp"},
+		{"a 1-member cluster keeps its only member", with(healthyCluster(1), func(in *Input) {
+			in.Slow = replace
+			slowSince(in, 0, now.Add(-time.Hour))
+		}), None, nil, 0, "Ready"},
+		{"slow but no longer measured (no evidence this window): kept", with(base, func(in *Input) {
+			slowSince(in, 2, now.Add(-time.Hour))
+			in.Etcd.Members[2].Slow = ""
+		}), None, nil, 0, "Ready"},
+	})
+}

@@ -1,0 +1,126 @@
+//go:build e2e && slowmember
+
+// Not in the default e2e run yet: the replacement half has not passed on the local cluster (see
+// README, Slow members). Run it with: make test-e2e E2E_ARGS="-tags e2e,slowmember -run TestSlowMember".
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
+)
+
+// Issue 14 item 5. One follower of three is made consistently slow for real: its pod is frozen 450 ms
+// of every 500 ms (cgroup freezer), so the fsyncs under way when a freeze starts take ≈0.5 s. The
+// operator reports it (Degraded=MemberSlow with the figures, a Warning event, slowSince), and once it
+// has been slow for slowMemberReplacement.after replaces it through the ordinary RemoveMember →
+// AddLearner → Promote path, under a writer, losing no acknowledged write. The operator is crashed
+// right after the removal (failpoint afterMemberRemove) and a fresh one, with no latency baseline,
+// finishes.
+func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
+	t.Parallel()
+	const after = time.Minute
+	ns := env.NewNamespace(t, "e2e-slow-")
+	crashing := env.StartOperator(t, ns, "afterMemberRemove")
+	c := createWith(t, ns, func(c *v1.EtcdCluster) {
+		c.Spec.Maintenance.SlowMemberReplacement = v1.SlowMemberReplacementSpec{Policy: v1.SlowMemberReplace, After: after.String()}
+	})
+	cl := env.EtcdClient(t, c)
+	stopFollowing := framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })
+	w := framework.StartWriter(cl, "/slow/")
+
+	victim, _ := follower(t, c)
+	pod := &corev1.Pod{}
+	if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: victim}, pod); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	thaw := framework.SlowDown(t, string(pod.UID), 450*time.Millisecond, 500*time.Millisecond, after+10*time.Minute)
+	base, _ := diskFigures(t, c, nil)
+
+	var report string
+	framework.WaitFor(t, victim+" reported slow", 6*time.Minute, func() error {
+		cur := env.Get(t, c)
+		cond := meta.FindStatusCondition(cur.Status.Conditions, v1.ConditionDegraded)
+		for _, m := range cur.Status.Members {
+			if m.Name == victim && m.SlowSince != nil && cond != nil && cond.Reason == "MemberSlow" {
+				report = cond.Message
+				return nil
+			}
+			if m.Name != victim && m.SlowSince != nil {
+				t.Fatalf("%s, which is not slowed down, reported slow: %v", m.Name, cond)
+			}
+		}
+		_, measured := diskFigures(t, c, base)
+		return fmt.Errorf("Degraded %v; the test measures %s", cond, measured)
+	})
+	detected := time.Since(start)
+	_, measured := diskFigures(t, c, base)
+	t.Logf("reported after %s: %s (the test measured since the slowdown: %s)", detected.Round(time.Second), report, measured)
+	assertEvent(t, ns, "MemberSlow", victim+" is slow: WAL fsync p99")
+
+	if code := crashing.WaitExit(t, after+3*time.Minute); code != failpoint.ExitCode {
+		t.Fatalf("operator exit code %d, want the failpoint's %d (it should have removed %s)", code, failpoint.ExitCode, victim)
+	}
+	removed := time.Since(start)
+	// The crash comes before the action's event is recorded: the operator's log says what it did.
+	if want := fmt.Sprintf(`"action":"RemoveMember","members":[%q],"reason":"MemberSlow"`, victim); !strings.Contains(crashing.Logs(), want) {
+		t.Fatalf("the crashed operator's log has no %s", want)
+	}
+	thaw()
+	env.StartOperator(t, ns, "")
+	waitReplaced(t, c, victim)
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	replaced := time.Since(start)
+
+	acked, failed := env.StopWriter(t, w, stopFollowing, cl, c)
+	framework.CheckKeys(t, cl, "/slow/", acked)
+	for _, m := range env.Get(t, c).Status.Members {
+		if m.SlowSince != nil {
+			t.Fatalf("%s reported slow after the replacement", m.Name)
+		}
+	}
+	t.Logf("slowed down at 0 s; reported after %s, removed after %s (after = %s), replaced and converged after %s; %d writes acknowledged, none lost, %d failed attempts retried",
+		detected.Round(time.Second), removed.Round(time.Second), after, replaced.Round(time.Second), len(acked), failed)
+}
+
+// diskFigures reads every member pod's disk histograms, as the operator does, and describes the window
+// since base (WAL fsync p99 and count per member).
+func diskFigures(t *testing.T, c *v1.EtcdCluster, base map[string]etcdclient.DiskLatency) (map[string]etcdclient.DiskLatency, string) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		t.Fatal(err)
+	}
+	now := map[string]etcdclient.DiskLatency{}
+	var parts []string
+	for _, p := range pods.Items {
+		d, err := etcdclient.ReadDiskLatency(context.Background(), naming.MetricsURL(p.Status.PodIP))
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%s: %v", p.Name, err))
+			continue
+		}
+		now[p.Name] = d
+		if b, ok := base[p.Name]; ok {
+			if w, err := d.WALFsync.Since(b.WALFsync); err == nil {
+				parts = append(parts, fmt.Sprintf("%s WAL fsync p99 %.0f ms of %d", p.Name, w.Quantile(0.99)*1000, w.Count))
+			}
+		}
+	}
+	slices.Sort(parts)
+	return now, strings.Join(parts, ", ")
+}

@@ -2,9 +2,10 @@ package planner
 
 import (
 	"fmt"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"slices"
 	"time"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // A member is slow when, over one window, the p99 of its WAL fsyncs or of its backend commits is

@@ -132,9 +132,7 @@ func TestAlertsFireAndDashboardHasData(t *testing.T) {
 	checkFiring(t, prom, "EtcdMembersDown", ns, c.Name)
 	setImage(t, pod, image)
 	restored := time.Now()
-	// The peers' send failures count over a 2-minute rate window (as etcd's mixin does), so the alert
-	// resolves up to 2 minutes after the member answers again.
-	resolved := waitAlert(t, prom, "EtcdMembersDown", ns, c.Name, 4*time.Minute, "")
+	resolved := waitAlert(t, prom, "EtcdMembersDown", ns, c.Name, 2*time.Minute, "")
 	t.Logf("member %s back: EtcdMembersDown resolved after %s", down, resolved.Sub(restored).Round(time.Second))
 	env.WaitConverged(t, c, 3, 2*time.Minute)
 

@@ -220,6 +220,8 @@ include hack/cluster/cluster.mk
 
 ##@ Benchmarks
 
+# BENCH_RUN picks benchmarks by name (e.g. TestBench$$ for the lifecycle ones); BENCH_REPS the runs per figure (5).
+BENCH_RUN ?= .
 .PHONY: bench
 bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster; rewrites bench/results and BENCHMARKS.md.
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run . -count=1 -timeout 60m -v $(BENCH_ARGS)
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run '$(BENCH_RUN)' -count=1 -timeout 150m -v $(BENCH_ARGS)

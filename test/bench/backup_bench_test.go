@@ -62,7 +62,10 @@ func TestBackupBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "big converged", timeout, func() (bool, error) { return converged(c, 1) })
-	tlsCfg := clusterTLS(t, c)
+	tlsCfg, err := clusterTLS(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pods, err := runningPods(ns, naming.Labels(c.Name))
 	if err != nil || len(pods) != 1 {
 		t.Fatalf("pods of big: %v %v", pods, err)

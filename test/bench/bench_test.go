@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -21,8 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -32,16 +31,19 @@ import (
 )
 
 const (
-	command     = "make bench (go test -tags bench ./test/bench/ -run . -count=1 -timeout 60m -v)"
+	command     = "make bench BENCH_RUN='TestBench$' (go test -tags bench ./test/bench/ -run 'TestBench$' -count=1 -v)"
 	storageSize = "256Mi"
 	timeout     = 5 * time.Minute
-	goal        = 1.2
+	goal        = 1.1 // issue 17: lifecycle ratios
+	replaceGoal = 2.5 // a replacement does more than a restart: remove, add a learner, catch up, promote
 )
 
-// TestBench takes every measurement in one run, interleaving bare and operator runs of the same size
-// so that drift in the machine's load hits both sides of each ratio alike.
+// TestBench takes every lifecycle measurement in one run, interleaving bare and operator runs of the
+// same size so that drift in the machine's load hits both sides of each ratio alike. Both sides end on
+// the same observable, checked by the same prober (prober_test.go); recovery and replacement are timed
+// separately for a follower and for the leader.
 func TestBench(t *testing.T) {
-	reps := 3
+	reps := 5
 	if s := os.Getenv("BENCH_REPS"); s != "" {
 		reps, _ = strconv.Atoi(s)
 	}
@@ -52,149 +54,96 @@ func TestBench(t *testing.T) {
 	samples := map[string][]float64{}
 	add := func(key string, d time.Duration) {
 		samples[key] = append(samples[key], d.Seconds())
-		t.Logf("%s: %.1fs", key, d.Seconds())
+		t.Logf("%s: %.2fs", key, d.Seconds())
 	}
 	start := time.Now()
 	for r := 1; r <= reps; r++ {
 		for _, n := range []int{1, 3, 5} {
 			t.Logf("repetition %d/%d, %d members", r, reps, n)
-			bareRecovery := bareRun(t, image, n, func(d time.Duration) { add(fmt.Sprintf("bare_available_%d", n), d) })
-			if n == 3 {
-				add("bare_recovery", bareRecovery)
-			}
-			operatorRun(t, n, func(d time.Duration) { add(fmt.Sprintf("time_to_available_%d", n), d) },
-				func(d time.Duration) { add("recovery_pod_deleted", d) },
-				func(d time.Duration) { add("replace_member_pvc_lost", d) })
+			bareRun(t, image, n, add)
+			operatorRun(t, n, add)
 		}
 	}
 	t.Logf("all measurements took %s", time.Since(start).Round(time.Second))
+	for _, gone := range []string{"recovery_pod_deleted", "replace_member_pvc_lost"} { // measured per role now
+		_ = os.Remove(filepath.Join(resultsDir(), gone+".json"))
+	}
 	writeResults(t, lifecycleMetrics(), samples)
+}
+
+// roles are the two members whose loss is timed apart: losing the leader adds an election.
+var roles = []string{"follower", "leader"}
+
+// victim picks the member pod of the given role.
+func victim(t *testing.T, p *prober, role string) string {
+	t.Helper()
+	var name string
+	var err error
+	waitFor(t, "a "+role+" to pick", timeout, func() (bool, error) {
+		if role == "leader" {
+			name, err = p.leader()
+		} else {
+			name, err = p.follower()
+		}
+		return err == nil, err
+	})
+	return name
 }
 
 // --- bare etcd: what etcd needs without any operator --------------------------------------------
 
-var bareLabels = map[string]string{"app": "bare-etcd"}
-
-// bareRun starts n bare members and times them to healthy; with n=3 it then deletes and recreates
-// one member pod (keeping its PVC) and returns that recovery time.
-func bareRun(t *testing.T, image string, n int, available func(time.Duration)) (recovery time.Duration) {
+// bareRun starts n bare members and times them to serving; with n=3 it then deletes and recreates a
+// follower's pod, then the leader's (each keeping its PVC), and times each back to serving.
+func bareRun(t *testing.T, image string, n int, add func(string, time.Duration)) {
 	ns, cleanup := newNamespace(t)
 	defer cleanup()
 	ctx := context.Background()
+	b := newBare(t, ns, image, n)
+	p := newProber(ns, bareClientService, bareLabels, b.clientTLS)
+	defer p.close()
 	waitQuiet(t)
 
 	t0 := time.Now()
-	if err := k8s.Create(ctx, bareService(ns)); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < n; i++ {
-		if err := k8s.Create(ctx, barePVC(ns, i)); err != nil {
-			t.Fatal(err)
-		}
-		if err := k8s.Create(ctx, barePod(ns, image, i, n)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	healthy := func() (bool, error) { return allHealthy(ns, bareLabels, n, nil) }
-	available(waitFor(t, fmt.Sprintf("%d bare members healthy", n), timeout, healthy).Sub(t0))
+	b.create(t)
+	add(fmt.Sprintf("bare_available_%d", n), waitFor(t, fmt.Sprintf("%d bare members serving", n), timeout, servingN(p, n)).Sub(t0))
 	if n != 3 {
-		return 0
+		return
 	}
-
-	// Recovery by hand: the pod goes (as a node restart or eviction would take it), its volume stays,
-	// and it is recreated as soon as its name is free, exactly as a StatefulSet would do.
-	waitQuiet(t)
-	victim := &corev1.Pod{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "bare-1"}, victim); err != nil {
-		t.Fatal(err)
-	}
-	t0 = time.Now()
-	if err := k8s.Delete(ctx, victim); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "bare-1 gone", timeout, func() (bool, error) {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(victim), &corev1.Pod{})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	})
-	if err := k8s.Create(ctx, barePod(ns, image, 1, n)); err != nil {
-		t.Fatal(err)
-	}
-	return waitFor(t, "bare-1 healthy again", timeout, healthy).Sub(t0)
-}
-
-// bareService is the headless peer Service of the bare members.
-func bareService(ns string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "bare-peer", Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: bareLabels,
-			Ports: []corev1.ServicePort{{Name: "peer", Port: naming.PeerPort, TargetPort: intstr.FromInt32(naming.PeerPort)}},
-		},
+	for _, role := range roles {
+		// Recovery by hand: the pod goes (as a node restart or eviction would take it), its volume stays,
+		// and it is recreated as soon as its name is free, exactly as a StatefulSet would do.
+		waitQuiet(t)
+		name := victim(t, p, role)
+		pod := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+			t.Fatal(err)
+		}
+		t0 = time.Now()
+		if err := k8s.Delete(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, name+" gone", timeout, func() (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+		b.recreate(t, name, image)
+		add("bare_recovery_"+role, waitFor(t, name+" serving again", timeout, servingN(p, n)).Sub(t0))
 	}
 }
 
-func barePVC(ns string, i int) *corev1.PersistentVolumeClaim {
-	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bare-%d", i), Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{ // no class: the default one (local-path), as the operator does
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(storageSize)}},
-		},
-	}
-}
-
-// barePod is a member as a person would write it: a static --initial-cluster over the headless
-// Service, plain http, no probes. Security context and data path match the operator's pod, so the
-// volume set-up (fsGroup) costs the same on both sides.
-func barePod(ns, image string, i, n int) *corev1.Pod {
-	host := func(j int) string { return fmt.Sprintf("bare-%d.bare-peer.%s.svc", j, ns) }
-	var initial []string
-	for j := 0; j < n; j++ {
-		initial = append(initial, fmt.Sprintf("bare-%d=http://%s:%d", j, host(j), naming.PeerPort))
-	}
-	name := fmt.Sprintf("bare-%d", i)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: bareLabels},
-		Spec: corev1.PodSpec{
-			Hostname: name, Subdomain: "bare-peer",
-			Containers: []corev1.Container{{
-				Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: []string{"/usr/local/bin/etcd"},
-				Args: []string{
-					"--name=" + name,
-					"--data-dir=" + naming.DataDir + "/data",
-					fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", naming.PeerPort),
-					fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", naming.ClientPort),
-					fmt.Sprintf("--advertise-client-urls=http://%s:%d", host(i), naming.ClientPort),
-					fmt.Sprintf("--initial-advertise-peer-urls=http://%s:%d", host(i), naming.PeerPort),
-					"--initial-cluster=" + strings.Join(initial, ","),
-					"--initial-cluster-state=new",
-					"--initial-cluster-token=bare-" + ns,
-				},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: naming.DataDir}},
-				SecurityContext: &corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true)},
-			}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}},
-			TerminationGracePeriodSeconds: ptr.To[int64](30),
-			AutomountServiceAccountToken:  ptr.To(false),
-			EnableServiceLinks:            ptr.To(false),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
-			},
-		},
-	}
+func servingN(p *prober, n int) func() (bool, error) {
+	return func() (bool, error) { return p.serving(n) }
 }
 
 // --- the operator ------------------------------------------------------------------------------
 
-// operatorRun times an n-member EtcdCluster to converged; with n=3 it then times the return of a
-// deleted member pod, and the replacement of a member whose PVC was lost.
-func operatorRun(t *testing.T, n int, available, recovery, replace func(time.Duration)) {
-	withOperator(t, func(ns string, c *v1.EtcdCluster) { operatorRunIn(t, ns, c, n, available, recovery, replace) })
+// operatorRun times an n-member EtcdCluster to serving; with n=3 it then times, for a follower and
+// for the leader, the return of a deleted member pod and the replacement of a member whose PVC was lost.
+func operatorRun(t *testing.T, n int, add func(string, time.Duration)) {
+	withOperator(t, func(ns string, c *v1.EtcdCluster) { operatorRunIn(t, ns, c, n, add) })
 }
 
-func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, available, recovery, replace func(time.Duration)) {
+func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, add func(string, time.Duration)) {
 	ctx := context.Background()
 	waitQuiet(t)
 
@@ -204,60 +153,61 @@ func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, available,
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	available(waitFor(t, fmt.Sprintf("EtcdCluster of %d converged", n), timeout, func() (bool, error) {
-		return converged(c, n)
-	}).Sub(t0))
+	// The client Secret appears with the cluster's CA, before any member serves.
+	var tlsCfg *tls.Config
+	waitFor(t, "client Secret", timeout, func() (bool, error) {
+		var err error
+		tlsCfg, err = clusterTLS(c)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	p := newProber(ns, naming.ClientService(c.Name), naming.Labels(c.Name), tlsCfg)
+	defer p.close()
+	add(fmt.Sprintf("time_to_available_%d", n), waitFor(t, fmt.Sprintf("EtcdCluster of %d serving", n), timeout, servingN(p, n)).Sub(t0))
 	if n != 3 {
 		return
 	}
-	tlsCfg := clusterTLS(t, c)
-	labels := naming.Labels(c.Name)
-	// Converged and every member pod really serving: the status alone could be a pass behind.
-	healthy := func() (bool, error) {
-		if ok, err := converged(c, n); !ok {
-			return false, err
-		}
-		return allHealthy(ns, labels, n, tlsCfg)
-	}
+	waitFor(t, "EtcdCluster converged", timeout, func() (bool, error) { return converged(c, n) })
 
-	waitQuiet(t)
-	victim := &corev1.Pod{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.Members[1].Name}, victim); err != nil {
-		t.Fatal(err)
-	}
-	t0 = time.Now()
-	if err := k8s.Delete(ctx, victim); err != nil {
-		t.Fatal(err)
-	}
-	recovery(waitFor(t, "member pod back", timeout, func() (bool, error) {
-		p := &corev1.Pod{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(victim), p); err != nil || p.UID == victim.UID {
-			return false, client.IgnoreNotFound(err)
+	for _, role := range roles {
+		waitQuiet(t)
+		name := victim(t, p, role)
+		pod := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+			t.Fatal(err)
 		}
-		return healthy()
-	}).Sub(t0))
-
-	waitQuiet(t)
-	lost := c.Status.Members[2].Name
-	t0 = time.Now()
-	// PVC first: its protection finalizer lets it go only with the pod, so both are gone together.
-	if err := k8s.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lost}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lost}}); err != nil {
-		t.Fatal(err)
-	}
-	replace(waitFor(t, "member replaced", timeout, func() (bool, error) {
-		if ok, err := healthy(); !ok { // refreshes c
-			return false, err
+		t0 = time.Now()
+		if err := k8s.Delete(ctx, pod); err != nil {
+			t.Fatal(err)
 		}
-		for _, m := range c.Status.Members {
-			if m.Name == lost {
-				return false, nil
+		add("recovery_pod_deleted_"+role, waitFor(t, name+" back", timeout, func() (bool, error) {
+			back := &corev1.Pod{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), back); err != nil || back.UID == pod.UID {
+				return false, client.IgnoreNotFound(err)
 			}
+			return p.serving(n)
+		}).Sub(t0))
+		waitFor(t, "EtcdCluster converged", timeout, func() (bool, error) { return converged(c, n) })
+	}
+
+	for _, role := range roles {
+		waitQuiet(t)
+		lost := victim(t, p, role)
+		t0 = time.Now()
+		// PVC first: its protection finalizer lets it go only with the pod, so both are gone together.
+		if err := k8s.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lost}}); err != nil {
+			t.Fatal(err)
 		}
-		return true, nil
-	}).Sub(t0))
+		if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lost}}); err != nil {
+			t.Fatal(err)
+		}
+		add("replace_member_pvc_lost_"+role, waitFor(t, lost+" replaced", timeout, func() (bool, error) {
+			if pods, err := runningPods(ns, naming.MemberLabels(c.Name, lost)); err != nil || len(pods) > 0 {
+				return false, err
+			}
+			return p.serving(n)
+		}).Sub(t0))
+		waitFor(t, "EtcdCluster converged", timeout, func() (bool, error) { return converged(c, n) })
+	}
 }
 
 // converged refreshes c and says whether it has n healthy voting members, is Available and has
@@ -286,7 +236,7 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// round2 keeps two decimals: the clock polls every 250 ms, finer digits would be noise.
+// round2 keeps two decimals: the clock polls every 200 ms, finer digits would be noise.
 func round2(x float64) float64 {
 	f, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 2, 64), 64)
 	return f
@@ -300,40 +250,70 @@ type metricDef struct {
 }
 
 func lifecycleMetrics() []metricDef {
-	g := goal
-	bareAvail := "seconds from creating n plain etcd pods (static --initial-cluster over a headless Service with publishNotReadyAddresses, plain http, one local-path PVC each) until every pod answers a linearizable read (etcdctl endpoint health)"
-	bareRecovery := "seconds from deleting one pod of a bare 3-member etcd (its PVC kept) and recreating it as soon as its name is free, until all 3 answer a linearizable read"
-	return []metricDef{
-		{"time_to_available_1", "bare_available_1", "s", "EtcdCluster of 1 member (TLS, 256Mi) created until converged (Available, not Progressing, 1 ready); baseline: " + bareAvail + ", n=1", &g},
-		{"time_to_available_3", "bare_available_3", "s", "EtcdCluster of 3 members (TLS, 256Mi) created until converged (Available, not Progressing, 3 ready); baseline: " + bareAvail + ", n=3", &g},
-		{"time_to_available_5", "bare_available_5", "s", "EtcdCluster of 5 members (TLS, 256Mi) created until converged (Available, not Progressing, 5 ready); baseline: " + bareAvail + ", n=5", &g},
-		{"recovery_pod_deleted", "bare_recovery", "s", "one member pod of a converged 3-member EtcdCluster deleted until converged again with all 3 answering a linearizable read; baseline: " + bareRecovery, &g},
-		{"replace_member_pvc_lost", "bare_recovery", "s", "PVC and pod of one member of a converged 3-member EtcdCluster deleted until converged with 3 members (a new member name) all answering a linearizable read; baseline: the recovery_pod_deleted baseline (" + bareRecovery + "), as bare etcd has no automatic replacement to compare with", nil},
+	g, gReplace := goal, replaceGoal
+	serving := "every member pod Ready, answering a linearizable read through its own endpoint (one long-lived client each) and a ready endpoint of the client Service"
+	bare := "bare etcd pods written by hand (TLS on both ports, the operator's probes, static --initial-cluster over a headless Service, a client Service, one local-path PVC each)"
+	bareAvail := "seconds from creating n " + bare + " until " + serving
+	bareRecovery := func(role string) string {
+		return "seconds from deleting the " + role + "'s pod of 3 " + bare + " (its PVC kept) and recreating it as soon as its name is free, until " + serving
 	}
+	var defs []metricDef
+	for _, n := range []int{1, 3, 5} {
+		defs = append(defs, metricDef{fmt.Sprintf("time_to_available_%d", n), fmt.Sprintf("bare_available_%d", n), "s",
+			fmt.Sprintf("EtcdCluster of %d member(s) (TLS, %s) created until %s; baseline: %s, n=%d", n, storageSize, serving, bareAvail, n), &g})
+	}
+	for _, role := range roles {
+		defs = append(defs,
+			metricDef{"recovery_pod_deleted_" + role, "bare_recovery_" + role, "s",
+				"the " + role + "'s pod of a converged 3-member EtcdCluster deleted until its new pod and the others are back to " + serving + "; baseline: " + bareRecovery(role), &g},
+			metricDef{"replace_member_pvc_lost_" + role, "bare_recovery_" + role, "s",
+				"PVC and pod of the " + role + " of a converged 3-member EtcdCluster deleted until 3 members (a new one in its place) are back to " + serving + "; baseline: the bare pod restart of the same role (" + bareRecovery(role) + "), as bare etcd has no automatic replacement to compare with", &gReplace})
+	}
+	return defs
 }
 
 // writeResults writes bench/results/<metric>.json for defs, then BENCHMARKS.md from every result
 // file there, so that each benchmark can be re-run alone without losing the others' figures.
 func writeResults(t *testing.T, defs []metricDef, samples map[string][]float64) {
 	date := time.Now().UTC().Format(time.RFC3339)
-	dir := filepath.Join("..", "..", "bench", "results")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for _, d := range defs {
 		v := median(samples[d.metric])
 		r := result{Metric: d.metric, Value: round2(v), Unit: d.unit, Ratio: round2(v), Date: date, Command: command,
 			Notes: d.notes, Goal: d.goal, Samples: roundAll(samples[d.metric])}
+		r.Min, r.Max = bounds(r.Samples)
 		if d.baseline != "" {
 			b := median(samples[d.baseline])
 			r.Baseline, r.Ratio, r.BaselineSamples = round2(b), round2(v/b), roundAll(samples[d.baseline])
+			r.BaselineMin, r.BaselineMax = bounds(r.BaselineSamples)
 		}
-		out, _ := json.MarshalIndent(r, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, d.metric+".json"), append(out, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeResult(t, r)
 	}
-	writeMarkdown(t, dir)
+	writeMarkdown(t, resultsDir())
+}
+
+func resultsDir() string { return filepath.Join("..", "..", "bench", "results") }
+
+// writeResult writes bench/results/<metric>.json.
+func writeResult(t *testing.T, r result) {
+	t.Helper()
+	if err := os.MkdirAll(resultsDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.MarshalIndent(r, "", "  ")
+	if err := os.WriteFile(filepath.Join(resultsDir(), r.Metric+".json"), append(out, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func bounds(xs []float64) (lo, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	lo, hi = xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return lo, hi
 }
 
 func roundAll(xs []float64) []float64 {
@@ -368,19 +348,28 @@ func writeMarkdown(t *testing.T, dir string) {
 	fmt.Fprintf(&b, "Generated by `test/bench` (build tag `bench`).\n\n")
 	fmt.Fprintf(&b, "- Machine: %d vCPU (`nproc`), %s RAM, kernel `%s`; the single-node local cluster of `hack/cluster`\n", runtime.NumCPU(), memTotal(), strings.TrimSpace(string(kernel)))
 	fmt.Fprintf(&b, "- Command: `%s`\n\n", command)
-	fmt.Fprintf(&b, "| metric | value | baseline | ratio | goal | runs | date |\n|---|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "| metric | value (min–max) | baseline (min–max) | ratio | goal | runs | date |\n|---|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		g := "—"
 		if r.Goal != nil {
 			g = fmt.Sprintf("≤ %g×", *r.Goal)
 		}
+		value := fmt.Sprintf("%.2f %s", r.Value, r.Unit)
+		if len(r.Samples) > 1 {
+			lo, hi := bounds(r.Samples)
+			value += fmt.Sprintf(" (%.2f–%.2f)", lo, hi)
+		}
 		base := "—"
 		if len(r.BaselineSamples) > 0 {
 			base = fmt.Sprintf("%.2f %s", r.Baseline, r.Unit)
+			if len(r.BaselineSamples) > 1 {
+				lo, hi := bounds(r.BaselineSamples)
+				base += fmt.Sprintf(" (%.2f–%.2f)", lo, hi)
+			}
 		}
-		fmt.Fprintf(&b, "| `%s` | %.2f %s | %s | %.2f× | %s | %d | %s |\n", r.Metric, r.Value, r.Unit, base, r.Ratio, g, len(r.Samples), r.Date[:10])
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %.2f× | %s | %d | %s |\n", r.Metric, value, base, r.Ratio, g, len(r.Samples), r.Date[:10])
 	}
-	b.WriteString("\nHow each figure and its baseline were measured (clocks poll every 250 ms from the host, through pod IPs):\n\n")
+	b.WriteString("\nHow each figure and its baseline were measured (clocks poll every 200 ms from the host, through pod IPs and the API server):\n\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "- `%s`: %s\n", r.Metric, r.Notes)
 	}

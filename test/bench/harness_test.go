@@ -6,14 +6,13 @@
 // bench/results/*.json and BENCHMARKS.md.
 //
 // Setup is shared with test/e2e (test/framework); the helpers here need what the e2e ones do not:
-// a 250 ms clock, operator logs on disk with timestamps, and cleanup that waits for volumes.
+// a 200 ms clock, operator logs on disk with timestamps, and cleanup that waits for volumes.
 package bench
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,9 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,8 +33,8 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
-// poll is how often the clock looks at the cluster: small against the 5–40 s being measured.
-const poll = 250 * time.Millisecond
+// poll is how often the clock looks at the cluster: small against the 3–40 s being measured.
+const poll = 200 * time.Millisecond
 
 var (
 	k8s        client.Client
@@ -183,7 +179,8 @@ type operator struct {
 	log  string
 }
 
-func startOperator(t *testing.T, ns string) *operator {
+// startOperator runs the manager for ns; args come after the defaults and override them.
+func startOperator(t *testing.T, ns string, args ...string) *operator {
 	t.Helper()
 	logPath := filepath.Join(logDir, ns+".log")
 	f, err := os.Create(logPath)
@@ -191,8 +188,8 @@ func startOperator(t *testing.T, ns string) *operator {
 		t.Fatal(err)
 	}
 	o := &operator{done: make(chan struct{}), log: logPath}
-	o.cmd = exec.Command(managerBin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false",
-		"--zap-time-encoding=rfc3339nano")
+	o.cmd = exec.Command(managerBin, append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false",
+		"--zap-time-encoding=rfc3339nano"}, args...)...)
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+ns)
 	if img := os.Getenv("IMG"); img != "" {
 		o.cmd.Env = append(o.cmd.Env, "OPERATOR_IMAGE="+img) // backup Jobs and restore init containers
@@ -260,50 +257,18 @@ func runningPods(ns string, labels map[string]string) ([]corev1.Pod, error) {
 	return out, nil
 }
 
-// allHealthy says whether each of the n pods answers what `etcdctl endpoint health` asks: a
-// linearizable read, which needs a leader and a quorum. Each endpoint gets its own client, so one
-// member answering cannot stand in for another.
-func allHealthy(ns string, labels map[string]string, n int, tlsCfg *tls.Config) (bool, error) {
-	pods, err := runningPods(ns, labels)
-	if err != nil || len(pods) != n {
-		return false, err
-	}
-	for _, p := range pods {
-		if err := endpointHealth(naming.EndpointForIP(p.Status.PodIP, tlsCfg != nil), tlsCfg); err != nil {
-			return false, fmt.Errorf("%s: %w", p.Name, err)
-		}
-	}
-	return true, nil
-}
-
-func endpointHealth(endpoint string, tlsCfg *tls.Config) error {
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: time.Second, TLS: tlsCfg, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cl.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err = cl.Get(ctx, "health")
-	if errors.Is(err, rpctypes.ErrPermissionDenied) {
-		return nil // etcdctl counts this as healthy too: the member answered through raft
-	}
-	return err
-}
-
 // clusterTLS is the client TLS config of an operator-run cluster, from the user client Secret the
 // operator publishes.
-func clusterTLS(t *testing.T, c *v1.EtcdCluster) *tls.Config {
-	t.Helper()
+func clusterTLS(c *v1.EtcdCluster) (*tls.Config, error) {
 	sec := &corev1.Secret{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: naming.UserClientSecret(c.Name)}, sec); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	pair, err := tls.X509KeyPair(sec.Data[pki.CertKey], sec.Data[pki.PrivKeyKey])
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(sec.Data[pki.CACertKey])
-	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(c.Name, c.Namespace))
+	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(c.Name, c.Namespace)), nil
 }

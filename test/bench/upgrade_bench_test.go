@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,56 +54,54 @@ func TestBenchUpgrade(t *testing.T) {
 		add("bare_rolling_restarts_3", bareRollingUpgrade(t, from, to).Seconds())
 		operatorUpgrade(t, add)
 	}
-	restarts := "the sum of three member restarts done by hand on a bare 3-member etcd (" + upgradeFrom + ", plain http, one PVC each): each pod deleted, recreated at " + upgradeTo + " on its PVC as soon as its name is free, and timed until all 3 answer a linearizable read"
+	restarts := "the same upgrade done by hand on a bare 3-member etcd (" + upgradeFrom + ", TLS, the operator's probes, one PVC each): followers first, leader last, each pod deleted and recreated at " + upgradeTo + " on its PVC as soon as its name is free, the next one as soon as all 3 serve again; timed from the first deletion until all 3 serve (the prober's finish line)"
 	writeResults(t, []metricDef{
-		{"upgrade_duration_3", "bare_rolling_restarts_3", "s", "spec.version of a converged 3-member EtcdCluster changed " + upgradeFrom + " → " + upgradeTo + " under a writer, until every member reports " + upgradeTo + " and the cluster is converged; baseline: " + restarts, nil},
+		{"upgrade_duration_3", "bare_rolling_restarts_3", "s", "spec.version of a converged 3-member EtcdCluster changed " + upgradeFrom + " → " + upgradeTo + " under a writer, until every member reports " + upgradeTo + " and all 3 serve (the prober's finish line); baseline: " + restarts, nil},
 		{"upgrade_lost_acked_writes", "", "writes", "acknowledged puts of the writer (one client, sequential puts of new keys, 20 ms apart, each failed put retried with the same key until acknowledged) missing from a linearizable read after the upgrade; a count", nil},
 		{"upgrade_failed_writes", "", "writes", "put attempts of that writer that returned an error during the upgrade (each was retried until acknowledged); a count", nil},
 		{"upgrade_p99_write_latency", "steady_p99_write_latency", "ms", fmt.Sprintf("p99 latency of the acknowledged puts during the upgrade; baseline: p99 of the same writer on the same converged cluster for %s just before the upgrade", steadyWindow), nil},
 	}, samples)
 }
 
-// bareRollingUpgrade upgrades a bare 3-member cluster by hand, one pod at a time, and returns the
-// sum of the three restart times (each from the pod's deletion to all 3 answering again).
+// bareRollingUpgrade upgrades a bare 3-member cluster by hand, followers first and the leader last,
+// each pod deleted and recreated at the new version on its PVC, going on to the next one as soon as all
+// three serve again. It returns the wall time from the first deletion until the last member serves.
 func bareRollingUpgrade(t *testing.T, from, to string) time.Duration {
 	ns, cleanup := newNamespace(t)
 	defer cleanup()
 	ctx := context.Background()
+	b := newBare(t, ns, from, 3)
+	p := newProber(ns, bareClientService, bareLabels, b.clientTLS)
+	defer p.close()
 	waitQuiet(t)
-	if err := k8s.Create(ctx, bareService(ns)); err != nil {
-		t.Fatal(err)
-	}
+	b.create(t)
+	waitFor(t, "3 bare members serving", timeout, servingN(p, 3))
+	lead := victim(t, p, "leader")
+	var order []string
 	for i := 0; i < 3; i++ {
-		if err := k8s.Create(ctx, barePVC(ns, i)); err != nil {
-			t.Fatal(err)
-		}
-		if err := k8s.Create(ctx, barePod(ns, from, i, 3)); err != nil {
-			t.Fatal(err)
+		if name := fmt.Sprintf("bare-%d", i); name != lead {
+			order = append(order, name)
 		}
 	}
-	healthy := func() (bool, error) { return allHealthy(ns, bareLabels, 3, nil) }
-	waitFor(t, "3 bare members healthy", timeout, healthy)
-	var total time.Duration
-	for i := 0; i < 3; i++ {
-		waitQuiet(t)
-		victim := barePod(ns, from, i, 3)
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(victim), victim); err != nil {
+	order = append(order, lead)
+	waitQuiet(t)
+	t0 := time.Now()
+	for _, name := range order {
+		pod := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
 			t.Fatal(err)
 		}
-		t0 := time.Now()
-		if err := k8s.Delete(ctx, victim); err != nil {
+		if err := k8s.Delete(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, victim.Name+" gone", timeout, func() (bool, error) {
-			err := k8s.Get(ctx, client.ObjectKeyFromObject(victim), victim)
+		waitFor(t, name+" gone", timeout, func() (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})
-		if err := k8s.Create(ctx, barePod(ns, to, i, 3)); err != nil {
-			t.Fatal(err)
-		}
-		total += waitFor(t, victim.Name+" healthy at "+to, timeout, healthy).Sub(t0)
+		b.recreate(t, name, to)
+		waitFor(t, name+" serving at "+to, timeout, servingN(p, 3))
 	}
-	return total
+	return time.Since(t0)
 }
 
 // operatorUpgrade runs the writer on a converged 3-member EtcdCluster, first at steady state, then
@@ -125,11 +124,17 @@ func operatorUpgradeIn(t *testing.T, ns string, c *v1.EtcdCluster, add func(stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, TLS: clusterTLS(t, c), Logger: zap.NewNop()})
+	tlsCfg, err := clusterTLS(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, TLS: tlsCfg, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = cl.Close() }()
+	p := newProber(ns, naming.ClientService(c.Name), naming.Labels(c.Name), tlsCfg)
+	defer p.close()
 
 	steady := framework.StartWriter(cl, "/steady/")
 	time.Sleep(steadyWindow)
@@ -144,15 +149,10 @@ func operatorUpgradeIn(t *testing.T, ns string, c *v1.EtcdCluster, add func(stri
 		t.Fatal(err)
 	}
 	done := waitFor(t, "every member at "+upgradeTo, 2*timeout, func() (bool, error) {
-		if ok, err := converged(c, 3); !ok {
+		if ok, err := p.atVersion(upgradeTo); !ok {
 			return false, err
 		}
-		for _, m := range c.Status.Members {
-			if m.Version != upgradeTo {
-				return false, nil
-			}
-		}
-		return c.Status.CurrentVersion == upgradeTo, nil
+		return p.serving(3) // the bare side's finish line, after its last restart
 	})
 	add("upgrade_duration_3", done.Sub(t0).Seconds())
 	acked, failed := w.Finish()

@@ -40,4 +40,10 @@ type BenchResult struct {
 	Goal            *float64  `json:"goal,omitempty"`
 	Samples         []float64 `json:"samples"`
 	BaselineSamples []float64 `json:"baseline_samples"`
+	// Min and Max bound the samples (and BaselineMin/BaselineMax the baseline's): a median says little
+	// without its spread.
+	Min         float64 `json:"min"`
+	Max         float64 `json:"max"`
+	BaselineMin float64 `json:"baseline_min,omitempty"`
+	BaselineMax float64 `json:"baseline_max,omitempty"`
 }

@@ -263,6 +263,7 @@ oomScoreAdj: 0            # -999 (default) is refused here: no CAP_SYS_RESOURCE 
 staticPodPath: ""
 rotateCertificates: false
 serverTLSBootstrap: false
+maxPods: 200               # make bench-scale runs 100 one-member clusters beside the e2e suite; the node /24 has 254 addresses
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, nodefs.inodesFree: 2%, imagefs.available: 2%}
 # images are imported locally and can never be re-pulled: never garbage-collect them
 imageGCHighThresholdPercent: 100

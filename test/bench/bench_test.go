@@ -374,6 +374,12 @@ func writeMarkdown(t *testing.T, dir string) {
 		fmt.Fprintf(&b, "- `%s`: %s\n", r.Metric, r.Notes)
 	}
 	b.WriteString(`
+One finish line for both sides of every lifecycle ratio (test/bench/prober_test.go): every member pod Ready, a
+linearizable read answered through each member's own endpoint by one long-lived client per member, and every member a
+ready endpoint of the client Service, polled every 200 ms. The bare baseline runs the same etcd binary with TLS on both
+ports and the operator's own probes (resources.MemberProbes), so TLS and readiness cost the same on both sides.
+Recovery and replacement are timed apart for a follower and for the leader (whose loss adds an election).
+
 Bare and operator runs alternate, and each measurement first waits until no ` + "`e2e-*`" + ` namespace is in use
 (namespaces left Terminating without pods, or whose pods have all been ready and unchanged for two minutes,
 are taken as abandoned), so both sides see the same, quiet machine. Operator logs of the run are kept in a

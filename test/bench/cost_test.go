@@ -133,7 +133,7 @@ func apiWrites(t *testing.T, addr string) float64 {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	total := 0.0
+	total, seen := 0.0, false
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -141,6 +141,7 @@ func apiWrites(t *testing.T, addr string) float64 {
 		if !strings.HasPrefix(line, "rest_client_requests_total{") {
 			continue
 		}
+		seen = true
 		for _, m := range []string{`method="POST"`, `method="PUT"`, `method="PATCH"`, `method="DELETE"`} {
 			if strings.Contains(line, m) {
 				f := strings.Fields(line)
@@ -154,6 +155,9 @@ func apiWrites(t *testing.T, addr string) float64 {
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+	if !seen { // a count of zero must come from the counter, not from its absence
+		t.Fatal("no rest_client_requests_total in the operator's metrics")
 	}
 	return total
 }

@@ -10,11 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
@@ -35,15 +37,20 @@ type Reconciler struct {
 // CSV, so it is missing only briefly (or for good when the CSV was removed around the operator).
 const notFoundRetry = time.Minute
 
-// SetupWithManager runs one reconcile, for the operator as a whole, on every EtcdCluster change.
-// The scheme must know operators.coreos.com/v2 (operatorsv2.AddToScheme).
+// SetupWithManager runs one reconcile, for the operator as a whole, on every EtcdCluster change and
+// once at start: with no cluster left there is no event, and a False written before a restart must
+// still be lifted. The scheme must know operators.coreos.com/v2 (operatorsv2.AddToScheme).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	one := func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: r.Key}}
-	}
+	req := reconcile.Request{NamespacedName: r.Key}
+	one := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{req} }
+	atStart := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		q.Add(req)
+		return nil
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("operatorcondition").
 		Watches(&v1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(one)).
+		WatchesRawSource(atStart).
 		Complete(r)
 }
 

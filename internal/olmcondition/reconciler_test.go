@@ -10,6 +10,7 @@ import (
 
 	"github.com/operator-framework/api/crds"
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -116,18 +117,13 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-// The operator, with only OLM's grant, holds its own upgrade while a cluster changes version and
-// releases it when the change is done; an idle operator does not write.
-func TestOperatorConditionFollowsTheClusters(t *testing.T) {
+// startOperator runs the Reconciler as the operator would under OLM: with only OLM's grant, its cache
+// in the namespace.
+func startOperator(t *testing.T, ns string, key types.NamespacedName) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	const ns = "default"
-	key := types.NamespacedName{Namespace: ns, Name: "etcd-autopilot.v0.2.0"}
-	restricted := operatorClient(t, ns, key.Name)
-
-	mgr, err := ctrl.NewManager(restricted, ctrl.Options{
+	mgr, err := ctrl.NewManager(operatorClient(t, ns, key.Name), ctrl.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		// the operator's cache, in one namespace: the Role above is namespaced
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 	})
 	if err != nil {
@@ -138,12 +134,29 @@ func TestOperatorConditionFollowsTheClusters(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
-	}()
+	})
+}
+
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	if err := admin.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// The operator, with only OLM's grant, holds its own upgrade while a cluster changes version and
+// releases it when the change is done; an idle operator does not write.
+func TestOperatorConditionFollowsTheClusters(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "follows")
+	key := types.NamespacedName{Namespace: ns, Name: "etcd-autopilot.v0.2.0"}
+	startOperator(t, ns, key)
 
 	// OLM creates the OperatorCondition with the CSV; the operator may start before it exists.
 	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: ns}, Spec: v1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}}
@@ -154,7 +167,7 @@ func TestOperatorConditionFollowsTheClusters(t *testing.T) {
 	if err := admin.Create(ctx, oc); err != nil {
 		t.Fatal(err)
 	}
-	// The missing object was retried after a minute at most; an EtcdCluster event comes sooner.
+	// The missing object is looked for again after a minute; an EtcdCluster event comes sooner.
 	setUpgrading := func(s metav1.ConditionStatus, reason string) {
 		t.Helper()
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
@@ -171,7 +184,7 @@ func TestOperatorConditionFollowsTheClusters(t *testing.T) {
 		return u != nil && u.Status == metav1.ConditionFalse
 	})
 	u := upgradeable(t, key)
-	if u.Reason != olmcondition.ReasonVersionChange || !strings.Contains(u.Message, "default/main") {
+	if u.Reason != olmcondition.ReasonVersionChange || !strings.Contains(u.Message, ns+"/main") {
 		t.Fatalf("Upgradeable=False: reason %s, message %q", u.Reason, u.Message)
 	}
 
@@ -186,6 +199,9 @@ func TestOperatorConditionFollowsTheClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	rv := oc.ResourceVersion
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
+		t.Fatal(err)
+	}
 	c.Labels = map[string]string{"touched": "yes"}
 	if err := admin.Update(ctx, c); err != nil {
 		t.Fatal(err)
@@ -197,4 +213,23 @@ func TestOperatorConditionFollowsTheClusters(t *testing.T) {
 	if oc.ResourceVersion != rv {
 		t.Fatalf("the OperatorCondition was written with nothing to change (resourceVersion %s -> %s)", rv, oc.ResourceVersion)
 	}
+}
+
+// A False left by an operator that went away mid-operation is lifted at start even when no cluster is
+// left to send an event.
+func TestStaleFalseIsLiftedAtStart(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "stale")
+	key := types.NamespacedName{Namespace: ns, Name: "etcd-autopilot.v0.2.0"}
+	oc := &operatorsv2.OperatorCondition{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}
+	oc.Spec.Conditions = []metav1.Condition{{Type: operatorsv2.Upgradeable, Status: metav1.ConditionFalse,
+		Reason: olmcondition.ReasonRestore, Message: "m", LastTransitionTime: metav1.Now()}}
+	if err := admin.Create(ctx, oc); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, ns, key)
+	waitFor(t, "Upgradeable=True", func() bool {
+		u := upgradeable(t, key)
+		return u != nil && u.Status == metav1.ConditionTrue && u.Reason == olmcondition.ReasonUpgradeable
+	})
 }

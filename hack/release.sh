@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Cuts the next release of the OLM package: hack/release.sh NEW_VERSION [--promote]
 #
-#   1. Makefile: VERSION=NEW_VERSION; PREV_VERSION/PREV_COMMIT = the release being replaced (the current
-#      VERSION, at HEAD, whose committed bundle/ is that release's bundle); BUNDLE_CREATED_AT = now.
+#   1. Makefile: VERSION=NEW_VERSION; RELEASES gets the release being replaced (the current VERSION at
+#      HEAD, whose committed bundle/ is that release's bundle), which becomes PREV_VERSION/PREV_COMMIT
+#      and is built into the catalog from then on; BUNDLE_CREATED_AT = now.
 #   2. The CSV base: replaces the previous release; olm.skipRange '>=OLDEST <NEW' (any earlier version
 #      upgrades in one hop, so a cluster that skipped releases does not walk through each).
 #   3. catalog/templates: NEW_VERSION enters the candidate and fast channels (and stable with --promote),
@@ -66,10 +67,10 @@ head=$(git rev-parse --short=7 HEAD)
 created=${RELEASE_CREATED_AT:-$(date -u +%Y-%m-%dT00:00:00Z)}
 
 for ch in candidate fast ${promote:+stable}; do add_to_channel "$ch" "$new" "$cur" "$range"; done
-sed -i -E "s/^(VERSION \?= ).*/\1$new/; s/^(PREV_VERSION \?= ).*/\1$cur/; s/^(PREV_COMMIT \?= ).*/\1$head/; s/^(BUNDLE_CREATED_AT \?= ).*/\1$created/" Makefile
+sed -i -E "s/^(VERSION \?= ).*/\1$new/; s/^(RELEASES \?= .*)$/\1 $cur=$head/; s/^(BUNDLE_CREATED_AT \?= ).*/\1$created/" Makefile
 sed -i -E "s/^(  replaces: ).*/\1$pkg.v$cur/; s/^(    olm.skipRange: ).*/\1'$range'/" "$csv"
 printf -- '- schema: olm.bundle\n  image: %s:v%s\n' "$bundle_repo" "$new" >> "$template"
 
 make --no-print-directory bundle
 go test ./test/bundle/ -count=1
-echo "release: v$new cut from v$cur (PREV_COMMIT $head); review git diff, then: make verify-bundle catalog-build test-olm"
+echo "release: v$new cut from v$cur (commit $head); review git diff, then: make verify-bundle catalog-build test-olm"

@@ -7,9 +7,11 @@ CHANNELS ?= candidate,fast,stable
 DEFAULT_CHANNEL ?= stable
 # The CSV's createdAt: fixed per release so `make bundle` is reproducible.
 BUNDLE_CREATED_AT ?= 2026-11-22T00:00:00Z
-# The previous release (the upgrade graph's tail and the OLM upgrade test's start): its commit.
-PREV_VERSION ?= 0.1.0
-PREV_COMMIT ?= c48036b
+# Every earlier release, oldest first, as VERSION=COMMIT (hack/release.sh appends): the catalog serves
+# each, built from its commit. The last is the previous release, where the OLM upgrade test starts.
+RELEASES ?= 0.1.0=c48036b
+PREV_VERSION ?= $(firstword $(subst =, ,$(lastword $(RELEASES))))
+PREV_COMMIT ?= $(lastword $(subst =, ,$(lastword $(RELEASES))))
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -130,6 +132,10 @@ OPERATOR_SDK := $(LOCALBIN)/operator-sdk
 $(OPERATOR_SDK):
 	$(TOOLS) operator-sdk
 
+# The OpenShift releases the bundle is for: the one shipping minKubeVersion (CSV base) and later.
+MIN_KUBE_VERSION = $(shell awk '$$1 == "minKubeVersion:" {print $$2}' config/manifests/bases/etcd-autopilot.clusterserviceversion.yaml)
+OPENSHIFT_VERSIONS ?= v4.17
+
 .PHONY: bundle
 bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Dockerfile from config/manifests, then validate.
 	$(OPERATOR_SDK) generate kustomize manifests --interactive=false -q --apis-dir api
@@ -137,6 +143,9 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Do
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
 	sed -i -E 's|^(    createdAt: ).*|\1"$(BUNDLE_CREATED_AT)"|; s|^(    containerImage: ).*|\1$(IMG)|' bundle/manifests/etcd-autopilot.clusterserviceversion.yaml
 	$(KUSTOMIZE) build config/manifests/leader-election -o bundle/manifests/
+	printf '\n  # OpenShift: %s and later (minKubeVersion %s). No olm.maxOpenShiftVersion: the bundle uses no API a\n  # later OpenShift removes (test/bundle, deprecated-apis), and the cap would block cluster upgrades.\n  com.redhat.openshift.versions: %s\n' \
+	  $(OPENSHIFT_VERSIONS) $(MIN_KUBE_VERSION) $(OPENSHIFT_VERSIONS) >> bundle/metadata/annotations.yaml
+	printf '\n# OpenShift versions (see metadata/annotations.yaml).\nLABEL com.redhat.openshift.versions=%s\n' $(OPENSHIFT_VERSIONS) >> bundle.Dockerfile
 	$(MAKE) --no-print-directory bundle-validate
 
 .PHONY: verify-bundle
@@ -144,17 +153,19 @@ verify-bundle: bundle ## Fail if bundle/ differs from what make bundle renders (
 	@git diff --exit-code -- bundle bundle.Dockerfile config/manager || { echo "bundle/ is stale: run 'make bundle' and commit" >&2; exit 1; }
 
 .PHONY: bundle-validate
-bundle-validate: $(OPERATOR_SDK) ## Validate bundle/: operatorframework suite, operatorhub, size under 1 MiB compressed.
+bundle-validate: $(OPERATOR_SDK) envtest-assets ## Validate bundle/: operator-sdk's suites (operatorframework, operatorhub, community), test/bundle (every operator-framework/api validator, console readiness, images), size under 1 MiB compressed.
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional name=operatorhub
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional name=community --optional-values=index-path=bundle.Dockerfile
+	go test ./test/bundle/ -count=1
 	@size=$$(tar -C bundle -cf - . | gzip -9 | wc -c); echo "bundle: $$size bytes compressed"; [ $$size -lt 1048576 ]
 
 ##@ Catalog and OLM
 
-OLM_IMAGES_ENV = IMG=$(IMG) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PREV_VERSION=$(PREV_VERSION) PREV_COMMIT=$(PREV_COMMIT) CLUSTER_DIR=$(CLUSTER_DIR)
+OLM_IMAGES_ENV = IMG=$(IMG) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PREV_VERSION=$(PREV_VERSION) PREV_COMMIT=$(PREV_COMMIT) RELEASES="$(RELEASES)" CLUSTER_DIR=$(CLUSTER_DIR)
 
 .PHONY: catalog-build
-catalog-build: ## Bundle images (this tree + the previous release, PREV_COMMIT), catalog/ rendered from catalog/templates by opm and validated, the catalog image.
+catalog-build: ## Bundle images (this tree + every earlier release, RELEASES), catalog/ rendered from catalog/templates by opm and validated, the catalog image.
 	$(OLM_IMAGES_ENV) hack/images/build.sh build catalog
 
 .PHONY: prev-image

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"syscall"
 
+	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,6 +25,7 @@ import (
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/controllers"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/olmcondition"
 )
 
 func main() {
@@ -105,6 +108,7 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1.AddToScheme(scheme))
+	utilruntime.Must(operatorsv2.AddToScheme(scheme))
 
 	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
 	if secureMetrics {
@@ -139,6 +143,15 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 	}
 	if err := (&controllers.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
+	}
+	// Under OLM v0 only: OLM names the OperatorCondition it made for our CSV; elsewhere there is none.
+	if name := strings.TrimSpace(os.Getenv(olmcondition.EnvName)); name != "" {
+		if err := (&olmcondition.Reconciler{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+			Key: types.NamespacedName{Namespace: strings.TrimSpace(os.Getenv("OPERATOR_NAMESPACE")), Name: name},
+		}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up OperatorCondition controller: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

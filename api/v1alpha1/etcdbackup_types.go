@@ -19,6 +19,7 @@ type BackupDestination struct {
 
 // S3Destination is a bucket and key prefix in S3-compatible object storage.
 type S3Destination struct {
+	// Bucket the snapshots are stored in.
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9][a-z0-9.-]*[a-z0-9]$')",message="s3.bucket must be a valid bucket name: lowercase letters, digits, dots and hyphens"
@@ -36,9 +37,11 @@ type S3Destination struct {
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="s3.endpoint must be an http:// or https:// URL"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Endpoint",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Endpoint string `json:"endpoint,omitempty"`
+	// Region of the bucket; most S3-compatible stores accept any value.
 	// +kubebuilder:default="us-east-1"
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9-]*$')",message="s3.region must be a region name such as us-east-1 (lowercase letters, digits and '-')"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Region",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Region string `json:"region,omitempty"`
 	// ForcePathStyle addresses buckets as endpoint/bucket (MinIO and most S3-compatible stores).
 	// +optional
@@ -53,11 +56,13 @@ type S3Destination struct {
 	// ServerSideEncryption, e.g. AES256 or aws:kms.
 	// +optional
 	// +kubebuilder:validation:Enum=AES256;"aws:kms"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Server-side encryption",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:AES256","urn:alm:descriptor:com.tectonic.ui:select:aws:kms"}
 	ServerSideEncryption string `json:"serverSideEncryption,omitempty"`
 }
 
 // PVCDestination is a directory (backup) or file (restore source) on a PVC.
 type PVCDestination struct {
+	// ClaimName of the PersistentVolumeClaim, in the same namespace.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="pvc.claimName must be the name of a PersistentVolumeClaim in this namespace: lowercase letters, digits, '-' and '.'"
@@ -70,6 +75,7 @@ type PVCDestination struct {
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="pvc.path is relative to the volume's root: drop the leading '/' (write backups/prod, not /backups/prod)"
 	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || self.matches('^[^/[:cntrl:]]+(/[^/[:cntrl:]]+)*$')",message="pvc.path must be normalised: no '//', no trailing '/' and no control characters (write backups/prod)"
 	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '.' || s == '..')",message="pvc.path must not contain '.' or '..' segments: write the path from the volume's root, such as backups/prod"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Path",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Path string `json:"path,omitempty"`
 }
 
@@ -109,29 +115,39 @@ const (
 
 // EtcdBackupStatus records what was written and where.
 type EtcdBackupStatus struct {
+	// Phase is Pending, Running, Succeeded or Failed; the conditions say why.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Phase",xDescriptors={"urn:alm:descriptor:io.kubernetes.phase"}
 	Phase BackupPhase `json:"phase,omitempty"`
+	// StartTime is when the snapshot started.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Started",xDescriptors={"urn:alm:descriptor:text"}
 	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the snapshot was stored.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Completed",xDescriptors={"urn:alm:descriptor:text"}
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 	// EtcdVersion of the member the snapshot was taken from.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="etcd version",xDescriptors={"urn:alm:descriptor:text"}
 	EtcdVersion string `json:"etcdVersion,omitempty"`
 	// Revision of the snapshot.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Revision",xDescriptors={"urn:alm:descriptor:text"}
 	Revision int64 `json:"revision,omitempty"`
 	// Size in bytes.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Size (bytes)",xDescriptors={"urn:alm:descriptor:text"}
 	Size int64 `json:"size,omitempty"`
 	// SHA256 of the snapshot file, hex.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="SHA-256",xDescriptors={"urn:alm:descriptor:text"}
 	SHA256 string `json:"sha256,omitempty"`
 	// Location is the full URL of the snapshot (s3://bucket/key or pvc://claim/path).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Location",xDescriptors={"urn:alm:descriptor:text"}
 	Location string `json:"location,omitempty"`
+	// Conditions: Complete, and Failed with the failure's reason.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -37,6 +37,7 @@ type EtcdBackupScheduleSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('87600h')",message="maxAge must be a duration from 1m to 87600h (10 years), written in hours, minutes or seconds like 720h or 168h: Go durations have no days"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Maximum age",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	MaxAge string `json:"maxAge,omitempty"`
 	// Suspend stops new runs; running ones finish.
 	// +optional
@@ -45,6 +46,7 @@ type EtcdBackupScheduleSpec struct {
 	// Verify restores the newest backup into a throwaway single-member etcd on this schedule and
 	// checks its hash and revision.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Test-restore"
 	Verify *VerifySpec `json:"verify,omitempty"`
 	// SnapshotDeletionPolicy says what happens to the EtcdBackups this schedule made, and their
 	// stored snapshots, when the schedule is deleted: Retain (default) keeps both (the backups are
@@ -81,14 +83,19 @@ type VerifySpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || self.split(' ')[4].matches('^([*?]|(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/0*[1-9][0-9]{0,3})?(,([*?]|(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-(0*[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/0*[1-9][0-9]{0,3})?)*$')",message="verify.schedule: the day-of-week field (5th) takes 0-6 (0 is Sunday) or SUN-SAT, * or ?, lists (1,3), ranges (MON-FRI) and steps (*/2)"
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.findAll('[0-9A-Za-z]+-[0-9A-Za-z]+').all(r, (r.split('-')[0].matches('^[0-9]{1,9}$') ? int(r.split('-')[0]) : (r.split('-')[0].lowerAscii() in {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6} ? {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6}[r.split('-')[0].lowerAscii()] : 0)) <= (r.split('-')[1].matches('^[0-9]{1,9}$') ? int(r.split('-')[1]) : (r.split('-')[1].lowerAscii() in {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6} ? {'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,'sun':0,'mon':1,'tue':2,'wed':3,'thu':4,'fri':5,'sat':6}[r.split('-')[1].lowerAscii()] : 0)))",message="verify.schedule: a range goes from low to high, for example 1-5 or MON-FRI, not 5-1"
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').size() != 5 || !(self.split(' ')[4] in ['*', '?']) || !(self.split(' ')[2].matches('^0*3[01](-0*3[01])?(/[0-9]+)?(,0*3[01](-0*3[01])?(/[0-9]+)?)*$') && self.split(' ')[3].matches('^(0*2|(?i:feb))(-(0*2|(?i:feb)))?(,(0*2|(?i:feb))(-(0*2|(?i:feb)))?)*$')) && !(self.split(' ')[2].matches('^0*31(-0*31)?(/[0-9]+)?(,0*31(-0*31)?(/[0-9]+)?)*$') && self.split(' ')[3].matches('^(0*(2|4|6|9|11)|(?i:feb|apr|jun|sep|nov))(,(0*(2|4|6|9|11)|(?i:feb|apr|jun|sep|nov)))*$'))",message="verify.schedule never fires: the day of month does not exist in the month (for example 30 or 31 in February); pick a day every chosen month has, or use day-of-week"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Test-restore schedule",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Schedule string `json:"schedule"`
 }
 
 // EtcdBackupScheduleStatus records the schedule's runs.
 type EtcdBackupScheduleStatus struct {
+	// LastScheduleTime is when the schedule last started a backup.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Last run",xDescriptors={"urn:alm:descriptor:text"}
 	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// LastSuccessfulTime is when the newest successful backup of this schedule started.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Last success",xDescriptors={"urn:alm:descriptor:text"}
 	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
 	// LastBackup is the name of the newest EtcdBackup made by this schedule.
 	// +optional
@@ -96,10 +103,13 @@ type EtcdBackupScheduleStatus struct {
 	LastBackup string `json:"lastBackup,omitempty"`
 	// LastVerifiedBackup is the newest backup a test-restore succeeded for.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Last verified backup",xDescriptors={"urn:alm:descriptor:text"}
 	LastVerifiedBackup string `json:"lastVerifiedBackup,omitempty"`
 	// LastVerifyTime is the schedule time of the newest test-restore run.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Last test-restore",xDescriptors={"urn:alm:descriptor:text"}
 	LastVerifyTime *metav1.Time `json:"lastVerifyTime,omitempty"`
+	// Conditions of the schedule's runs and test-restores.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

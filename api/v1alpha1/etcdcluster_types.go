@@ -92,6 +92,7 @@ type NetworkPolicySpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self.all(p, has(p.ipBlock) ? !has(p.podSelector) && !has(p.namespaceSelector) : has(p.podSelector) || has(p.namespaceSelector))",message="each networkPolicy.clientFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone (an empty entry would allow every source)"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Client sources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	ClientFrom []networkingv1.NetworkPolicyPeer `json:"clientFrom,omitempty"`
 
 	// MetricsFrom are the sources allowed on the metrics port (8080: /metrics, /health), in
@@ -101,6 +102,7 @@ type NetworkPolicySpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self.all(p, has(p.ipBlock) ? !has(p.podSelector) && !has(p.namespaceSelector) : has(p.podSelector) || has(p.namespaceSelector))",message="each networkPolicy.metricsFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone (an empty entry would allow every source)"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Metrics sources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	MetricsFrom []networkingv1.NetworkPolicyPeer `json:"metricsFrom,omitempty"`
 }
 
@@ -147,29 +149,44 @@ type StorageSpec struct {
 
 	// Medium Memory keeps data in memory (emptyDir); a member pod lost is a member lost. Test clusters only.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Medium",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:select:Memory"}
 	Medium StorageMedium `json:"medium,omitempty"`
 
 	// RetentionPolicy says whether member PVCs are deleted with the EtcdCluster.
 	// +kubebuilder:default=Delete
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Volume retention",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Delete","urn:alm:descriptor:com.tectonic.ui:select:Retain"}
 	RetentionPolicy PVCRetentionPolicy `json:"retentionPolicy,omitempty"`
 }
 
 // PodTemplate holds the parts of a member pod users may set.
 type PodTemplate struct {
+	// Labels added to the member pods.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod labels",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations added to the member pods.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod annotations",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// Affinity replaces the default soft anti-affinity across nodes.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Affinity",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// Tolerations of the member pods.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tolerations",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// NodeSelector of the member pods.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node selector",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// TopologySpreadConstraints of the member pods, in addition to the default anti-affinity.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Topology spread",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// PriorityClassName of the member pods.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Priority class",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:text"}
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 }
 
@@ -188,9 +205,11 @@ const (
 type TLSSpec struct {
 	// Client traffic (port 2379).
 	// +kubebuilder:default=OperatorManaged
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Client TLS",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:OperatorManaged","urn:alm:descriptor:com.tectonic.ui:select:Disabled"}
 	Client TLSMode `json:"client,omitempty"`
 	// Peer traffic (port 2380).
 	// +kubebuilder:default=OperatorManaged
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Peer TLS",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:OperatorManaged","urn:alm:descriptor:com.tectonic.ui:select:Disabled"}
 	Peer TLSMode `json:"peer,omitempty"`
 }
 
@@ -203,28 +222,36 @@ type EtcdOptions struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=8589934592
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Database quota (bytes)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
 	// AutoCompactionMode is periodic (retention is a duration) or revision (retention is a count).
 	// +kubebuilder:validation:Enum=periodic;revision
 	// +kubebuilder:default=periodic
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Auto-compaction mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:select:periodic","urn:alm:descriptor:com.tectonic.ui:select:revision"}
 	AutoCompactionMode string `json:"autoCompactionMode,omitempty"`
 	// AutoCompactionRetention, e.g. "1h" for periodic or "10000" for revision.
 	// +kubebuilder:default="1h"
 	// +kubebuilder:validation:MaxLength=32
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Auto-compaction retention",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:text"}
 	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
 	// SnapshotCount is the number of committed transactions that triggers a raft snapshot.
 	// It is bounded because etcd keeps that many raft entries in memory between snapshots.
 	// +kubebuilder:validation:Minimum=1000
 	// +kubebuilder:validation:Maximum=10000000
 	// +kubebuilder:default=10000
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Snapshot count",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	SnapshotCount int64 `json:"snapshotCount,omitempty"`
+	// HeartbeatIntervalMillis is how often the raft leader heartbeats its followers.
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=5000
 	// +kubebuilder:default=100
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Heartbeat interval (ms)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	HeartbeatIntervalMillis int32 `json:"heartbeatIntervalMillis,omitempty"`
+	// ElectionTimeoutMillis is how long a follower waits without a heartbeat before it calls an election; at least 5 heartbeat intervals.
 	// +kubebuilder:validation:Minimum=50
 	// +kubebuilder:validation:Maximum=50000
 	// +kubebuilder:default=1000
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Election timeout (ms)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	ElectionTimeoutMillis int32 `json:"electionTimeoutMillis,omitempty"`
 }
 
@@ -246,6 +273,7 @@ type RestoreSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="restore.backupName must be the name of an EtcdBackup: lowercase letters, digits, '-' and '.'"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Backup",xDescriptors={"urn:alm:descriptor:io.kubernetes:etcd.autopilot.dev:v1alpha1:EtcdBackup"}
 	BackupName string `json:"backupName,omitempty"`
 	// Source is a snapshot object not recorded by an EtcdBackup.
 	// +optional
@@ -256,6 +284,7 @@ type RestoreSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-f]{64}$')",message="restore.sha256 must be 64 lowercase hex digits, as sha256sum prints them"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="SHA-256",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	SHA256 string `json:"sha256,omitempty"`
 }
 
@@ -285,6 +314,7 @@ type MaintenanceSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('168h')",message="maintenance.replaceFailedMemberAfter must be a duration from 10s to 168h, written like 5m or 1h (shorter would replace members that only restart)"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replace failed member after",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	ReplaceFailedMemberAfter string `json:"replaceFailedMemberAfter,omitempty"`
 
 	// QuorumLoss is what the operator does when a majority of the voting members lost their data
@@ -341,6 +371,7 @@ type SlowMemberReplacementSpec struct {
 	// +kubebuilder:validation:Enum=Replace;Report
 	// +kubebuilder:default=Report
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Slow member policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Report","urn:alm:descriptor:com.tectonic.ui:select:Replace"}
 	Policy string `json:"policy,omitempty"`
 	// After is how long a member must be reported slow without interruption before it is replaced.
 	// The clock restarts when two windows in a row show it is not slow, and when the operator restarts
@@ -350,6 +381,7 @@ type SlowMemberReplacementSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('30s') && duration(self) <= duration('168h')",message="maintenance.slowMemberReplacement.after must be a duration from 30s to 168h, written like 30m or 2h (shorter than a measurement window proves nothing)"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replace slow member after",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	After string `json:"after,omitempty"`
 }
 
@@ -371,6 +403,7 @@ type DefragmentationSpec struct {
 	// +kubebuilder:validation:Enum=Auto;Off
 	// +kubebuilder:default=Auto
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Defragmentation",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Auto","urn:alm:descriptor:com.tectonic.ui:select:Off"}
 	Policy string `json:"policy,omitempty"`
 	// MinFreeBytes is the free space a database file must hold before it is worth defragmenting.
 	// +kubebuilder:default="64Mi"
@@ -378,12 +411,14 @@ type DefragmentationSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('64Gi')) <= 0",message="defragmentation.minFreeBytes must be a size from 1Mi to 64Gi, such as 64Mi"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Defragment from (free bytes)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	MinFreeBytes *resource.Quantity `json:"minFreeBytes,omitempty"`
 	// MinFreePercent is the share of the database file that must be free.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +kubebuilder:default=50
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Defragment from (free %)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	MinFreePercent int32 `json:"minFreePercent,omitempty"`
 }
 
@@ -486,24 +521,34 @@ type PendingOperation struct {
 type QuorumRecovery struct {
 	// Source is FromSurvivor or FromBackup.
 	// +kubebuilder:validation:Enum=FromSurvivor;FromBackup
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Recovery source",xDescriptors={"urn:alm:descriptor:text"}
 	Source string `json:"source"`
 	// Phase is the step under way (Fencing, ForcingNewCluster, Restarting, Restoring) or Complete.
 	// +kubebuilder:validation:Enum=Fencing;ForcingNewCluster;Restarting;Restoring;Complete
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Recovery phase",xDescriptors={"urn:alm:descriptor:text"}
 	Phase string `json:"phase"`
 	// Survivor is the member recovered from (FromSurvivor).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Survivor",xDescriptors={"urn:alm:descriptor:text"}
 	Survivor string `json:"survivor,omitempty"`
 	// Backup is the EtcdBackup restored (FromBackup).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Restored backup",xDescriptors={"urn:alm:descriptor:text"}
 	Backup string `json:"backup,omitempty"`
 	// LostMembers are the members left behind: their pods and volumes are deleted.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Lost members"
 	LostMembers []string `json:"lostMembers,omitempty"`
 	// Reason says why the recovery started.
 	// +optional
-	Reason    string      `json:"reason,omitempty"`
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Recovery reason",xDescriptors={"urn:alm:descriptor:text"}
+	Reason string `json:"reason,omitempty"`
+	// StartedAt is when the recovery started.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Recovery started",xDescriptors={"urn:alm:descriptor:text"}
 	StartedAt metav1.Time `json:"startedAt"`
+	// CompletedAt is when the recovery completed.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Recovery completed",xDescriptors={"urn:alm:descriptor:text"}
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 }
 
@@ -514,12 +559,15 @@ const RecoveryComplete = "Complete"
 type Endpoints struct {
 	// ClientService is the ClusterIP Service for clients, host:port.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Client Service",xDescriptors={"urn:alm:descriptor:text"}
 	ClientService string `json:"clientService,omitempty"`
 	// CASecret holds ca.crt, the CA that signs the servers' certificates.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="CA Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	CASecret string `json:"caSecret,omitempty"`
 	// ClientSecret holds tls.crt/tls.key/ca.crt of a client certificate users can mount.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Client certificate Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	ClientSecret string `json:"clientSecret,omitempty"`
 }
 
@@ -527,9 +575,11 @@ type Endpoints struct {
 type EtcdClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is a one-word summary for humans (Creating, Running, Scaling, Upgrading, Repairing, Recovering, Degraded, Paused, Deleting); the conditions carry the reasons.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Phase",xDescriptors={"urn:alm:descriptor:io.kubernetes.phase"}
 	Phase ClusterPhase `json:"phase,omitempty"`
+	// Conditions: Available, Progressing, Degraded, Upgrading, QuorumLost and Restored, each with its reason.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -545,9 +595,11 @@ type EtcdClusterStatus struct {
 	// Selector of member pods (for the scale subresource).
 	// +optional
 	Selector string `json:"selector,omitempty"`
+	// Members is what the operator last observed of each member: ID, URLs, version, raft role, health.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Members"
 	Members []MemberStatus `json:"members,omitempty"`
 	// CurrentVersion is the cluster version etcd reports.
 	// +optional
@@ -555,6 +607,7 @@ type EtcdClusterStatus struct {
 	CurrentVersion string `json:"currentVersion,omitempty"`
 	// ClusterID in hex.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Cluster ID",xDescriptors={"urn:alm:descriptor:text"}
 	ClusterID string `json:"clusterID,omitempty"`
 	// ClusterToken is the initial-cluster-token of this incarnation; fixed once bootstrapped.
 	// +optional
@@ -572,6 +625,7 @@ type EtcdClusterStatus struct {
 	// UpgradeBlocked records a version whose rollout failed and was rolled back; the operator does not
 	// try it again until spec.version changes.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Upgrade blocked"
 	UpgradeBlocked *UpgradeBlock `json:"upgradeBlocked,omitempty"`
 	// LegacyWALIndex is the raft index up to which the members' logs may hold entries written by
 	// etcd 3.5, which etcd 3.7 cannot replay: before any member steps to 3.7, every member must have
@@ -587,15 +641,19 @@ type EtcdClusterStatus struct {
 	// (NOSPACE) before the volume fills up, with room left to defragment. 0 for clusters created
 	// before the operator derived it: their members run etcd's default (2 GiB).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Database quota (bytes)",xDescriptors={"urn:alm:descriptor:text"}
 	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
 	// Recovery is the quorum-loss recovery under way, or the last one (phase Complete).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Quorum recovery"
 	Recovery *QuorumRecovery `json:"recovery,omitempty"`
+	// Endpoints tells clients how to reach the cluster.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints"
 	Endpoints Endpoints `json:"endpoints,omitempty"`
 	// TLS is the state of the cluster's certificates: expiry dates and CA rotation.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="TLS"
 	TLS TLSStatus `json:"tls,omitempty"`
 }
 
@@ -606,9 +664,11 @@ type TLSStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=secret
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Certificate expiry"
 	Certificates []CertificateStatus `json:"certificates,omitempty"`
 	// CARotation is the CA rotation in progress; each phase is recorded here before it acts.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="CA rotation"
 	CARotation *CARotation `json:"caRotation,omitempty"`
 	// TrustEpoch counts the CA-rotation phases the cluster went through; it is part of the member pods'
 	// configuration, so each phase restarts every member once (etcd reads its trusted CAs at start).
@@ -644,18 +704,24 @@ const (
 
 // CARotation is a CA rotation in progress.
 type CARotation struct {
+	// Phase of the rotation: TrustNew, SignWithNew or DropOld.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="CA rotation phase",xDescriptors={"urn:alm:descriptor:text"}
 	Phase CARotationPhase `json:"phase"`
 	// Trigger is why: the rotate-ca annotation's value, or CAExpiring.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="CA rotation trigger",xDescriptors={"urn:alm:descriptor:text"}
 	Trigger string `json:"trigger"`
 }
 
 // UpgradeBlock is a failed step of an upgrade.
 type UpgradeBlock struct {
 	// Version that failed to run.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Failed version",xDescriptors={"urn:alm:descriptor:text"}
 	Version string `json:"version"`
 	// Target is the spec.version the upgrade was heading to.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Upgrade target",xDescriptors={"urn:alm:descriptor:text"}
 	Target string `json:"target"`
 	// Member that failed.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Failed member",xDescriptors={"urn:alm:descriptor:text"}
 	Member string `json:"member"`
 }
 

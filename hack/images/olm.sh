@@ -5,7 +5,9 @@
 #   bundle     the bundle image of bundle/, with the operator image ($IMG, built too) pinned by digest
 #   prev       the previous release, commit $PREV_COMMIT: its operator image, built from that commit's
 #              tree, and its committed bundle/ (pinned the same way); cached by commit
-#   catalog    the file-based catalog: catalog/templates rendered by opm against both bundle images
+#   releases   the same for every earlier release in $RELEASES (VERSION=COMMIT ..., oldest first)
+#   catalog    the file-based catalog: catalog/templates rendered by opm against the bundle images of
+#              every release and of this tree
 #              (served from a loopback registry), validated, written to catalog/etcd-autopilot/ and
 #              served by opm in the catalog image
 #   scorecard  operator-sdk's scorecard-test image and the custom tests in scorecard/
@@ -18,6 +20,7 @@ BUNDLE_REPO=${IMAGE_TAG_BASE:-ghcr.io/etcd-autopilot/etcd-autopilot}-bundle
 CATALOG_REPO=${IMAGE_TAG_BASE:-ghcr.io/etcd-autopilot/etcd-autopilot}-catalog
 PREV_VERSION=${PREV_VERSION:-0.1.0}
 PREV_COMMIT=${PREV_COMMIT:-c48036b}
+RELEASES=${RELEASES:-$PREV_VERSION=$PREV_COMMIT}
 SCORECARD_TEST_IMAGE=quay.io/operator-framework/scorecard-test:v1.42.2
 SCORECARD_UNTAR_IMAGE=localhost/scorecard-untar:v1.42.2
 SCORECARD_CUSTOM_IMAGE=${IMAGE_TAG_BASE:-ghcr.io/etcd-autopilot/etcd-autopilot}-scorecard:v1
@@ -65,23 +68,25 @@ set_bundle() {
   bundle_image "$repo/bundle" "$OPERATOR_IMAGE" "$(digest_ref "$(last_archive)")"
 }
 
-# The previous release: tagged apart from everyone's working-tree builds of the same version.
-prev_operator_image() { echo "${OPERATOR_IMAGE%:*}:v$PREV_VERSION-$PREV_COMMIT"; }
-set_prev() {
-  local full src
-  full=$(git -C "$repo" rev-parse --verify "$PREV_COMMIT^{commit}")
+# A release: its operator image, tagged apart from everyone's working-tree builds of the same version.
+# release_images VERSION COMMIT: that image, built from COMMIT's tree, and COMMIT's bundle/ pinned to it
+release_images() {
+  local version=$1 commit=$2 full src
+  full=$(git -C "$repo" rev-parse --verify "$commit^{commit}")
   src=$IMAGES_CACHE/src-$full
   if [ ! -x "$src/bin/manager" ]; then
-    say "building the manager of $PREV_COMMIT (v$PREV_VERSION)"
+    say "building the manager of $commit (v$version)"
     rm -rf "$src.tmp"; mkdir -p "$src.tmp"
     git -C "$repo" archive "$full" | tar -x -C "$src.tmp"
     (cd "$src.tmp" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager .)
     rm -rf "$src"; mv "$src.tmp" "$src"
   fi
   MANAGER=$src/bin/manager
-  image "$(prev_operator_image)" rootfs_manager --entrypoint '["/manager"]' --user 65532:65532
-  bundle_image "$src/bundle" "${OPERATOR_IMAGE%:*}:v$PREV_VERSION" "$(digest_ref "$(last_archive)")"
+  image "${OPERATOR_IMAGE%:*}:v$version-$commit" rootfs_manager --entrypoint '["/manager"]' --user 65532:65532
+  bundle_image "$src/bundle" "${OPERATOR_IMAGE%:*}:v$version" "$(digest_ref "$(last_archive)")"
 }
+set_prev() { release_images "$PREV_VERSION" "$PREV_COMMIT"; }
+set_releases() { local r; for r in $RELEASES; do release_images "${r%%=*}" "${r#*=}"; done; }
 
 CATALOG_DIR=
 rootfs_catalog() {
@@ -129,14 +134,14 @@ render_catalog() {
 set_catalog() {
   "$TOOLS" opm crane grpc-health-probe >&2
   local bundles=() n=${#BUILT[@]} i v
-  set_prev; set_bundle
+  set_releases; set_bundle
   for ((i = n; i < ${#BUILT[@]}; i++)); do
     [[ ${BUILT[i]} == "$BUNDLE_REPO:"* ]] && bundles+=("${BUILT[i]#* }")
   done
   render_catalog "${bundles[@]}"
   CATALOG_DIR=$repo/catalog
   v=$(awk '$1 == "version:" && /^  version:/ {print $2}' "$repo"/bundle/manifests/*.clusterserviceversion.yaml)
-  # opm builds its cache at start (two bundles: instant) in /tmp, writable by the non-root user; a
+  # opm builds its cache at start (a few bundles: instant) in /tmp, writable by the non-root user; a
   # cache built into the image would be owned by root here (mkimage writes every file as 0:0).
   image "$CATALOG_REPO:v$v" rootfs_catalog --entrypoint '["/bin/opm"]' \
     --cmd '["serve","/configs","--cache-dir=/tmp/cache","--cache-enforce-integrity=false"]' --user 1001 \

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Cuts the next release of the OLM package: hack/release.sh NEW_VERSION [--promote]
+#
+#   1. Makefile: VERSION=NEW_VERSION; RELEASES gets the release being replaced (the current VERSION at
+#      HEAD, whose committed bundle/ is that release's bundle), which becomes PREV_VERSION/PREV_COMMIT
+#      and is built into the catalog from then on; BUNDLE_CREATED_AT = now.
+#   2. The CSV base: replaces the previous release; olm.skipRange '>=OLDEST <NEW' (any earlier version
+#      upgrades in one hop, so a cluster that skipped releases does not walk through each).
+#   3. catalog/templates: NEW_VERSION enters the candidate and fast channels (and stable with --promote),
+#      replacing the previous release there, with the same skipRange; its bundle image is listed.
+#   4. make bundle (re-renders and validates bundle/), then the Go bundle checks (test/bundle).
+# It commits nothing: review `git diff`, then `make verify-bundle catalog-build test-olm` (the OLM e2e
+# upgrades from PREV_VERSION, now the release just cut from), commit, tag vNEW_VERSION.
+#
+# Why opm's basic template and not its semver template: the semver template names its channels after
+# the version stream (stable-v0, stable-v0.2), so switching would strand every Subscription on
+# `stable`; and it draws its own edges where we choose replaces + skipRange deliberately.
+#
+# Promotion of a release already cut to stable: hack/release.sh --promote-only VERSION.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+pkg=etcd-autopilot
+template=catalog/templates/$pkg.yaml
+csv=config/manifests/bases/$pkg.clusterserviceversion.yaml
+bundle_repo=$(awk '$1 == "IMAGE_TAG_BASE" {print $3}' Makefile)-bundle
+
+die() { echo "release: $*" >&2; exit 1; }
+semver='^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$'
+
+# add_to_channel CHANNEL NEW PREV RANGE: append NEW (replacing PREV) to CHANNEL's entries
+add_to_channel() {
+  local tmp; tmp=$(mktemp)
+  awk -v ch="$1" -v new="$pkg.v$2" -v prev="$pkg.v$3" -v range="$4" '
+    function emit() { if (inch && !done) { print "  - name: " new; print "    replaces: " prev; print "    skipRange: \x27" range "\x27"; done = 1 } }
+    /^- schema:/ { emit(); inch = 0 }
+    /^- schema: olm.channel$/ { chan = 1 }
+    /^  name: / && chan { inch = ($2 == ch); chan = 0 }
+    $0 ~ "^  - name: " new "$" && inch { die = 1 }
+    { print }
+    END { emit(); if (die) exit 3; if (!done) exit 2 }
+  ' "$template" > "$tmp" || { rc=$?; rm -f "$tmp"; [ $rc = 3 ] && die "$2 is already in channel $1"; die "no channel $1 in $template"; }
+  mv "$tmp" "$template"
+}
+
+if [ "${1:-}" = --promote-only ]; then
+  v=${2:-}; [[ $v =~ $semver ]] || die "usage: $0 --promote-only VERSION"
+  grep -q "^  - name: $pkg.v$v\$" "$template" || die "v$v was never cut"
+  entry=$(awk -v n="$pkg.v$v" '$0 == "  - name: " n {p = 1; print; next} p && /^    / {print; next} {p = 0}' "$template" | head -3)
+  prev=$(awk '$1 == "replaces:" {print $2}' <<<"$entry"); range=$(sed -n "s/^    skipRange: '\(.*\)'/\1/p" <<<"$entry")
+  add_to_channel stable "$v" "${prev#"$pkg.v"}" "$range"
+  echo "release: v$v promoted to stable in $template; rebuild the catalog (make catalog-build)"
+  exit 0
+fi
+
+new=${1:-}; promote=${2:-}
+[[ $new =~ $semver ]] || die "usage: $0 NEW_VERSION [--promote]   (MAJOR.MINOR.PATCH)"
+[ -z "$promote" ] || [ "$promote" = --promote ] || die "unknown option $promote"
+[ -z "$(git status --porcelain)" ] || die "the work tree has changes: commit or stash them first"
+
+cur=$(awk '$1 == "VERSION" && $2 == "?=" {print $3}' Makefile)
+[ "$(printf '%s\n%s\n' "$cur" "$new" | sort -V | tail -1)" = "$new" ] && [ "$cur" != "$new" ] ||
+  die "v$new is not after the current version v$cur"
+oldest=$(awk '$1 == "-" && $2 == "name:" {sub("^'"$pkg"'.v", "", $3); print $3}' "$template" | sort -V | head -1)
+range=">=$oldest <$new"
+head=$(git rev-parse --short=7 HEAD)
+created=${RELEASE_CREATED_AT:-$(date -u +%Y-%m-%dT00:00:00Z)}
+
+for ch in candidate fast ${promote:+stable}; do add_to_channel "$ch" "$new" "$cur" "$range"; done
+sed -i -E "s/^(VERSION \?= ).*/\1$new/; s/^(RELEASES \?= .*)$/\1 $cur=$head/; s/^(BUNDLE_CREATED_AT \?= ).*/\1$created/" Makefile
+sed -i -E "s/^(  replaces: ).*/\1$pkg.v$cur/; s/^(    olm.skipRange: ).*/\1'$range'/" "$csv"
+printf -- '- schema: olm.bundle\n  image: %s:v%s\n' "$bundle_repo" "$new" >> "$template"
+
+make --no-print-directory bundle
+go test ./test/bundle/ -count=1
+echo "release: v$new cut from v$cur (commit $head); review git diff, then: make verify-bundle catalog-build test-olm"

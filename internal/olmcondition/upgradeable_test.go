@@ -1,0 +1,94 @@
+package olmcondition
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+)
+
+func etcd(name string, mutate ...func(*v1.EtcdCluster)) v1.EtcdCluster {
+	c := v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	c.Spec.Version = "3.6.16"
+	c.Status.Bootstrapped = true
+	c.Status.CurrentVersion = "3.6.16"
+	for _, m := range mutate {
+		m(&c)
+	}
+	return c
+}
+
+func upgrading(c *v1.EtcdCluster) {
+	c.Spec.Version = "3.7.0"
+	c.Status.Conditions = []metav1.Condition{{Type: v1.ConditionUpgrading, Status: metav1.ConditionTrue, Reason: "Upgrading"}}
+}
+
+func downgrading(c *v1.EtcdCluster) { c.Spec.Version, c.Status.DowngradeTarget = "3.5.21", "3.5.0" }
+
+func restoring(c *v1.EtcdCluster) {
+	c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "b1"}}
+	c.Status.Bootstrapped = false
+}
+
+func recovering(c *v1.EtcdCluster) {
+	c.Status.Recovery = &v1.QuorumRecovery{Source: "FromSurvivor", Phase: "ForcingNewCluster"}
+}
+
+func TestUpgradeable(t *testing.T) {
+	cases := []struct {
+		name     string
+		clusters []v1.EtcdCluster
+		status   metav1.ConditionStatus
+		reason   string
+		names    []string // in the message
+	}{
+		{"no clusters", nil, metav1.ConditionTrue, ReasonUpgradeable, nil},
+		{"idle clusters", []v1.EtcdCluster{etcd("a"), etcd("b")}, metav1.ConditionTrue, ReasonUpgradeable, nil},
+		{"upgrade done (Upgrading False)", []v1.EtcdCluster{etcd("a", func(c *v1.EtcdCluster) {
+			c.Status.Conditions = []metav1.Condition{{Type: v1.ConditionUpgrading, Status: metav1.ConditionFalse, Reason: "UpToDate"}}
+		})}, metav1.ConditionTrue, ReasonUpgradeable, nil},
+		{"upgrade failed and rolled back (Upgrading False)", []v1.EtcdCluster{etcd("a", func(c *v1.EtcdCluster) {
+			c.Status.Conditions = []metav1.Condition{{Type: v1.ConditionUpgrading, Status: metav1.ConditionFalse, Reason: "UpgradeFailed"}}
+		})}, metav1.ConditionTrue, ReasonUpgradeable, nil},
+		{"upgrading", []v1.EtcdCluster{etcd("a"), etcd("b", upgrading)}, metav1.ConditionFalse, ReasonVersionChange, []string{"ns/b (etcd version change)"}},
+		{"downgrade enabled", []v1.EtcdCluster{etcd("a", downgrading)}, metav1.ConditionFalse, ReasonVersionChange, []string{"ns/a"}},
+		{"restore under way", []v1.EtcdCluster{etcd("r", restoring)}, metav1.ConditionFalse, ReasonRestore, []string{"ns/r (restore)"}},
+		{"restored cluster, bootstrapped", []v1.EtcdCluster{etcd("r", restoring, func(c *v1.EtcdCluster) { c.Status.Bootstrapped = true })},
+			metav1.ConditionTrue, ReasonUpgradeable, nil},
+		{"quorum recovery", []v1.EtcdCluster{etcd("q", recovering)}, metav1.ConditionFalse, ReasonQuorumRecovery, []string{"ns/q (quorum recovery)"}},
+		{"recovery complete", []v1.EtcdCluster{etcd("q", func(c *v1.EtcdCluster) {
+			c.Status.Recovery = &v1.QuorumRecovery{Source: "FromSurvivor", Phase: v1.RecoveryComplete}
+		})}, metav1.ConditionTrue, ReasonUpgradeable, nil},
+		{"several kinds", []v1.EtcdCluster{etcd("u", upgrading), etcd("q", recovering)}, metav1.ConditionFalse, ReasonSeveral,
+			[]string{"ns/q (quorum recovery)", "ns/u (etcd version change)"}},
+		{"a deleted cluster holds nothing", []v1.EtcdCluster{etcd("d", upgrading, func(c *v1.EtcdCluster) { c.DeletionTimestamp = &metav1.Time{} })},
+			metav1.ConditionTrue, ReasonUpgradeable, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Upgradeable(tc.clusters)
+			if got.Type != "Upgradeable" || got.Status != tc.status || got.Reason != tc.reason {
+				t.Fatalf("got %s=%s (%s), want %s (%s): %s", got.Type, got.Status, got.Reason, tc.status, tc.reason, got.Message)
+			}
+			for _, n := range tc.names {
+				if !strings.Contains(got.Message, n) {
+					t.Errorf("message %q does not name %q", got.Message, n)
+				}
+			}
+		})
+	}
+}
+
+func TestUpgradeableMessageIsBounded(t *testing.T) {
+	var cs []v1.EtcdCluster
+	for i := range 25 {
+		cs = append(cs, etcd(fmt.Sprintf("c%02d", i), upgrading))
+	}
+	got := Upgradeable(cs)
+	if !strings.Contains(got.Message, "ns/c09 ") || strings.Contains(got.Message, "ns/c10 ") || !strings.HasSuffix(got.Message, " and 15 more") {
+		t.Fatalf("message: %q", got.Message)
+	}
+}

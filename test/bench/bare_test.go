@@ -165,6 +165,10 @@ func (b *bare) pod(i int, image string) *corev1.Pod {
 					"--trusted-ca-file=" + bareTLSDir + "/ca.crt", "--client-cert-auth=true",
 					"--peer-cert-file=" + bareTLSDir + "/tls.crt", "--peer-key-file=" + bareTLSDir + "/tls.key",
 					"--peer-trusted-ca-file=" + bareTLSDir + "/ca.crt", "--peer-client-cert-auth=true",
+					// As the operator's members: peers are recognised by the certificate's CN; without
+					// it etcd checks a peer's certificate names against its address, which a
+					// wildcard name cannot pass.
+					"--peer-cert-allowed-cn=bare-member",
 				},
 				Ports:          []corev1.ContainerPort{{Name: "client", ContainerPort: naming.ClientPort}, {Name: "metrics", ContainerPort: naming.MetricsPort}},
 				StartupProbe:   startup,

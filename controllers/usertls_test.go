@@ -80,7 +80,8 @@ func TestUserProvidedCertificates(t *testing.T) {
 	put := func(name string, data map[string][]byte) {
 		t.Helper()
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Type: corev1.SecretTypeTLS, Data: data}
-		if err := k8s.Create(ctx, s); apierrors.IsAlreadyExists(err) {
+		err := k8s.Create(ctx, s)
+		if apierrors.IsAlreadyExists(err) {
 			err = k8s.Update(ctx, s)
 		}
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -116,8 +117,8 @@ func TestCheckUserCertificates(t *testing.T) {
 				}
 				return
 			}
-			p, ok := err.(*UserProblem)
-			if !ok {
+			var p *UserProblem
+			if !errors.As(err, &p) {
 				t.Fatalf("got %v, want a problem with Secret %s", err, tc.wantSecret)
 			}
 			if p.Secret != tc.wantSecret || !strings.Contains(p.Problem, tc.wantIn) {

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
@@ -84,6 +86,7 @@ func (is *testIssuer) issue(t *testing.T, cn string, dns []string, lifetime time
 // a certificate of the user's CA works. The Secrets are then renewed (new keys and leaves, same CA)
 // under a writer: every member serves the new certificates without a restart, the operator keeps
 // observing every member healthy, status reports the new expiry, and no acknowledged write is lost.
+// Last, a client certificate of the same CA is refused on every member's peer port.
 func TestUserProvidedCertificatesRenewedUnderWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -119,6 +122,9 @@ func TestUserProvidedCertificatesRenewedUnderWrites(t *testing.T) {
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
 	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided,
 		Secrets: &v1.TLSSecrets{Server: "user-server", OperatorClient: "user-operator", Peer: "user-peer"}}
+	// TLS alone must refuse a client certificate on the peer port (below): without the NetworkPolicy,
+	// which would reset the connection first.
+	c.Spec.NetworkPolicy.Enabled = ptr.To(false)
 	start := time.Now()
 	if err := env.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
@@ -178,4 +184,17 @@ func TestUserProvidedCertificatesRenewedUnderWrites(t *testing.T) {
 	acked, failed := env.StopWriter(t, w, stop, cl, c)
 	t.Logf("writer: %d acknowledged, %d failed attempts (each retried until acknowledged)", len(acked), failed)
 	framework.CheckKeys(t, cl, "/renewal/", acked)
+
+	// A client certificate of the same Issuer cannot speak the peer protocol: the CN is the user's,
+	// so members check that a peer certificate is valid for a name under the peer wildcard.
+	put("user-app", app)
+	intruder := intruderPod(env.Get(t, c), "intruder-app", "user-app")
+	if err := env.K8s.Create(ctx, intruder); err != nil {
+		t.Fatal(err)
+	}
+	log := podLogsWhenDone(t, intruder, 2*time.Minute)
+	if refused := strings.Count(log, "failed to get cluster response"); refused < 3 || !strings.Contains(log, "bad certificate") || strings.Contains(log, "member count is unequal") {
+		t.Errorf("want every member's peer port to refuse the app's client certificate (%d refusals, want 3, each a bad certificate); log:\n%s", refused, log)
+	}
+	env.WaitConverged(t, c, 3, time.Minute)
 }

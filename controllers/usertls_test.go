@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
@@ -24,7 +26,8 @@ import (
 // A cluster on user-provided certificates (as cert-manager's Secrets): nothing is started while a
 // Secret is missing or its certificate cannot work, and the condition names the Secret and the
 // problem; once they are usable the members are created on the user's Secrets, the operator writes
-// no Secret of its own, and status reports the user certificates' expiry and the CAs they trust; a
+// no Secret of its own, and status and the expiry metric report the user certificates' expiry and
+// status the CAs they trust; a
 // new ca.crt changes the members' configuration (they restart one at a time to trust it).
 func TestUserProvidedCertificates(t *testing.T) {
 	ctx := context.Background()
@@ -142,6 +145,11 @@ func TestUserProvidedCertificates(t *testing.T) {
 		trust = s.TLS.UserTrust
 		return nil
 	})
+	for _, cs := range get(t, c).Status.TLS.Certificates {
+		if got := testutil.ToFloat64(metrics.CertificateExpiry.WithLabelValues(ns, c.Name, cs.Secret)); int64(got) != cs.NotAfter.Unix() {
+			t.Errorf("expiry metric of %s = %v, want %d (status)", cs.Secret, got, cs.NotAfter.Unix())
+		}
+	}
 
 	// A renewal under the same CA leaves the trust (and so the pods) alone; a new CA in the peer
 	// Secret's ca.crt (an overlap bundle, as trust-manager would write) changes it.

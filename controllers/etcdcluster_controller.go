@@ -38,6 +38,9 @@ const (
 	requeueBusy = time.Second
 	// requeueIdle re-observes etcd, whose health changes raise no Kubernetes event.
 	requeueIdle = 30 * time.Second
+	// requeueUserCertificates is how soon a cluster waiting for usable user-provided certificates
+	// looks at them again.
+	requeueUserCertificates = 10 * time.Second
 )
 
 // EtcdClusterReconciler runs etcd clusters: observe → decide (internal/planner) → one step → status.
@@ -193,6 +196,12 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	metrics.SetCluster(clusterMetrics(c, obs))
 	if p.advanceCARotation(action) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
+	}
+	if p.trust != nil && p.trust.blocks {
+		// Nothing is started or changed on certificates that cannot work. The user's Secrets are not
+		// watched (they are read on demand), so look again soon for the fix.
+		setCondition(c, v1.ConditionProgressing, false, reason.UserCertificatesUnusable, "waiting for usable certificates: "+p.trust.message)
+		return ctrl.Result{RequeueAfter: requeueUserCertificates}, nil
 	}
 	if action.Kind == planner.None || stalled(action) {
 		return ctrl.Result{RequeueAfter: requeueIdle}, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
 // operatorClientSecret is the operator's client certificate for the cluster: the current Secret, or,
@@ -20,6 +21,13 @@ import (
 func (p *pass) operatorClientSecret(ctx context.Context) (*corev1.Secret, error) {
 	c := p.c
 	s := &corev1.Secret{}
+	if resources.UserTLS(c) {
+		// The user's Secret is not in the cache (it holds only the operator's own).
+		if err := p.r.apiReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.OperatorClientSecretName(c)}, s); err != nil {
+			return nil, fmt.Errorf("read operator client certificate %s: %w", resources.OperatorClientSecretName(c), err)
+		}
+		return s, nil
+	}
 	err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: naming.OperatorClientSecret(c.Name)}, s)
 	if err == nil || !apierrors.IsNotFound(err) {
 		if err != nil {

@@ -87,6 +87,10 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		return o, nil
 	}
 	tlsConfig, tlsKey, err := p.clientTLSConfig(ctx)
+	if err != nil && p.trust != nil && p.trust.blocks {
+		o.etcdErr = err // already reported (a user-provided certificate that cannot be used)
+		return o, nil
+	}
 	if err != nil {
 		return nil, err
 	}

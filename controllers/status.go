@@ -123,7 +123,12 @@ func (p *pass) recordObservation(action planner.Action) {
 	}
 	c.Status.ObservedGeneration = c.Generation
 	c.Status.Endpoints = v1.Endpoints{ClientService: fmt.Sprintf("%s:%d", naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort)}
-	if resources.ClientTLS(c) {
+	switch {
+	case c.Spec.TLS.Client == v1.TLSUserProvided:
+		// The server Secret's ca.crt is the CA clients' certificates must chain to; users issue
+		// their client certificates themselves.
+		c.Status.Endpoints.CASecret = resources.ServerSecretName(c)
+	case resources.ClientTLS(c):
 		c.Status.Endpoints.CASecret = naming.CASecret(c.Name)
 		c.Status.Endpoints.ClientSecret = naming.UserClientSecret(c.Name)
 	}

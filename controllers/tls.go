@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -24,6 +26,9 @@ import (
 type trustProblem struct {
 	reason  reason.Reason
 	message string
+	// blocks: no action may be taken while it lasts (user-provided certificates that cannot be used:
+	// a member started with them could not talk to the others, or be reached).
+	blocks bool
 }
 
 // leafCert is one certificate the operator issues for a cluster, and the Secret it lives in.
@@ -69,6 +74,9 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 	if !resources.ClientTLS(c) && !resources.PeerTLS(c) {
 		return nil, nil
 	}
+	if resources.UserTLS(c) {
+		return p.checkUserTLS(ctx)
+	}
 	leaves := leafCerts(c)
 	live := map[string]*corev1.Secret{}
 	for _, l := range leaves {
@@ -89,7 +97,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 	case apierrors.IsNotFound(err) && inUse:
 		return &trustProblem{reason.CASecretMissing, fmt.Sprintf("the CA Secret %s is gone; the members keep serving with the certificates they have, and the operator issues and renews none "+
 			"(a new CA would not be trusted by the running members). Restore the Secret (ca.crt and ca.key) from your backup of it, "+
-			"or move the data to a new cluster from a backup (spec.bootstrap.restore)", caName)}, nil
+			"or move the data to a new cluster from a backup (spec.bootstrap.restore)", caName), false}, nil
 	case apierrors.IsNotFound(err):
 		var data map[string][]byte
 		ca, data, err = pki.NewCA(caCommonName(c), p.now)
@@ -151,7 +159,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		s := live[l.name]
 		if s != nil && pki.HasCertificate(s.Data) && !signedByAny(trusted, s.Data) {
 			return &trustProblem{reason.CAChanged, fmt.Sprintf("the CA in Secret %s did not sign the certificate in %s: it was replaced, and the members do not trust it; "+
-				"the operator re-issues nothing. Put back the CA that signed the members' certificates", caName, l.name)}, nil
+				"the operator re-issues nothing. Put back the CA that signed the members' certificates", caName, l.name), false}, nil
 		}
 	}
 	renew := c.Annotations[naming.AnnotationRenewCertificates]
@@ -200,7 +208,7 @@ func caCommonName(c *v1.EtcdCluster) string {
 
 func unreadableCA(caName string, err error) *trustProblem {
 	return &trustProblem{reason.CASecretUnreadable, fmt.Sprintf("the CA Secret %s cannot be used (%v); the members keep serving with the certificates they have, "+
-		"and the operator issues and renews none. Restore the Secret's ca.crt and ca.key from your backup of it", caName, err)}
+		"and the operator issues and renews none. Restore the Secret's ca.crt and ca.key from your backup of it", caName, err), false}
 }
 
 func signedByAny(cas []*pki.CA, data map[string][]byte) bool {
@@ -234,7 +242,7 @@ func (p *pass) recordExpiry(caSecret *corev1.Secret, leaves []leafCert, live map
 // the next one carries out the first phase. It says whether it recorded one.
 func (p *pass) startCARotation(ctx context.Context) bool {
 	c := p.c
-	if (!resources.ClientTLS(c) && !resources.PeerTLS(c)) || c.Status.TLS.CARotation != nil || !c.Status.Bootstrapped {
+	if (!resources.ClientTLS(c) && !resources.PeerTLS(c)) || resources.UserTLS(c) || c.Status.TLS.CARotation != nil || !c.Status.Bootstrapped {
 		return false
 	}
 	asked := c.Annotations[naming.AnnotationRotateCA]
@@ -287,4 +295,66 @@ func (p *pass) advanceCARotation(action planner.Action) bool {
 	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.RotatingCA), "CA rotation (%s): phase %s done on every member, starting %s", r.Trigger, r.Phase, next)
 	setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", r.Trigger, next))
 	return true
+}
+
+// checkUserTLS reads the user's certificate Secrets (spec.tls.secrets) and checks that the members
+// and the operator can complete every handshake with them (pki.CheckUserCertificates). They are read
+// past the cache, which holds only the operator's own Secrets, and never written: cert-manager or the
+// user owns them. Their expiry goes to status (and from there to the expiry metric); the CAs they
+// hold go to status.tls.userTrust once they are usable, which restarts the members one at a time
+// when it changes. While they are unusable, the problem blocks every action.
+//
+// A renewal (new tls.crt/tls.key, same ca.crt) needs nothing from the operator: the kubelet updates
+// the Secret volumes in place and etcd loads its key pair on every handshake.
+func (p *pass) checkUserTLS(ctx context.Context) (*trustProblem, error) {
+	c := p.c
+	var in pki.UserCertificates
+	type slot struct {
+		name string
+		into **pki.UserSecret
+	}
+	var slots []slot
+	if c.Spec.TLS.Client == v1.TLSUserProvided {
+		slots = append(slots, slot{resources.ServerSecretName(c), &in.Server}, slot{resources.OperatorClientSecretName(c), &in.OperatorClient})
+	}
+	if c.Spec.TLS.Peer == v1.TLSUserProvided {
+		slots = append(slots, slot{resources.PeerSecretName(c), &in.Peer})
+	}
+	var missing []string
+	var certs []v1.CertificateStatus
+	read := map[string]*pki.UserSecret{} // one Secret may serve two roles
+	for _, sl := range slots {
+		if us, ok := read[sl.name]; ok {
+			*sl.into = us
+			continue
+		}
+		s := &corev1.Secret{}
+		err := p.r.apiReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: sl.name}, s)
+		if apierrors.IsNotFound(err) {
+			missing = append(missing, sl.name)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read certificate secret %s: %w", sl.name, err)
+		}
+		us := &pki.UserSecret{Name: sl.name, Data: s.Data}
+		read[sl.name], *sl.into = us, us
+		if t, ok := pki.NotAfter(s.Data[pki.CertKey]); ok {
+			certs = append(certs, v1.CertificateStatus{Secret: sl.name, NotAfter: metav1.NewTime(t)})
+		}
+	}
+	c.Status.TLS.Certificates = certs
+	if len(missing) > 0 {
+		return &trustProblem{reason.UserCertificatesUnusable, fmt.Sprintf("Secret %s named in spec.tls.secrets does not exist in namespace %s; "+
+			"no member is created or changed until the certificates are usable", strings.Join(missing, ", "), c.Namespace), true}, nil
+	}
+	names := pki.UserNames{
+		ClientServiceHost: naming.ClientServiceHost(c.Name, c.Namespace),
+		PeerWildcards:     resources.PeerDNSNames(c),
+	}
+	if err := pki.CheckUserCertificates(in, names, p.now); err != nil {
+		return &trustProblem{reason.UserCertificatesUnusable, err.Error() + "; no member is created or changed until the certificates are usable", true}, nil
+	}
+	c.Status.TLS.UserTrust = pki.UserTrust(in)
+	return nil, nil
 }

@@ -191,17 +191,26 @@ type PodTemplate struct {
 }
 
 // TLSMode selects how one kind of traffic is secured.
-// +kubebuilder:validation:Enum=OperatorManaged;Disabled
+// +kubebuilder:validation:Enum=OperatorManaged;UserProvided;Disabled
 type TLSMode string
 
 const (
 	// TLSOperatorManaged: the operator runs a CA per cluster and issues every certificate.
 	TLSOperatorManaged TLSMode = "OperatorManaged"
+	// TLSUserProvided: the certificates are in Secrets the user keeps (spec.tls.secrets), for example
+	// the Secrets of cert-manager Certificates; the operator checks them and never writes them.
+	TLSUserProvided TLSMode = "UserProvided"
 	// TLSDisabled: plain text. Only ever chosen explicitly.
 	TLSDisabled TLSMode = "Disabled"
 )
 
 // TLSSpec configures client and peer TLS independently.
+// One source of trust per cluster: the operator's CA would be a second root the user's clients and
+// peers would have to trust, so UserProvided is never combined with OperatorManaged.
+// +kubebuilder:validation:XValidation:rule="!(has(self.client) && self.client == 'UserProvided' && (!has(self.peer) || self.peer == 'OperatorManaged')) && !(has(self.peer) && self.peer == 'UserProvided' && (!has(self.client) || self.client == 'OperatorManaged'))",message="spec.tls: UserProvided cannot be combined with OperatorManaged (one source of trust per cluster); set both client and peer to UserProvided, or the other one to Disabled"
+// +kubebuilder:validation:XValidation:rule="!has(self.client) || self.client != 'UserProvided' || (has(self.secrets) && has(self.secrets.server) && has(self.secrets.operatorClient))",message="spec.tls.client UserProvided needs spec.tls.secrets.server (the members' serving certificate) and spec.tls.secrets.operatorClient (the operator's client certificate)"
+// +kubebuilder:validation:XValidation:rule="!has(self.peer) || self.peer != 'UserProvided' || (has(self.secrets) && has(self.secrets.peer))",message="spec.tls.peer UserProvided needs spec.tls.secrets.peer (the members' peer certificate)"
+// +kubebuilder:validation:XValidation:rule="!has(self.secrets) || ((!has(self.secrets.server) && !has(self.secrets.operatorClient)) || (has(self.client) && self.client == 'UserProvided')) && (!has(self.secrets.peer) || (has(self.peer) && self.peer == 'UserProvided'))",message="spec.tls.secrets names certificates only for traffic whose mode is UserProvided (server and operatorClient for client, peer for peer)"
 type TLSSpec struct {
 	// Client traffic (port 2379).
 	// +kubebuilder:default=OperatorManaged
@@ -211,6 +220,40 @@ type TLSSpec struct {
 	// +kubebuilder:default=OperatorManaged
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Peer TLS",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:OperatorManaged","urn:alm:descriptor:com.tectonic.ui:select:Disabled"}
 	Peer TLSMode `json:"peer,omitempty"`
+	// Secrets names the user's certificate Secrets when client or peer is UserProvided.
+	// +optional
+	Secrets *TLSSecrets `json:"secrets,omitempty"`
+}
+
+// TLSSecrets names Secrets of type kubernetes.io/tls (tls.crt, tls.key, ca.crt), in the cluster's
+// namespace, as cert-manager writes them. Each certificate is shared by every member: members are
+// created and replaced under names nobody knows in advance, so per-member certificates could not be
+// issued ahead of them. A new leaf under the same CA (a renewal) is picked up by the members without
+// a restart; a change of ca.crt restarts them one at a time.
+type TLSSecrets struct {
+	// Server is the members' certificate for client traffic. It must be valid for
+	// <cluster>-client.<namespace>.svc (the operator verifies that name) and should be for
+	// *.<cluster>-peer.<namespace>.svc (the members' advertised client URLs). Its ca.crt is the CA
+	// client certificates must chain to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Server string `json:"server,omitempty"`
+	// OperatorClient is the client certificate the operator and its backup Jobs use; it must chain to
+	// the server Secret's ca.crt, and its own ca.crt must verify the server certificate.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	OperatorClient string `json:"operatorClient,omitempty"`
+	// Peer is the members' certificate for peer traffic, server and client at once. It must be valid
+	// for *.<cluster>-peer.<namespace>.svc and *.<cluster>-peer.<namespace>.svc.cluster.local (members
+	// check that a caller's address resolves under it) and chain to its own ca.crt. Members accept on the peer
+	// port only certificates valid for a name under that wildcard, so a client certificate of the
+	// same CA cannot speak the peer protocol.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Peer string `json:"peer,omitempty"`
 }
 
 // EtcdOptions are typed etcd server flags.
@@ -681,6 +724,11 @@ type TLSStatus struct {
 	// acted on.
 	// +optional
 	RenewCertificatesHandled string `json:"renewCertificatesHandled,omitempty"`
+	// UserTrust identifies the CAs (ca.crt) of the user-provided certificate Secrets the members run
+	// with; recorded only when the certificates are usable. It is part of the member pods'
+	// configuration: etcd reads its trusted CAs at start, so a new ca.crt restarts each member once.
+	// +optional
+	UserTrust string `json:"userTrust,omitempty"`
 }
 
 // CertificateStatus is the expiry of the certificate in one Secret.

@@ -81,6 +81,24 @@ func TestInvalidEtcdClustersAreRejectedWithTheirReason(t *testing.T) {
 			c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "b", Source: &v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "x"}}}}
 		}), "restore needs exactly one of backupName or source"},
 		{"plain-text by typo", cluster("tls", func(c *v1.EtcdCluster) { c.Spec.TLS.Client = "Off" }), "spec.tls.client"},
+		{"user client TLS without Secrets", cluster("user-nosecrets", func(c *v1.EtcdCluster) {
+			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Peer: "p"}}
+		}), "spec.tls.client UserProvided needs spec.tls.secrets.server"},
+		{"user client TLS without the operator's Secret", cluster("user-noop", func(c *v1.EtcdCluster) {
+			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSDisabled, Secrets: &v1.TLSSecrets{Server: "s"}}
+		}), "and spec.tls.secrets.operatorClient"},
+		{"user peer TLS without its Secret", cluster("user-nopeer", func(c *v1.EtcdCluster) {
+			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o"}}
+		}), "spec.tls.peer UserProvided needs spec.tls.secrets.peer"},
+		{"user TLS mixed with the operator's CA", cluster("user-mixed", func(c *v1.EtcdCluster) {
+			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o"}} // peer defaults to OperatorManaged
+		}), "UserProvided cannot be combined with OperatorManaged"},
+		{"Secrets for operator-managed traffic", cluster("user-stray", func(c *v1.EtcdCluster) {
+			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSDisabled, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o", Peer: "p"}}
+		}), "spec.tls.secrets names certificates only for traffic whose mode is UserProvided"},
+		{"Secret name not a name", cluster("user-badname", func(c *v1.EtcdCluster) {
+			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Peer: "My_Secret"}}
+		}), "spec.tls.secrets.peer"},
 		{"client peer allowing everyone", cluster("np-empty", func(c *v1.EtcdCluster) {
 			c.Spec.NetworkPolicy.ClientFrom = []networkingv1.NetworkPolicyPeer{{}}
 		}), "each networkPolicy.clientFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone"},
@@ -161,6 +179,23 @@ func TestValidClusterGetsDefaults(t *testing.T) {
 	}
 }
 
+// Every accepted shape of user-provided certificates: both kinds of traffic from the user's Secrets
+// (one Secret may serve server and peer), or one of them with the other in plain text.
+func TestUserProvidedTLSShapesAreAccepted(t *testing.T) {
+	ctx := context.Background()
+	for i, tls := range []v1.TLSSpec{
+		{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "etcd-server", OperatorClient: "etcd-operator", Peer: "etcd-peer"}},
+		{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "etcd-members", OperatorClient: "etcd-operator", Peer: "etcd-members"}},
+		{Client: v1.TLSUserProvided, Peer: v1.TLSDisabled, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o"}},
+		{Client: v1.TLSDisabled, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Peer: "p"}},
+	} {
+		c := cluster(fmt.Sprintf("user-tls-%d", i), func(c *v1.EtcdCluster) { c.Spec.TLS = tls })
+		if err := k8s.Create(ctx, c); err != nil {
+			t.Errorf("%+v rejected: %v", tls, err)
+		}
+	}
+}
+
 func TestTransitionRules(t *testing.T) {
 	ctx := context.Background()
 	c := cluster("transitions", func(c *v1.EtcdCluster) {
@@ -191,6 +226,9 @@ func TestTransitionRules(t *testing.T) {
 		}, "bootstrap is immutable"},
 		{"turn client TLS off", func(c *v1.EtcdCluster) { c.Spec.TLS.Client = v1.TLSDisabled }, "spec.tls is immutable"},
 		{"turn peer TLS off", func(c *v1.EtcdCluster) { c.Spec.TLS.Peer = v1.TLSDisabled }, "spec.tls is immutable"},
+		{"switch to user certificates", func(c *v1.EtcdCluster) {
+			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o", Peer: "p"}}
+		}, "spec.tls is immutable"},
 	}
 	for _, tc := range rejected {
 		t.Run(tc.name, func(t *testing.T) {

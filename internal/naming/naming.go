@@ -114,6 +114,14 @@ func UserClientSecret(cluster string) string     { return cluster + "-client-tls
 // its peer port: the same CA signs the client certificates, which must not be able to speak raft.
 func PeerCommonName(cluster string) string { return cluster + "-peer" }
 
+// PeerAllowedHostname is the name a user-provided peer certificate must be valid for to be accepted
+// on the peer port (etcd's --peer-cert-allowed-hostname): any name under the peer Service's wildcard,
+// which every peer certificate covers (members get names nobody knows in advance) and a client
+// certificate has no reason to. The user's CN is not known, so the name check replaces the CN check.
+func PeerAllowedHostname(cluster, namespace string) string {
+	return fmt.Sprintf("peer.%s.%s.svc", PeerService(cluster), namespace)
+}
+
 // LegacyOperatorClientSecret is where operators up to 0.2.0 kept their client certificate. It is
 // cluster "<cluster>-operator"'s UserClientSecret, so the operator now uses OperatorClientSecret
 // and deletes this one once it is sure it issued it (see controllers' retireLegacyOperatorSecret).

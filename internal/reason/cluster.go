@@ -33,6 +33,11 @@ const (
 	// CAChanged: the CA Secret holds a CA that did not sign the members' certificates (it was replaced by hand).
 	// Do: put back the CA that signed the members' certificates; to change the CA, use kubectl etcd rotate-ca.
 	CAChanged Reason = "CAChanged"
+	// UserCertificatesUnusable: a user-provided certificate Secret (spec.tls.secrets) is missing, lacks a key, is expired,
+	// lacks a needed name or usage, or does not chain to the CA that must trust it. No member is created or changed until it is fixed;
+	// running members keep serving with the files they have.
+	// Do: fix the Secret (or the cert-manager Certificate behind it) as the message says.
+	UserCertificatesUnusable Reason = "UserCertificatesUnusable"
 )
 
 // EtcdCluster: the operator's steps (condition Progressing, and a Normal event for each step taken).

@@ -148,7 +148,7 @@ func BackupJob(b *v1.EtcdBackup, c *v1.EtcdCluster, operatorImage string) *batch
 	args = append(args, sargs...)
 	if tls {
 		args = append(args, "--tls-dir="+clientTLSMount, "--server-name="+naming.ClientServiceHost(c.Name, c.Namespace))
-		vols = append(vols, secretVolume("client-tls", naming.OperatorClientSecret(c.Name)))
+		vols = append(vols, secretVolume("client-tls", OperatorClientSecretName(c)))
 		mounts = append(mounts, corev1.VolumeMount{Name: "client-tls", MountPath: clientTLSMount, ReadOnly: true})
 	}
 	return snapshotJob(b, ownerRef(b, "EtcdBackup"), BackupJobName(b.Name), "backup", operatorImage, args, env, vols, mounts)

@@ -12,6 +12,7 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -54,29 +55,8 @@ func TestPeerPortRefusesClientCertificatesAndWeakTLS(t *testing.T) {
 		cfg.CipherSuites = strings.Split(arg(pod, "--cipher-suites"), ",")
 	})
 
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caData[pki.CACertKey])
 	get := func(data map[string][]byte, tune func(*tls.Config)) error {
-		pair, err := tls.X509KeyPair(data[pki.CertKey], data[pki.PrivKeyKey])
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots, ServerName: "demo-0." + naming.PeerService(c.Name) + "." + c.Namespace + ".svc"}
-		if tune != nil {
-			tune(cfg)
-		}
-		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
-		defer hc.CloseIdleConnections()
-		resp, err := hc.Get(m.PeerURL + "/members")
-		if err != nil {
-			return err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /members with a handshake that passed: %s", resp.Status)
-		}
-		return nil
+		return peerGet(t, c, m.PeerURL, caData[pki.CACertKey], data, tune)
 	}
 
 	if err := get(peer, nil); err != nil {
@@ -98,5 +78,72 @@ func TestPeerPortRefusesClientCertificatesAndWeakTLS(t *testing.T) {
 	}
 	if err := get(peer, func(cfg *tls.Config) { cfg.MaxVersion, cfg.CipherSuites = tls.VersionTLS12, pki.CipherSuites() }); err != nil {
 		t.Errorf("TLS 1.2 with the operator's own suites was refused: %v", err)
+	}
+}
+
+// peerGet reads /members from a member's peer URL with the key pair in data, trusting roots.
+func peerGet(t *testing.T, c *v1.EtcdCluster, peerURL string, rootsPEM []byte, data map[string][]byte, tune func(*tls.Config)) error {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(rootsPEM)
+	pair, err := tls.X509KeyPair(data[pki.CertKey], data[pki.PrivKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots, ServerName: "demo-0." + naming.PeerService(c.Name) + "." + c.Namespace + ".svc"}
+	if tune != nil {
+		tune(cfg)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get(peerURL + "/members")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /members with a handshake that passed: %s", resp.Status)
+	}
+	return nil
+}
+
+// With user-provided certificates the CN is the user's, so the peer port checks a name instead: a
+// client certificate of the same CA (as one cert-manager Issuer signs all of them) is refused there,
+// the user's peer certificate (the peer wildcards, as checkUserTLS requires) is accepted.
+func TestUserPeerPortRefusesClientCertificatesOfTheSameCA(t *testing.T) {
+	c := sample()
+	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "my-server", OperatorClient: "my-operator", Peer: "my-peer"}}
+	pod := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "etcd", InitialCluster: []string{"demo-0"}, Bootstrap: true})
+	if arg(pod, "--peer-cert-allowed-hostname") == "" || arg(pod, "--peer-cert-allowed-cn") != "" {
+		t.Fatalf("user peer certificates: want the name check and no CN check: %v", pod.Spec.Containers[0].Args)
+	}
+	now := time.Now()
+	ca, caData, err := pki.NewCA("cert-manager issuer", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopback := []net.IP{net.IPv4(127, 0, 0, 1)} // see TestPeerPortRefusesClientCertificatesAndWeakTLS
+	issue := func(cn string, dns []string, usage pki.Usage) map[string][]byte {
+		d, err := ca.Issue(cn, dns, loopback, usage, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	peer := issue("anything", PeerDNSNames(c), pki.ServerAndClient)
+	info := etcdtest.TLSFiles(t, peer)
+	info.AllowedHostnames = []string{arg(pod, "--peer-cert-allowed-hostname")}
+	m := etcdtest.StartPeerTLSMember(t, info, nil)
+	if err := peerGet(t, c, m.PeerURL, caData[pki.CACertKey], peer, nil); err != nil {
+		t.Fatalf("the user's peer certificate was refused on the peer port: %v", err)
+	}
+	for name, data := range map[string]map[string][]byte{
+		"user client":                        issue("app", nil, pki.ClientOnly),
+		"client named like the peer service": issue("demo-peer", []string{"demo-client.ns.svc"}, pki.ServerAndClient),
+	} {
+		if err := peerGet(t, c, m.PeerURL, caData[pki.CACertKey], data, nil); err == nil || !strings.Contains(err.Error(), "bad certificate") {
+			t.Errorf("the %s certificate on the peer port: want a refused handshake, got %v", name, err)
+		}
 	}
 }

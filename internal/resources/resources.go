@@ -86,6 +86,42 @@ func ForcesNewCluster(pod *corev1.Pod) bool {
 func ClientTLS(c *v1.EtcdCluster) bool { return c.Spec.TLS.Client != v1.TLSDisabled }
 func PeerTLS(c *v1.EtcdCluster) bool   { return c.Spec.TLS.Peer != v1.TLSDisabled }
 
+// UserTLS says whether c's certificates are the user's (spec.tls.secrets) rather than the operator's.
+// The CRD never lets UserProvided be combined with OperatorManaged.
+func UserTLS(c *v1.EtcdCluster) bool {
+	return c.Spec.TLS.Client == v1.TLSUserProvided || c.Spec.TLS.Peer == v1.TLSUserProvided
+}
+
+func userSecrets(c *v1.EtcdCluster) v1.TLSSecrets {
+	if s := c.Spec.TLS.Secrets; s != nil {
+		return *s
+	}
+	return v1.TLSSecrets{}
+}
+
+// ServerSecretName, PeerSecretName and OperatorClientSecretName are the Secrets the members and the
+// operator take their certificates from: the user's when UserTLS, else the operator's.
+func ServerSecretName(c *v1.EtcdCluster) string {
+	if c.Spec.TLS.Client == v1.TLSUserProvided {
+		return userSecrets(c).Server
+	}
+	return naming.ServerSecret(c.Name)
+}
+
+func PeerSecretName(c *v1.EtcdCluster) string {
+	if c.Spec.TLS.Peer == v1.TLSUserProvided {
+		return userSecrets(c).Peer
+	}
+	return naming.PeerSecret(c.Name)
+}
+
+func OperatorClientSecretName(c *v1.EtcdCluster) string {
+	if c.Spec.TLS.Client == v1.TLSUserProvided {
+		return userSecrets(c).OperatorClient
+	}
+	return naming.OperatorClientSecret(c.Name)
+}
+
 func objectMeta(c *v1.EtcdCluster, name string, labels map[string]string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name: name, Namespace: c.Namespace, Labels: labels,
@@ -155,12 +191,18 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 	if PeerTLS(c) {
 		args = append(args,
 			"--peer-cert-file="+naming.PeerTLS+"/tls.crt", "--peer-key-file="+naming.PeerTLS+"/tls.key",
-			"--peer-trusted-ca-file="+naming.PeerTLS+"/ca.crt", "--peer-client-cert-auth=true",
+			"--peer-trusted-ca-file="+naming.PeerTLS+"/ca.crt", "--peer-client-cert-auth=true")
+		if c.Spec.TLS.Peer == v1.TLSUserProvided {
+			// The user's CA may sign their client certificates too; their CN is theirs to choose, but
+			// every peer certificate must cover the peer wildcard (pki.CheckUserCertificates).
+			args = append(args, "--peer-cert-allowed-hostname="+naming.PeerAllowedHostname(c.Name, c.Namespace))
+		} else {
 			// One CA signs peer and client certificates: without this a client certificate (the Secret
 			// users mount) would be accepted on the peer port, where it could read membership and send
 			// raft messages. Every peer certificate ever issued carries this CN, so pods rolled one at a
 			// time with the check keep talking to those not rolled yet.
-			"--peer-cert-allowed-cn="+naming.PeerCommonName(c.Name))
+			args = append(args, "--peer-cert-allowed-cn="+naming.PeerCommonName(c.Name))
+		}
 	}
 	if ClientTLS(c) || PeerTLS(c) {
 		args = append(args, "--tls-min-version=TLS1.2", "--cipher-suites="+cipherSuites())
@@ -225,11 +267,11 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 	}
 	volumes := []corev1.Volume{dataVolume(c, in.Member)}
 	if ClientTLS(c) {
-		volumes = append(volumes, secretVolume("server-tls", naming.ServerSecret(c.Name)))
+		volumes = append(volumes, secretVolume("server-tls", ServerSecretName(c)))
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "server-tls", MountPath: naming.ServerTLS, ReadOnly: true})
 	}
 	if PeerTLS(c) {
-		volumes = append(volumes, secretVolume("peer-tls", naming.PeerSecret(c.Name)))
+		volumes = append(volumes, secretVolume("peer-tls", PeerSecretName(c)))
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "peer-tls", MountPath: naming.PeerTLS, ReadOnly: true})
 	}
 
@@ -309,7 +351,9 @@ func ConfigHash(c *v1.EtcdCluster) string {
 		TLS         v1.TLSSpec
 		// TrustEpoch rolls the members at each phase of a CA rotation: etcd reads its CAs at start.
 		TrustEpoch int32 `json:",omitempty"`
-	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, c.Spec.Etcd, c.Spec.TLS, c.Status.TLS.TrustEpoch})
+		// UserTrust rolls them when the ca.crt of a user-provided Secret changes, for the same reason.
+		UserTrust string `json:",omitempty"`
+	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, c.Spec.Etcd, c.Spec.TLS, c.Status.TLS.TrustEpoch, c.Status.TLS.UserTrust})
 	if err != nil {
 		panic(fmt.Sprintf("marshal pod configuration: %v", err))
 	}

@@ -74,6 +74,7 @@ func TestConfigHashFollowsPodAffectingSpecOnly(t *testing.T) {
 		"pod labels":   func(c *v1.EtcdCluster) { c.Spec.PodTemplate.Labels = map[string]string{"team": "a"} },
 		"image":        func(c *v1.EtcdCluster) { c.Spec.Image = "registry.example/etcd@sha256:0" },
 		"trust epoch":  func(c *v1.EtcdCluster) { c.Status.TLS.TrustEpoch++ }, // a CA rotation phase
+		"user trust":   func(c *v1.EtcdCluster) { c.Status.TLS.UserTrust = "new ca.crt" },
 	} {
 		c := sample()
 		change(c)
@@ -237,5 +238,42 @@ func TestQuota(t *testing.T) {
 	c.Spec.Etcd.QuotaBackendBytes = 500 << 20
 	if pod := MemberPod(c, MemberPodInput{Member: "demo-0"}); arg(pod, "--quota-backend-bytes") != "524288000" {
 		t.Errorf("the user's quota: flag %q", arg(pod, "--quota-backend-bytes"))
+	}
+}
+
+// User-provided certificates: members mount the user's Secrets (the whole Secret, so the kubelet
+// updates renewed files in place), and the backup Job the user's operator client Secret.
+func TestUserCertificatesAreMountedFromTheUsersSecrets(t *testing.T) {
+	c := sample()
+	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "my-server", OperatorClient: "my-operator", Peer: "my-peer"}}
+	p := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}})
+	secrets := map[string]string{}
+	for _, v := range p.Spec.Volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = v.Secret.SecretName
+		}
+	}
+	if secrets["server-tls"] != "my-server" || secrets["peer-tls"] != "my-peer" || len(secrets) != 2 {
+		t.Errorf("secret volumes = %v", secrets)
+	}
+	for _, m := range p.Spec.Containers[0].VolumeMounts {
+		if m.SubPath != "" {
+			t.Errorf("mount %s uses subPath: the kubelet would never update it", m.Name)
+		}
+	}
+	if got, want := arg(p, "--peer-cert-allowed-hostname"), "peer.demo-peer.ns.svc"; got != want {
+		t.Errorf("--peer-cert-allowed-hostname = %q, want %q", got, want)
+	}
+	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "b1"}}
+	b.Spec.Destination.PVC = &v1.PVCDestination{ClaimName: "backups"}
+	job := BackupJob(b, c, "op:1")
+	var mounted []string
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			mounted = append(mounted, v.Secret.SecretName)
+		}
+	}
+	if !slices.Equal(mounted, []string{"my-operator"}) {
+		t.Errorf("backup Job mounts Secrets %v, want the user's operator client Secret", mounted)
 	}
 }

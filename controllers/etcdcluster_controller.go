@@ -190,6 +190,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.trackSlowness()
 	action := planner.Decide(p.plannerInput())
 	p.recordObservation(action)
+	p.recordMigration(action)
 	metrics.SetCluster(clusterMetrics(c, obs))
 	if p.advanceCARotation(action) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil

@@ -105,7 +105,7 @@ func decideMigration(in Input) Action {
 		return Action{Kind: AddLearner, Members: []string{name}, Reason: reason.Migrating, Message: fmt.Sprintf("adding %s as a learner of the running cluster (%d of %d members joined)", name, ours, in.Replicas)}
 	}
 	if len(sources) == 0 {
-		return Action{Kind: CompleteMigration, Reason: reason.Migrated, Message: fmt.Sprintf("every old member is out of cluster %x; it runs on %d members of this EtcdCluster", e.ClusterID, ours)}
+		return Action{Kind: CompleteMigration, Reason: reason.Migrating, Message: fmt.Sprintf("every old member is out of cluster %x; it runs on %d members of this EtcdCluster", e.ClusterID, ours)}
 	}
 	if mg.isSource(e.LeaderID) {
 		to := pickOurs(in, e)

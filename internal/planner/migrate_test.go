@@ -115,7 +115,7 @@ func TestDecideMigration(t *testing.T) {
 			removeMember(in, 101)
 			removeMember(in, 102)
 			removeMember(in, 103)
-		}), kind: CompleteMigration, reason: "Migrated"},
+		}), kind: CompleteMigration, reason: "Migrating"},
 
 		// stopping
 		{name: "quorum lost mid-migration: stop, never recover the source", in: with(allJoined(), func(in *Input) { in.Etcd = nil; in.QuorumLoss = FromSurvivor }), kind: Wait, reason: "MigrationStopped"},

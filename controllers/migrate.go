@@ -22,7 +22,10 @@ func (p *pass) migrationInput() *planner.Migration {
 	if !resources.Migrating(c) {
 		return nil
 	}
-	in := &planner.Migration{Endpoints: c.Spec.Bootstrap.MigrateFrom.Endpoints, AuthEnabled: o.authEnabled}
+	in := &planner.Migration{Endpoints: c.Spec.Bootstrap.MigrateFrom.Endpoints, AuthEnabled: o.authEnabled, Quota: resources.Quota(c)}
+	if c.Spec.Etcd.QuotaBackendBytes == 0 && c.Status.QuotaBackendBytes == 0 {
+		in.Quota = resources.DerivedQuota(c.Spec.Storage.Size.Value()) // what StartMigration records
+	}
 	if o.etcdErr != nil {
 		in.Unreachable = o.etcdErr.Error()
 	}
@@ -124,12 +127,27 @@ func (p *pass) recordMigration(action planner.Action) {
 		setCondition(c, v1.ConditionMigrated, true, reason.Migrated, msg)
 		return
 	}
+	// Each stop is announced once, with a Warning event; the reasons are spelled out for docgen.
+	first := func(why reason.Reason) bool {
+		cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionMigrated)
+		return cond == nil || cond.Reason != string(why)
+	}
 	switch action.Reason {
-	case reason.MigrationRefused, reason.MigrationSourceUnreachable, reason.MigrationStopped:
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionMigrated); cond == nil || cond.Reason != string(action.Reason) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(action.Reason), action.Message)
+	case reason.MigrationRefused:
+		if first(reason.MigrationRefused) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationRefused), action.Message)
 		}
-		setCondition(c, v1.ConditionMigrated, false, action.Reason, action.Message)
+		setCondition(c, v1.ConditionMigrated, false, reason.MigrationRefused, action.Message)
+	case reason.MigrationSourceUnreachable:
+		if first(reason.MigrationSourceUnreachable) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationSourceUnreachable), action.Message)
+		}
+		setCondition(c, v1.ConditionMigrated, false, reason.MigrationSourceUnreachable, action.Message)
+	case reason.MigrationStopped:
+		if first(reason.MigrationStopped) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationStopped), action.Message)
+		}
+		setCondition(c, v1.ConditionMigrated, false, reason.MigrationStopped, action.Message)
 	default:
 		setCondition(c, v1.ConditionMigrated, false, reason.Migrating, fmt.Sprintf("%s; keep the old members running and clients on them until this condition is True (new endpoint: %s)",
 			action.Message, naming.ClientServiceHost(c.Name, c.Namespace)))

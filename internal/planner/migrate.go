@@ -23,6 +23,8 @@ type Migration struct {
 	Unreachable string
 	// AuthEnabled: the source has authentication on (observed before the start only).
 	AuthEnabled bool
+	// Quota is the database quota the operator's members will run with.
+	Quota int64
 }
 
 const (
@@ -154,8 +156,8 @@ func preflight(in Input, e *Etcd) Action {
 		if msg := versionRefusal(m, target); msg != "" {
 			return refuse("%s", msg)
 		}
-		if in.Space.Quota > 0 && m.DBSize > in.Space.Quota*9/10 {
-			return refuse("member %s's database is %d bytes, too close to this cluster's quota of %d bytes: raise spec.storage.size (or spec.etcd.quotaBackendBytes), or compact and defragment the running cluster", displayName(m), m.DBSize, in.Space.Quota)
+		if q := in.Migration.Quota; q > 0 && m.DBSize > q*9/10 {
+			return refuse("member %s's database is %d bytes, too close to the quota of %d bytes the new members get: raise spec.storage.size (or spec.etcd.quotaBackendBytes), or compact and defragment the running cluster", displayName(m), m.DBSize, q)
 		}
 	}
 	var names []string

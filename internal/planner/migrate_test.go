@@ -13,9 +13,9 @@ const sourceCluster = 0xc1
 func source() Input {
 	in := Input{
 		Replicas: 3, Now: now, MemberNameFunc: name, TargetVersion: "3.6.16",
-		Pods: map[string]PodState{}, PVCs: map[string]PVCState{}, Space: Space{Quota: 2 << 30},
+		Pods: map[string]PodState{}, PVCs: map[string]PVCState{},
 		Etcd:      &Etcd{LeaderID: 101, ClusterID: sourceCluster},
-		Migration: &Migration{Endpoints: []string{"http://old:2379"}},
+		Migration: &Migration{Endpoints: []string{"http://old:2379"}, Quota: 2 << 30},
 	}
 	for i := 0; i < 3; i++ {
 		in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: uint64(101 + i), Name: fmt.Sprintf("old-%d", i), Started: true, Healthy: true, RaftIndex: 100, Version: "3.6.16"})

@@ -134,16 +134,7 @@ func TestMigrationRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cl.Close() })
-		raw := cl.Raw()
-		if _, err := raw.UserAdd(ctx, "root", "secret"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := raw.UserGrantRole(ctx, "root", "root"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := raw.AuthEnable(ctx); err != nil {
-			t.Fatal(err)
-		}
+		etcdtest.EnableAuth(t, cl.Raw())
 		c := newCluster(t, ns, migrating(etcdtest.ClientURLs(src)))
 		waitMigratedReason(t, c, "MigrationRefused", "etcdctl auth disable")
 		if mg := get(t, c).Status.Migration; mg != nil {

@@ -3,6 +3,8 @@ package etcdclient
 import (
 	"context"
 	"testing"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 )
 
 func TestAuthEnabledOnRealEtcd(t *testing.T) {
@@ -11,16 +13,7 @@ func TestAuthEnabledOnRealEtcd(t *testing.T) {
 	if on, err := c.AuthEnabled(ctx); err != nil || on {
 		t.Fatalf("AuthEnabled before auth enable = %v, %v", on, err)
 	}
-	raw := c.Raw()
-	if _, err := raw.UserAdd(ctx, "root", "secret"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.UserGrantRole(ctx, "root", "root"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.AuthEnable(ctx); err != nil {
-		t.Fatal(err)
-	}
+	etcdtest.EnableAuth(t, c.Raw())
 	// Asked without credentials, as the operator asks a cluster it is about to take over.
 	if on, err := c.AuthEnabled(ctx); err != nil || !on {
 		t.Fatalf("AuthEnabled after auth enable = %v, %v", on, err)

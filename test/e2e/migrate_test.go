@@ -189,18 +189,28 @@ func newMemberEndpoints(ns, name string) ([]string, error) {
 	return eps, nil
 }
 
-// migratingCluster is an EtcdCluster of replicas members taking over the old etcd.
-func migratingCluster(ns string, replicas int32, o *oldEtcd) (*v1.EtcdCluster, error) {
+// migratingCluster creates an EtcdCluster of replicas members taking over the old etcd; a failed
+// test shows the namespace's events.
+func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd) *v1.EtcdCluster {
+	t.Helper()
 	eps, err := o.endpoints()
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
 	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	c.Spec.Replicas, c.Spec.Version = replicas, versions.Default
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
 	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSDisabled}
 	c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: eps}}
-	return c, env.K8s.Create(context.Background(), c)
+	if err := env.K8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			env.DumpEvents(t, ns)
+		}
+	})
+	return c
 }
 
 func waitMigrated(t *testing.T, c *v1.EtcdCluster, replicas int32) {
@@ -265,15 +275,7 @@ func TestMigrateFromStatefulSet(t *testing.T) {
 	})
 	w := framework.StartWriter(cl, "/during/")
 	start := time.Now()
-	c, err := migratingCluster(ns, 3, old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			env.DumpEvents(t, ns)
-		}
-	}()
+	c := migratingCluster(t, ns, 3, old)
 	waitMigrated(t, c, 3)
 	took := time.Since(start)
 	acked, failed := w.Finish()
@@ -298,20 +300,7 @@ func TestMigrateFromStatefulSet(t *testing.T) {
 	}
 	checkOnlyNewMembers(t, cl, c, 3)
 	// Every new member holds the same data at one revision.
-	rev := after.Header.Revision
-	var hashes []uint32
-	for _, ep := range ours {
-		h, err := cl.HashKV(ctx, ep, rev)
-		if err != nil {
-			t.Fatalf("HashKV of %s: %v", ep, err)
-		}
-		hashes = append(hashes, h.Hash)
-	}
-	for _, h := range hashes[1:] {
-		if h != hashes[0] {
-			t.Fatalf("members differ at revision %d: hashes %v", rev, hashes)
-		}
-	}
+	_, hashes := sameDataAt(t, cl, ours)
 	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionMigrated)
 	if !strings.Contains(cond.Message, naming.ClientServiceHost(c.Name, c.Namespace)) {
 		t.Fatalf("Migrated does not tell clients where to go: %s", cond.Message)
@@ -334,15 +323,7 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 			keys := framework.PutKeys(t, cl, "/crash/", 1000)
 
 			crashing := env.StartOperator(t, ns, fp)
-			c, err := migratingCluster(ns, 1, old)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if t.Failed() {
-					env.DumpEvents(t, ns)
-				}
-			}()
+			c := migratingCluster(t, ns, 1, old)
 			if code := crashing.WaitExit(t, migrateTimeout); code != failpoint.ExitCode {
 				t.Fatalf("operator exit code %d, want the failpoint's %d", code, failpoint.ExitCode)
 			}
@@ -366,15 +347,7 @@ func TestMigrationStopsWhenTheSourceLosesQuorum(t *testing.T) {
 	ns := env.NewNamespace(t, "e2e-migrate-")
 	old := startOldEtcd(t, ns, 3)
 	env.StartOperator(t, ns, "")
-	c, err := migratingCluster(ns, 3, old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			env.DumpEvents(t, ns)
-		}
-	}()
+	c := migratingCluster(t, ns, 3, old)
 	// Freeze the migration once one new member votes: 4 voters, 3 of them old.
 	framework.WaitFor(t, "a new member votes", migrateTimeout, func() error {
 		for _, m := range env.Get(t, c).Status.Members {

@@ -38,6 +38,8 @@ const (
 	requeueBusy = time.Second
 	// requeueIdle re-observes etcd, whose health changes raise no Kubernetes event.
 	requeueIdle = 30 * time.Second
+	// requeueStopped re-observes a migration stopped by the cluster's own trouble.
+	requeueStopped = 5 * time.Second
 )
 
 // EtcdClusterReconciler runs etcd clusters: observe → decide (internal/planner) → one step → status.
@@ -194,6 +196,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	metrics.SetCluster(clusterMetrics(c, obs))
 	if p.advanceCARotation(action) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
+	}
+	if action.Reason == reason.MigrationStopped {
+		// Stopped until etcd recovers, which raises no Kubernetes event: look again soon, not busily.
+		return ctrl.Result{RequeueAfter: requeueStopped}, nil
 	}
 	if action.Kind == planner.None || stalled(action) {
 		return ctrl.Result{RequeueAfter: requeueIdle}, nil

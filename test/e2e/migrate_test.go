@@ -120,7 +120,7 @@ func startOldEtcd(t *testing.T, ns string, size int) *oldEtcd {
 	framework.WaitFor(t, "the old etcd formed a cluster", 3*time.Minute, func() error {
 		eps, err := o.endpoints()
 		if err != nil || len(eps) < size {
-			return fmt.Errorf("%d of %d old pods running (%v)", len(eps), size, err)
+			return fmt.Errorf("%d of %d old pods running (%w)", len(eps), size, err)
 		}
 		cl := plainClient(t, eps)
 		defer func() { _ = cl.Close() }()
@@ -300,7 +300,7 @@ func TestMigrateFromStatefulSet(t *testing.T) {
 	}
 	checkOnlyNewMembers(t, cl, c, 3)
 	// Every new member holds the same data at one revision.
-	_, hashes := sameDataAt(t, cl, ours)
+	hashes := sameDataAt(t, cl, ours)
 	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionMigrated)
 	if !strings.Contains(cond.Message, naming.ClientServiceHost(c.Name, c.Namespace)) {
 		t.Fatalf("Migrated does not tell clients where to go: %s", cond.Message)
@@ -366,7 +366,7 @@ func TestMigrationStopsWhenTheSourceLosesQuorum(t *testing.T) {
 	framework.WaitFor(t, "two old pods gone", 2*time.Minute, func() error {
 		eps, err := old.endpoints()
 		if err != nil || len(eps) != 1 {
-			return fmt.Errorf("%d old pods (%v)", len(eps), err)
+			return fmt.Errorf("%d old pods (%w)", len(eps), err)
 		}
 		return nil
 	})

@@ -56,8 +56,8 @@ func sameDataEverywhere(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 }
 
 // sameDataAt compares HashKV of the members at endpoints at the current revision, and returns the
-// revision and the hashes.
-func sameDataAt(t *testing.T, cl *clientv3.Client, endpoints []string) (int64, []uint32) {
+// hashes.
+func sameDataAt(t *testing.T, cl *clientv3.Client, endpoints []string) []uint32 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -79,7 +79,7 @@ func sameDataAt(t *testing.T, cl *clientv3.Client, endpoints []string) (int64, [
 			t.Fatalf("members disagree on their data at revision %d: %v", rev, hashes)
 		}
 	}
-	return rev, hashes
+	return hashes
 }
 
 // 3.6 → 3.7 under a continuous writer: one member at a time, followers first, leader last; no

@@ -99,6 +99,9 @@ func TestMigrationJoinsTheRunningClusterAndStopsWithoutQuorum(t *testing.T) {
 		}
 	}
 	waitMigratedReason(t, c, "Migrating", "keep the old members running")
+	if phase := get(t, c).Status.Phase; phase != v1.PhaseMigrating {
+		t.Fatalf("phase %s while migrating", phase)
+	}
 
 	// Two of the three running members stop: no quorum (4 members, 3 of them voters: 1 left).
 	src[1].Stop()

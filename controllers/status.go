@@ -216,6 +216,8 @@ func (p *pass) recordObservation(action planner.Action) {
 		c.Status.Phase = v1.PhasePaused
 	case recovering(c) != nil:
 		c.Status.Phase = v1.PhaseRecovering
+	case resources.Migrating(c):
+		c.Status.Phase = v1.PhaseMigrating
 	case !c.Status.Bootstrapped:
 		c.Status.Phase = v1.PhaseCreating
 	case !available || c.Status.UpgradeBlocked != nil:

@@ -422,6 +422,8 @@ const (
 	PhaseDegraded   ClusterPhase = "Degraded"
 	PhasePaused     ClusterPhase = "Paused"
 	PhaseDeleting   ClusterPhase = "Deleting"
+	// PhaseMigrating: a running cluster is being taken over (spec.bootstrap.migrateFrom, condition Migrated).
+	PhaseMigrating ClusterPhase = "Migrating"
 )
 
 // Condition types of an EtcdCluster.

@@ -77,6 +77,9 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		c.Status.QuotaBackendBytes = a.Quota
 		return p.writeStatus(ctx)
 
+	case planner.StartMigration, planner.CompleteMigration:
+		return p.actMigration(ctx, a)
+
 	case planner.StartRecovery, planner.FenceMembers, planner.AdvanceRecovery, planner.RestartFromBackup, planner.FinishRecovery:
 		return p.actRecovery(ctx, a)
 
@@ -89,6 +92,10 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 			}
 		}
 		initial := p.initialCluster(a.Bootstrap)
+		var others []string
+		if !a.Bootstrap && p.obs.etcd != nil {
+			others = p.otherPeers()
+		}
 		var restore *resources.RestoreInput
 		if a.Bootstrap {
 			var err error
@@ -98,7 +105,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 			}
 		}
 		for _, m := range a.Members {
-			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster}
+			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster}
 			if err := p.createMember(ctx, in); err != nil {
 				return err
 			}
@@ -198,11 +205,11 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		return nil
 
 	case planner.MoveLeader:
-		leader := p.obs.pods[p.obs.names[p.obs.leaderID]]
-		if leader == nil || p.endpoint(leader) == "" {
-			return fmt.Errorf("leader %x has no reachable pod", p.obs.leaderID)
+		ep, err := p.leaderEndpoint()
+		if err != nil {
+			return err
 		}
-		return p.obs.etcd.MoveLeader(ctx, p.endpoint(leader), a.ID)
+		return p.obs.etcd.MoveLeader(ctx, ep, a.ID)
 
 	case planner.RemoveMember:
 		name := a.Members[0]
@@ -212,6 +219,9 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		}
 		if err := p.obs.etcd.Remove(ctx, a.ID); err != nil {
 			return err
+		}
+		if p.obs.foreign[a.ID] {
+			failpoint.Hit(failpoint.AfterOldMemberRemove)
 		}
 		failpoint.Hit(failpoint.AfterMemberRemove)
 		return p.forget(ctx, name)
@@ -245,7 +255,7 @@ func (p *pass) initialCluster(bootstrap bool) []string {
 		return out
 	}
 	for _, m := range p.obs.members {
-		if n := p.obs.names[m.ID]; n != "" {
+		if n := p.obs.names[m.ID]; n != "" && !p.obs.foreign[m.ID] {
 			out = append(out, n)
 		}
 	}

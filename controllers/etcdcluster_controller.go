@@ -41,6 +41,8 @@ const (
 	// requeueUserCertificates is how soon a cluster waiting for usable user-provided certificates
 	// looks at them again.
 	requeueUserCertificates = 10 * time.Second
+	// requeueStopped re-observes a migration stopped by the cluster's own trouble.
+	requeueStopped = 5 * time.Second
 )
 
 // EtcdClusterReconciler runs etcd clusters: observe → decide (internal/planner) → one step → status.
@@ -193,6 +195,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.trackSlowness()
 	action := planner.Decide(p.plannerInput())
 	p.recordObservation(action)
+	p.recordMigration(action)
 	metrics.SetCluster(clusterMetrics(c, obs))
 	if p.advanceCARotation(action) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
@@ -202,6 +205,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		// watched (they are read on demand), so look again soon for the fix.
 		setCondition(c, v1.ConditionProgressing, false, reason.UserCertificatesUnusable, "waiting for usable certificates: "+p.trust.message)
 		return ctrl.Result{RequeueAfter: requeueUserCertificates}, nil
+	}
+	if action.Reason == reason.MigrationStopped {
+		// Stopped until etcd recovers, which raises no Kubernetes event: look again soon, not busily.
+		return ctrl.Result{RequeueAfter: requeueStopped}, nil
 	}
 	if action.Kind == planner.None || stalled(action) {
 		return ctrl.Result{RequeueAfter: requeueIdle}, nil

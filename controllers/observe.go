@@ -42,6 +42,11 @@ type observation struct {
 	// slow is etcd's own evidence that a member's disk is much slower than its peers'
 	// (planner.EtcdMember.Slow), by ID: the verdict of the last window (observeSlowness).
 	slow map[uint64]string
+	// foreign are the members the operator does not run (the old members of a cluster being taken
+	// over), by ID; names holds their etcd names.
+	foreign map[uint64]bool
+	// authEnabled: a cluster about to be taken over has authentication on.
+	authEnabled bool
 	// etcdErr explains why etcd is nil.
 	etcdErr error
 	// survivors, when etcd is nil, is what each running member reports of itself.
@@ -82,6 +87,11 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 			endpoints = append(endpoints, ep)
 		}
 	}
+	migrating := resources.Migrating(c)
+	if migrating {
+		// The cluster is reached through the old members until they are gone.
+		endpoints = append(endpoints, c.Spec.Bootstrap.MigrateFrom.Endpoints...)
+	}
 	if len(endpoints) == 0 {
 		o.etcdErr = errors.New("no member pod is running")
 		return o, nil
@@ -111,18 +121,31 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	if err != nil {
 		o.etcdErr = err
 		log.FromContext(ctx).V(1).Info("etcd unreachable", "error", err.Error())
+		if migrating && c.Status.Migration == nil {
+			// With authentication on, etcd answers nothing, not even the member list, to a client
+			// without a user: say so rather than call the cluster unreachable.
+			o.authEnabled, _ = cl.AuthEnabled(ctx)
+		}
 		p.observeSurvivors(ctx, cl, o)
 		return o, nil
 	}
 	o.etcd, o.members, o.clusterID = cl, members, clusterID
+	o.foreign = map[uint64]bool{}
 	for _, m := range members {
 		o.names[m.ID] = memberNameFromPeerURLs(c, m.PeerURLs)
-		o.ids[o.names[m.ID]] = m.ID
-		pod := o.pods[o.names[m.ID]]
-		if pod == nil {
-			continue
+		var ep string
+		if o.names[m.ID] == "" && migrating {
+			// An old member: known by its etcd name, asked at the client URL it advertises.
+			o.foreign[m.ID], o.names[m.ID] = true, m.Name
+			if len(m.ClientURLs) > 0 {
+				ep = m.ClientURLs[0]
+			}
+		} else {
+			o.ids[o.names[m.ID]] = m.ID
+			if pod := o.pods[o.names[m.ID]]; pod != nil {
+				ep = p.endpoint(pod)
+			}
 		}
-		ep := p.endpoint(pod)
 		if ep == "" {
 			continue
 		}
@@ -154,7 +177,7 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 		alarmed = alarmed || len(st.Alarms) > 0
 		// A member that does not answer, or whose pod etcd's own /readyz keeps unready (a member cut
 		// off from its peers still answers, with a stale view), is one to ask the leader about.
-		suspect = suspect || m.Started() && (!answered || !podReady(o.pods[o.names[m.ID]]))
+		suspect = suspect || m.Started() && (!answered || !o.foreign[m.ID] && !podReady(o.pods[o.names[m.ID]]))
 	}
 	if alarmed {
 		alarms, err := o.etcd.Alarms(ctx)
@@ -304,6 +327,7 @@ func (p *pass) plannerInput() planner.Input {
 		}
 		in.Known = append(in.Known, k)
 	}
+	in.Migration = p.migrationInput()
 	if pd := c.Status.PendingOperation; pd != nil {
 		in.Pending = &planner.Pending{Type: pd.Type, Member: pd.Member, ID: parseID(pd.ID), Reason: reason.Reason(pd.Reason), Message: pd.Message}
 	}
@@ -316,7 +340,7 @@ func (p *pass) plannerInput() planner.Input {
 		in.PVCs[name] = pvcState(pvc)
 	}
 	if o.etcd != nil {
-		e := &planner.Etcd{LeaderID: o.leaderID}
+		e := &planner.Etcd{LeaderID: o.leaderID, ClusterID: o.clusterID}
 		for _, m := range o.members {
 			st := o.status[m.ID]
 			e.Members = append(e.Members, planner.EtcdMember{

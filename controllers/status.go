@@ -46,7 +46,11 @@ func parseID(s string) uint64 {
 
 // stalled says that nothing is under way until the spec changes: paused, refused or failed.
 func stalled(a planner.Action) bool {
-	return a.Kind == planner.Wait && (a.Reason == reason.Paused || a.Reason == reason.UpgradeFailed || a.Reason == reason.VersionChangeRefused)
+	switch a.Reason {
+	case reason.Paused, reason.UpgradeFailed, reason.VersionChangeRefused, reason.MigrationRefused, reason.MigrationSourceUnreachable, reason.MigrationStopped:
+		return a.Kind == planner.Wait
+	}
+	return false
 }
 
 func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerReference {
@@ -135,6 +139,8 @@ func (p *pass) recordObservation(action planner.Action) {
 
 	available := o.etcd != nil && voters > 0 && healthyVoters >= voters/2+1
 	switch {
+	case resources.Migrating(c) && o.etcd != nil:
+		setCondition(c, v1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("the cluster being taken over has quorum (%d members, %d of them this EtcdCluster's voting members)", len(o.members), voters))
 	case available:
 		setCondition(c, v1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("%d of %d voting members healthy", healthyVoters, voters))
 	case !c.Status.Bootstrapped:
@@ -215,6 +221,8 @@ func (p *pass) recordObservation(action planner.Action) {
 		c.Status.Phase = v1.PhasePaused
 	case recovering(c) != nil:
 		c.Status.Phase = v1.PhaseRecovering
+	case resources.Migrating(c):
+		c.Status.Phase = v1.PhaseMigrating
 	case !c.Status.Bootstrapped:
 		c.Status.Phase = v1.PhaseCreating
 	case !available || c.Status.UpgradeBlocked != nil:

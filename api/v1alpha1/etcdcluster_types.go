@@ -9,6 +9,7 @@ import (
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.bootstrap) && !has(self.bootstrap) || has(oldSelf.bootstrap) && has(self.bootstrap) && self.bootstrap == oldSelf.bootstrap",message="bootstrap is immutable: it only describes how the cluster was first created"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.migrateFrom) || has(self.tls) && has(self.tls.client) && self.tls.client == 'Disabled' && has(self.tls.peer) && self.tls.peer == 'Disabled'",message="bootstrap.migrateFrom needs tls.client and tls.peer set to Disabled: the new members join the running cluster over plain text, as its own members talk (a TLS member cannot exchange raft messages with a plain-text one)"
 // +kubebuilder:validation:XValidation:rule="int(self.version.split('.')[1]) >= int(oldSelf.version.split('.')[1]) - 1",message="downgrades go one minor version at a time (for example 3.7 -> 3.6, then 3.6 -> 3.5)"
 // +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.quotaBackendBytes) || self.etcd.quotaBackendBytes == 0 || !has(self.storage) || !has(self.storage.size) || !isQuantity(string(self.storage.size)) || quantity(string(self.storage.size)).asApproximateFloat() >= 1.25 * double(self.etcd.quotaBackendBytes)",message="etcd.quotaBackendBytes must leave a fifth of the volume free for the WAL, snapshots and defragmentation: set storage.size to at least 1.25 x quotaBackendBytes, or lower the quota"
 type EtcdClusterSpec struct {
@@ -298,7 +299,8 @@ type EtcdOptions struct {
 	ElectionTimeoutMillis int32 `json:"electionTimeoutMillis,omitempty"`
 }
 
-// BootstrapSpec creates the cluster from a snapshot instead of empty.
+// BootstrapSpec creates the cluster from a snapshot, or from a running cluster, instead of empty.
+// +kubebuilder:validation:XValidation:rule="!(has(self.restore) && has(self.migrateFrom))",message="bootstrap takes restore or migrateFrom, not both: restore starts a new cluster from a snapshot, migrateFrom takes over a running one with its data"
 type BootstrapSpec struct {
 	// Restore every initial member from a snapshot. Each initial member downloads it onto its own
 	// data volume and restores it there with the etcdutl of spec.version, so storage.size must hold
@@ -306,6 +308,25 @@ type BootstrapSpec struct {
 	// that etcdutl finds corrupt, is refused and no member starts (condition Restored=False).
 	// +optional
 	Restore *RestoreSpec `json:"restore,omitempty"`
+	// MigrateFrom takes over a running etcd cluster with no downtime: the operator adds its own
+	// members to it one at a time as learners (they receive the data through raft), promotes each,
+	// moves leadership to one of them, then removes the old members one at a time. The cluster ID
+	// and every key and revision are kept. See "Migrating an existing etcd" in the README for what
+	// to do on the old side.
+	// +optional
+	MigrateFrom *MigrateFromSpec `json:"migrateFrom,omitempty"`
+}
+
+// MigrateFromSpec says where the running cluster to take over is.
+type MigrateFromSpec struct {
+	// Endpoints are client URLs of the running cluster (its members or a Service in front of them),
+	// http://host:port. The operator reads the member list through them, so one reachable member
+	// is enough; list several so a restarting member does not stall the migration.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.matches('^http://[a-zA-Z0-9]([-.a-zA-Z0-9]*[a-zA-Z0-9])?:[0-9]{1,5}$'))",message="migrateFrom.endpoints must be plain-text client URLs written http://host:port (for example http://etcd-0.etcd.default.svc:2379); a source served over TLS cannot be migrated yet"
+	Endpoints []string `json:"endpoints"`
 }
 
 // RestoreSpec names the snapshot to restore: an EtcdBackup in the same namespace, or a raw source.
@@ -479,6 +500,8 @@ const (
 	PhaseDegraded   ClusterPhase = "Degraded"
 	PhasePaused     ClusterPhase = "Paused"
 	PhaseDeleting   ClusterPhase = "Deleting"
+	// PhaseMigrating: a running cluster is being taken over (spec.bootstrap.migrateFrom, condition Migrated).
+	PhaseMigrating ClusterPhase = "Migrating"
 )
 
 // Condition types of an EtcdCluster.
@@ -500,6 +523,10 @@ const (
 	// ConditionRestored, only on clusters with spec.bootstrap.restore: False with the reason while
 	// the initial members' data cannot be restored (e.g. SnapshotChecksumMismatch), True once done.
 	ConditionRestored = "Restored"
+	// ConditionMigrated, only on clusters with spec.bootstrap.migrateFrom: False with the reason while
+	// the running cluster is being taken over or cannot be (e.g. MigrationRefused), True once every old
+	// member is out of the cluster.
+	ConditionMigrated = "Migrated"
 )
 
 // MemberRole is a member's raft role.
@@ -594,6 +621,40 @@ type QuorumRecovery struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Recovery completed",xDescriptors={"urn:alm:descriptor:text"}
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 }
+
+// Migration is the take-over of a running cluster (spec.bootstrap.migrateFrom), recorded before the
+// first of the operator's members is added to it.
+type Migration struct {
+	// Phase is Joining (the operator's members join, old members are then removed) or Complete.
+	// +kubebuilder:validation:Enum=Joining;Complete
+	Phase string `json:"phase"`
+	// ClusterID of the running cluster (hex); the migration stops if the endpoints lead elsewhere.
+	ClusterID string `json:"clusterID"`
+	// SourceMembers are the old members, as found when the migration started: each is removed
+	// from the cluster once the operator's members can hold quorum without it.
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=16
+	SourceMembers []SourceMember `json:"sourceMembers"`
+	StartedAt     metav1.Time    `json:"startedAt"`
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+}
+
+// SourceMember is a member of the cluster taken over.
+type SourceMember struct {
+	// ID in hex.
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// +optional
+	PeerURLs []string `json:"peerURLs,omitempty"`
+}
+
+// Migration phases.
+const (
+	MigrationJoining  = "Joining"
+	MigrationComplete = "Complete"
+)
 
 // RecoveryComplete is the phase of a finished recovery.
 const RecoveryComplete = "Complete"
@@ -690,6 +751,10 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Quorum recovery"
 	Recovery *QuorumRecovery `json:"recovery,omitempty"`
+	// Migration is the take-over of a running cluster (spec.bootstrap.migrateFrom).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migration"
+	Migration *Migration `json:"migration,omitempty"`
 	// Endpoints tells clients how to reach the cluster.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints"

@@ -300,6 +300,18 @@ func scheduleSpec(schedule string, mutate func(spec map[string]any)) map[string]
 	return spec
 }
 
+// all applies every mutation in order.
+func all(mutations ...func(map[string]any)) func(map[string]any) {
+	return func(spec map[string]any) {
+		for _, m := range mutations {
+			m(spec)
+		}
+	}
+}
+
+// plainText disables client and peer TLS.
+var plainText = set("tls", map[string]any{"client": "Disabled", "peer": "Disabled"})
+
 func set(path string, v any) func(map[string]any) {
 	return func(spec map[string]any) {
 		keys := strings.Split(path, ".")
@@ -342,6 +354,11 @@ func TestAdmissionRejectsWhatTheOperatorCannotHonour(t *testing.T) {
 		{"defragmentation minFreePercent 0", obj("EtcdCluster", "df-zero", clusterSpec(set("maintenance.defragmentation.minFreePercent", 0))), "minFreePercent"},
 		{"defragmentation minFreePercent above 100", obj("EtcdCluster", "df-101", clusterSpec(set("maintenance.defragmentation.minFreePercent", 101))), "minFreePercent"},
 		{"restore sha256 with a backupName", obj("EtcdCluster", "sha-named", clusterSpec(set("bootstrap.restore", map[string]any{"backupName": "b", "sha256": strings.Repeat("ab", 32)}))), "restore.sha256 goes with restore.source"},
+		{"migrateFrom with restore", obj("EtcdCluster", "mig-both", clusterSpec(all(plainText, set("bootstrap.migrateFrom.endpoints", []any{"http://etcd-0.etcd:2379"}), set("bootstrap.restore.backupName", "b")))), "bootstrap takes restore or migrateFrom, not both"},
+		{"migrateFrom into a TLS cluster", obj("EtcdCluster", "mig-tls", clusterSpec(set("bootstrap.migrateFrom.endpoints", []any{"http://etcd-0.etcd:2379"}))), "bootstrap.migrateFrom needs tls.client and tls.peer set to Disabled"},
+		{"migrateFrom over https", obj("EtcdCluster", "mig-https", clusterSpec(all(plainText, set("bootstrap.migrateFrom.endpoints", []any{"https://etcd-0.etcd:2379"})))), "migrateFrom.endpoints must be plain-text client URLs written http://host:port"},
+		{"migrateFrom endpoint without a port", obj("EtcdCluster", "mig-port", clusterSpec(all(plainText, set("bootstrap.migrateFrom.endpoints", []any{"http://etcd-0.etcd"})))), "migrateFrom.endpoints must be plain-text client URLs"},
+		{"migrateFrom without endpoints", obj("EtcdCluster", "mig-none", clusterSpec(all(plainText, set("bootstrap.migrateFrom.endpoints", []any{})))), "spec.bootstrap.migrateFrom.endpoints"},
 		{"restore sha256 not hex", obj("EtcdCluster", "sha-junk", clusterSpec(set("bootstrap.restore", map[string]any{"source": s3Dest(), "sha256": strings.Repeat("AB", 32)}))), "restore.sha256 must be 64 lowercase hex digits"},
 		{"storage 1e100", obj("EtcdCluster", "size-huge", clusterSpec(set("storage.size", "1e100"))), "storage.size must be at most 64Ti"},
 		{"storage above 64Ti", obj("EtcdCluster", "size-65ti", clusterSpec(set("storage.size", "65Ti"))), "storage.size must be at most 64Ti"},
@@ -424,6 +441,7 @@ func TestAdmissionAcceptsEdgeCases(t *testing.T) {
 	}{
 		{"name of 52 characters", obj("EtcdCluster", long(52), clusterSpec(nil))},
 		{"one-letter name", obj("EtcdCluster", "e", clusterSpec(nil))},
+		{"migrateFrom a plain-text cluster into a plain-text one", obj("EtcdCluster", "mig-ok", clusterSpec(all(plainText, set("bootstrap.migrateFrom.endpoints", []any{"http://etcd-0.etcd.default.svc:2379", "http://10.0.0.7:2379"}))))},
 		{"raw restore source with its sha256", obj("EtcdCluster", "sha-raw", clusterSpec(set("bootstrap.restore", map[string]any{"source": s3Dest(), "sha256": strings.Repeat("ab", 32)})))},
 		{"replaceFailedMemberAfter 168h", obj("EtcdCluster", "rf-max", clusterSpec(set("maintenance.replaceFailedMemberAfter", "168h")))},
 		{"slow member reported only, replaced after 30s at the soonest", obj("EtcdCluster", "sm-edges", clusterSpec(set("maintenance.slowMemberReplacement", map[string]any{"policy": "Report", "after": "30s"})))},

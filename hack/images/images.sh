@@ -3,7 +3,9 @@
 # Explicit tags only: without a registry nothing can be pulled, and a :latest tag (or none)
 # implies imagePullPolicy: Always.
 ETCD_IMAGE_REPO=gcr.io/etcd-development/etcd
-ETCD_IMAGE_VERSIONS="v3.5.35 v3.6.16 v3.7.3"     # built from hack/tools/etcd-v3.5, etcd-v3.6, etcd-v3.7
+# built from hack/tools/etcd-v3.5, etcd-v3.6, etcd-v3.7; ETCD_IMAGE_VERSIONS=v3.6.16 loads one release only
+# (a test that needs one, while the other releases are still being built)
+ETCD_IMAGE_VERSIONS=${ETCD_IMAGE_VERSIONS:-"v3.5.35 v3.6.16 v3.7.3"}
 OPERATOR_IMAGE=${IMG:-ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0}
 PAUSE_IMAGE=registry.k8s.io/pause:3.10              # hack/tools/pause (our own program)
 BUSYBOX_IMAGE=localhost/busybox:1.35.0              # Debian's busybox-static (local-path helper pods, tests)

@@ -418,3 +418,18 @@ func TLSConfig(cert tls.Certificate, roots *x509.CertPool, serverName string) *t
 		},
 	}
 }
+
+// AuthEnabled says whether authentication is on: the operator holds no etcd user, so a cluster it
+// takes over must not require one.
+func (c *Client) AuthEnabled(ctx context.Context) (bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := c.c.AuthStatus(ctx)
+	if err != nil && rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCUserEmpty) {
+		return true, nil // with auth on, etcd answers even this call only to a user
+	}
+	if err != nil {
+		return false, fmt.Errorf("auth status: %w", err)
+	}
+	return resp.Enabled, nil
+}

@@ -2,6 +2,7 @@
 package etcdtest
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
@@ -195,4 +197,20 @@ func ClientURLs(ms []*Member) []string {
 		out[i] = m.ClientURL
 	}
 	return out
+}
+
+// EnableAuth turns authentication on in the cluster cl reaches, with a root user: from then on etcd
+// answers no call of a client without a user.
+func EnableAuth(t testing.TB, cl *clientv3.Client) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cl.UserAdd(ctx, "root", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.AuthEnable(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

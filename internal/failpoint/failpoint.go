@@ -25,6 +25,10 @@ const (
 	AfterDefragment = "afterDefragment"
 	// AfterForceNewCluster: the survivor's pod with --force-new-cluster was created.
 	AfterForceNewCluster = "afterForceNewCluster"
+	// AfterMigrationStart: the cluster to take over and its old members are recorded, nothing added yet.
+	AfterMigrationStart = "afterMigrationStart"
+	// AfterOldMemberRemove: an old member of a cluster being taken over was removed from it.
+	AfterOldMemberRemove = "afterOldMemberRemove"
 )
 
 // EnvVar arms failpoints.

@@ -76,6 +76,8 @@ type Etcd struct {
 	LeaderID uint64
 	// Revision is the cluster's current key-value revision.
 	Revision int64
+	// ClusterID is the ID etcd reports for the cluster.
+	ClusterID uint64
 }
 
 // KnownMember is a member recorded in status.
@@ -154,6 +156,8 @@ type Input struct {
 	// DefragRequested, when not nil, is a defragmentation a human asked for (defragment annotation):
 	// the members already defragmented since.
 	DefragRequested map[string]bool
+	// Migration is set while a running cluster is being taken over (spec.bootstrap.migrateFrom).
+	Migration *Migration
 	// NewestBackup is the EtcdBackup FromBackup restores: the newest verified successful backup of
 	// this cluster, else the newest successful one; "" when there is none.
 	NewestBackup string
@@ -241,6 +245,11 @@ func quorum(voters int) int { return voters/2 + 1 }
 func Decide(in Input) Action {
 	if in.Paused {
 		return Action{Kind: Wait, Reason: reason.Paused, Message: "spec.maintenance.paused is set: the operator takes no action"}
+	}
+	if in.Migration != nil {
+		// Before quorum-loss recovery: a cluster being taken over that loses quorum is the old
+		// side's to recover; the operator only stops.
+		return decideMigration(in)
 	}
 	if in.Recovery != nil {
 		return decideRecovery(in)

@@ -154,6 +154,25 @@ const (
 	NotRestored Reason = "NotRestored"
 )
 
+// EtcdCluster: taking over a running etcd (condition Migrated, clusters with spec.bootstrap.migrateFrom only).
+const (
+	// Migrating: the operator's members join the running cluster as learners and are promoted, leadership moves to one of them, then the old members are removed one at a time.
+	// Do: keep the old members running until the condition says Migrated; clients may keep using the old endpoints until then.
+	Migrating Reason = "Migrating"
+	// MigrationRefused: the running cluster cannot be taken over as it is (unhealthy, no quorum, a version or setting the operator cannot join); nothing was changed in it.
+	// Do: the message says what to fix on the running cluster (for example which version to upgrade it to); the operator checks again every 30 s.
+	MigrationRefused Reason = "MigrationRefused"
+	// MigrationSourceUnreachable: no endpoint of spec.bootstrap.migrateFrom answered a member list; nothing was changed.
+	// Do: check the endpoints (immutable: recreate the EtcdCluster to change them) and that the running cluster has quorum.
+	MigrationSourceUnreachable Reason = "MigrationSourceUnreachable"
+	// MigrationStopped: during the migration the cluster lost quorum, a member became unhealthy or a member nobody expected joined; the operator takes no step (and never removes an old member) until that is over.
+	// Do: bring the old members back (quorum first); remove a member added by hand.
+	MigrationStopped Reason = "MigrationStopped"
+	// Migrated: every old member is out of the cluster; it runs on the operator's members only, with its cluster ID, keys and revisions unchanged.
+	// Do: point clients at the client Service named in the message; scale the old StatefulSet to 0 and delete it and its volumes.
+	Migrated Reason = "Migrated"
+)
+
 // EtcdCluster: events only.
 const (
 	// ActionFailed: a step failed (the message has the error); it is retried after 1 s, 2 s, 4 s … up to 5 min.

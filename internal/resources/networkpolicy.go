@@ -17,7 +17,7 @@ var DefaultMetricsNamespaces = []string{"monitoring", "openshift-monitoring", "o
 // NetworkPolicy is the ingress policy of c's member pods (backup and verify Job pods are not
 // selected: they serve nothing). operatorNamespace is where the operator's pods run; empty (the
 // operator runs outside the cluster) leaves them out, as such an operator does not come from a pod.
-//   - peer port: only from c's members;
+//   - peer port: only from c's members (from anywhere while it takes over a running cluster);
 //   - client port: from c's own pods (members, backup Jobs), the operator, and spec.clientFrom
 //     (default: every pod of c's namespace);
 //   - metrics port: from the operator and spec.metricsFrom (default: DefaultMetricsNamespaces).
@@ -30,6 +30,12 @@ func NetworkPolicy(c *v1.EtcdCluster, operatorNamespace string) *networkingv1.Ne
 		}}
 	}
 	members := naming.MemberSelector(c.Name)
+	peers := []networkingv1.NetworkPolicyPeer{{PodSelector: members}}
+	if Migrating(c) {
+		// The old members of a cluster being taken over, wherever they run, replicate to the new
+		// ones until they leave; nothing is known of their labels.
+		peers = nil
+	}
 
 	clients := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: naming.Labels(c.Name)}}}
 	clients = append(clients, operator...)
@@ -45,7 +51,7 @@ func NetworkPolicy(c *v1.EtcdCluster, operatorNamespace string) *networkingv1.Ne
 			PodSelector: *members,
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{
-				{From: []networkingv1.NetworkPolicyPeer{{PodSelector: members}}, Ports: tcpPorts(naming.PeerPort)},
+				{From: peers, Ports: tcpPorts(naming.PeerPort)},
 				{From: clients, Ports: tcpPorts(naming.ClientPort)},
 				metricsIngress(c, operator),
 			},

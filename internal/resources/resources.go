@@ -33,6 +33,9 @@ type MemberPodInput struct {
 	Version string
 	// InitialCluster lists the members to name in --initial-cluster (must include Member).
 	InitialCluster []string
+	// OtherPeers are --initial-cluster entries (name=peerURL) of members the operator does not run:
+	// the old members of a cluster being taken over.
+	OtherPeers []string
 	// Bootstrap: the member starts a new cluster with the other initial members
 	// (initial-cluster-state=new); otherwise it joins an existing one.
 	Bootstrap bool
@@ -166,7 +169,7 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", naming.MetricsPort),
 		"--advertise-client-urls=" + naming.ClientURL(c.Name, c.Namespace, in.Member, ClientTLS(c)),
 		"--initial-advertise-peer-urls=" + naming.PeerURL(c.Name, c.Namespace, in.Member, PeerTLS(c)),
-		"--initial-cluster=" + InitialClusterFlag(c, in.InitialCluster),
+		"--initial-cluster=" + strings.Join(append([]string{InitialClusterFlag(c, in.InitialCluster)}, in.OtherPeers...), ","),
 		"--initial-cluster-state=" + state,
 		"--initial-cluster-token=" + clusterToken(c),
 		fmt.Sprintf("--heartbeat-interval=%d", o.HeartbeatIntervalMillis),

@@ -73,6 +73,16 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 			out = append(out, destination("spec.bootstrap.restore.source", *r.Source)...)
 		}
 	}
+	if b := c.Spec.Bootstrap; b != nil && b.MigrateFrom != nil {
+		switch {
+		case b.Restore != nil:
+			add("spec.bootstrap", "takes restore or migrateFrom, not both")
+		case len(b.MigrateFrom.Endpoints) == 0:
+			add("spec.bootstrap.migrateFrom.endpoints", "needs at least one client URL of the running cluster, such as http://etcd-0.etcd.default.svc:2379")
+		case c.Spec.TLS.Client != v1.TLSDisabled || c.Spec.TLS.Peer != v1.TLSDisabled:
+			add("spec.tls", "must disable client and peer TLS with bootstrap.migrateFrom: the new members join the running cluster over plain text")
+		}
+	}
 	return out
 }
 

@@ -56,6 +56,13 @@ func TestCluster(t *testing.T) {
 		{"restore source without a destination", ok(func(c *v1.EtcdCluster) {
 			c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{Source: &v1.BackupDestination{}}}
 		}), "spec.bootstrap.restore.source"},
+		{"migrateFrom into plain text", ok(func(c *v1.EtcdCluster) { migrateFrom(c, "http://old:2379") }), ""},
+		{"migrateFrom without endpoints", ok(func(c *v1.EtcdCluster) { migrateFrom(c) }), "spec.bootstrap.migrateFrom.endpoints"},
+		{"migrateFrom into TLS", ok(func(c *v1.EtcdCluster) { migrateFrom(c, "http://old:2379"); c.Spec.TLS.Peer = v1.TLSOperatorManaged }), "spec.tls"},
+		{"migrateFrom and restore", ok(func(c *v1.EtcdCluster) {
+			migrateFrom(c, "http://old:2379")
+			c.Spec.Bootstrap.Restore = &v1.RestoreSpec{BackupName: "b"}
+		}), "spec.bootstrap"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,4 +118,9 @@ func TestScheduleAndBackup(t *testing.T) {
 	if got := Backup(b); len(got) != 0 {
 		t.Errorf("valid backup: %v", got)
 	}
+}
+
+func migrateFrom(c *v1.EtcdCluster, endpoints ...string) {
+	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSDisabled}
+	c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: endpoints}}
 }

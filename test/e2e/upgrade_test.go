@@ -52,6 +52,13 @@ func waitAllAt(t *testing.T, c *v1.EtcdCluster, version string, timeout time.Dur
 // sameDataEverywhere compares HashKV of every member at the same revision.
 func sameDataEverywhere(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 	t.Helper()
+	sameDataAt(t, cl, env.PodEndpoints(t, c))
+}
+
+// sameDataAt compares HashKV of the members at endpoints at the current revision, and returns the
+// hashes.
+func sameDataAt(t *testing.T, cl *clientv3.Client, endpoints []string) []uint32 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	head, err := cl.Get(ctx, "/")
@@ -60,7 +67,7 @@ func sameDataEverywhere(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 	}
 	rev := head.Header.Revision
 	var hashes []uint32
-	for _, ep := range env.PodEndpoints(t, c) {
+	for _, ep := range endpoints {
 		resp, err := clientv3.NewMaintenance(cl).HashKV(ctx, ep, rev)
 		if err != nil {
 			t.Fatalf("HashKV %s: %v", ep, err)
@@ -72,6 +79,7 @@ func sameDataEverywhere(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 			t.Fatalf("members disagree on their data at revision %d: %v", rev, hashes)
 		}
 	}
+	return hashes
 }
 
 // 3.6 → 3.7 under a continuous writer: one member at a time, followers first, leader last; no

@@ -1,0 +1,155 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+)
+
+// migrationInput is the take-over under way for the planner, nil when there is none.
+func (p *pass) migrationInput() *planner.Migration {
+	c, o := p.c, p.obs
+	if !resources.Migrating(c) {
+		return nil
+	}
+	in := &planner.Migration{Endpoints: c.Spec.Bootstrap.MigrateFrom.Endpoints, AuthEnabled: o.authEnabled, Quota: resources.Quota(c)}
+	if c.Spec.Etcd.QuotaBackendBytes == 0 && c.Status.QuotaBackendBytes == 0 {
+		in.Quota = resources.DerivedQuota(c.Spec.Storage.Size.Value()) // what StartMigration records
+	}
+	if o.etcdErr != nil {
+		in.Unreachable = o.etcdErr.Error()
+	}
+	if mg := c.Status.Migration; mg != nil {
+		in.Started, in.ClusterID = true, parseID(mg.ClusterID)
+		for _, s := range mg.SourceMembers {
+			in.Source = append(in.Source, parseID(s.ID))
+		}
+	}
+	return in
+}
+
+// actMigration records the start and the end of a take-over; the membership steps in between are
+// the ordinary ones (AddLearner, Promote, MoveLeader, RemoveMember), each recorded before its call.
+func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
+	c, o := p.c, p.obs
+	switch a.Kind {
+	case planner.StartMigration:
+		// Recorded before the first member is added: from now on the old members are told apart from
+		// the operator's by this list, and the quota the new members run with is fixed.
+		mg := &v1.Migration{Phase: v1.MigrationJoining, ClusterID: idString(o.clusterID), StartedAt: metav1.NewTime(p.now)}
+		for _, m := range o.members {
+			mg.SourceMembers = append(mg.SourceMembers, v1.SourceMember{ID: idString(m.ID), Name: m.Name, PeerURLs: m.PeerURLs})
+		}
+		c.Status.Migration = mg
+		if c.Status.ClusterToken == "" {
+			c.Status.ClusterToken = resources.ClusterToken(c)
+		}
+		if c.Status.QuotaBackendBytes == 0 {
+			c.Status.QuotaBackendBytes = resources.DerivedQuota(c.Spec.Storage.Size.Value())
+		}
+		if err := p.writeStatus(ctx); err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.AfterMigrationStart)
+		return nil
+
+	case planner.CompleteMigration:
+		done := metav1.NewTime(p.now)
+		c.Status.Migration.Phase, c.Status.Migration.CompletedAt = v1.MigrationComplete, &done
+		// From now on the cluster is the operator's like any other: every (re)start joins it.
+		c.Status.Bootstrapped = true
+		return p.writeStatus(ctx)
+	}
+	return fmt.Errorf("no handler for action %s", a.Kind)
+}
+
+// otherPeers are the --initial-cluster entries of the members the operator does not run: a member
+// joining a cluster must name every member in the member list.
+func (p *pass) otherPeers() []string {
+	var out []string
+	for _, m := range p.obs.members {
+		if !p.obs.foreign[m.ID] {
+			continue
+		}
+		name := m.Name
+		if name == "" {
+			name = idString(m.ID)
+		}
+		for _, u := range m.PeerURLs {
+			out = append(out, name+"="+u)
+		}
+	}
+	return out
+}
+
+// leaderEndpoint is where to ask the leader to hand over: its pod, or, for an old member of a
+// cluster being taken over, the client URL it advertises.
+func (p *pass) leaderEndpoint() (string, error) {
+	o := p.obs
+	if o.foreign[o.leaderID] {
+		for _, m := range o.members {
+			if m.ID == o.leaderID && len(m.ClientURLs) > 0 {
+				return m.ClientURLs[0], nil
+			}
+		}
+		return "", fmt.Errorf("old member %x leads but advertises no client URL", o.leaderID)
+	}
+	leader := o.pods[o.names[o.leaderID]]
+	if leader == nil || p.endpoint(leader) == "" {
+		return "", fmt.Errorf("leader %x has no reachable pod", o.leaderID)
+	}
+	return p.endpoint(leader), nil
+}
+
+// recordMigration sets the Migrated condition of a cluster with spec.bootstrap.migrateFrom, and
+// announces the end once, with where clients go now.
+func (p *pass) recordMigration(action planner.Action) {
+	c := p.c
+	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.MigrateFrom == nil {
+		return
+	}
+	if mg := c.Status.Migration; mg != nil && mg.Phase == v1.MigrationComplete {
+		msg := fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. Scale the old StatefulSet (or the old operator's cluster) to 0 and delete it and its volumes: its members are out of the cluster",
+			mg.ClusterID, c.Status.Endpoints.ClientService)
+		if !meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionMigrated) {
+			p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.Migrated), msg)
+		}
+		setCondition(c, v1.ConditionMigrated, true, reason.Migrated, msg)
+		return
+	}
+	// Each stop is announced once, with a Warning event; the reasons are spelled out for docgen.
+	first := func(why reason.Reason) bool {
+		cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionMigrated)
+		return cond == nil || cond.Reason != string(why)
+	}
+	switch action.Reason {
+	case reason.MigrationRefused:
+		if first(reason.MigrationRefused) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationRefused), action.Message)
+		}
+		setCondition(c, v1.ConditionMigrated, false, reason.MigrationRefused, action.Message)
+	case reason.MigrationSourceUnreachable:
+		if first(reason.MigrationSourceUnreachable) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationSourceUnreachable), action.Message)
+		}
+		setCondition(c, v1.ConditionMigrated, false, reason.MigrationSourceUnreachable, action.Message)
+	case reason.MigrationStopped:
+		if first(reason.MigrationStopped) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationStopped), action.Message)
+		}
+		setCondition(c, v1.ConditionMigrated, false, reason.MigrationStopped, action.Message)
+	default:
+		setCondition(c, v1.ConditionMigrated, false, reason.Migrating, fmt.Sprintf("%s; keep the old members running and clients on them until this condition is True (new endpoint: %s)",
+			action.Message, naming.ClientServiceHost(c.Name, c.Namespace)))
+	}
+}

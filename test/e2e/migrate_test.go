@@ -1,0 +1,414 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
+)
+
+// migrateTimeout bounds a whole take-over: three members join (each a pod start and a catch-up), then
+// three old members leave.
+const migrateTimeout = 6 * time.Minute
+
+// oldEtcd is a plain-text etcd run by a hand-written StatefulSet, as many teams run it today: the
+// StatefulSet "old" and its headless Service "old-peer".
+type oldEtcd struct {
+	ns   string
+	size int
+}
+
+var oldLabels = map[string]string{"app": "old-etcd"}
+
+// startOldEtcd creates the StatefulSet and waits until its members form a cluster. Members advertise
+// their pod IP as client URL (the operator of these tests runs on the host, outside cluster DNS) and
+// their stable DNS name as peer URL, which the new members resolve inside the cluster.
+func startOldEtcd(t *testing.T, ns string, size int) *oldEtcd {
+	t.Helper()
+	ctx := context.Background()
+	image, err := versions.Image(versions.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := func(i int) string { return fmt.Sprintf("old-%d.old-peer.%s.svc", i, ns) }
+	var initial []string
+	for i := 0; i < size; i++ {
+		initial = append(initial, fmt.Sprintf("old-%d=http://%s:%d", i, host(i), naming.PeerPort))
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "old-peer", Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: oldLabels,
+			Ports: []corev1.ServicePort{
+				{Name: "peer", Port: naming.PeerPort, TargetPort: intstr.FromInt32(naming.PeerPort)},
+				{Name: "client", Port: naming.ClientPort, TargetPort: intstr.FromInt32(naming.ClientPort)},
+			},
+		},
+	}
+	if err := env.K8s.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(size)), ServiceName: "old-peer", PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: oldLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: oldLabels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+						Command: []string{"/usr/local/bin/etcd"},
+						Env: []corev1.EnvVar{
+							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+							{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+						},
+						Args: []string{
+							"--name=$(POD_NAME)",
+							"--data-dir=/var/lib/etcd/data",
+							fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", naming.PeerPort),
+							fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", naming.ClientPort),
+							fmt.Sprintf("--advertise-client-urls=http://$(POD_IP):%d", naming.ClientPort),
+							fmt.Sprintf("--initial-advertise-peer-urls=http://$(POD_NAME).old-peer.%s.svc:%d", ns, naming.PeerPort),
+							"--initial-cluster=" + strings.Join(initial, ","),
+							"--initial-cluster-state=new",
+							"--initial-cluster-token=old-" + ns,
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+					}},
+					Volumes:                       []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					TerminationGracePeriodSeconds: ptr.To[int64](10),
+					AutomountServiceAccountToken:  ptr.To(false),
+					EnableServiceLinks:            ptr.To(false),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+				},
+			},
+		},
+	}
+	if err := env.K8s.Create(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	o := &oldEtcd{ns: ns, size: size}
+	framework.WaitFor(t, "the old etcd formed a cluster", 3*time.Minute, func() error {
+		eps, err := o.endpoints()
+		if err != nil || len(eps) < size {
+			return fmt.Errorf("%d of %d old pods running (%w)", len(eps), size, err)
+		}
+		cl := plainClient(t, eps)
+		defer func() { _ = cl.Close() }()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := cl.MemberList(cctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range resp.Members {
+			if m.Name == "" {
+				return fmt.Errorf("member %x not started", m.ID)
+			}
+		}
+		return nil
+	})
+	return o
+}
+
+// endpoints are the client URLs of the old pods that run.
+func (o *oldEtcd) endpoints() ([]string, error) {
+	pods := &corev1.PodList{}
+	if err := env.K8s.List(context.Background(), pods, client.InNamespace(o.ns), client.MatchingLabels(oldLabels)); err != nil {
+		return nil, err
+	}
+	var eps []string
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			eps = append(eps, naming.EndpointForIP(p.Status.PodIP, false))
+		}
+	}
+	return eps, nil
+}
+
+// scale sets the StatefulSet's replicas, as the user does on the old side.
+func (o *oldEtcd) scale(t *testing.T, n int32) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: o.ns}}
+	if err := env.K8s.Patch(context.Background(), sts, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func plainClient(t *testing.T, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// newMemberEndpoints are the plain-text client URLs of the member pods of EtcdCluster ns/name.
+func newMemberEndpoints(ns, name string) ([]string, error) {
+	pods := &corev1.PodList{}
+	if err := env.K8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels(naming.Labels(name))); err != nil {
+		return nil, err
+	}
+	var eps []string
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			eps = append(eps, naming.EndpointForIP(p.Status.PodIP, false))
+		}
+	}
+	return eps, nil
+}
+
+// migratingCluster creates an EtcdCluster of replicas members taking over the old etcd; a failed
+// test shows the namespace's events.
+func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd) *v1.EtcdCluster {
+	t.Helper()
+	eps, err := o.endpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	c.Spec.Replicas, c.Spec.Version = replicas, versions.Default
+	c.Spec.Storage.Size = resource.MustParse("256Mi")
+	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSDisabled}
+	c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: eps}}
+	if err := env.K8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			env.DumpEvents(t, ns)
+		}
+	})
+	return c
+}
+
+func waitMigrated(t *testing.T, c *v1.EtcdCluster, replicas int32) {
+	t.Helper()
+	framework.WaitFor(t, "Migrated", migrateTimeout, func() error {
+		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionMigrated)
+		if cond == nil || cond.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Migrated: %+v", cond)
+		}
+		return nil
+	})
+	env.WaitConverged(t, c, replicas, convergeTimeout)
+}
+
+// checkOnlyNewMembers asserts that the member list holds the EtcdCluster's members only.
+func checkOnlyNewMembers(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster, replicas int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Members) != replicas {
+		t.Fatalf("%d members after the migration, want %d: %v", len(resp.Members), replicas, resp.Members)
+	}
+	suffix := fmt.Sprintf(".%s.%s.svc:%d", naming.PeerService(c.Name), c.Namespace, naming.PeerPort)
+	for _, m := range resp.Members {
+		if m.IsLearner || len(m.PeerURLs) != 1 || !strings.HasSuffix(m.PeerURLs[0], suffix) {
+			t.Fatalf("member %s (%x, %v, learner %v) is not one of the EtcdCluster's voting members", m.Name, m.ID, m.PeerURLs, m.IsLearner)
+		}
+	}
+}
+
+// A 3-member plain-text etcd run by a StatefulSet is taken over by a 3-member EtcdCluster under a
+// writer: no acknowledged write lost, the cluster ID and the keys' revisions unchanged, the new
+// members' data identical, the old members out of the member list.
+func TestMigrateFromStatefulSet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.NewNamespace(t, "e2e-migrate-")
+	old := startOldEtcd(t, ns, 3)
+	oldEps, _ := old.endpoints()
+	cl := plainClient(t, oldEps)
+	t.Cleanup(func() { _ = cl.Close() })
+	seed := framework.PutKeys(t, cl, "/seed/", 1000)
+	before, err := cl.Get(ctx, seed[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterID, seedRev := before.Header.ClusterId, before.Kvs[0].ModRevision
+
+	env.StartOperator(t, ns, "")
+	// Clients follow the members as they come and go, as a client of both Services would.
+	stopFollowing := framework.FollowPods(cl, func() ([]string, error) {
+		eps, err := old.endpoints()
+		if err != nil {
+			return nil, err
+		}
+		ours, err := newMemberEndpoints(ns, "etcd")
+		return append(eps, ours...), err
+	})
+	w := framework.StartWriter(cl, "/during/")
+	start := time.Now()
+	c := migratingCluster(t, ns, 3, old)
+	waitMigrated(t, c, 3)
+	took := time.Since(start)
+	acked, failed := w.Finish()
+	stopFollowing()
+	ours, err := newMemberEndpoints(c.Namespace, c.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.SetEndpoints(ours...)
+
+	framework.CheckKeys(t, cl, "/seed/", seed)
+	framework.CheckKeys(t, cl, "/during/", acked)
+	after, err := cl.Get(ctx, seed[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Header.ClusterId != clusterID || after.Kvs[0].ModRevision != seedRev || after.Header.Revision <= seedRev {
+		t.Fatalf("cluster %x, %s at revision %d (now %d); before: cluster %x, revision %d", after.Header.ClusterId, seed[0], after.Kvs[0].ModRevision, after.Header.Revision, clusterID, seedRev)
+	}
+	if got := env.Get(t, c).Status.ClusterID; got != fmt.Sprintf("%x", clusterID) {
+		t.Fatalf("status.clusterID %s, want %x", got, clusterID)
+	}
+	checkOnlyNewMembers(t, cl, c, 3)
+	// Every new member holds the same data at one revision.
+	hashes := sameDataAt(t, cl, ours)
+	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionMigrated)
+	if !strings.Contains(cond.Message, naming.ClientServiceHost(c.Name, c.Namespace)) {
+		t.Fatalf("Migrated does not tell clients where to go: %s", cond.Message)
+	}
+	t.Logf("migrated in %s under a writer: %d writes acknowledged, %d attempts failed and retried, 0 lost; cluster %x, %d members, hashes %v",
+		took.Round(time.Second), len(acked), failed, clusterID, len(ours), hashes)
+}
+
+// The operator dies right after each step of a migration; a fresh operator finishes it.
+func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
+	t.Parallel()
+	for _, fp := range []string{failpoint.AfterMigrationStart, failpoint.AfterMemberAdd, failpoint.AfterPromote, failpoint.AfterOldMemberRemove} {
+		t.Run(fp, func(t *testing.T) {
+			t.Parallel()
+			ns := env.NewNamespace(t, "e2e-migrate-")
+			old := startOldEtcd(t, ns, 3)
+			oldEps, _ := old.endpoints()
+			cl := plainClient(t, oldEps)
+			t.Cleanup(func() { _ = cl.Close() })
+			keys := framework.PutKeys(t, cl, "/crash/", 1000)
+
+			crashing := env.StartOperator(t, ns, fp)
+			c := migratingCluster(t, ns, 1, old)
+			if code := crashing.WaitExit(t, migrateTimeout); code != failpoint.ExitCode {
+				t.Fatalf("operator exit code %d, want the failpoint's %d", code, failpoint.ExitCode)
+			}
+			env.StartOperator(t, ns, "")
+			waitMigrated(t, c, 1)
+			ours, err := newMemberEndpoints(c.Namespace, c.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl.SetEndpoints(ours...)
+			framework.CheckKeys(t, cl, "/crash/", keys)
+			checkOnlyNewMembers(t, cl, c, 1)
+		})
+	}
+}
+
+// The old side loses quorum mid-migration: the operator stops, says so, and removes no member.
+func TestMigrationStopsWhenTheSourceLosesQuorum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.NewNamespace(t, "e2e-migrate-")
+	old := startOldEtcd(t, ns, 3)
+	env.StartOperator(t, ns, "")
+	c := migratingCluster(t, ns, 3, old)
+	// Freeze the migration once one new member votes: 4 voters, 3 of them old.
+	framework.WaitFor(t, "a new member votes", migrateTimeout, func() error {
+		for _, m := range env.Get(t, c).Status.Members {
+			if m.Role == v1.RoleFollower || m.Role == v1.RoleLeader {
+				return nil
+			}
+		}
+		return fmt.Errorf("no new voting member yet")
+	})
+	pause := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"maintenance":{"paused":true}}}`))
+	if err := env.K8s.Patch(ctx, c, pause); err != nil {
+		t.Fatal(err)
+	}
+	// Two old members go: 2 of 4 voters left, no quorum.
+	old.scale(t, 1)
+	framework.WaitFor(t, "two old pods gone", 2*time.Minute, func() error {
+		eps, err := old.endpoints()
+		if err != nil || len(eps) != 1 {
+			return fmt.Errorf("%d old pods (%w)", len(eps), err)
+		}
+		return nil
+	})
+	resume := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"maintenance":{"paused":false}}}`))
+	if err := env.K8s.Patch(ctx, c, resume); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitFor(t, "Migrated=False MigrationStopped", 2*time.Minute, func() error {
+		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionMigrated)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != "MigrationStopped" {
+			return fmt.Errorf("Migrated: %+v", cond)
+		}
+		return nil
+	})
+	// It stays stopped, and every member is still in the member list as the survivors know it.
+	time.Sleep(30 * time.Second)
+	cur := env.Get(t, c)
+	if cond := meta.FindStatusCondition(cur.Status.Conditions, v1.ConditionMigrated); cond.Reason != "MigrationStopped" {
+		t.Fatalf("Migrated: %+v", cond)
+	}
+	if cur.Status.PendingOperation != nil && cur.Status.PendingOperation.Type == "RemoveMember" {
+		t.Fatalf("a removal is pending: %+v", cur.Status.PendingOperation)
+	}
+	eps, err := old.endpoints()
+	if err != nil || len(eps) != 1 {
+		t.Fatalf("old endpoints %v, %v", eps, err)
+	}
+	cl := plainClient(t, eps)
+	defer func() { _ = cl.Close() }()
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := cl.MemberList(lctx, clientv3.WithSerializable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldLeft := 0
+	for _, m := range resp.Members {
+		if strings.HasPrefix(m.Name, "old-") {
+			oldLeft++
+		}
+	}
+	if oldLeft != 3 {
+		t.Fatalf("%d old members in the member list, want all 3: %v", oldLeft, resp.Members)
+	}
+}

@@ -239,12 +239,14 @@ type TLSSecrets struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Server certificate Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	Server string `json:"server,omitempty"`
 	// OperatorClient is the client certificate the operator and its backup Jobs use; it must chain to
 	// the server Secret's ca.crt, and its own ca.crt must verify the server certificate.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Operator client certificate Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	OperatorClient string `json:"operatorClient,omitempty"`
 	// Peer is the members' certificate for peer traffic, server and client at once. It must be valid
 	// for *.<cluster>-peer.<namespace>.svc and *.<cluster>-peer.<namespace>.svc.cluster.local (members
@@ -254,6 +256,7 @@ type TLSSecrets struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Peer certificate Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	Peer string `json:"peer,omitempty"`
 }
 
@@ -326,6 +329,7 @@ type MigrateFromSpec struct {
 	// +kubebuilder:validation:MaxItems=9
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.all(e, e.matches('^http://[a-zA-Z0-9]([-.a-zA-Z0-9]*[a-zA-Z0-9])?:[0-9]{1,5}$'))",message="migrateFrom.endpoints must be plain-text client URLs written http://host:port (for example http://etcd-0.etcd.default.svc:2379); a source served over TLS cannot be migrated yet"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Running cluster endpoints"
 	Endpoints []string `json:"endpoints"`
 }
 
@@ -627,17 +631,24 @@ type QuorumRecovery struct {
 type Migration struct {
 	// Phase is Joining (the operator's members join, old members are then removed) or Complete.
 	// +kubebuilder:validation:Enum=Joining;Complete
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migration phase"
 	Phase string `json:"phase"`
 	// ClusterID of the running cluster (hex); the migration stops if the endpoints lead elsewhere.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migrated cluster ID"
 	ClusterID string `json:"clusterID"`
 	// SourceMembers are the old members, as found when the migration started: each is removed
 	// from the cluster once the operator's members can hold quorum without it.
 	// +listType=map
 	// +listMapKey=id
 	// +kubebuilder:validation:MaxItems=16
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Old members"
 	SourceMembers []SourceMember `json:"sourceMembers"`
-	StartedAt     metav1.Time    `json:"startedAt"`
+	// StartedAt is when the migration was recorded, before its first step.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migration started"
+	StartedAt metav1.Time `json:"startedAt"`
+	// CompletedAt is when the last old member was removed.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migration completed"
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 }
 

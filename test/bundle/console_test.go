@@ -43,7 +43,7 @@ var operatorBookkeeping = map[string][]string{
 	"EtcdCluster": {
 		"observedGeneration", "replicas", "selector", "clusterToken", "bootstrapped", "nextMemberIndex",
 		"pendingOperation", "legacyWALIndex", "downgradeTarget", "tls.trustEpoch", "tls.rotateCAHandled",
-		"tls.renewCertificatesHandled",
+		"tls.renewCertificatesHandled", "tls.userTrust",
 	},
 }
 

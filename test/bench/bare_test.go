@@ -53,7 +53,10 @@ func newBare(t *testing.T, ns, image string, n int) *bare {
 		t.Fatal(err)
 	}
 	clientHost := bareClientService + "." + ns + ".svc"
-	server, err := ca.Issue("bare-member", []string{"*." + barePeerService + "." + ns + ".svc", clientHost}, nil, pki.ServerAndClient, now)
+	// etcd checks a connecting peer's certificate against the reverse DNS name of its address, which
+	// ends in the cluster domain: the wildcard is there in both forms, as on the operator's certificates.
+	peers := "*." + barePeerService + "." + ns + ".svc"
+	server, err := ca.Issue("bare-member", []string{peers, peers + ".cluster.local", clientHost}, nil, pki.ServerAndClient, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,9 +168,7 @@ func (b *bare) pod(i int, image string) *corev1.Pod {
 					"--trusted-ca-file=" + bareTLSDir + "/ca.crt", "--client-cert-auth=true",
 					"--peer-cert-file=" + bareTLSDir + "/tls.crt", "--peer-key-file=" + bareTLSDir + "/tls.key",
 					"--peer-trusted-ca-file=" + bareTLSDir + "/ca.crt", "--peer-client-cert-auth=true",
-					// As the operator's members: peers are recognised by the certificate's CN; without
-					// it etcd checks a peer's certificate names against its address, which a
-					// wildcard name cannot pass.
+					// As the operator's members: only the peer certificate's CN is let in on the peer port.
 					"--peer-cert-allowed-cn=bare-member",
 				},
 				Ports:          []corev1.ContainerPort{{Name: "client", ContainerPort: naming.ClientPort}, {Name: "metrics", ContainerPort: naming.MetricsPort}},

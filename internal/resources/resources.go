@@ -117,7 +117,7 @@ func clusterToken(c *v1.EtcdCluster) string {
 }
 
 func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
-	o := c.Spec.Etcd
+	o := EtcdOptions(c)
 	state := "existing"
 	if in.Bootstrap {
 		state = "new"
@@ -275,6 +275,9 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
 	pod.Annotations[naming.AnnotationConfigHash] = ConfigHash(c)
+	if tuned := TunedAnnotation(c); tuned != "" {
+		pod.Annotations[naming.AnnotationTuned] = tuned
+	}
 	return pod
 }
 
@@ -287,7 +290,8 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 const PodRevision = 2
 
 // ConfigHash identifies what a member pod is built from, apart from its identity and version (the
-// upgrade logic handles versions): the user's pod-affecting spec, PodRevision and the trust epoch.
+// upgrade logic handles versions): the user's pod-affecting spec with the tuned etcd options
+// (EtcdOptions), PodRevision and the trust epoch.
 func ConfigHash(c *v1.EtcdCluster) string {
 	b, err := json.Marshal(struct {
 		Revision    int
@@ -298,7 +302,7 @@ func ConfigHash(c *v1.EtcdCluster) string {
 		TLS         v1.TLSSpec
 		// TrustEpoch rolls the members at each phase of a CA rotation: etcd reads its CAs at start.
 		TrustEpoch int32 `json:",omitempty"`
-	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, c.Spec.Etcd, c.Spec.TLS, c.Status.TLS.TrustEpoch})
+	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, EtcdOptions(c), c.Spec.TLS, c.Status.TLS.TrustEpoch})
 	if err != nil {
 		panic(fmt.Sprintf("marshal pod configuration: %v", err))
 	}

@@ -188,6 +188,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.updateLegacyWALIndex()
 	p.trackFailures()
 	p.trackSlowness()
+	recordTuning(c, nil, p.now)
 	action := planner.Decide(p.plannerInput())
 	p.recordObservation(action)
 	metrics.SetCluster(clusterMetrics(c, obs))

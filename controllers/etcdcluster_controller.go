@@ -196,7 +196,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
 	}
 	if action.Kind == planner.None || stalled(action) {
-		return ctrl.Result{RequeueAfter: requeueIdle}, nil
+		return ctrl.Result{RequeueAfter: p.idleRequeue()}, nil
 	}
 	if action.Kind == planner.Wait {
 		// Waiting on etcd (a member starting, catching up, electing): its progress raises no

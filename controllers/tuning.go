@@ -66,6 +66,17 @@ func (p *pass) observeTuning(ctx context.Context, o *observation, read func(cont
 	}
 }
 
+// idleRequeue is when an idle cluster is looked at again: requeueIdle, or sooner when the next
+// auto-tuning reading falls due, so that its windows last a minute rather than up to 90 s.
+func (p *pass) idleRequeue() time.Duration {
+	if b := p.mem.tuneBase; b != nil {
+		if due := b.at.Add(tuningWindow).Sub(p.now); due > 0 && due < requeueIdle {
+			return due
+		}
+	}
+	return requeueIdle
+}
+
 // tuningWindowBetween is what happened between two readings. Members read only once, or restarted
 // in between (their histograms went down), leave no round-trip time.
 func tuningWindowBetween(prev, now *tuningReading) planner.TuningWindow {

@@ -18,10 +18,11 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
-// tuningWriters is how many framework writers run at once: each puts about 40 keys a second, and the
+// tuningWriters is how many framework writers run at once: each puts up to 40 keys a second (fewer on a
+// loaded machine), and the
 // snapshot count is raised once two one-minute windows in a row show more than 67 entries a second
 // (twice the default 10000 in five minutes of writes).
-const tuningWriters = 4
+const tuningWriters = 8
 
 // Item 6 of issue 14: a cluster that leaves spec.etcd.snapshotCount unset, under a sustained write
 // rate, gets a snapshot count tuned from that rate (status.tuning, with the evidence), and its members

@@ -19,9 +19,8 @@ import (
 )
 
 // tuningWriters is how many framework writers run at once: each puts up to 40 keys a second (fewer on a
-// loaded machine), and the
-// snapshot count is raised once two one-minute windows in a row show more than 67 entries a second
-// (twice the default 10000 in five minutes of writes).
+// loaded machine), and the snapshot count is raised once two one-minute windows in a row show more
+// than 67 entries a second (twice the default 10000 in five minutes of writes).
 const tuningWriters = 8
 
 // Item 6 of issue 14: a cluster that leaves spec.etcd.snapshotCount unset, under a sustained write

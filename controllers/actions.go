@@ -72,6 +72,11 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 	case planner.ExpandVolume:
 		return p.expandVolume(ctx, a.Members[0])
 
+	case planner.Retune:
+		// Recorded first, like any configuration change: the members are then rolled with it.
+		recordTuning(c, a.Tuning, p.now)
+		return p.writeStatus(ctx)
+
 	case planner.RaiseQuota:
 		// Recorded first: the members are then rolled with it, as for any configuration change.
 		c.Status.QuotaBackendBytes = a.Quota

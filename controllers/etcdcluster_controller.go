@@ -193,6 +193,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.updateLegacyWALIndex()
 	p.trackFailures()
 	p.trackSlowness()
+	recordTuning(c, nil, p.now)
 	action := planner.Decide(p.plannerInput())
 	p.recordObservation(action)
 	p.recordMigration(action)
@@ -211,7 +212,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: requeueStopped}, nil
 	}
 	if action.Kind == planner.None || stalled(action) {
-		return ctrl.Result{RequeueAfter: requeueIdle}, nil
+		return ctrl.Result{RequeueAfter: p.idleRequeue()}, nil
 	}
 	if action.Kind == planner.Wait {
 		// Waiting on etcd (a member starting, catching up, electing): its progress raises no

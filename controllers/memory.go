@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 )
 
 // maxObservationGap: when the operator has not seen a cluster's etcd answer for longer than this
@@ -50,6 +51,10 @@ type clusterMemory struct {
 	diskReadAt  time.Time
 	slowStreaks map[uint64]int
 	slow        map[uint64]string
+	// tuneBase is the last auto-tuning reading, the start of the next window; tuneWindows, the last
+	// windows measured, oldest first (observeTuning).
+	tuneBase    *tuningReading
+	tuneWindows []planner.TuningWindow
 	// failures counts consecutive failed attempts of action, which is not tried again before nextTry.
 	failures int
 	action   string

@@ -160,6 +160,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	}
 	p.observeFailures(ctx, o)
 	p.observeSlowness(ctx, o, etcdclient.ReadDiskLatency)
+	p.observeTuning(ctx, o, etcdclient.ReadPeerRTT)
 	return o, nil
 }
 
@@ -290,8 +291,9 @@ func (p *pass) plannerInput() planner.Input {
 		MemberNameFunc:    func(i int32) string { return naming.MemberName(c.Name, i) },
 		TargetVersion:     c.Spec.Version,
 		LegacyWALIndex:    uint64(c.Status.LegacyWALIndex),
-		SnapshotCount:     uint64(c.Spec.Etcd.SnapshotCount),
+		SnapshotCount:     uint64(resources.EtcdOptions(c).SnapshotCount),
 		ConfigHash:        resources.ConfigHash(c),
+		Tuned:             resources.TunedAnnotation(c),
 		DowngradeRecorded: c.Status.DowngradeTarget,
 		Survivors:         o.survivors,
 		QuorumLoss:        c.Spec.Maintenance.QuorumLoss,
@@ -334,7 +336,7 @@ func (p *pass) plannerInput() planner.Input {
 	for name, pod := range o.pods {
 		failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
-			ConfigHash: pod.Annotations[naming.AnnotationConfigHash], ForceNewCluster: resources.ForcesNewCluster(pod)}
+			ConfigHash: pod.Annotations[naming.AnnotationConfigHash], Tuned: pod.Annotations[naming.AnnotationTuned], ForceNewCluster: resources.ForcesNewCluster(pod)}
 	}
 	for name, pvc := range o.pvcs {
 		in.PVCs[name] = pvcState(pvc)
@@ -353,6 +355,7 @@ func (p *pass) plannerInput() planner.Input {
 		}
 		in.Etcd = e
 		in.Space = p.spaceInput(e.Revision)
+		in.Tuning = p.tuningInput()
 	}
 	return in
 }

@@ -272,32 +272,42 @@ type EtcdOptions struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Database quota (bytes)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
 	// AutoCompactionMode is periodic (retention is a duration) or revision (retention is a count).
+	// Unset: periodic.
 	// +kubebuilder:validation:Enum=periodic;revision
-	// +kubebuilder:default=periodic
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Auto-compaction mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:select:periodic","urn:alm:descriptor:com.tectonic.ui:select:revision"}
+	// +optional
 	AutoCompactionMode string `json:"autoCompactionMode,omitempty"`
-	// AutoCompactionRetention, e.g. "1h" for periodic or "10000" for revision.
-	// +kubebuilder:default="1h"
+	// AutoCompactionRetention, e.g. "1h" for periodic or "10000" for revision. Unset: 1h (periodic)
+	// or 10000 (revision); with spec.maintenance.autoTuning Enabled and periodic compaction, the
+	// operator shortens it when the cluster writes so fast that an hour of history would exceed a
+	// million revisions (status.tuning shows the value and why).
 	// +kubebuilder:validation:MaxLength=32
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Auto-compaction retention",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:text"}
+	// +optional
 	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
 	// SnapshotCount is the number of committed transactions that triggers a raft snapshot.
 	// It is bounded because etcd keeps that many raft entries in memory between snapshots.
+	// Unset: 10000; with spec.maintenance.autoTuning Enabled, the operator raises it (up to 100000)
+	// to hold about five minutes of the measured write rate, so that a member restarted or drained
+	// catches up from the leader's log instead of receiving a whole database snapshot.
 	// +kubebuilder:validation:Minimum=1000
 	// +kubebuilder:validation:Maximum=10000000
-	// +kubebuilder:default=10000
+	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Snapshot count",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	SnapshotCount int64 `json:"snapshotCount,omitempty"`
-	// HeartbeatIntervalMillis is how often the raft leader heartbeats its followers.
+	// HeartbeatIntervalMillis is the leader's heartbeat period. Unset: 100; with
+	// spec.maintenance.autoTuning Enabled, the operator raises it to the highest peer round-trip time
+	// the members measure (etcd's tuning guidance).
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=5000
-	// +kubebuilder:default=100
+	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Heartbeat interval (ms)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	HeartbeatIntervalMillis int32 `json:"heartbeatIntervalMillis,omitempty"`
-	// ElectionTimeoutMillis is how long a follower waits without a heartbeat before it calls an election; at least 5 heartbeat intervals.
+	// ElectionTimeoutMillis is how long a follower waits without a heartbeat before it calls an
+	// election. Unset: 1000; when the operator tunes the heartbeat, ten heartbeats (1000 to 50000).
 	// +kubebuilder:validation:Minimum=50
 	// +kubebuilder:validation:Maximum=50000
-	// +kubebuilder:default=1000
+	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Election timeout (ms)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	ElectionTimeoutMillis int32 `json:"electionTimeoutMillis,omitempty"`
 }
@@ -413,6 +423,82 @@ type MaintenanceSpec struct {
 	// its peers'.
 	// +optional
 	SlowMemberReplacement SlowMemberReplacementSpec `json:"slowMemberReplacement,omitempty"`
+
+	// AutoTuning Enabled (default) lets the operator choose the etcd options spec.etcd leaves unset
+	// (heartbeatIntervalMillis, electionTimeoutMillis, snapshotCount, autoCompactionRetention) from
+	// what it measures: the peer round-trip times the members report and the rate at which the
+	// cluster applies writes. A value changes only when two one-minute measurements in a row call for
+	// at least twice (heartbeat: 1.5 times) or half of it, at most once an hour, and only while every
+	// member is healthy; the members are then restarted one at a time, followers first, keeping
+	// quorum (reason Tuning). status.tuning shows every value, its source and the evidence. A value
+	// set in spec.etcd is never touched. Disabled: no further changes; values already tuned stay
+	// until you set them in spec.etcd.
+	// +kubebuilder:validation:Enum=Enabled;Disabled
+	// +kubebuilder:default=Enabled
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Auto-tuning",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Enabled","urn:alm:descriptor:com.tectonic.ui:select:Disabled"}
+	AutoTuning string `json:"autoTuning,omitempty"`
+}
+
+// AutoTuningDisabled turns auto-tuning off (spec.maintenance.autoTuning).
+const AutoTuningDisabled = "Disabled"
+
+// Defaults of the tunable etcd options, for values neither set in spec.etcd nor tuned.
+const (
+	DefaultHeartbeatIntervalMillis = 100
+	DefaultElectionTimeoutMillis   = 1000
+	DefaultSnapshotCount           = 10000
+	CompactionPeriodic             = "periodic"
+	CompactionRevision             = "revision"
+	DefaultPeriodicRetention       = "1h"
+	DefaultRevisionRetention       = "10000"
+)
+
+// Names of the tunable etcd options (their JSON names in spec.etcd and status.tuning).
+const (
+	TunableHeartbeatInterval       = "heartbeatIntervalMillis"
+	TunableElectionTimeout         = "electionTimeoutMillis"
+	TunableSnapshotCount           = "snapshotCount"
+	TunableAutoCompactionRetention = "autoCompactionRetention"
+)
+
+// Sources of a value in status.tuning.
+const (
+	TuningSourceDefault = "default"
+	TuningSourceTuned   = "tuned"
+	TuningSourceUser    = "user"
+)
+
+// TuningStatus is what the members run with for the tunable etcd options.
+type TuningStatus struct {
+	// Values are the tunable options, each with the value members run with and its source.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Tuned etcd options"
+	Values []TunedValue `json:"values,omitempty"`
+	// LastChange is when the operator last tuned a value; the next change waits an hour.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Last tuning change"
+	LastChange *metav1.Time `json:"lastChange,omitempty"`
+}
+
+// TunedValue is one tunable etcd option.
+type TunedValue struct {
+	// Name of the option in spec.etcd: heartbeatIntervalMillis, electionTimeoutMillis,
+	// snapshotCount or autoCompactionRetention.
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
+	// Value the members run with.
+	// +kubebuilder:validation:MaxLength=64
+	Value string `json:"value"`
+	// Source: default (the operator's default), tuned (chosen from measurements) or user (spec.etcd).
+	// +kubebuilder:validation:Enum=default;tuned;user
+	Source string `json:"source"`
+	// Evidence is what the operator measured when it tuned the value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Evidence string `json:"evidence,omitempty"`
 }
 
 // Slow-member policies.
@@ -766,6 +852,11 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migration"
 	Migration *Migration `json:"migration,omitempty"`
+	// Tuning shows the value of each tunable etcd option, where it comes from (default, tuned or
+	// user) and, for tuned values, the evidence (spec.maintenance.autoTuning).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Tuning"
+	Tuning TuningStatus `json:"tuning,omitempty"`
 	// Endpoints tells clients how to reach the cluster.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints"

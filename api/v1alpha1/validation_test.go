@@ -158,10 +158,11 @@ func TestValidClusterGetsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := c.Spec
+	// The tunable etcd options stay unset: what the members run with is the operator's to choose
+	// (auto-tuning), and only a value the user wrote is the user's.
 	if s.Version != "3.6.16" || s.Storage.Size.String() != "8Gi" || s.Storage.RetentionPolicy != v1.PVCRetentionDelete ||
 		s.TLS.Client != v1.TLSOperatorManaged || s.TLS.Peer != v1.TLSOperatorManaged ||
-		s.Etcd.HeartbeatIntervalMillis != 100 || s.Etcd.ElectionTimeoutMillis != 1000 || s.Etcd.SnapshotCount != 10000 ||
-		s.Etcd.AutoCompactionMode != "periodic" || s.Etcd.AutoCompactionRetention != "1h" || s.Maintenance.UpgradeTimeout != "3m" ||
+		s.Etcd != (v1.EtcdOptions{}) || s.Maintenance.AutoTuning != "Enabled" || s.Maintenance.UpgradeTimeout != "3m" ||
 		s.NetworkPolicy.Enabled == nil || !*s.NetworkPolicy.Enabled {
 		t.Fatalf("defaults not applied: %+v", s)
 	}
@@ -369,7 +370,10 @@ func TestAdmissionRejectsWhatTheOperatorCannotHonour(t *testing.T) {
 		})), "set storage.size to at least 1.25 x quotaBackendBytes"},
 		{"quota above the default volume", obj("EtcdCluster", "quota-default", map[string]any{"etcd": map[string]any{"quotaBackendBytes": int64(7 << 30)}}), "etcd.quotaBackendBytes must leave a fifth of the volume free"},
 		{"snapshotCount huge", obj("EtcdCluster", "snap-huge", clusterSpec(set("etcd.snapshotCount", int64(1)<<40))), "less than or equal to 10000000"},
-		{"revision retention as duration", obj("EtcdCluster", "rev-dur", clusterSpec(set("etcd.autoCompactionMode", "revision"))), "a non-negative integer such as"},
+		{"revision retention as duration", obj("EtcdCluster", "rev-dur", clusterSpec(func(s map[string]any) {
+			set("etcd.autoCompactionMode", "revision")(s)
+			set("etcd.autoCompactionRetention", "1h")(s)
+		})), "a non-negative integer such as"},
 		{"periodic retention as count", obj("EtcdCluster", "per-count", clusterSpec(set("etcd.autoCompactionRetention", "10000"))), "etcd.autoCompactionRetention is a duration from 0 (off) to 8760h"},
 		{"periodic retention negative", obj("EtcdCluster", "per-neg", clusterSpec(set("etcd.autoCompactionRetention", "-1h"))), "etcd.autoCompactionRetention is a duration"},
 		{"revision retention negative", obj("EtcdCluster", "rev-neg", clusterSpec(func(s map[string]any) {
@@ -462,6 +466,7 @@ func TestAdmissionAcceptsEdgeCases(t *testing.T) {
 		{"snapshotCount at its bound", obj("EtcdCluster", "snap-max", clusterSpec(set("etcd.snapshotCount", int64(10000000))))},
 		{"periodic compaction off", obj("EtcdCluster", "per-off", clusterSpec(set("etcd.autoCompactionRetention", "0")))},
 		{"periodic compaction 8760h", obj("EtcdCluster", "per-max", clusterSpec(set("etcd.autoCompactionRetention", "8760h")))},
+		{"revision compaction without a retention (the operator keeps 10000)", obj("EtcdCluster", "rev-default", clusterSpec(set("etcd.autoCompactionMode", "revision")))},
 		{"revision compaction", obj("EtcdCluster", "rev", clusterSpec(func(s map[string]any) {
 			set("etcd.autoCompactionMode", "revision")(s)
 			set("etcd.autoCompactionRetention", "10000")(s)

@@ -3,7 +3,6 @@ package etcdclient
 import (
 	"context"
 	"fmt"
-	"math"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -45,14 +44,5 @@ func histogram(f *dto.MetricFamily) (latency.Histogram, error) {
 	if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetHistogram() == nil {
 		return latency.Histogram{}, fmt.Errorf("not one histogram series")
 	}
-	h := f.GetMetric()[0].GetHistogram()
-	out := latency.Histogram{Count: h.GetSampleCount()}
-	for _, b := range h.GetBucket() {
-		if math.IsInf(b.GetUpperBound(), 1) {
-			continue
-		}
-		out.Bounds = append(out.Bounds, b.GetUpperBound())
-		out.Counts = append(out.Counts, b.GetCumulativeCount())
-	}
-	return out, nil
+	return fromProto(f.GetMetric()[0].GetHistogram()), nil
 }

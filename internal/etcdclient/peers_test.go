@@ -3,13 +3,14 @@ package etcdclient
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 )
 
-// A member's metrics tell which peers it reaches: all of them in a healthy cluster, and not a
+// A member's metrics tell which peers it reaches, and how far they are: all of them in a healthy cluster, and not a
 // stopped one once raft noticed, while the others stay active.
 func TestPeerActivityFollowsRaftConnections(t *testing.T) {
 	ctx := context.Background()
@@ -32,6 +33,15 @@ func TestPeerActivityFollowsRaftConnections(t *testing.T) {
 	waitFor(t, func() (bool, string) {
 		act, err := PeerActivity(ctx, observer, ids["m0"])
 		return err == nil && act[ids["m1"]] && act[ids["m2"]] && len(act) == 2, fmt.Sprint(act, err)
+	})
+
+	// The same members measure their round-trip times to each other (the prober's first reading
+	// comes 5 s after a peer connects); embedded members share one registry, so the reading holds
+	// every member's peers.
+	waitFor(t, func() (bool, string) {
+		rtt, err := ReadPeerRTT(ctx, observer)
+		h := rtt[strconv.FormatUint(ids["m1"], 16)]
+		return err == nil && h.Count > 0 && h.Quantile(0.99) < 1, fmt.Sprint(rtt, err)
 	})
 
 	ms[2].Stop()

@@ -46,6 +46,9 @@ const (
 	// AnnotationConfigHash on a member pod is the hash of the configuration it was built from
 	// (resources.ConfigHash): a pod whose hash differs is restarted, one member at a time.
 	AnnotationConfigHash = "etcd.autopilot.dev/config-hash"
+	// AnnotationTuned on a member pod lists the auto-tuned etcd options it was built with
+	// ("snapshotCount=40000"); absent when none was tuned.
+	AnnotationTuned = "etcd.autopilot.dev/tuned"
 	// AnnotationRotateCA on an EtcdCluster asks for a CA rotation: each new value starts one.
 	AnnotationRotateCA = "etcd.autopilot.dev/rotate-ca"
 	// AnnotationRenewCertificates on an EtcdCluster asks for every leaf certificate to be re-issued

@@ -29,6 +29,8 @@ type PodState struct {
 	ConfigHash string
 	// ForceNewCluster: the pod starts etcd with --force-new-cluster (a quorum-loss recovery).
 	ForceNewCluster bool
+	// Tuned lists the auto-tuned options the pod was built with (resources.TunedAnnotation).
+	Tuned string
 }
 
 // PVCState is what Kubernetes shows of a member's PVC.
@@ -134,8 +136,12 @@ type Input struct {
 	// LegacyWALIndex in upgrade.go); SnapshotCount is the members' --snapshot-count.
 	LegacyWALIndex uint64
 	SnapshotCount  uint64
-	// ConfigHash is the configuration member pods should be built from (resources.ConfigHash).
+	// ConfigHash is the configuration member pods should be built from (resources.ConfigHash);
+	// Tuned, the auto-tuned options in it (resources.TunedAnnotation).
 	ConfigHash string
+	Tuned      string
+	// Tuning is what auto-tuning decides from; nil when nothing is measured yet.
+	Tuning *Tuning
 	// DowngradeRecorded is the downgrade target ("3.5.0") the operator recorded before enabling it.
 	DowngradeRecorded string
 	// Survivors: when no member answers a linearizable call (Etcd nil), what each running member
@@ -213,6 +219,8 @@ const (
 	ExpandVolume Kind = "ExpandVolume"
 	// RaiseQuota records Quota, the database quota derived from the grown volumes.
 	RaiseQuota Kind = "RaiseQuota"
+	// Retune records the Tuning changes in status; the members are then rolled with them.
+	Retune Kind = "Retune"
 )
 
 // Action is the one step to take now.
@@ -232,6 +240,8 @@ type Action struct {
 	Quota int64
 	// ForceNewCluster is set on CreateMembers for a survivor that restarts as a one-member cluster.
 	ForceNewCluster bool
+	// Tuning are the options Retune changes.
+	Tuning []TunedChange
 	// Source, Backup and Phase describe a recovery step.
 	Source, Backup, Phase string
 	// Reason is a CamelCase word for conditions and events; Message explains it to a human.
@@ -437,6 +447,9 @@ func decideRunning(in Input) Action {
 		return a
 	}
 	if a, ok := decideRequests(in, e); ok {
+		return a
+	}
+	if a, ok := decideTuning(in); ok {
 		return a
 	}
 	return Action{Kind: None, Reason: reason.Ready, Message: fmt.Sprintf("%d/%d members healthy", voters, in.Replicas)}

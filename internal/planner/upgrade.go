@@ -167,7 +167,14 @@ func decideReconfigure(in Input, e *Etcd) (Action, bool) {
 		return Action{}, false
 	}
 	progress := fmt.Sprintf("%d/%d members run the current pod configuration", len(e.Members)-n, len(e.Members))
-	return rollNext(e, stale, podVersion(in), reason.Reconfiguring, progress), true
+	because := reason.Reconfiguring
+	for _, m := range e.Members {
+		if p := in.Pods[m.Name]; in.Tuned != "" && stale(m) && p.Tuned != in.Tuned {
+			because, progress = reason.Tuning, fmt.Sprintf("%d/%d members run the tuned options %s", len(e.Members)-n, len(e.Members), in.Tuned)
+			break
+		}
+	}
+	return rollNext(e, stale, podVersion(in), because, progress), true
 }
 
 // prepareStep holds the first restart of a step until etcd can take it:

@@ -85,6 +85,9 @@ const (
 	Upgrading Reason = "Upgrading"
 	// Reconfiguring: members are restarted one at a time to run a changed configuration (resources, options, certificates).
 	Reconfiguring Reason = "Reconfiguring"
+	// Tuning: auto-tuning (spec.maintenance.autoTuning) changed etcd options spec.etcd leaves unset, from measured peer round-trip times or write rate (status.tuning has the values and the evidence); the members are restarted one at a time, followers first, keeping quorum.
+	// Do: nothing; to keep a value, set it in spec.etcd, or set spec.maintenance.autoTuning to Disabled.
+	Tuning Reason = "Tuning"
 	// AdoptingPod: a pod made by an earlier operator version is adopted without a restart.
 	AdoptingPod Reason = "AdoptingPod"
 	// UpgradeFailed: a member did not become healthy at the new version within upgradeTimeout; it was rolled back and the version change stopped.

@@ -156,7 +156,7 @@ func clusterToken(c *v1.EtcdCluster) string {
 }
 
 func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
-	o := c.Spec.Etcd
+	o := EtcdOptions(c)
 	state := "existing"
 	if in.Bootstrap {
 		state = "new"
@@ -308,6 +308,9 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
 	pod.Annotations[naming.AnnotationConfigHash] = ConfigHash(c)
+	if tuned := TunedAnnotation(c); tuned != "" {
+		pod.Annotations[naming.AnnotationTuned] = tuned
+	}
 	return pod
 }
 
@@ -343,7 +346,8 @@ func MemberProbes() (startup, liveness, readiness *corev1.Probe) {
 const PodRevision = 2
 
 // ConfigHash identifies what a member pod is built from, apart from its identity and version (the
-// upgrade logic handles versions): the user's pod-affecting spec, PodRevision and the trust epoch.
+// upgrade logic handles versions): the user's pod-affecting spec with the tuned etcd options
+// (EtcdOptions), PodRevision and the trust epoch.
 func ConfigHash(c *v1.EtcdCluster) string {
 	b, err := json.Marshal(struct {
 		Revision    int
@@ -356,7 +360,7 @@ func ConfigHash(c *v1.EtcdCluster) string {
 		TrustEpoch int32 `json:",omitempty"`
 		// UserTrust rolls them when the ca.crt of a user-provided Secret changes, for the same reason.
 		UserTrust string `json:",omitempty"`
-	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, c.Spec.Etcd, c.Spec.TLS, c.Status.TLS.TrustEpoch, c.Status.TLS.UserTrust})
+	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, EtcdOptions(c), c.Spec.TLS, c.Status.TLS.TrustEpoch, c.Status.TLS.UserTrust})
 	if err != nil {
 		panic(fmt.Sprintf("marshal pod configuration: %v", err))
 	}

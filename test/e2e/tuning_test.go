@@ -1,0 +1,152 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
+)
+
+// tuningWriters is how many framework writers run at once: each puts up to 40 keys a second (fewer on a
+// loaded machine), and the snapshot count is raised once two one-minute windows in a row show more
+// than 67 entries a second (twice the default 10000 in five minutes of writes).
+const tuningWriters = 8
+
+// Item 6 of issue 14: a cluster that leaves spec.etcd.snapshotCount unset, under a sustained write
+// rate, gets a snapshot count tuned from that rate (status.tuning, with the evidence), and its members
+// are restarted with it one at a time, never more than one member pod down, with no acknowledged write
+// lost.
+func TestAutoTuningSnapshotCountFromWriteRate(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	c := newCluster(t, "")
+	t.Logf("cluster converged: %s", time.Since(start).Round(time.Second))
+	if got := tunedValue(env.Get(t, c), v1.TunableSnapshotCount); got.Source != v1.TuningSourceDefault || got.Value != "10000" {
+		t.Fatalf("before any writes: snapshotCount %+v, want the default 10000", got)
+	}
+	cl := env.EtcdClient(t, c)
+	stopFollowing := followPods(cl, c)
+	uids := env.MemberPodUIDs(t, c)
+	var writers []*framework.Writer
+	for i := range tuningWriters {
+		writers = append(writers, framework.StartWriter(cl, fmt.Sprintf("/tuning/%d/", i)))
+	}
+	writing := time.Now()
+
+	// Quorum kept throughout: never fewer than two healthy voting members as the operator observes
+	// them from etcd. Pod readiness (the kubelet's /readyz probe, every 5 s) is recorded beside it: it
+	// lags etcd's own view, and the roll does not wait for it (see the log line below).
+	var mu sync.Mutex
+	worstPods, fewestReady := 0, int32(3)
+	stopWatching := framework.Every(time.Second, func() {
+		down, err := membersDown(c, uids)
+		if err != nil {
+			return
+		}
+		ready := env.Get(t, c).Status.ReadyReplicas
+		mu.Lock()
+		worstPods, fewestReady = max(worstPods, down), min(fewestReady, ready)
+		mu.Unlock()
+	})
+
+	var tuned v1.TunedValue
+	framework.WaitFor(t, "snapshotCount tuned from the write rate", 4*time.Minute, func() error {
+		tuned = tunedValue(env.Get(t, c), v1.TunableSnapshotCount)
+		if tuned.Source != v1.TuningSourceTuned {
+			return fmt.Errorf("snapshotCount %+v", tuned)
+		}
+		return nil
+	})
+	t.Logf("snapshotCount tuned to %s after %s of writes: %s", tuned.Value, time.Since(writing).Round(time.Second), tuned.Evidence)
+	if !strings.Contains(tuned.Evidence, "write rate") {
+		t.Errorf("evidence %q does not give the write rate", tuned.Evidence)
+	}
+	framework.WaitFor(t, "every member restarted with the tuned snapshot count", 4*time.Minute, func() error {
+		return membersRunWith(c, uids, "--snapshot-count="+tuned.Value)
+	})
+	rolled := time.Now()
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	t.Logf("members rolled %s after the tuning, converged after %s", rolled.Sub(writing).Round(time.Second), time.Since(writing).Round(time.Second))
+	stopWatching()
+
+	time.Sleep(2 * time.Second)
+	var acked, failed int
+	for i, w := range writers {
+		keys, f := w.Finish()
+		acked, failed = acked+len(keys), failed+f
+		env.RefreshEndpoints(t, cl, c)
+		framework.CheckKeys(t, cl, fmt.Sprintf("/tuning/%d/", i), keys)
+	}
+	stopFollowing()
+	t.Logf("writers: %d acknowledged (%.0f/s), 0 lost, %d failed attempts (retried) during the roll", acked, float64(acked)/time.Since(writing).Seconds(), failed)
+	t.Logf("during the roll: at least %d healthy voting members; at most %d member pods not Ready at once", fewestReady, worstPods)
+	if fewestReady < 2 {
+		t.Errorf("only %d healthy voting members at one point; a tuning roll keeps quorum", fewestReady)
+	}
+	requireEvent(t, c, "auto-tuning snapshotCount 10000 -> "+tuned.Value)
+	if got := tunedValue(env.Get(t, c), v1.TunableHeartbeatInterval); got.Source != v1.TuningSourceDefault || got.Value != "100" {
+		t.Errorf("heartbeat %+v: the local network's round trips are far under 100 ms, so the default stays", got)
+	}
+	t.Logf("test done in %s", time.Since(start).Round(time.Second))
+}
+
+func tunedValue(c *v1.EtcdCluster, name string) v1.TunedValue {
+	for _, v := range c.Status.Tuning.Values {
+		if v.Name == name {
+			return v
+		}
+	}
+	return v1.TunedValue{}
+}
+
+// membersDown counts the members of c (named in uids) whose pod is missing, going away or not ready.
+func membersDown(c *v1.EtcdCluster, uids map[string]string) (int, error) {
+	pods := &corev1.PodList{}
+	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		return 0, err
+	}
+	up := 0
+	for _, p := range pods.Items {
+		if _, member := uids[p.Name]; !member || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				up++
+			}
+		}
+	}
+	return len(uids) - up, nil
+}
+
+// membersRunWith fails unless every member's pod was replaced since uids and runs etcd with flag.
+func membersRunWith(c *v1.EtcdCluster, uids map[string]string, flag string) error {
+	pods := &corev1.PodList{}
+	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		return err
+	}
+	var pending []string
+	for _, p := range pods.Items {
+		if _, member := uids[p.Name]; !member {
+			continue
+		}
+		if string(p.UID) == uids[p.Name] || !strings.Contains(strings.Join(p.Spec.Containers[0].Args, " "), flag) {
+			pending = append(pending, p.Name)
+		}
+	}
+	if len(pending) > 0 {
+		return fmt.Errorf("%v not restarted with %s yet", pending, flag)
+	}
+	return nil
+}

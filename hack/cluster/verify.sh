@@ -4,7 +4,8 @@
 #  a 3-member etcd StatefulSet (headless Service, DNS peer URLs, local-path PVCs),
 #  `etcdctl endpoint health --cluster` from the host via pod IPs, data surviving pod
 #  deletion, plus security-context variants operators use (RuntimeDefault seccomp,
-#  non-root, privileged, Guaranteed QoS, hostPort). Needs the etcd images:
+#  non-root, privileged, Guaranteed QoS, hostPort), and (verify-csi.sh) a csi-hostpath-expandable
+#  volume grown online. Needs the etcd images:
 #  hack/images/build.sh load etcd. Leaves namespace kc-demo behind (kubectl delete ns kc-demo).
 set -Eeuo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -174,5 +175,8 @@ EOF
 check "restricted pod (non-root, RuntimeDefault seccomp, Guaranteed QoS) Running" kubectl -n $NS wait pod/restricted --for=condition=Ready --timeout=120s
 check "seccomp filter active in restricted pod" sh -c "kubectl -n $NS exec restricted -- grep -E '^Seccomp:' /proc/self/status | grep -q 2"
 check "privileged pod Running" kubectl -n $NS wait pod/privileged --for=condition=Ready --timeout=120s
+
+# --- csi-hostpath-expandable: provision, mount, grow online -------------------
+check "csi-hostpath-expandable volume provisioned, mounted and grown online (verify-csi.sh)" "$here/verify-csi.sh" "$STATE"
 
 [ $FAILED = 0 ] && echo "ALL CHECKS PASSED" || { echo "SOME CHECKS FAILED"; exit 1; }

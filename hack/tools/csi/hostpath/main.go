@@ -442,4 +442,3 @@ func (d *driver) NodeExpandVolume(_ context.Context, req *csi.NodeExpandVolumeRe
 	}
 	return &csi.NodeExpandVolumeResponse{CapacityBytes: v.Capacity}, nil
 }
-

@@ -13,14 +13,8 @@ STATE=$(cd "${1:-${CLUSTER_DIR:-$repo/.cluster}}" && pwd)
 # shellcheck source=../images/images.sh
 . "$repo/hack/images/images.sh"
 NS=kc-csi
-T0=$(date +%s.%N)
-ts() { awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN{printf "%.1f", a-b}'; }
-ok() { printf '[%6ss] OK   %s\n' "$(ts)" "$*"; }
-fail() { printf '[%6ss] FAIL %s\n' "$(ts)" "$*"; FAILED=1; }
-FAILED=0
-OUT=$(mktemp); trap 'rm -f "$OUT"' EXIT
-check() { local d=$1; shift; if "$@" >"$OUT" 2>&1; then ok "$d"; else fail "$d"; sed 's/^/       /' "$OUT" | tail -5; fi; }
-retry() { local n=$1; shift; local i; for ((i = 0; i < n; i++)); do "$@" && return 0; sleep 1; done; "$@"; }
+# shellcheck source=checks.sh
+. "$here/checks.sh"
 pvc() { kubectl -n $NS get pvc data -o jsonpath="$1"; }
 
 kubectl delete ns $NS --ignore-not-found --wait=true >/dev/null

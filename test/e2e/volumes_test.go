@@ -158,10 +158,11 @@ func TestVolumeGrowth(t *testing.T) {
 		if err := grownOnline(c, size); err != nil {
 			return err
 		}
-		// The quota is raised only after every volume has grown, so until then any new pod would
-		// have been a restart for the volumes: the expansion would not have been online.
-		if got := env.Get(t, c); got.Status.QuotaBackendBytes == oldQuota && !maps.Equal(env.MemberPodUIDs(t, c), pods) {
-			t.Fatalf("member pods replaced while the volumes grew (%v -> %v): the expansion was not online", pods, env.MemberPodUIDs(t, c))
+		// The quota is raised only after every volume has grown, and members are rolled for it only
+		// after that, so a pod replaced while the old quota is still recorded (read after the pods) was
+		// a restart for the volumes: the expansion would not have been online.
+		if now := env.MemberPodUIDs(t, c); !maps.Equal(now, pods) && env.Get(t, c).Status.QuotaBackendBytes == oldQuota {
+			t.Fatalf("member pods replaced while the volumes grew (%v -> %v): the expansion was not online", pods, now)
 		}
 		return nil
 	})

@@ -37,8 +37,11 @@ type PVCState struct {
 	Deleting bool
 	// Requested is the size the claim asks for; Capacity, the size its volume has (0 until bound).
 	Requested, Capacity int64
-	// ResizePending: the volume has grown but its file system grows only when the pod restarts.
-	ResizePending bool
+	// ResizePending: the volume has grown but its file system has not yet (FileSystemResizePending),
+	// since ResizePendingSince (zero: unknown). A driver with online expansion has the kubelet grow it
+	// while the pod runs; others only when the pod restarts.
+	ResizePending      bool
+	ResizePendingSince time.Time
 }
 
 // EtcdMember is one entry of etcd's member list, joined with that member's own status.

@@ -29,6 +29,9 @@ type PodState struct {
 	ConfigHash string
 	// ForceNewCluster: the pod starts etcd with --force-new-cluster (a quorum-loss recovery).
 	ForceNewCluster bool
+	// StaleQuota: the pod runs with another database quota than the recorded one (a derived quota
+	// raised after the volumes grew); it is rolled like a changed configuration.
+	StaleQuota bool
 }
 
 // PVCState is what Kubernetes shows of a member's PVC.

@@ -103,6 +103,17 @@ func TestVolumeDecisions(t *testing.T) {
 		{name: "all grown, quota already raised: nothing to do",
 			in:   volumes(func(in *Input) { grown(in, "c-0", "c-1", "c-2"); in.Volumes.Quota = 800 * mb }),
 			kind: None},
+		{name: "quota raised: members still running the old one are rolled with it, a follower first",
+			in: volumes(func(in *Input) {
+				grown(in, "c-0", "c-1", "c-2")
+				in.Volumes.Quota = 800 * mb
+				in.ConfigHash = "h"
+				for n, p := range in.Pods {
+					p.ConfigHash, p.StaleQuota = "h", n != "c-1"
+					in.Pods[n] = p
+				}
+			}),
+			kind: RollMember, members: []string{"c-2"}, says: "1/3 members run the current pod configuration"},
 		{name: "in-memory members have no volume to grow",
 			in:   volumes(func(in *Input) { in.Volumes = Volumes{} }),
 			kind: None},

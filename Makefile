@@ -94,6 +94,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 test-unit: envtest-assets minio promtool ## Unit and envtest integration tests.
 	go test ./... -count=1
 	cd hack/tools/netpol && go test . -count=1   # the local cluster's NetworkPolicy enforcer (its own module)
+	cd hack/tools/csi && go test ./hostpath -count=1   # the local cluster's CSI node plugin (its own module)
 
 # The spec fuzzer (controllers/robustness): `make test-unit` runs its seeds and a fixed seeded batch
 # of 1000 inputs (~20 s); this runs it for FUZZTIME from a random seed (printed; FUZZ_SEED=n replays).

@@ -336,7 +336,8 @@ func (p *pass) plannerInput() planner.Input {
 	for name, pod := range o.pods {
 		failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
-			ConfigHash: pod.Annotations[naming.AnnotationConfigHash], Tuned: pod.Annotations[naming.AnnotationTuned], ForceNewCluster: resources.ForcesNewCluster(pod)}
+			ConfigHash: pod.Annotations[naming.AnnotationConfigHash], Tuned: pod.Annotations[naming.AnnotationTuned], ForceNewCluster: resources.ForcesNewCluster(pod),
+			StaleQuota: !resources.RunsQuota(pod, c)}
 	}
 	for name, pvc := range o.pvcs {
 		in.PVCs[name] = pvcState(pvc)

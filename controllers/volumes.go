@@ -37,7 +37,7 @@ func pvcState(pvc *corev1.PersistentVolumeClaim) planner.PVCState {
 	}
 	for _, cond := range pvc.Status.Conditions {
 		if cond.Type == corev1.PersistentVolumeClaimFileSystemResizePending && cond.Status == corev1.ConditionTrue {
-			s.ResizePending = true
+			s.ResizePending, s.ResizePendingSince = true, cond.LastTransitionTime.Time
 		}
 	}
 	return s

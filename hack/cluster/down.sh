@@ -69,6 +69,7 @@ fi
 
 # 3. node + control plane (netpol-enforcer removes its own KC-NP-* rules on TERM; step 5 is the fallback)
 stop netpol-enforcer
+stop csi-hostpath   # its volumes' bind mounts in pod directories go with the other mounts (step 4)
 stop kube-proxy
 stop containerd 30
 # shims of *this* containerd (they daemonize, so they are not in the pid file);

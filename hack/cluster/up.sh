@@ -3,8 +3,9 @@
 # (adapted from shared/local-cluster's proven recipe): etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet and kube-proxy (iptables) as host
 # processes, Debian's containerd + runc, a CNI bridge, CoreDNS behind kube-dns 10.96.0.10,
-# rancher local-path-provisioner as the default StorageClass, and netpol-enforcer (our own,
-# hack/tools/netpol) enforcing NetworkPolicy ingress rules with iptables.
+# rancher local-path-provisioner as the default StorageClass, csi-hostpath-expandable (a CSI
+# driver that grows volumes online: hack/tools/csi) as a second one, and netpol-enforcer (our
+# own, hack/tools/netpol) enforcing NetworkPolicy ingress rules with iptables.
 #
 # Binaries come from the project's pinned tools (hack/tools/build.sh, cached outside the
 # tree and linked into bin/); images are built without a daemon by hack/images/build.sh.
@@ -33,6 +34,8 @@ POD_SUBNET=10.244.0.0/24      # = the podCIDR the controller-manager gives the (
 POD_GW=10.244.0.1
 BRIDGE=kcbr0
 CNI_NET=kc-net
+CSI_DRIVER=hostpath.csi.local-cluster   # hack/tools/csi/hostpath; its sockets are where the kubelet
+CSI_SOCKET_DIR=$STATE/kubelet/plugins/$CSI_DRIVER   # of --root-dir=$STATE/kubelet looks for them
 
 BIN=$repo/bin LOGS=$STATE/logs PKI=$STATE/pki RUN=$STATE/run
 PIDFILE=$STATE/pids
@@ -87,7 +90,7 @@ fi
 # 1. binaries: the project's pinned tools (no-op when cached), linked into bin/
 ###############################################################################
 if phase_on build; then
-  "$repo/hack/tools/build.sh" kubernetes etcd-v3.6 coredns local-path-provisioner crictl pause netpol
+  "$repo/hack/tools/build.sh" kubernetes etcd-v3.6 coredns local-path-provisioner crictl pause netpol csi
   log "binaries: $(kube-apiserver --version), etcd $(etcd --version | sed -n 's/^etcd Version: //p')"
 fi
 
@@ -664,16 +667,113 @@ data:
         image: $BUSYBOX_IMAGE
         imagePullPolicy: Never
 EOF
+  # csi-hostpath-expandable: our node plugin (hack/tools/csi/hostpath) runs on the host and registers
+  # itself with the kubelet; upstream's external-provisioner and external-resizer run here as one pod
+  # next to its socket. RBAC: the union of the two sidecars' deploy/kubernetes/rbac.yaml, less leader
+  # election (one replica) and the snapshot writes (no snapshots here).
+  write_if_changed "$STATE/manifests/csi-hostpath.yaml" <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: csi-hostpath}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: csi-hostpath-controller, namespace: csi-hostpath}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "kc:csi-hostpath-controller"}
+rules:
+- apiGroups: [""]
+  resources: [persistentvolumes]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, list, watch, update, patch]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [pods, nodes]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [list, watch, create, update, patch]
+- apiGroups: [storage.k8s.io]
+  resources: [storageclasses, csinodes, volumeattachments, volumeattributesclasses]
+  verbs: [get, list, watch]
+- apiGroups: [snapshot.storage.k8s.io]
+  resources: [volumesnapshots, volumesnapshotcontents]
+  verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kc:csi-hostpath-controller"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "kc:csi-hostpath-controller"}
+subjects: [{kind: ServiceAccount, name: csi-hostpath-controller, namespace: csi-hostpath}]
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: $CSI_DRIVER}
+spec:
+  attachRequired: false      # no external-attacher: a volume is a directory of this node
+  podInfoOnMount: false
+  fsGroupPolicy: None        # a bind-mounted directory (0777), as local-path's: no recursive chown
+  volumeLifecycleModes: [Persistent]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: csi-hostpath-controller, namespace: csi-hostpath}
+spec:
+  replicas: 1
+  strategy: {type: Recreate}
+  selector: {matchLabels: {app: csi-hostpath-controller}}
+  template:
+    metadata: {labels: {app: csi-hostpath-controller}}
+    spec:
+      serviceAccountName: csi-hostpath-controller
+      priorityClassName: system-cluster-critical
+      containers:
+      - name: csi-provisioner
+        image: $CSI_PROVISIONER_IMAGE
+        imagePullPolicy: Never
+        args: [--csi-address=/csi/csi.sock, --v=2]
+        volumeMounts: [{name: socket-dir, mountPath: /csi}]
+        resources: {requests: {cpu: 10m, memory: 20Mi}}
+      - name: csi-resizer
+        image: $CSI_RESIZER_IMAGE
+        imagePullPolicy: Never
+        args: [--csi-address=/csi/csi.sock, --v=2]
+        volumeMounts: [{name: socket-dir, mountPath: /csi}]
+        resources: {requests: {cpu: 10m, memory: 20Mi}}
+      volumes:
+      - name: socket-dir
+        hostPath: {path: $CSI_SOCKET_DIR, type: DirectoryOrCreate}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: csi-hostpath-expandable}
+provisioner: $CSI_DRIVER
+allowVolumeExpansion: true
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+EOF
 }
 if phase_on addons; then
+
   write_addons
-  log "addons: netpol-enforcer, coredns, local-path-provisioner"
+  log "addons: netpol-enforcer, coredns, local-path-provisioner, csi-hostpath"
   kubectl apply -f "$STATE/manifests/netpol.yaml" >/dev/null
   start_proc netpol-enforcer netpol-enforcer --kubeconfig="$PKI/netpol.kubeconfig" --node-name="$NODE_NAME"
   kubectl apply -f "$STATE/manifests/coredns.yaml" >/dev/null
   kubectl apply -f "$STATE/manifests/local-path-storage.yaml" >/dev/null
+  start_proc csi-hostpath csi-hostpath --drivername="$CSI_DRIVER" --nodeid="$NODE_NAME" --data-dir="$STATE/csi-hostpath" \
+    --csi-address="$CSI_SOCKET_DIR/csi.sock" --registration-dir="$STATE/kubelet/plugins_registry"
+  kubectl apply -f "$STATE/manifests/csi-hostpath.yaml" >/dev/null
   wait_for "coredns available" 180 kubectl -n kube-system rollout status deploy/coredns --timeout=5s
   wait_for "local-path-provisioner available" 180 kubectl -n local-path-storage rollout status deploy/local-path-provisioner --timeout=5s
+  wait_for "csi-hostpath registered with the kubelet" 60 sh -c "kubectl get csinode '$NODE_NAME' -o jsonpath='{.spec.drivers[*].name}' | grep -qw '$CSI_DRIVER'"
+  wait_for "csi-hostpath controller available" 180 kubectl -n csi-hostpath rollout status deploy/csi-hostpath-controller --timeout=5s
 fi
 
 phase_on start || exit 0

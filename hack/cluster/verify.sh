@@ -4,7 +4,8 @@
 #  a 3-member etcd StatefulSet (headless Service, DNS peer URLs, local-path PVCs),
 #  `etcdctl endpoint health --cluster` from the host via pod IPs, data surviving pod
 #  deletion, plus security-context variants operators use (RuntimeDefault seccomp,
-#  non-root, privileged, Guaranteed QoS, hostPort). Needs the etcd images:
+#  non-root, privileged, Guaranteed QoS, hostPort), and (verify-csi.sh) a csi-hostpath-expandable
+#  volume grown online. Needs the etcd images:
 #  hack/images/build.sh load etcd. Leaves namespace kc-demo behind (kubectl delete ns kc-demo).
 set -Eeuo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,14 +14,8 @@ STATE=$(cd "${1:-${CLUSTER_DIR:-$repo/.cluster}}" && pwd)
 . "$STATE/env.sh"
 . "$STATE/cluster.env"
 NS=kc-demo
-T0=${UP_T0:-$(date +%s.%N)}
-ts() { awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN{printf "%.1f", a-b}'; }
-ok() { printf '[%6ss] OK   %s\n' "$(ts)" "$*"; }
-fail() { printf '[%6ss] FAIL %s\n' "$(ts)" "$*"; FAILED=1; }
-FAILED=0
-OUT=$(mktemp); trap 'rm -f "$OUT"' EXIT
-check() { local d=$1; shift; if "$@" >"$OUT" 2>&1; then ok "$d"; else fail "$d"; sed 's/^/       /' "$OUT" | tail -5; fi; }
-retry() { local n=$1; shift; local i; for ((i = 0; i < n; i++)); do "$@" && return 0; sleep 1; done; "$@"; }
+# shellcheck source=checks.sh
+. "$here/checks.sh"
 
 kubectl create ns $NS --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 cat <<'EOF' | sed "s/NS/$NS/g" | kubectl apply -f - >/dev/null
@@ -174,5 +169,8 @@ EOF
 check "restricted pod (non-root, RuntimeDefault seccomp, Guaranteed QoS) Running" kubectl -n $NS wait pod/restricted --for=condition=Ready --timeout=120s
 check "seccomp filter active in restricted pod" sh -c "kubectl -n $NS exec restricted -- grep -E '^Seccomp:' /proc/self/status | grep -q 2"
 check "privileged pod Running" kubectl -n $NS wait pod/privileged --for=condition=Ready --timeout=120s
+
+# --- csi-hostpath-expandable: provision, mount, grow online -------------------
+check "csi-hostpath-expandable volume provisioned, mounted and grown online (verify-csi.sh)" "$here/verify-csi.sh" "$STATE"
 
 [ $FAILED = 0 ] && echo "ALL CHECKS PASSED" || { echo "SOME CHECKS FAILED"; exit 1; }

@@ -8,7 +8,8 @@
 #   hack/images/build.sh list  [SET...]   print "NAME ARCHIVE" of the (built) archives
 #   hack/images/build.sh refs  [SET...]   print "NAME DIGEST-REFERENCE" of the (built) archives
 # SETs: all (default) = system etcd operator test
-#   system   = pause busybox coredns local-path-provisioner  (what hack/cluster/up.sh loads)
+#   system   = pause busybox coredns local-path-provisioner csi-provisioner csi-resizer
+#              (what hack/cluster/up.sh loads)
 #   test     = minio (S3 storage for the backup e2e tests and benchmarks, hack/minio)
 #   etcd     = gcr.io/etcd-development/etcd:{v3.5.35,v3.6.16,v3.7.3}
 #   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0), from a static bin/manager
@@ -55,6 +56,8 @@ rootfs_etcd() { # etcd, etcdctl, etcdutl of one release from $ETCD_DIR
   local b; mkdir -p "$1/usr/local/bin" "$1/var/etcd" "$1/var/lib/etcd"
   for b in etcd etcdctl etcdutl; do static_bin "$ETCD_DIR/$b"; cp -L "$ETCD_DIR/$b" "$1/usr/local/bin/"; done
 }
+rootfs_csi_provisioner() { static_bin "$BIN/csi-provisioner"; cp -L "$BIN/csi-provisioner" "$1/csi-provisioner"; }
+rootfs_csi_resizer()     { static_bin "$BIN/csi-resizer"; cp -L "$BIN/csi-resizer" "$1/csi-resizer"; }
 rootfs_minio()   { static_bin "$BIN/minio"; mkdir -p "$1/usr/bin"; cp -L "$BIN/minio" "$1/usr/bin/"; }
 rootfs_manager() { static_bin "$MANAGER"; cp -L "$MANAGER" "$1/manager"; }
 
@@ -81,11 +84,13 @@ image() {
 }
 
 set_system() {
-  "$TOOLS" pause coredns local-path-provisioner >&2
+  "$TOOLS" pause coredns local-path-provisioner csi >&2
   image "$PAUSE_IMAGE"   rootfs_pause   --entrypoint '["/pause"]'
   image "$BUSYBOX_IMAGE" rootfs_busybox --cmd '["sh"]'
   image "$COREDNS_IMAGE" rootfs_coredns --entrypoint '["/coredns"]'
   image "$LPP_IMAGE"     rootfs_lpp     --entrypoint '["/usr/bin/local-path-provisioner"]'
+  image "$CSI_PROVISIONER_IMAGE" rootfs_csi_provisioner --entrypoint '["/csi-provisioner"]'
+  image "$CSI_RESIZER_IMAGE"     rootfs_csi_resizer     --entrypoint '["/csi-resizer"]'
 }
 set_etcd() {
   local v tools=() minor got

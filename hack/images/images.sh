@@ -11,4 +11,6 @@ PAUSE_IMAGE=registry.k8s.io/pause:3.10              # hack/tools/pause (our own 
 BUSYBOX_IMAGE=localhost/busybox:1.35.0              # Debian's busybox-static (local-path helper pods, tests)
 COREDNS_IMAGE=localhost/coredns:v1.14.7             # hack/tools/coredns
 LPP_IMAGE=localhost/local-path-provisioner:v0.0.37  # hack/tools/local-path-provisioner
+CSI_PROVISIONER_IMAGE=localhost/csi-provisioner:v5.3.0  # hack/tools/csi (csi-hostpath-expandable's sidecars)
+CSI_RESIZER_IMAGE=localhost/csi-resizer:v1.14.0
 MINIO_IMAGE=localhost/minio:RELEASE.2026-02-12T20-18-48Z  # hack/tools/minio (backup e2e tests, benchmarks: hack/minio)

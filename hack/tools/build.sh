@@ -110,6 +110,17 @@ build_crictl() {
 build_pause() { gobuild -ldflags "-s -w" -o "$1/pause" .; }
 # the NetworkPolicy enforcer of the local cluster (our own, main.go in its module: see there why)
 build_netpol() { gobuild -ldflags "-s -w" -o "$1/netpol-enforcer" .; }
+# the local cluster's expandable StorageClass (csi-hostpath-expandable): upstream's external-provisioner and
+# external-resizer sidecars, and our own node plugin (./hostpath: see there why), in one module so their
+# shared Kubernetes packages compile once
+build_csi() {
+  local v
+  v=$(go list -m -f '{{.Version}}' github.com/kubernetes-csi/external-provisioner/v5)
+  gobuild -ldflags "-s -w -X main.version=$v" -o "$1/csi-provisioner" github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner
+  v=$(go list -m -f '{{.Version}}' github.com/kubernetes-csi/external-resizer)
+  gobuild -ldflags "-s -w -X main.version=$v" -o "$1/csi-resizer" github.com/kubernetes-csi/external-resizer/cmd/csi-resizer
+  gobuild -ldflags "-s -w" -o "$1/csi-hostpath" ./hostpath
+}
 # MinIO for the backup e2e tests and benchmarks (hack/minio). Upstream tags are not semver, so the module
 # is a pseudo-version; stamp it like upstream's buildscripts/gen-ldflags.go does (its "DEVELOPMENT" default
 # is treated as a dev build).
@@ -133,7 +144,7 @@ build_promtool() {
   gobuild -ldflags "-s -w" -o "$1/promql-names" ./promql-names
 }
 
-usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|netpol|minio|promtool}..." >&2; exit 2; }
+usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|netpol|csi|minio|promtool}..." >&2; exit 2; }
 [ $# -gt 0 ] || usage
 for t in "$@"; do
   case $t in
@@ -149,6 +160,7 @@ for t in "$@"; do
     coredns|local-path-provisioner|crictl|pause|minio) ensure "$t" "$t" ;;
     promtool) ensure promtool promtool promql-names prometheus ;;
     netpol) ensure netpol netpol-enforcer ;;
+    csi) ensure csi csi-provisioner csi-resizer csi-hostpath ;;
     *) usage ;;
   esac
 done

@@ -31,6 +31,9 @@ type PodState struct {
 	ForceNewCluster bool
 	// Tuned lists the auto-tuned options the pod was built with (resources.TunedAnnotation).
 	Tuned string
+	// StaleQuota: the pod runs with another database quota than the recorded one (a derived quota
+	// raised after the volumes grew); it is rolled like a changed configuration.
+	StaleQuota bool
 }
 
 // PVCState is what Kubernetes shows of a member's PVC.
@@ -39,8 +42,11 @@ type PVCState struct {
 	Deleting bool
 	// Requested is the size the claim asks for; Capacity, the size its volume has (0 until bound).
 	Requested, Capacity int64
-	// ResizePending: the volume has grown but its file system grows only when the pod restarts.
-	ResizePending bool
+	// ResizePending: the volume has grown but its file system has not yet (FileSystemResizePending),
+	// since ResizePendingSince (zero: unknown). A driver with online expansion has the kubelet grow it
+	// while the pod runs; others only when the pod restarts.
+	ResizePending      bool
+	ResizePendingSince time.Time
 }
 
 // EtcdMember is one entry of etcd's member list, joined with that member's own status.

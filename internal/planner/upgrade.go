@@ -156,7 +156,7 @@ func decideReconfigure(in Input, e *Etcd) (Action, bool) {
 				Message: fmt.Sprintf("the pod of %s was made by an earlier operator version; adopting it without a restart", m.Name)}, true
 		}
 	}
-	stale := func(m EtcdMember) bool { return in.Pods[m.Name].ConfigHash != in.ConfigHash }
+	stale := func(m EtcdMember) bool { p := in.Pods[m.Name]; return p.ConfigHash != in.ConfigHash || p.StaleQuota }
 	n := 0
 	for _, m := range e.Members {
 		if stale(m) {

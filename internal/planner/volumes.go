@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
@@ -18,8 +19,14 @@ type Volumes struct {
 	Quota, GrownQuota int64
 }
 
+// OnlineResizeGrace is how long a file system may wait to grow (FileSystemResizePending) before its
+// member is restarted for it. The kubelet grows the file system of a mounted volume whose driver can
+// expand online on its next sync of the pod (every minute, plus jitter); the claim does not say
+// whether the driver can, so only a wait longer than that tells that it cannot.
+const OnlineResizeGrace = 3 * time.Minute
+
 // decideVolumes grows member volumes to spec.storage.size, one claim per pass; restarts, one at a
-// time, members whose file system waits for a restart to grow (drivers without online expansion);
+// time, members whose file system has waited OnlineResizeGrace to grow (drivers without online expansion);
 // and once every volume has its new capacity, raises a derived database quota to match (the
 // members are then rolled with the new quota by decideReconfigure). A StorageClass that cannot grow
 // volumes stops nothing else: the claims are left as they are and the refusal is reported.
@@ -47,10 +54,18 @@ func decideVolumes(in Input, e *Etcd) (Action, bool) {
 		return Action{Kind: ExpandVolume, Members: small[:1], Reason: reason.ExpandingVolumes,
 			Message: fmt.Sprintf("growing the volume of %s to spec.storage.size (%d of %d volumes still smaller)", small[0], len(small), len(in.Known))}, true
 	}
-	resizePending := func(m EtcdMember) bool { return in.PVCs[m.Name].ResizePending }
+	resizePending := func(m EtcdMember) bool {
+		p := in.PVCs[m.Name]
+		return p.ResizePending && (p.ResizePendingSince.IsZero() || in.Now.Sub(p.ResizePendingSince) >= OnlineResizeGrace)
+	}
 	for _, m := range e.Members {
 		if resizePending(m) {
 			return rollNext(e, resizePending, podVersion(in), reason.ExpandingVolumes, "volumes grown; their file systems grow when the members restart"), true
+		}
+	}
+	for _, k := range in.Known {
+		if p := in.PVCs[k.Name]; p.ResizePending && !p.Deleting {
+			return Action{}, false // the kubelet may still grow it online; the restart above waits for the grace
 		}
 	}
 	if len(waiting) > 0 {

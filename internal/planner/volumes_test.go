@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const gib = 1 << 30
@@ -65,6 +66,28 @@ func TestVolumeDecisions(t *testing.T) {
 				in.PVCs["c-2"] = PVCState{Exists: true, Requested: 2 * gib, Capacity: 2 * gib, ResizePending: true}
 			}),
 			kind: RollMember, members: []string{"c-2"}},
+		{name: "a file system waiting for less than the grace: the kubelet may grow it online, nothing is restarted",
+			in: volumes(func(in *Input) {
+				grown(in, "c-0", "c-1", "c-2")
+				in.PVCs["c-2"] = PVCState{Exists: true, Requested: 2 * gib, Capacity: gib, ResizePending: true,
+					ResizePendingSince: in.Now.Add(-OnlineResizeGrace + time.Second)}
+			}),
+			kind: None},
+		{name: "nor is the quota raised while one still waits, even at its new capacity",
+			in: volumes(func(in *Input) {
+				grown(in, "c-0", "c-1", "c-2")
+				in.PVCs["c-1"] = PVCState{Exists: true, Requested: 2 * gib, Capacity: 2 * gib, ResizePending: true, ResizePendingSince: in.Now}
+			}),
+			kind: None},
+		{name: "a file system still waiting after the grace: its member is restarted",
+			in: volumes(func(in *Input) {
+				grown(in, "c-0", "c-1", "c-2")
+				in.PVCs["c-1"] = PVCState{Exists: true, Requested: 2 * gib, Capacity: gib, ResizePending: true,
+					ResizePendingSince: in.Now.Add(-OnlineResizeGrace)}
+				in.PVCs["c-2"] = PVCState{Exists: true, Requested: 2 * gib, Capacity: gib, ResizePending: true,
+					ResizePendingSince: in.Now.Add(-time.Minute)}
+			}),
+			kind: RollMember, members: []string{"c-1"}},
 		{name: "then the leader, after leadership moved away",
 			in: volumes(func(in *Input) {
 				grown(in, "c-0", "c-1", "c-2")
@@ -80,6 +103,17 @@ func TestVolumeDecisions(t *testing.T) {
 		{name: "all grown, quota already raised: nothing to do",
 			in:   volumes(func(in *Input) { grown(in, "c-0", "c-1", "c-2"); in.Volumes.Quota = 800 * mb }),
 			kind: None},
+		{name: "quota raised: members still running the old one are rolled with it, a follower first",
+			in: volumes(func(in *Input) {
+				grown(in, "c-0", "c-1", "c-2")
+				in.Volumes.Quota = 800 * mb
+				in.ConfigHash = "h"
+				for n, p := range in.Pods {
+					p.ConfigHash, p.StaleQuota = "h", n != "c-1"
+					in.Pods[n] = p
+				}
+			}),
+			kind: RollMember, members: []string{"c-2"}, says: "1/3 members run the current pod configuration"},
 		{name: "in-memory members have no volume to grow",
 			in:   volumes(func(in *Input) { in.Volumes = Volumes{} }),
 			kind: None},

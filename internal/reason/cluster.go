@@ -111,7 +111,7 @@ const (
 	// MemberSlow: a member's WAL fsync or backend commit p99 stayed far above its peers' (spec.maintenance.slowMemberReplacement); with policy Replace it is replaced after the policy's delay, one member at a time, never below quorum.
 	// Do: look at the member's node and disk (kubectl etcd status NAME shows which member); cordon the node if it is at fault, so that the replacement lands elsewhere.
 	MemberSlow Reason = "MemberSlow"
-	// ExpandingVolumes: spec.storage.size grew; member claims are grown one at a time, members whose file system grows only at restart are restarted one at a time, then a derived quota grows with the volumes.
+	// ExpandingVolumes: spec.storage.size grew; member claims are grown one at a time, the kubelet grows their file systems while the members run (drivers with online expansion), members whose file system still waits after 3 minutes are restarted one at a time, then a derived quota grows with the volumes.
 	// Do: nothing; if the message keeps saying it waits for the storage driver, check the claims' events (kubectl describe pvc).
 	ExpandingVolumes Reason = "ExpandingVolumes"
 	// VolumeExpansionUnsupported: spec.storage.size asks for more than the volumes have, and their StorageClass cannot grow them (no allowVolumeExpansion, missing, or unreadable); no claim is touched.

@@ -180,8 +180,8 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 		// A learner must be caught up before it may vote; etcd enforces it on promotion.
 		"--strict-reconfig-check=true",
 	}
-	if q := Quota(c); q != DefaultQuota {
-		args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", q))
+	if q := QuotaArg(c); q != "" {
+		args = append(args, q)
 	}
 	if in.ForceNewCluster {
 		args = append(args, ForceNewClusterFlag)
@@ -344,6 +344,33 @@ func MemberProbes() (startup, liveness, readiness *corev1.Probe) {
 //
 // Revisions: 2 — peer port accepts only the peer certificate's CN; TLS 1.2+ with AEAD suites only.
 const PodRevision = 2
+
+// QuotaArg is the etcd flag that sets c's database quota; "" for etcd's default.
+func QuotaArg(c *v1.EtcdCluster) string {
+	if q := Quota(c); q != DefaultQuota {
+		return fmt.Sprintf("--quota-backend-bytes=%d", q)
+	}
+	return ""
+}
+
+// RunsQuota says whether pod's etcd runs with the database quota c asks for now. The recorded quota
+// (status) is not in ConfigHash: a raised derived quota reaches the members through this check, so
+// pods made before it was recorded are not all rolled by a new hash.
+func RunsQuota(pod *corev1.Pod, c *v1.EtcdCluster) bool {
+	want := QuotaArg(c)
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name != naming.EtcdContainer {
+			continue
+		}
+		for _, a := range ctr.Args {
+			if strings.HasPrefix(a, "--quota-backend-bytes=") {
+				return a == want
+			}
+		}
+		return want == ""
+	}
+	return true
+}
 
 // ConfigHash identifies what a member pod is built from, apart from its identity and version (the
 // upgrade logic handles versions): the user's pod-affecting spec with the tuned etcd options

@@ -239,6 +239,19 @@ func TestQuota(t *testing.T) {
 	if pod := MemberPod(c, MemberPodInput{Member: "demo-0"}); arg(pod, "--quota-backend-bytes") != "524288000" {
 		t.Errorf("the user's quota: flag %q", arg(pod, "--quota-backend-bytes"))
 	}
+
+	// RunsQuota: a pod made before the recorded quota was raised runs the old one, and is rolled for it.
+	c = sample()
+	c.Status.QuotaBackendBytes = 300 << 20
+	pod := MemberPod(c, MemberPodInput{Member: "demo-0"})
+	legacy := MemberPod(sample(), MemberPodInput{Member: "demo-0"})
+	if !RunsQuota(pod, c) || RunsQuota(legacy, c) || !RunsQuota(legacy, sample()) {
+		t.Error("RunsQuota does not tell the recorded quota from none")
+	}
+	c.Status.QuotaBackendBytes = 600 << 20
+	if RunsQuota(pod, c) {
+		t.Error("a pod made with the old recorded quota is said to run the raised one")
+	}
 }
 
 // User-provided certificates: members mount the user's Secrets (the whole Secret, so the kubelet

@@ -5,7 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,21 +22,58 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
-// claimSizes maps each member claim of c to the size it asks for.
-func claimSizes(c *v1.EtcdCluster) (map[string]string, error) {
+// expandableClass is the local cluster's StorageClass whose CSI driver grows volumes online
+// (hack/cluster/up.sh, hack/tools/csi).
+const expandableClass = "csi-hostpath-expandable"
+
+// claims lists the member claims of c.
+func claims(c *v1.EtcdCluster) ([]corev1.PersistentVolumeClaim, error) {
 	pvcs := &corev1.PersistentVolumeClaimList{}
 	if err := env.K8s.List(context.Background(), pvcs, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
 		return nil, err
 	}
+	return pvcs.Items, nil
+}
+
+// claimSizes maps each member claim of c to the size it asks for.
+func claimSizes(c *v1.EtcdCluster) (map[string]string, error) {
+	items, err := claims(c)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]string{}
-	for _, p := range pvcs.Items {
+	for _, p := range items {
 		q := p.Spec.Resources.Requests[corev1.ResourceStorage]
 		out[p.Name] = q.String()
 	}
 	return out, nil
+}
+
+// grownOnline says why not every member claim of c has reached size with its file system grown.
+func grownOnline(c *v1.EtcdCluster, size resource.Quantity) error {
+	items, err := claims(c)
+	if err != nil {
+		return err
+	}
+	if len(items) != int(c.Spec.Replicas) {
+		return fmt.Errorf("%d claims, want %d", len(items), c.Spec.Replicas)
+	}
+	for _, p := range items {
+		req, capacity := p.Spec.Resources.Requests[corev1.ResourceStorage], p.Status.Capacity[corev1.ResourceStorage]
+		if req.Cmp(size) != 0 || capacity.Cmp(size) != 0 {
+			return fmt.Errorf("claim %s asks for %s and has %s", p.Name, req.String(), capacity.String())
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PersistentVolumeClaimFileSystemResizePending || cond.Type == corev1.PersistentVolumeClaimResizing {
+				return fmt.Errorf("claim %s still has %s=%s", p.Name, cond.Type, cond.Status)
+			}
+		}
+	}
+	return nil
 }
 
 func growTo(t *testing.T, c *v1.EtcdCluster, size string) {
@@ -44,23 +84,23 @@ func growTo(t *testing.T, c *v1.EtcdCluster, size string) {
 	}
 }
 
-// Issue 14 item 4 on the local cluster, whose provisioner (local-path) cannot grow a volume itself:
-//   - on its default class, which does not allow expansion, a larger spec.storage.size is refused
-//     with Degraded=VolumeExpansionUnsupported and the next step; no claim is touched;
-//   - on a class of the same provisioner that allows expansion, every claim is grown, one per pass,
-//     under a writer: the cluster stays available, says it waits for the storage driver, loses nothing.
+// Issue 14 item 4 on the local cluster:
+//   - on local-path (the default class, which does not allow expansion) a larger spec.storage.size is
+//     refused with Degraded=VolumeExpansionUnsupported and the next step; no claim is touched;
+//   - on csi-hostpath-expandable, whose CSI driver grows mounted volumes (ONLINE expansion), every
+//     claim of a 3-member cluster under a writer is grown one per pass, the kubelet grows each file
+//     system while its member runs (no FileSystemResizePending left, no member restarted for it), the
+//     derived database quota is then raised and rolled into the members one at a time, Progressing
+//     says ExpandingVolumes while this goes on and something else after, and no acknowledged write is lost.
 func TestVolumeGrowth(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-volumes-")
 	env.StartOperator(t, ns, "")
-	yes, wait, del := true, storagev1.VolumeBindingWaitForFirstConsumer, corev1.PersistentVolumeReclaimDelete
-	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-expandable-"}, Provisioner: "rancher.io/local-path",
-		AllowVolumeExpansion: &yes, VolumeBindingMode: &wait, ReclaimPolicy: &del}
-	if err := env.K8s.Create(ctx, class); err != nil {
-		t.Fatal(err)
+	sc := &storagev1.StorageClass{}
+	if err := env.K8s.Get(ctx, client.ObjectKey{Name: expandableClass}, sc); err != nil {
+		t.Fatalf("StorageClass %s (hack/cluster/up.sh makes it): %v", expandableClass, err)
 	}
-	t.Cleanup(func() { _ = env.K8s.Delete(context.Background(), class) })
 
 	fixed := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "fixed", Namespace: ns}}
 	fixed.Spec.Replicas = 1
@@ -68,7 +108,8 @@ func TestVolumeGrowth(t *testing.T) {
 	if err := env.K8s.Create(ctx, fixed); err != nil {
 		t.Fatal(err)
 	}
-	c := createWith(t, ns, func(c *v1.EtcdCluster) { c.Spec.Storage.StorageClassName = &class.Name })
+	class := expandableClass
+	c := createWith(t, ns, func(c *v1.EtcdCluster) { c.Spec.Storage.StorageClassName = &class })
 	env.WaitConverged(t, fixed, 1, convergeTimeout)
 
 	growTo(t, fixed, "512Mi")
@@ -83,36 +124,108 @@ func TestVolumeGrowth(t *testing.T) {
 		t.Fatalf("claims %v (%v), want fixed-0 untouched at 256Mi", sizes, err)
 	}
 
+	oldQuota := env.Get(t, c).Status.QuotaBackendBytes
+	size := resource.MustParse("512Mi")
+	newQuota := resources.DerivedQuota(size.Value())
+	if oldQuota == 0 || oldQuota >= newQuota {
+		t.Fatalf("recorded quota %d, want one below %d", oldQuota, newQuota)
+	}
+	pods := env.MemberPodUIDs(t, c)
+
+	// Sampled throughout: the Progressing reasons shown, and the fewest ready members.
+	var mu sync.Mutex
+	reasons, minReady := map[string]bool{}, int32(3)
+	sample := framework.Every(250*time.Millisecond, func() {
+		got := &v1.EtcdCluster{}
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if p := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionProgressing); p != nil && p.Status == metav1.ConditionTrue {
+			reasons[p.Reason+": "+p.Message] = true
+		}
+		minReady = min(minReady, got.Status.ReadyReplicas)
+	})
+	defer sample()
+
 	cl := env.EtcdClient(t, c)
 	stop := framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })
 	w := framework.StartWriter(cl, "/grow/")
 	start := time.Now()
-	growTo(t, c, "512Mi")
-	framework.WaitFor(t, "every claim asks for 512Mi", 2*time.Minute, func() error {
-		sizes, err := claimSizes(c)
-		if err != nil {
+	growTo(t, c, size.String())
+	framework.WaitFor(t, "every claim grown to 512Mi, its file system too", 3*time.Minute, func() error {
+		if err := grownOnline(c, size); err != nil {
 			return err
 		}
-		for name, size := range sizes {
-			if size != "512Mi" {
-				return fmt.Errorf("claim %s asks for %s (%v)", name, size, sizes)
-			}
+		// The quota is raised only after every volume has grown, and members are rolled for it only
+		// after that, so a pod replaced while the old quota is still recorded (read after the pods) was
+		// a restart for the volumes: the expansion would not have been online.
+		if now := env.MemberPodUIDs(t, c); !maps.Equal(now, pods) && env.Get(t, c).Status.QuotaBackendBytes == oldQuota {
+			t.Fatalf("member pods replaced while the volumes grew (%v -> %v): the expansion was not online", pods, now)
 		}
 		return nil
 	})
 	grown := time.Since(start)
-	framework.WaitFor(t, "the cluster says it waits for the storage driver", time.Minute, func() error {
-		got := env.Get(t, c)
-		p := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionProgressing)
-		if p == nil || p.Reason != "ExpandingVolumes" || !strings.Contains(p.Message, "waiting for the storage driver") {
-			return fmt.Errorf("Progressing = %+v", p)
+
+	framework.WaitFor(t, "the derived quota raised in status and in every member", 3*time.Minute, func() error {
+		if q := env.Get(t, c).Status.QuotaBackendBytes; q != newQuota {
+			return fmt.Errorf("status quota %d, want %d", q, newQuota)
 		}
-		if !meta.IsStatusConditionTrue(got.Status.Conditions, v1.ConditionAvailable) || got.Status.ReadyReplicas != 3 {
-			return fmt.Errorf("not available with 3 ready members: %d ready", got.Status.ReadyReplicas)
+		if err := env.Converged(c, 3); err != nil {
+			return err
+		}
+		podList := &corev1.PodList{}
+		if err := env.K8s.List(ctx, podList, client.InNamespace(ns), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+			return err
+		}
+		flag := fmt.Sprintf("--quota-backend-bytes=%d", newQuota)
+		for _, p := range podList.Items {
+			if !slices.ContainsFunc(p.Spec.Containers, func(ctr corev1.Container) bool { return slices.Contains(ctr.Args, flag) }) {
+				return fmt.Errorf("pod %s runs without %s", p.Name, flag)
+			}
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			st, err := cl.Status(sctx, naming.EndpointForIP(p.Status.PodIP, true))
+			cancel()
+			if err != nil {
+				return fmt.Errorf("status of %s: %w", p.Name, err)
+			}
+			if st.DbSizeQuota != newQuota {
+				return fmt.Errorf("member %s runs with a quota of %d, want %d", p.Name, st.DbSizeQuota, newQuota)
+			}
 		}
 		return nil
 	})
+	framework.WaitFor(t, "Progressing no longer ExpandingVolumes", time.Minute, func() error {
+		if p := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionProgressing); p != nil && p.Reason == "ExpandingVolumes" {
+			return fmt.Errorf("Progressing = %+v", p)
+		}
+		return nil
+	})
+	if err := grownOnline(c, size); err != nil {
+		t.Fatalf("after the quota roll: %v", err)
+	}
+	sample()
 	acked, failed := env.StopWriter(t, w, stop, cl, c)
-	t.Logf("3 claims grown in %s; writer %d acknowledged, %d failed attempts (retried)", grown.Round(time.Second), len(acked), failed)
+
+	mu.Lock()
+	defer mu.Unlock()
+	var expanding []string
+	for r := range reasons {
+		if strings.HasPrefix(r, "ExpandingVolumes: ") {
+			expanding = append(expanding, r)
+		}
+		if strings.Contains(r, "grow when the members restart") {
+			t.Errorf("members restarted for their file systems (%q): the driver grows them online", r)
+		}
+	}
+	if len(expanding) == 0 {
+		t.Errorf("Progressing never said ExpandingVolumes; seen: %v", slices.Collect(maps.Keys(reasons)))
+	}
+	if minReady < 2 {
+		t.Errorf("as few as %d ready members during the growth and the quota roll, want one member down at most", minReady)
+	}
+	t.Logf("3 claims grown online in %s; quota %d -> %d rolled; Progressing: %v; writer %d acknowledged, %d failed attempts (retried)",
+		grown.Round(time.Second), oldQuota, newQuota, expanding, len(acked), failed)
 	framework.CheckKeys(t, cl, "/grow/", acked)
 }

@@ -34,6 +34,9 @@ type PodState struct {
 	// StaleQuota: the pod runs with another database quota than the recorded one (a derived quota
 	// raised after the volumes grew); it is rolled like a changed configuration.
 	StaleQuota bool
+	// NotReady: the pod exists but Kubernetes does not count it Ready, so the client Service does not
+	// route to it (its readiness probe lags etcd's own health by up to a probe period).
+	NotReady bool
 }
 
 // PVCState is what Kubernetes shows of a member's PVC.

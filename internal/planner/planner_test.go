@@ -341,6 +341,20 @@ func TestUpgradeDecisions(t *testing.T) {
 			kind: RollMember, members: []string{"c-1"}, version: "3.6.16", message: "0/3 members at 3.6.16, stepping 3.5.35 → 3.6.16"},
 		{name: "next follower once the first is back", in: with(base, func(in *Input) { in.TargetVersion = "3.6.16"; runs(in, "c-1") }),
 			kind: RollMember, members: []string{"c-2"}, message: "1/3 members at 3.6.16"},
+		{name: "not before the restarted member's pod is Ready again", in: with(base, func(in *Input) {
+			in.TargetVersion = "3.6.16"
+			runs(in, "c-1")
+			p := in.Pods["c-1"]
+			p.NotReady = true
+			in.Pods["c-1"] = p
+		}), kind: Wait, message: "1/3 members at 3.6.16, stepping 3.5.35 → 3.6.16; waiting for c-1's pod to be Ready"},
+		{name: "a member still to restart that is not Ready does not hold the roll", in: with(base, func(in *Input) {
+			in.TargetVersion = "3.6.16"
+			runs(in, "c-1")
+			p := in.Pods["c-2"]
+			p.NotReady = true
+			in.Pods["c-2"] = p
+		}), kind: RollMember, members: []string{"c-2"}},
 		{name: "leader last, after moving leadership to an upgraded member", in: with(base, func(in *Input) {
 			in.TargetVersion = "3.6.16"
 			runs(in, "c-1")

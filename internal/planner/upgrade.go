@@ -105,12 +105,15 @@ func decideUpgrade(in Input, e *Etcd) (Action, bool) {
 		// Every pod runs the step; the reported versions follow once the members answer again.
 		return Action{Kind: Wait, Reason: reason.Upgrading, Message: progress}, true
 	}
-	return rollNext(e, func(m EtcdMember) bool { return runningVersion(in, m) != step }, step, reason.Upgrading, progress), true
+	return rollNext(in.Pods, e, func(m EtcdMember) bool { return runningVersion(in, m) != step }, step, reason.Upgrading, progress), true
 }
 
 // rollNext restarts the next member that needs it: followers first, the leader last once it handed
-// leadership to a member that no longer needs a restart; only when every member is caught up.
-func rollNext(e *Etcd, needsRestart func(EtcdMember) bool, version string, because reason.Reason, progress string) Action {
+// leadership to a member that no longer needs a restart; only when every member is caught up and
+// every member already restarted is Ready again. etcd calls a restarted member healthy a few seconds
+// before its pod's readiness probe passes; restarting the next one in between would leave the client
+// Service with two members fewer for that moment.
+func rollNext(pods map[string]PodState, e *Etcd, needsRestart func(EtcdMember) bool, version string, because reason.Reason, progress string) Action {
 	var pending []EtcdMember
 	var leader *EtcdMember
 	for i, m := range e.Members {
@@ -125,6 +128,11 @@ func rollNext(e *Etcd, needsRestart func(EtcdMember) bool, version string, becau
 	}
 	if lag := catchUpLag(e); lag > maxCatchUpLag {
 		return Action{Kind: Wait, Reason: because, Message: fmt.Sprintf("%s; waiting for members to catch up (lag %d entries)", progress, lag)}
+	}
+	for _, m := range e.Members {
+		if !needsRestart(m) && pods[m.Name].NotReady {
+			return Action{Kind: Wait, Reason: because, Message: fmt.Sprintf("%s; waiting for %s's pod to be Ready", progress, m.Name)}
+		}
 	}
 	if len(pending) > 0 {
 		m := pending[0]
@@ -174,7 +182,7 @@ func decideReconfigure(in Input, e *Etcd) (Action, bool) {
 			break
 		}
 	}
-	return rollNext(e, stale, podVersion(in), because, progress), true
+	return rollNext(in.Pods, e, stale, podVersion(in), because, progress), true
 }
 
 // prepareStep holds the first restart of a step until etcd can take it:

@@ -114,14 +114,8 @@ func bareRun(t *testing.T, image string, n int, add func(string, time.Duration))
 		// and it is recreated as soon as its name is free, exactly as a StatefulSet would do.
 		waitQuiet(t)
 		name := victim(t, p, role)
-		pod := &corev1.Pod{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-			t.Fatal(err)
-		}
-		t0 = time.Now()
-		if err := k8s.Delete(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
+		var pod *corev1.Pod
+		pod, t0 = deletePod(t, ns, name)
 		waitFor(t, name+" gone", timeout, func() (bool, error) {
 			err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
@@ -129,6 +123,20 @@ func bareRun(t *testing.T, image string, n int, add func(string, time.Duration))
 		b.recreate(t, name, image)
 		add("bare_recovery_"+role, waitFor(t, name+" serving again", timeout, servingN(p, n)).Sub(t0))
 	}
+}
+
+// deletePod deletes pod ns/name and returns it as it was, with the time of the deletion.
+func deletePod(t *testing.T, ns, name string) (*corev1.Pod, time.Time) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := k8s.Delete(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod, t0
 }
 
 func servingN(p *prober, n int) func() (bool, error) {
@@ -171,14 +179,8 @@ func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, add func(s
 	for _, role := range roles {
 		waitQuiet(t)
 		name := victim(t, p, role)
-		pod := &corev1.Pod{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-			t.Fatal(err)
-		}
-		t0 = time.Now()
-		if err := k8s.Delete(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
+		var pod *corev1.Pod
+		pod, t0 = deletePod(t, ns, name)
 		add("recovery_pod_deleted_"+role, waitFor(t, name+" back", timeout, func() (bool, error) {
 			back := &corev1.Pod{}
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), back); err != nil || back.UID == pod.UID {

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -54,22 +56,7 @@ func TestBenchOperatorCost(t *testing.T) {
 		}
 		clusters = append(clusters, c)
 	}
-	defer func() {
-		for _, c := range clusters {
-			_ = k8s.Delete(ctx, c)
-		}
-		waitFor(t, "EtcdClusters deleted", 2*time.Minute, func() (bool, error) {
-			list := &v1.EtcdClusterList{}
-			err := k8s.List(ctx, list)
-			n := 0
-			for _, c := range list.Items {
-				if c.Namespace == ns {
-					n++
-				}
-			}
-			return n == 0, err
-		})
-	}()
+	defer deleteClusters(t, ns, clusters, 2*time.Minute)
 	for _, c := range clusters {
 		waitFor(t, c.Name+" converged", 2*timeout, func() (bool, error) { return converged(c, 1) })
 	}
@@ -123,6 +110,21 @@ func TestBenchOperatorCost(t *testing.T) {
 		fmt.Sprintf("the operator process's user+system CPU (/proc/<pid>/stat) over %s with %d converged, idle 1-member EtcdClusters, divided by the cluster count; a count", costWindow, costClusters), &milli)
 	writeCount("operator_rss_mib_10_clusters", rss, "MiB", fmt.Sprintf("the operator process's resident memory (VmRSS) after both windows with %d EtcdClusters; a count", costClusters), nil)
 	writeMarkdown(t, resultsDir())
+}
+
+// deleteClusters deletes the EtcdClusters (while their operator still runs, or their finalizers would
+// hold the namespace) and waits until none is left in ns.
+func deleteClusters(t *testing.T, ns string, clusters []*v1.EtcdCluster, within time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range clusters {
+		_ = k8s.Delete(ctx, c)
+	}
+	waitFor(t, "EtcdClusters deleted", within, func() (bool, error) {
+		list := &v1.EtcdClusterList{}
+		err := k8s.List(ctx, list, client.InNamespace(ns))
+		return err == nil && len(list.Items) == 0, err
+	})
 }
 
 // apiWrites is the operator's count of mutating API requests so far, from its metrics endpoint.

@@ -73,22 +73,7 @@ func TestBenchScale(t *testing.T) {
 	waitQuiet(t)
 
 	var clusters []*v1.EtcdCluster
-	defer func() {
-		for _, c := range clusters {
-			_ = k8s.Delete(ctx, c)
-		}
-		waitFor(t, "EtcdClusters deleted", 10*time.Minute, func() (bool, error) {
-			list := &v1.EtcdClusterList{}
-			err := k8s.List(ctx, list)
-			n := 0
-			for _, c := range list.Items {
-				if c.Namespace == ns {
-					n++
-				}
-			}
-			return n == 0, err
-		})
-	}()
+	defer func() { deleteClusters(t, ns, clusters, 10*time.Minute) }()
 	var results []scaleStep
 	for _, n := range steps {
 		s := scaleStep{n: n}

@@ -110,9 +110,14 @@ func TestFullDatabaseClearedAndFragmentationDefragmented(t *testing.T) {
 		return nil
 	})
 	keys, failed := w.Finish()
-	if failed > 0 {
-		t.Fatalf("%d writes failed while members were defragmented", failed)
+	// Before the leader is defragmented, leadership moves to a defragmented follower. etcd's raft drops
+	// proposals while a transfer is under way, so one put in flight then may fail; the writer retries it
+	// under the same key until it is acknowledged (CheckKeys below: nothing lost). Defragmentation
+	// itself must fail nothing, and there is one transfer.
+	if failed > 1 {
+		t.Fatalf("%d write attempts failed while members were defragmented (one leadership transfer)", failed)
 	}
+	t.Logf("%d acknowledged writes during defragmentation, %d failed attempts (retried)", len(keys), failed)
 	framework.CheckKeys(t, cl, "/during-defrag/", keys)
 	assertEvent(t, ns, "Defragmenting", "defragmenting")
 }

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -54,18 +53,7 @@ func TestOperatorUpgradeAdoptsWithoutRestarts(t *testing.T) {
 	}
 	ns := env.NewNamespace(t, "e2e-")
 	old := env.StartOperatorBinary(t, oldBin, ns)
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
-	c.Spec.Replicas, c.Spec.Version = 3, "3.6.16"
-	c.Spec.Storage.Size = resource.MustParse("256Mi")
-	// As the previous release's CRD stored it: that CRD filled in these defaults, which the previous
-	// operator needs (this tree's CRD leaves them unset for auto-tuning; the new operator keeps values
-	// so filled in as the user's, which is what lets it adopt without restarts).
-	c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = v1.DefaultHeartbeatIntervalMillis, v1.DefaultElectionTimeoutMillis
-	c.Spec.Etcd.SnapshotCount = v1.DefaultSnapshotCount
-	c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention = v1.CompactionPeriodic, v1.DefaultPeriodicRetention
-	if err := env.K8s.Create(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
+	c := env.CreateClusterForPreviousRelease(t, ns, 3, "3.6.16")
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	cl := env.EtcdClient(t, c)
 	keys := framework.PutKeys(t, cl, "/adopt/", 1000)

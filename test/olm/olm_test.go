@@ -482,7 +482,7 @@ func testUpgrade(t *testing.T) {
 	waitCSV(t, ns, previousCSV)
 	oldImage := operatorImage(t, ns)
 
-	c := newCluster(t, ns, 3)
+	c := env.CreateClusterForPreviousRelease(t, ns, 3, "3.6.16")
 	env.WaitConverged(t, c, 3, clusterTimeout)
 	uids := env.MemberPodUIDs(t, c)
 	cl := env.EtcdClient(t, c)

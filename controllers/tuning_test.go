@@ -164,8 +164,8 @@ func TestTunableOptionsLeftUnsetRunTheDefaults(t *testing.T) {
 	if stored.Spec.Maintenance.AutoTuning != "Enabled" {
 		t.Errorf("spec.maintenance.autoTuning = %q, want the default Enabled", stored.Spec.Maintenance.AutoTuning)
 	}
-	if o := stored.Spec.Etcd; o.HeartbeatIntervalMillis != 0 || o.ElectionTimeoutMillis != 0 || o.AutoCompactionRetention != "" {
-		t.Errorf("the API server filled options the user left unset: %+v; auto-tuning could not tell them from the user's", o)
+	if o := stored.Spec.Etcd; o.HeartbeatIntervalMillis != 100 || o.ElectionTimeoutMillis != 1000 || o.AutoCompactionRetention != "1h" {
+		t.Errorf("the API server did not fill in the defaults an operator of the previous release reads: %+v", o)
 	}
 	eventually(t, "member pods with the defaults and the user's snapshot count", func() error {
 		pods := &corev1.PodList{}

@@ -261,8 +261,11 @@ type TLSSecrets struct {
 }
 
 // EtcdOptions are typed etcd server flags.
-// +kubebuilder:validation:XValidation:rule="(has(self.electionTimeoutMillis) ? self.electionTimeoutMillis : 1000) >= 5 * (has(self.heartbeatIntervalMillis) ? self.heartbeatIntervalMillis : 100)",message="etcd.electionTimeoutMillis must be at least 5 times etcd.heartbeatIntervalMillis, or elections flap"
-// +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || (has(self.autoCompactionMode) && self.autoCompactionMode == 'revision' ? self.autoCompactionRetention.matches('^[0-9]{1,10}$') : true)",message="with etcd.autoCompactionMode revision, etcd.autoCompactionRetention is the number of revisions to keep, a non-negative integer such as \"10000\""
+// The CRD fills in the tunable options' defaults (operators that predate auto-tuning read them);
+// a value equal to its default counts as unset, so the operator adjusts it to the other one:
+// the election rule binds only two values the user chose.
+// +kubebuilder:validation:XValidation:rule="!has(self.electionTimeoutMillis) || !has(self.heartbeatIntervalMillis) || self.electionTimeoutMillis == 1000 || self.heartbeatIntervalMillis == 100 || self.electionTimeoutMillis >= 5 * self.heartbeatIntervalMillis",message="etcd.electionTimeoutMillis must be at least 5 times etcd.heartbeatIntervalMillis, or elections flap"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || (has(self.autoCompactionMode) && self.autoCompactionMode == 'revision' ? (self.autoCompactionRetention == '1h' || self.autoCompactionRetention.matches('^[0-9]{1,10}$')) : true)",message="with etcd.autoCompactionMode revision, etcd.autoCompactionRetention is the number of revisions to keep, a non-negative integer such as \"10000\" (the default, 1h, means 10000)"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || (has(self.autoCompactionMode) && self.autoCompactionMode == 'revision' ? true : self.autoCompactionRetention == '0' || self.autoCompactionRetention.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self.autoCompactionRetention) <= duration('8760h'))",message="with etcd.autoCompactionMode periodic, etcd.autoCompactionRetention is a duration from 0 (off) to 8760h, written like 1h, 30m or 1h30m"
 type EtcdOptions struct {
 	// QuotaBackendBytes is the database size limit; 0 means 2 GiB, etcd's default.
@@ -275,6 +278,7 @@ type EtcdOptions struct {
 	// Unset: periodic.
 	// +kubebuilder:validation:Enum=periodic;revision
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Auto-compaction mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:select:periodic","urn:alm:descriptor:com.tectonic.ui:select:revision"}
+	// +kubebuilder:default=periodic
 	// +optional
 	AutoCompactionMode string `json:"autoCompactionMode,omitempty"`
 	// AutoCompactionRetention, e.g. "1h" for periodic or "10000" for revision. Unset: 1h (periodic)
@@ -283,6 +287,7 @@ type EtcdOptions struct {
 	// million revisions (status.tuning shows the value and why).
 	// +kubebuilder:validation:MaxLength=32
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Auto-compaction retention",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:text"}
+	// +kubebuilder:default="1h"
 	// +optional
 	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
 	// SnapshotCount is the number of committed transactions that triggers a raft snapshot.
@@ -292,6 +297,7 @@ type EtcdOptions struct {
 	// catches up from the leader's log instead of receiving a whole database snapshot.
 	// +kubebuilder:validation:Minimum=1000
 	// +kubebuilder:validation:Maximum=10000000
+	// +kubebuilder:default=10000
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Snapshot count",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	SnapshotCount int64 `json:"snapshotCount,omitempty"`
@@ -300,6 +306,7 @@ type EtcdOptions struct {
 	// the members measure (etcd's tuning guidance).
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=5000
+	// +kubebuilder:default=100
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Heartbeat interval (ms)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	HeartbeatIntervalMillis int32 `json:"heartbeatIntervalMillis,omitempty"`
@@ -307,6 +314,7 @@ type EtcdOptions struct {
 	// election. Unset: 1000; when the operator tunes the heartbeat, ten heartbeats (1000 to 50000).
 	// +kubebuilder:validation:Minimum=50
 	// +kubebuilder:validation:Maximum=50000
+	// +kubebuilder:default=1000
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Election timeout (ms)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:number"}
 	ElectionTimeoutMillis int32 `json:"electionTimeoutMillis,omitempty"`
@@ -431,8 +439,10 @@ type MaintenanceSpec struct {
 	// at least twice (heartbeat: 1.5 times) or half of it, at most once an hour, and only while every
 	// member is healthy; the members are then restarted one at a time, followers first, keeping
 	// quorum (reason Tuning). status.tuning shows every value, its source and the evidence. A value
-	// set in spec.etcd is never touched. Disabled: no further changes; values already tuned stay
-	// until you set them in spec.etcd.
+	// set in spec.etcd to other than its default is never touched (the CRD writes the defaults in
+	// for operators that predate auto-tuning, so a default value counts as unset; to pin one, disable
+	// auto-tuning). Disabled: no further changes; values already tuned stay until you set them in
+	// spec.etcd.
 	// +kubebuilder:validation:Enum=Enabled;Disabled
 	// +kubebuilder:default=Enabled
 	// +optional

@@ -158,11 +158,13 @@ func TestValidClusterGetsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := c.Spec
-	// The tunable etcd options stay unset: what the members run with is the operator's to choose
-	// (auto-tuning), and only a value the user wrote is the user's.
+	// The tunable etcd options get their defaults written in: an operator of the previous release,
+	// which reads them, may run beside this CRD (CRDs are cluster-wide; OLM installs the CRD before
+	// the new operator). This operator counts a default value as unset, open to auto-tuning.
+	defaults := v1.EtcdOptions{AutoCompactionMode: "periodic", AutoCompactionRetention: "1h", SnapshotCount: 10000, HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000}
 	if s.Version != "3.6.16" || s.Storage.Size.String() != "8Gi" || s.Storage.RetentionPolicy != v1.PVCRetentionDelete ||
 		s.TLS.Client != v1.TLSOperatorManaged || s.TLS.Peer != v1.TLSOperatorManaged ||
-		s.Etcd != (v1.EtcdOptions{}) || s.Maintenance.AutoTuning != "Enabled" || s.Maintenance.UpgradeTimeout != "3m" ||
+		s.Etcd != defaults || s.Maintenance.AutoTuning != "Enabled" || s.Maintenance.UpgradeTimeout != "3m" ||
 		s.NetworkPolicy.Enabled == nil || !*s.NetworkPolicy.Enabled {
 		t.Fatalf("defaults not applied: %+v", s)
 	}
@@ -372,7 +374,7 @@ func TestAdmissionRejectsWhatTheOperatorCannotHonour(t *testing.T) {
 		{"snapshotCount huge", obj("EtcdCluster", "snap-huge", clusterSpec(set("etcd.snapshotCount", int64(1)<<40))), "less than or equal to 10000000"},
 		{"revision retention as duration", obj("EtcdCluster", "rev-dur", clusterSpec(func(s map[string]any) {
 			set("etcd.autoCompactionMode", "revision")(s)
-			set("etcd.autoCompactionRetention", "1h")(s)
+			set("etcd.autoCompactionRetention", "2h")(s) // "1h" is the default the CRD writes in: it means 10000
 		})), "a non-negative integer such as"},
 		{"periodic retention as count", obj("EtcdCluster", "per-count", clusterSpec(set("etcd.autoCompactionRetention", "10000"))), "etcd.autoCompactionRetention is a duration from 0 (off) to 8760h"},
 		{"periodic retention negative", obj("EtcdCluster", "per-neg", clusterSpec(set("etcd.autoCompactionRetention", "-1h"))), "etcd.autoCompactionRetention is a duration"},
@@ -463,6 +465,8 @@ func TestAdmissionAcceptsEdgeCases(t *testing.T) {
 			set("storage.size", "10Gi")(s)
 			set("etcd.quotaBackendBytes", int64(8<<30))(s)
 		}))},
+		{"heartbeat alone above a fifth of the default election timeout (the operator raises the election timeout)", obj("EtcdCluster", "hb-alone", clusterSpec(set("etcd.heartbeatIntervalMillis", int64(300))))},
+		{"election timeout alone under five default heartbeats (the operator lowers the heartbeat)", obj("EtcdCluster", "el-alone", clusterSpec(set("etcd.electionTimeoutMillis", int64(300))))},
 		{"snapshotCount at its bound", obj("EtcdCluster", "snap-max", clusterSpec(set("etcd.snapshotCount", int64(10000000))))},
 		{"periodic compaction off", obj("EtcdCluster", "per-off", clusterSpec(set("etcd.autoCompactionRetention", "0")))},
 		{"periodic compaction 8760h", obj("EtcdCluster", "per-max", clusterSpec(set("etcd.autoCompactionRetention", "8760h")))},

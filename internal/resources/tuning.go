@@ -10,11 +10,13 @@ import (
 )
 
 // EtcdOptions are the etcd options members run with: each one set in spec.etcd, else the value the
-// operator tuned (status.tuning), else the default. For a cluster whose spec holds every option
-// (every cluster created before they could be left unset) this is spec.etcd itself, so ConfigHash,
-// built from it, does not change and upgrading the operator restarts nothing.
+// operator tuned (status.tuning), else the default. The CRD writes the defaults into every object
+// (operators that predate auto-tuning read them), so a value equal to its default counts as unset:
+// it is what auto-tuning may change. For a spec with no tuned values this is spec.etcd with the
+// defaults filled in, so ConfigHash, built from it, does not change and upgrading the operator
+// restarts nothing.
 func EtcdOptions(c *v1.EtcdCluster) v1.EtcdOptions {
-	o := c.Spec.Etcd
+	o := userOptions(c.Spec.Etcd)
 	tuned := TunedValues(c)
 	num := func(name string, def int64) int64 {
 		if n, err := strconv.ParseInt(tuned[name], 10, 64); err == nil && n > 0 {
@@ -70,9 +72,9 @@ func TunedValues(c *v1.EtcdCluster) map[string]string {
 	return out
 }
 
-// UserSet says whether spec.etcd sets the tunable option name.
+// UserSet says whether spec.etcd sets the tunable option name to something other than its default.
 func UserSet(c *v1.EtcdCluster, name string) bool {
-	o := c.Spec.Etcd
+	o := userOptions(c.Spec.Etcd)
 	switch name {
 	case v1.TunableHeartbeatInterval:
 		return o.HeartbeatIntervalMillis > 0
@@ -84,6 +86,29 @@ func UserSet(c *v1.EtcdCluster, name string) bool {
 		return o.AutoCompactionRetention != ""
 	}
 	return false
+}
+
+// userOptions is o with every tunable option that holds its default cleared. With revision
+// compaction the CRD's default retention ("1h", a duration) means the revision default.
+func userOptions(o v1.EtcdOptions) v1.EtcdOptions {
+	if o.HeartbeatIntervalMillis == v1.DefaultHeartbeatIntervalMillis {
+		o.HeartbeatIntervalMillis = 0
+	}
+	if o.ElectionTimeoutMillis == v1.DefaultElectionTimeoutMillis {
+		o.ElectionTimeoutMillis = 0
+	}
+	if o.SnapshotCount == v1.DefaultSnapshotCount {
+		o.SnapshotCount = 0
+	}
+	switch o.AutoCompactionRetention {
+	case v1.DefaultPeriodicRetention:
+		o.AutoCompactionRetention = ""
+	case v1.DefaultRevisionRetention:
+		if o.AutoCompactionMode == v1.CompactionRevision {
+			o.AutoCompactionRetention = ""
+		}
+	}
+	return o
 }
 
 // TunedAnnotation renders the tuned values a member pod is built with ("snapshotCount=40000"), ""

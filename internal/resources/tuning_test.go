@@ -33,7 +33,8 @@ func TestConfigHashOfAFullySetSpecIsUnchanged(t *testing.T) {
 	if got, want := ConfigHash(c), hex.EncodeToString(sum[:8]); got != want {
 		t.Fatalf("ConfigHash = %s, want %s (the hash of spec.etcd as before)", got, want)
 	}
-	// Tuned values recorded for options the spec sets change nothing.
+	// Tuned values recorded for options the spec sets (to other than their defaults) change nothing.
+	c.Spec.Etcd.SnapshotCount = 20000
 	c.Status.Tuning.Values = []v1.TunedValue{{Name: v1.TunableSnapshotCount, Value: "40000", Source: v1.TuningSourceTuned}}
 	if got := EtcdOptions(c); got != c.Spec.Etcd {
 		t.Fatalf("EtcdOptions = %+v, want spec.etcd %+v", got, c.Spec.Etcd)
@@ -59,9 +60,19 @@ func TestEtcdOptions(t *testing.T) {
 		{"tuned values fill what the spec leaves unset", v1.EtcdOptions{SnapshotCount: 20000},
 			tuned("snapshotCount", "40000", "heartbeatIntervalMillis", "250", "electionTimeoutMillis", "2500", "autoCompactionRetention", "18m"),
 			v1.EtcdOptions{HeartbeatIntervalMillis: 250, ElectionTimeoutMillis: 2500, SnapshotCount: 20000, AutoCompactionMode: "periodic", AutoCompactionRetention: "18m"}},
-		{"a tuned heartbeat gives way to an election timeout the user set later", v1.EtcdOptions{ElectionTimeoutMillis: 1000},
+		{"a tuned heartbeat gives way to an election timeout the user set later", v1.EtcdOptions{ElectionTimeoutMillis: 1500},
 			tuned("heartbeatIntervalMillis", "400", "electionTimeoutMillis", "4000"),
-			v1.EtcdOptions{HeartbeatIntervalMillis: 200, ElectionTimeoutMillis: 1000, SnapshotCount: 10000, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h"}},
+			v1.EtcdOptions{HeartbeatIntervalMillis: 300, ElectionTimeoutMillis: 1500, SnapshotCount: 10000, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h"}},
+		{"the defaults the CRD fills in count as unset: tuned values replace them",
+			v1.EtcdOptions{HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000, SnapshotCount: 10000, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h"},
+			tuned("snapshotCount", "40000", "heartbeatIntervalMillis", "250", "electionTimeoutMillis", "2500", "autoCompactionRetention", "18m"),
+			v1.EtcdOptions{HeartbeatIntervalMillis: 250, ElectionTimeoutMillis: 2500, SnapshotCount: 40000, AutoCompactionMode: "periodic", AutoCompactionRetention: "18m"}},
+		{"a heartbeat the user set above a fifth of the default election timeout raises the election timeout",
+			v1.EtcdOptions{HeartbeatIntervalMillis: 300, ElectionTimeoutMillis: 1000, SnapshotCount: 10000, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h"}, nil,
+			v1.EtcdOptions{HeartbeatIntervalMillis: 300, ElectionTimeoutMillis: 3000, SnapshotCount: 10000, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h"}},
+		{"revision compaction with the CRD's default retention keeps 10000 revisions",
+			v1.EtcdOptions{AutoCompactionMode: "revision", AutoCompactionRetention: "1h"}, nil,
+			v1.EtcdOptions{HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000, SnapshotCount: 10000, AutoCompactionMode: "revision", AutoCompactionRetention: "10000"}},
 		{"a tuned election timeout gives way to a heartbeat the user set later", v1.EtcdOptions{HeartbeatIntervalMillis: 300},
 			tuned("electionTimeoutMillis", "1000"),
 			v1.EtcdOptions{HeartbeatIntervalMillis: 300, ElectionTimeoutMillis: 3000, SnapshotCount: 10000, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h"}},

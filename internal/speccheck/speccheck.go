@@ -89,8 +89,8 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 // compactionRetention checks --auto-compaction-retention the way etcd parses it, so a member never
 // crash-loops on it: revision mode takes a count, periodic mode hours (an integer) or a duration.
 func compactionRetention(mode, retention string) error {
-	if retention == "" {
-		return nil
+	if retention == "" || mode == v1.CompactionRevision && retention == v1.DefaultPeriodicRetention {
+		return nil // the default the CRD writes in, whatever the mode: the operator keeps 10000 revisions
 	}
 	if n, err := strconv.ParseInt(retention, 10, 64); err == nil && n >= 0 {
 		return nil

@@ -37,6 +37,7 @@ func TestCluster(t *testing.T) {
 		{"valid", ok(nil), ""},
 		{"stored before upgradeTimeout existed", ok(func(c *v1.EtcdCluster) { c.Spec.Maintenance.UpgradeTimeout = "" }), ""},
 		{"name of 56 characters, as an older operator could run", ok(func(c *v1.EtcdCluster) { c.Name = "a" + strings.Repeat("b", 55) }), ""},
+		{"revision compaction with the retention the CRD writes in (1h: the operator keeps 10000)", ok(func(c *v1.EtcdCluster) { c.Spec.Etcd.AutoCompactionMode = "revision" }), ""},
 		{"retention in hours, as etcd reads it", ok(func(c *v1.EtcdCluster) { c.Spec.Etcd.AutoCompactionRetention = "2" }), ""},
 		{"undecodable fields", ok(func(c *v1.EtcdCluster) {
 			c.Stored = &v1.StoredSpec{Problems: []v1.FieldProblem{{Field: "spec.storage.size", Message: "x"}}}
@@ -50,7 +51,9 @@ func TestCluster(t *testing.T) {
 		{"slow member policy unknown", ok(func(c *v1.EtcdCluster) { c.Spec.Maintenance.SlowMemberReplacement.Policy = "Evict" }), "spec.maintenance.slowMemberReplacement.policy"},
 		{"stored before slowMemberReplacement existed", ok(func(c *v1.EtcdCluster) { c.Spec.Maintenance.SlowMemberReplacement = v1.SlowMemberReplacementSpec{} }), ""},
 		{"upgradeTimeout negative", ok(func(c *v1.EtcdCluster) { c.Spec.Maintenance.UpgradeTimeout = "-1s" }), "spec.maintenance.upgradeTimeout"},
-		{"revision retention as a duration", ok(func(c *v1.EtcdCluster) { c.Spec.Etcd.AutoCompactionMode = "revision" }), "spec.etcd.autoCompactionRetention"},
+		{"revision retention as a duration", ok(func(c *v1.EtcdCluster) {
+			c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention = "revision", "90m"
+		}), "spec.etcd.autoCompactionRetention"},
 		{"periodic retention junk", ok(func(c *v1.EtcdCluster) { c.Spec.Etcd.AutoCompactionRetention = "often" }), "spec.etcd.autoCompactionRetention"},
 		{"restore without a source", ok(func(c *v1.EtcdCluster) { c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{}} }), "spec.bootstrap.restore"},
 		{"restore source without a destination", ok(func(c *v1.EtcdCluster) {

@@ -53,7 +53,9 @@ func TestOperatorUpgradeAdoptsWithoutRestarts(t *testing.T) {
 	}
 	ns := env.NewNamespace(t, "e2e-")
 	old := env.StartOperatorBinary(t, oldBin, ns)
-	c := env.CreateClusterForPreviousRelease(t, ns, 3, "3.6.16")
+	// Created under this tree's CRD, as a previous operator running beside it meets it (CRDs are
+	// cluster-wide): the CRD fills in the defaults that operator reads.
+	c := env.CreateCluster(t, ns, 3, "3.6.16")
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	cl := env.EtcdClient(t, c)
 	keys := framework.PutKeys(t, cl, "/adopt/", 1000)

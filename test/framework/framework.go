@@ -308,25 +308,6 @@ func (e *Env) CreateCluster(t *testing.T, ns string, replicas int32, version str
 	return c
 }
 
-// CreateClusterForPreviousRelease creates a cluster as the previous release's CRD stored it: that CRD
-// filled in the tunable etcd options, which the previous operator needs, while this tree's CRD leaves
-// them unset for auto-tuning (the new operator keeps values so filled in as the user's, and so adopts
-// the cluster without restarts). CRDs are cluster-wide: a previous operator under this tree's CRD
-// meets exactly this.
-func (e *Env) CreateClusterForPreviousRelease(t *testing.T, ns string, replicas int32, version string) *v1.EtcdCluster {
-	t.Helper()
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
-	c.Spec.Replicas, c.Spec.Version = replicas, version
-	c.Spec.Storage.Size = resource.MustParse("256Mi")
-	c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = v1.DefaultHeartbeatIntervalMillis, v1.DefaultElectionTimeoutMillis
-	c.Spec.Etcd.SnapshotCount = v1.DefaultSnapshotCount
-	c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention = v1.CompactionPeriodic, v1.DefaultPeriodicRetention
-	if err := e.K8s.Create(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 func (e *Env) Get(t *testing.T, c *v1.EtcdCluster) *v1.EtcdCluster {
 	t.Helper()
 	out := &v1.EtcdCluster{}

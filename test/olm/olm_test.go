@@ -482,7 +482,9 @@ func testUpgrade(t *testing.T) {
 	waitCSV(t, ns, previousCSV)
 	oldImage := operatorImage(t, ns)
 
-	c := env.CreateClusterForPreviousRelease(t, ns, 3, "3.6.16")
+	// Created under this tree's CRD, as a previous operator running beside it meets it (CRDs are
+	// cluster-wide): the CRD fills in the defaults that operator reads.
+	c := env.CreateCluster(t, ns, 3, "3.6.16")
 	env.WaitConverged(t, c, 3, clusterTimeout)
 	uids := env.MemberPodUIDs(t, c)
 	cl := env.EtcdClient(t, c)

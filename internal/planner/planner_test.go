@@ -355,6 +355,12 @@ func TestUpgradeDecisions(t *testing.T) {
 			p.NotReady = true
 			in.Pods["c-2"] = p
 		}), kind: RollMember, members: []string{"c-2"}},
+		{name: "a member still to restart that is not Ready goes first: restarting another would leave the Service two members short", in: with(base, func(in *Input) {
+			in.TargetVersion = "3.6.16"
+			p := in.Pods["c-2"]
+			p.NotReady = true
+			in.Pods["c-2"] = p
+		}), kind: RollMember, members: []string{"c-2"}, message: "0/3 members at 3.6.16, stepping 3.5.35 → 3.6.16; restarting c-2 at 3.6.16"},
 		{name: "leader last, after moving leadership to an upgraded member", in: with(base, func(in *Input) {
 			in.TargetVersion = "3.6.16"
 			runs(in, "c-1")

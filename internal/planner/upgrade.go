@@ -135,7 +135,15 @@ func rollNext(pods map[string]PodState, e *Etcd, needsRestart func(EtcdMember) b
 		}
 	}
 	if len(pending) > 0 {
+		// A member whose pod is already out of the client Service goes first: restarting another
+		// would leave the Service two members short.
 		m := pending[0]
+		for _, p := range pending {
+			if pods[p.Name].NotReady {
+				m = p
+				break
+			}
+		}
 		return Action{Kind: RollMember, Members: []string{m.Name}, Version: version, Reason: because, Message: fmt.Sprintf("%s; restarting %s at %s", progress, m.Name, version)}
 	}
 	var done []EtcdMember

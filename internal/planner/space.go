@@ -44,7 +44,9 @@ func decideSpace(in Input, e *Etcd) (Action, bool) {
 		return Action{}, false
 	}
 	if s.NoSpace {
-		if s.Compacted < s.Revision {
+		// Not only below: a compaction remembered past the current revision was of an earlier
+		// incarnation (a rebuild from an older backup, or a survivor behind the lost leader).
+		if s.Compacted != s.Revision {
 			return Action{Kind: Compact, Revision: s.Revision, Reason: reason.NoSpace,
 				Message: fmt.Sprintf("the database reached its quota (%s) and etcd refuses writes: compacting the key history up to revision %d", mib(s.Quota), s.Revision)}, true
 		}

@@ -43,6 +43,9 @@ func TestSpaceDecisions(t *testing.T) {
 	}{
 		{name: "small and tidy: nothing to do", in: sized(func(*Input) {}), kind: None},
 		{name: "NOSPACE: compact first", in: sized(noSpace), kind: Compact, reason: "NoSpace", says: "up to revision 500"},
+		{name: "NOSPACE, a compaction remembered past the current revision (the cluster was rebuilt from an older backup since): compact again",
+			in:   sized(func(in *Input) { noSpace(in); in.Space.Compacted = 900 }),
+			kind: Compact, reason: "NoSpace", says: "up to revision 500"},
 		{name: "NOSPACE, compacted: a follower is defragmented first",
 			in:   sized(func(in *Input) { noSpace(in); in.Space.Compacted = 500 }),
 			kind: Defragment, members: []string{"c-1"}, reason: "NoSpace"},

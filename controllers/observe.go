@@ -337,7 +337,7 @@ func (p *pass) plannerInput() planner.Input {
 		failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
 			ConfigHash: pod.Annotations[naming.AnnotationConfigHash], Tuned: pod.Annotations[naming.AnnotationTuned], ForceNewCluster: resources.ForcesNewCluster(pod),
-			StaleQuota: !resources.RunsQuota(pod, c), NotReady: !podReady(pod)}
+			StaleQuota: !resources.RunsQuota(pod, c), SnapshotCount: resources.RunningSnapshotCount(pod), NotReady: !podReady(pod)}
 	}
 	for name, pvc := range o.pvcs {
 		in.PVCs[name] = pvcState(pvc)

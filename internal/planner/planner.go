@@ -34,6 +34,9 @@ type PodState struct {
 	// StaleQuota: the pod runs with another database quota than the recorded one (a derived quota
 	// raised after the volumes grew); it is rolled like a changed configuration.
 	StaleQuota bool
+	// SnapshotCount is the --snapshot-count the pod's etcd runs with (0: not known). It differs from
+	// Input.SnapshotCount while a changed count is being rolled out.
+	SnapshotCount uint64
 	// NotReady: the pod exists but Kubernetes does not count it Ready, so the client Service does not
 	// route to it (its readiness probe lags etcd's own health by up to a probe period).
 	NotReady bool
@@ -142,7 +145,7 @@ type Input struct {
 	// Slow is what to do about a member that stays slow.
 	Slow SlowPolicy
 	// LegacyWALIndex: raft entries up to this index may have been written by etcd 3.5 (see
-	// LegacyWALIndex in upgrade.go); SnapshotCount is the members' --snapshot-count.
+	// LegacyWALIndex in upgrade.go); SnapshotCount is the --snapshot-count members are built with now.
 	LegacyWALIndex uint64
 	SnapshotCount  uint64
 	// ConfigHash is the configuration member pods should be built from (resources.ConfigHash);

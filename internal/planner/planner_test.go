@@ -419,6 +419,15 @@ func TestUpgradeDecisions(t *testing.T) {
 			kind: AdvanceLog, message: "etcd 3.7 cannot replay"},
 		{name: "3.7 proceeds once every member is past them", in: legacy(11001, 11002, 11001),
 			kind: RollMember, members: []string{"c-1"}, version: "3.7.3"},
+		{name: "3.7 waits for members still running a higher snapshot count than the one recorded (a lowered count not rolled yet)",
+			in: with(legacy(11001, 11002, 11001), func(in *Input) {
+				for _, n := range []string{"c-0", "c-2"} {
+					p := in.Pods[n]
+					p.SnapshotCount = 100000
+					in.Pods[n] = p
+				}
+			}),
+			kind: AdvanceLog, message: "appending 90000 entries"},
 		{name: "a cluster born on 3.6 steps to 3.7 directly", in: with(legacy(5, 5, 5), func(in *Input) { in.LegacyWALIndex = 0 }),
 			kind: RollMember, version: "3.7.3"},
 		{name: "an upgraded member that stays unhealthy is rolled back", in: with(base, func(in *Input) {

@@ -222,7 +222,14 @@ func prepareStep(in Input, e *Etcd, cur, step string, path []string) (Action, bo
 	if s.Minor < 7 || in.LegacyWALIndex == 0 {
 		return Action{}, false
 	}
-	need := in.LegacyWALIndex + in.SnapshotCount + 1
+	// A member snapshots once it applied more than its own --snapshot-count entries since its last
+	// snapshot: while a lowered count (a spec change, auto-tuning) is being rolled out, members not
+	// restarted yet still run the higher one.
+	count := in.SnapshotCount
+	for _, m := range e.Members {
+		count = max(count, in.Pods[m.Name].SnapshotCount)
+	}
+	need := in.LegacyWALIndex + count + 1
 	var low uint64
 	for i, m := range e.Members {
 		if i == 0 || m.AppliedIndex < low {

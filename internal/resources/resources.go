@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -370,6 +371,22 @@ func RunsQuota(pod *corev1.Pod, c *v1.EtcdCluster) bool {
 		return want == ""
 	}
 	return true
+}
+
+// RunningSnapshotCount is the --snapshot-count pod's etcd runs with, 0 when it has none.
+func RunningSnapshotCount(pod *corev1.Pod) uint64 {
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name != naming.EtcdContainer {
+			continue
+		}
+		for _, a := range ctr.Args {
+			if v, ok := strings.CutPrefix(a, "--snapshot-count="); ok {
+				n, _ := strconv.ParseUint(v, 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // ConfigHash identifies what a member pod is built from, apart from its identity and version (the

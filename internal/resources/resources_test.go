@@ -254,6 +254,20 @@ func TestQuota(t *testing.T) {
 	}
 }
 
+// RunningSnapshotCount reads the count a pod was built with, not the one the cluster asks for now.
+func TestRunningSnapshotCount(t *testing.T) {
+	c := sample()
+	c.Spec.Etcd.SnapshotCount = 50000
+	pod := MemberPod(c, MemberPodInput{Member: "demo-0"})
+	c.Spec.Etcd.SnapshotCount = 20000
+	if got := RunningSnapshotCount(pod); got != 50000 {
+		t.Errorf("RunningSnapshotCount = %d, want 50000", got)
+	}
+	if got := RunningSnapshotCount(&corev1.Pod{}); got != 0 {
+		t.Errorf("RunningSnapshotCount of a pod without etcd = %d, want 0", got)
+	}
+}
+
 // User-provided certificates: members mount the user's Secrets (the whole Secret, so the kubelet
 // updates renewed files in place), and the backup Job the user's operator client Secret.
 func TestUserCertificatesAreMountedFromTheUsersSecrets(t *testing.T) {

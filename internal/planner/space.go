@@ -36,7 +36,8 @@ const (
 )
 
 // decideSpace keeps the databases within their quota: under NOSPACE it compacts the history,
-// defragments every member and disarms the alarm, or says why it cannot; otherwise it defragments
+// defragments every member, restarts those running another quota than the recorded one, and
+// disarms the alarm, or says why it cannot; otherwise it defragments
 // members as the policy says. Called only while every member is healthy.
 func decideSpace(in Input, e *Etcd) (Action, bool) {
 	s := in.Space
@@ -52,6 +53,16 @@ func decideSpace(in Input, e *Etcd) (Action, bool) {
 		}
 		if a, ok := nextDefrag(e, func(m EtcdMember) bool { return !s.Defragmented[m.Name] }, reason.NoSpace, "to clear NOSPACE"); ok {
 			return a, true
+		}
+		// Members still running another quota than the recorded one (raised after the volumes grew,
+		// or in spec.etcd) restart with it first: disarmed, the old quota would raise the alarm again
+		// with the next write, and the roll (decideReconfigure) never comes while it is raised.
+		staleQuota := func(m EtcdMember) bool { return in.Pods[m.Name].StaleQuota }
+		for _, m := range e.Members {
+			if staleQuota(m) {
+				return rollNext(in.Pods, e, staleQuota, podVersion(in), reason.NoSpace,
+					fmt.Sprintf("etcd refuses writes (NOSPACE) and the members run another quota than %s", mib(s.Quota))), true
+			}
 		}
 		var largest EtcdMember
 		for _, m := range e.Members {

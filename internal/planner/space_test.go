@@ -75,6 +75,19 @@ func TestSpaceDecisions(t *testing.T) {
 				}
 			}),
 			kind: DisarmNoSpace, reason: "NoSpace"},
+		{name: "NOSPACE, a raised quota not rolled out yet: the members restart with it before the alarm is disarmed (they would raise it again at once)",
+			in: sized(func(in *Input) {
+				noSpace(in)
+				in.Space.Compacted = 500
+				in.Space.Defragmented = map[string]bool{"c-0": true, "c-1": true, "c-2": true}
+				for _, n := range []string{"c-0", "c-1", "c-2"} {
+					db(in, n, 41, 40)
+					p := in.Pods[n]
+					p.StaleQuota = true
+					in.Pods[n] = p
+				}
+			}),
+			kind: RollMember, members: []string{"c-1"}, reason: "NoSpace", says: "restarting c-1"},
 		{name: "NOSPACE with live data filling the quota: escalate with the next step",
 			in: sized(func(in *Input) {
 				noSpace(in)

@@ -21,6 +21,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
@@ -131,7 +132,15 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 	if err != nil {
 		return ctrl.Result{}, err // not reached: rejectInvalidSpec reports an unreadable maxAge first
 	}
+	restoring, err := r.backupsBeingRestored(ctx, s.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	for _, name := range backupschedule.Expired(items, int(s.Spec.KeepLast), maxAge, now) {
+		if cluster, ok := restoring[name]; ok {
+			log.FromContext(ctx).Info("retention keeps a backup a cluster is being restored from", "schedule", s.Name, "backup", name, "cluster", cluster)
+			continue
+		}
 		if err := r.Delete(ctx, byName[name]); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("delete expired backup %s: %w", name, err)
 		}
@@ -197,6 +206,30 @@ func (r *EtcdBackupScheduleReconciler) ownedBackups(ctx context.Context, s *v1.E
 	for _, b := range list.Items {
 		if metav1.IsControlledBy(&b, s) {
 			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// backupsBeingRestored are the EtcdBackups of namespace that a cluster is being created or rebuilt
+// from (spec.bootstrap.restore until the restore is confirmed, or a FromBackup quorum-loss recovery), each
+// with that cluster's name. Retention leaves them until it is done: deleting one takes its snapshot
+// with it, which members not yet restored still have to read, and a recovery that has fenced the
+// old members has nothing else to start from.
+func (r *EtcdBackupScheduleReconciler) backupsBeingRestored(ctx context.Context, namespace string) (map[string]string, error) {
+	clusters := &v1.EtcdClusterList{}
+	if err := r.List(ctx, clusters, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("list clusters that may restore a backup: %w", err)
+	}
+	out := map[string]string{}
+	for i := range clusters.Items {
+		c := &clusters.Items[i]
+		if rec := recovering(c); rec != nil && rec.Source == planner.FromBackup && rec.Backup != "" {
+			out[rec.Backup] = c.Name
+		}
+		// Until Restored is True: confirmRestored checks the members' revision against the backup's.
+		if b := c.Spec.Bootstrap; b != nil && b.Restore != nil && b.Restore.BackupName != "" && !meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionRestored) {
+			out[b.Restore.BackupName] = c.Name
 		}
 	}
 	return out, nil

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
@@ -449,5 +451,70 @@ func TestNamespaceTeardownReleasesEveryFinalizer(t *testing.T) {
 	t.Logf("every finalizer released %s after the deletes", time.Since(start).Round(time.Millisecond))
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.BackupDeleteJobName(droppedBackup.Name)}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("snapshot delete job in a terminating namespace: %v", err)
+	}
+}
+
+// TestRetentionKeepsABackupBeingRestored: a backup that a cluster is being created from
+// (spec.bootstrap.restore) is not deleted by retention until the restore is confirmed: its
+// members' init containers read the snapshot, which the deletion takes with it.
+func TestRetentionKeepsABackupBeingRestored(t *testing.T) {
+	ns := newNamespace(t)
+	// The cluster first: every backup's status change wakes the schedule.
+	newCluster(t, ns, func(c *v1.EtcdCluster) {
+		c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "nightly-1"}}
+	})
+	eventually(t, "the operator's cache sees the restoring cluster", func() error {
+		l := &v1.EtcdClusterList{}
+		if err := managerCache.List(context.Background(), l, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(l.Items) != 1 {
+			return fmt.Errorf("%d clusters in the cache", len(l.Items))
+		}
+		return nil
+	})
+	s := newSchedule(t, ns, "nightly", "")
+	now := scheduleClock.now()
+	oldest := finishedBackup(t, ns, "nightly-0", s.Name, s, now.Add(-3*time.Hour), "")
+	restoring := finishedBackup(t, ns, "nightly-1", s.Name, s, now.Add(-2*time.Hour), "")
+	rebuilding := finishedBackup(t, ns, "nightly-2", s.Name, s, now.Add(-time.Hour), "")
+	poke(t, s)
+	waitGone(t, oldest) // keepLast 1: the same pass would have deleted nightly-1 too
+	if !exists(t, restoring) || !restoring.DeletionTimestamp.IsZero() {
+		t.Fatalf("retention deleted %s, which cluster demo is being restored from", restoring.Name)
+	}
+
+	// Likewise the backup a FromBackup quorum-loss recovery rebuilds a cluster from.
+	other := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}
+	other.Spec.Replicas = 3
+	other.Spec.Storage.Size = resource.MustParse("1Gi")
+	if err := k8s.Create(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "cluster other records a recovery from "+rebuilding.Name, func() error {
+		cur := get(t, other)
+		cur.Status.Recovery = &v1.QuorumRecovery{Source: planner.FromBackup, Phase: planner.PhaseRestoring, Backup: rebuilding.Name, StartedAt: metav1.Now()}
+		if err := k8s.Status().Update(context.Background(), cur); err != nil {
+			return err
+		}
+		l := &v1.EtcdClusterList{}
+		if err := managerCache.List(context.Background(), l, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, c := range l.Items {
+			if c.Name == other.Name && recovering(&c) != nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("the operator's cache does not see the recovery yet")
+	})
+	older := finishedBackup(t, ns, "nightly-00", s.Name, s, now.Add(-4*time.Hour), "")
+	finishedBackup(t, ns, "nightly-3", s.Name, s, now.Add(-time.Minute), "")
+	poke(t, s)
+	waitGone(t, older)
+	for _, b := range []*v1.EtcdBackup{restoring, rebuilding} {
+		if !exists(t, b) || !b.DeletionTimestamp.IsZero() {
+			t.Errorf("retention deleted %s, which a cluster is being restored from", b.Name)
+		}
 	}
 }

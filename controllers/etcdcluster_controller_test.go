@@ -227,11 +227,16 @@ func TestPausedClusterIsLeftAlone(t *testing.T) {
 	pod := &corev1.Pod{}
 	eventually(t, "member pod", func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pod) })
 
-	cur := get(t, c)
-	cur.Spec.Maintenance.Paused = true
-	if err := k8s.Update(ctx, cur); err != nil {
-		t.Fatal(err)
+	setPaused := func(paused bool) {
+		t.Helper()
+		// The operator writes the object too (its finalizer): retry on a conflict.
+		eventually(t, fmt.Sprintf("set paused %v", paused), func() error {
+			cur := get(t, c)
+			cur.Spec.Maintenance.Paused = paused
+			return k8s.Update(ctx, cur)
+		})
 	}
+	setPaused(true)
 	eventually(t, "Paused is reported", func() error {
 		s := get(t, c).Status
 		if p := meta.FindStatusCondition(s.Conditions, v1.ConditionProgressing); s.Phase != v1.PhasePaused || p == nil || p.Reason != "Paused" {
@@ -247,11 +252,7 @@ func TestPausedClusterIsLeftAlone(t *testing.T) {
 		t.Fatalf("a paused cluster's pod was recreated (err %v)", err)
 	}
 
-	cur = get(t, c)
-	cur.Spec.Maintenance.Paused = false
-	if err := k8s.Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
+	setPaused(false)
 	eventually(t, "pod recreated after unpause", func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, &corev1.Pod{}) })
 }
 

@@ -69,6 +69,9 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 	case planner.DisarmNoSpace:
 		return p.obs.etcd.Disarm(ctx, etcdclient.AlarmNoSpace)
 
+	case planner.DisarmAlarms:
+		return p.obs.etcd.DisarmMemberAlarms(ctx, a.ID)
+
 	case planner.ExpandVolume:
 		return p.expandVolume(ctx, a.Members[0])
 

@@ -344,6 +344,9 @@ func (p *pass) plannerInput() planner.Input {
 	}
 	if o.etcd != nil {
 		e := &planner.Etcd{LeaderID: o.leaderID, ClusterID: o.clusterID}
+		for _, a := range o.alarms {
+			e.Alarms = append(e.Alarms, planner.Alarm{MemberID: a.MemberID, Type: a.Type})
+		}
 		for _, m := range o.members {
 			st := o.status[m.ID]
 			e.Members = append(e.Members, planner.EtcdMember{

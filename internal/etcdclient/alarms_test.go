@@ -3,10 +3,12 @@ package etcdclient
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
@@ -121,5 +123,65 @@ func TestNoSpaceClearedByCompactDefragDisarm(t *testing.T) {
 		if got != fmt.Sprint(i) && (key != lastKey || got != fmt.Sprint(lastTry)) {
 			t.Fatalf("%s holds write %s, want its latest acknowledged %d", key, got, i)
 		}
+	}
+}
+
+// An alarm outlives the member it was raised on: after a CORRUPT member is removed, etcd keeps the
+// alarm and keeps refusing requests until it is disarmed. DisarmMemberAlarms clears that member's
+// alarms and leaves the others'.
+func TestAlarmsOfARemovedMemberStayUntilDisarmed(t *testing.T) {
+	ctx := context.Background()
+	ms := etcdtest.StartCluster(t, 3)
+	c, err := New(etcdtest.ClientURLs(ms[:2]), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	gone, err := c.Status(ctx, ms[2].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := c.Status(ctx, ms[1].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maint := etcdserverpb.NewMaintenanceClient(c.Raw().ActiveConnection())
+	for _, a := range []*etcdserverpb.AlarmRequest{
+		{Action: etcdserverpb.AlarmRequest_ACTIVATE, MemberID: gone.ID, Alarm: etcdserverpb.AlarmType_CORRUPT},
+		{Action: etcdserverpb.AlarmRequest_ACTIVATE, MemberID: kept.ID, Alarm: etcdserverpb.AlarmType_NOSPACE},
+	} {
+		if _, err := maint.Alarm(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms[2].Stop()
+	if err := c.Remove(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	alarms, err := c.Alarms(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(alarms, Alarm{MemberID: gone.ID, Type: AlarmCorrupt}) {
+		t.Fatalf("alarms after the removal: %+v, want the removed member's CORRUPT", alarms)
+	}
+	if _, err := c.Raw().Put(ctx, "/k", "v"); err == nil {
+		t.Fatal("a write succeeded under a CORRUPT alarm")
+	}
+	if err := c.DisarmMemberAlarms(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	alarms, err = c.Alarms(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Alarm{{MemberID: kept.ID, Type: AlarmNoSpace}}; !slices.Equal(alarms, want) {
+		t.Fatalf("alarms after disarming %x: %+v, want %+v", gone.ID, alarms, want)
+	}
+	if err := c.Disarm(ctx, AlarmNoSpace); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Raw().Put(ctx, "/k", "v"); err != nil {
+		t.Fatalf("write once the alarms were disarmed: %v", err)
 	}
 }

@@ -303,6 +303,17 @@ func (c *Client) Defragment(ctx context.Context, endpoint string) error {
 // Disarm clears every raised alarm of type typ (e.g. AlarmNoSpace). etcd raises it again at once
 // if its cause is still there.
 func (c *Client) Disarm(ctx context.Context, typ string) error {
+	return c.disarmWhere(ctx, func(a Alarm) bool { return a.Type == typ })
+}
+
+// DisarmMemberAlarms clears every alarm raised on the member with id. etcd keeps a removed member's
+// alarms (a CORRUPT one keeps the whole cluster refusing requests) until they are disarmed.
+func (c *Client) DisarmMemberAlarms(ctx context.Context, id uint64) error {
+	return c.disarmWhere(ctx, func(a Alarm) bool { return a.MemberID == id })
+}
+
+// disarmWhere clears the raised alarms that match.
+func (c *Client) disarmWhere(ctx context.Context, match func(Alarm) bool) error {
 	alarms, err := c.Alarms(ctx)
 	if err != nil {
 		return err
@@ -310,12 +321,12 @@ func (c *Client) Disarm(ctx context.Context, typ string) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	for _, a := range alarms {
-		if a.Type != typ {
+		if !match(a) {
 			continue
 		}
-		m := &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: etcdserverpb.AlarmType(etcdserverpb.AlarmType_value[typ])}
+		m := &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: etcdserverpb.AlarmType(etcdserverpb.AlarmType_value[a.Type])}
 		if _, err := c.c.AlarmDisarm(ctx, m); err != nil {
-			return fmt.Errorf("disarm %s on %x: %w", typ, a.MemberID, err)
+			return fmt.Errorf("disarm %s on %x: %w", a.Type, a.MemberID, err)
 		}
 	}
 	return nil

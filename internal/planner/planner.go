@@ -92,6 +92,15 @@ type Etcd struct {
 	Revision int64
 	// ClusterID is the ID etcd reports for the cluster.
 	ClusterID uint64
+	// Alarms raised in the cluster, listed when any member reports one.
+	Alarms []Alarm
+}
+
+// Alarm is one alarm etcd keeps raised; MemberID is the member it was raised on (0: none in
+// particular, as etcd 3.5 raises CORRUPT).
+type Alarm struct {
+	MemberID uint64
+	Type     string
 }
 
 // KnownMember is a member recorded in status.
@@ -227,6 +236,8 @@ const (
 	Defragment Kind = "Defragment"
 	// DisarmNoSpace clears the NOSPACE alarm.
 	DisarmNoSpace Kind = "DisarmNoSpace"
+	// DisarmAlarms clears the alarms raised on the member with ID, which is no longer in the cluster.
+	DisarmAlarms Kind = "DisarmAlarms"
 	// ExpandVolume raises a member claim's request to spec.storage.size.
 	ExpandVolume Kind = "ExpandVolume"
 	// RaiseQuota records Quota, the database quota derived from the grown volumes.
@@ -359,6 +370,15 @@ func decideRunning(in Input) Action {
 		return Action{Kind: Wait, Reason: reason.EtcdUnreachable, Message: "no etcd member answers"}
 	}
 	e := in.Etcd
+
+	// etcd keeps the alarms of a removed member (a CORRUPT member replaced above keeps every write
+	// refused cluster-wide): the member list is the evidence that nobody can raise them again.
+	for _, a := range e.Alarms {
+		if _, member := findByID(e.Members, a.MemberID); a.MemberID != 0 && !member {
+			return Action{Kind: DisarmAlarms, ID: a.MemberID, Reason: reason.AlarmOfRemovedMember,
+				Message: fmt.Sprintf("disarming the %s alarm of %x, which is no longer a member", a.Type, a.MemberID)}
+		}
+	}
 
 	// Members in etcd that the operator does not know (created by hand or by a lost add) are removed,
 	// when that keeps quorum.
@@ -618,6 +638,15 @@ func isKnown(known []KnownMember, name string) bool {
 		}
 	}
 	return false
+}
+
+func findByID(ms []EtcdMember, id uint64) (EtcdMember, bool) {
+	for _, m := range ms {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return EtcdMember{}, false
 }
 
 func findByName(ms []EtcdMember, name string) (EtcdMember, bool) {

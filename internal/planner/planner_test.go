@@ -234,6 +234,14 @@ func TestDecide(t *testing.T) {
 			in.Pending = &Pending{Type: "RemoveMember", Member: "c-2", ID: 3}
 			in.Etcd = nil
 		}), kind: Wait, reason: "EtcdUnreachable"},
+
+		// alarms
+		{name: "an alarm left by a removed member is disarmed (a CORRUPT one keeps every write refused)", in: with(healthyCluster(3), func(in *Input) {
+			in.Etcd.Alarms = []Alarm{{MemberID: 2, Type: "NOSPACE"}, {MemberID: 9, Type: "CORRUPT"}}
+		}), kind: DisarmAlarms, id: 9, reason: "AlarmOfRemovedMember"},
+		{name: "an alarm on a current member, or on no member in particular, is left alone", in: with(healthyCluster(3), func(in *Input) {
+			in.Etcd.Alarms = []Alarm{{MemberID: 2, Type: "CORRUPT"}, {MemberID: 0, Type: "CORRUPT"}}
+		}), kind: None},
 	}
 	runDecideCases(t, cases)
 }

@@ -104,6 +104,8 @@ const (
 	// NoSpaceLeft: after compaction and defragmentation the live data still exceeds the quota; the operator cannot clear NOSPACE.
 	// Do: raise spec.etcd.quotaBackendBytes (and spec.storage.size to at least 1.25 times it), or delete keys.
 	NoSpaceLeft Reason = "NoSpaceLeft"
+	// AlarmOfRemovedMember: an alarm is still raised on a member that has left the cluster (etcd keeps it; a CORRUPT one refuses every write); the operator disarms it.
+	AlarmOfRemovedMember Reason = "AlarmOfRemovedMember"
 	// NearQuota: a database nears its quota with space to reclaim; members are defragmented one at a time.
 	NearQuota Reason = "NearQuota"
 	// Defragmenting: a member's database file holds enough free space (spec.maintenance.defragmentation); it is defragmented, the leader last.

@@ -436,6 +436,12 @@ func TestUpgradeDecisions(t *testing.T) {
 				}
 			}),
 			kind: AdvanceLog, message: "appending 90000 entries"},
+		{name: "a one-member cluster restarts its only member (there is nobody to hand leadership to)", in: with(at(healthyCluster(1), "3.5.35"), func(in *Input) {
+			in.TargetVersion = "3.6.16"
+		}), kind: RollMember, members: []string{"c-0"}, version: "3.6.16"},
+		{name: "a one-member in-memory cluster is never restarted: its data would go with the pod", in: with(at(healthyCluster(1), "3.5.35"), func(in *Input) {
+			in.TargetVersion, in.EphemeralData = "3.6.16", true
+		}), kind: Wait, message: "storage.medium Memory"},
 		{name: "a cluster born on 3.6 steps to 3.7 directly", in: with(legacy(5, 5, 5), func(in *Input) { in.LegacyWALIndex = 0 }),
 			kind: RollMember, version: "3.7.3"},
 		{name: "an upgraded member that stays unhealthy is rolled back", in: with(base, func(in *Input) {

@@ -60,7 +60,7 @@ func decideSpace(in Input, e *Etcd) (Action, bool) {
 		staleQuota := func(m EtcdMember) bool { return in.Pods[m.Name].StaleQuota }
 		for _, m := range e.Members {
 			if staleQuota(m) {
-				return rollNext(in.Pods, e, staleQuota, podVersion(in), reason.NoSpace,
+				return rollNext(in, e, staleQuota, podVersion(in), reason.NoSpace,
 					fmt.Sprintf("etcd refuses writes (NOSPACE) and the members run another quota than %s", mib(s.Quota))), true
 			}
 		}

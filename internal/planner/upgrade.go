@@ -105,7 +105,7 @@ func decideUpgrade(in Input, e *Etcd) (Action, bool) {
 		// Every pod runs the step; the reported versions follow once the members answer again.
 		return Action{Kind: Wait, Reason: reason.Upgrading, Message: progress}, true
 	}
-	return rollNext(in.Pods, e, func(m EtcdMember) bool { return runningVersion(in, m) != step }, step, reason.Upgrading, progress), true
+	return rollNext(in, e, func(m EtcdMember) bool { return runningVersion(in, m) != step }, step, reason.Upgrading, progress), true
 }
 
 // rollNext restarts the next member that needs it: followers first, the leader last once it handed
@@ -113,7 +113,8 @@ func decideUpgrade(in Input, e *Etcd) (Action, bool) {
 // every member already restarted is Ready again. etcd calls a restarted member healthy a few seconds
 // before its pod's readiness probe passes; restarting the next one in between would leave the client
 // Service with two members fewer for that moment.
-func rollNext(pods map[string]PodState, e *Etcd, needsRestart func(EtcdMember) bool, version string, because reason.Reason, progress string) Action {
+func rollNext(in Input, e *Etcd, needsRestart func(EtcdMember) bool, version string, because reason.Reason, progress string) Action {
+	pods := in.Pods
 	var pending []EtcdMember
 	var leader *EtcdMember
 	for i, m := range e.Members {
@@ -145,6 +146,15 @@ func rollNext(pods map[string]PodState, e *Etcd, needsRestart func(EtcdMember) b
 			}
 		}
 		return Action{Kind: RollMember, Members: []string{m.Name}, Version: version, Reason: because, Message: fmt.Sprintf("%s; restarting %s at %s", progress, m.Name, version)}
+	}
+	if voters, _ := countRoles(e.Members); voters == 1 {
+		// A one-member cluster has nobody to hand leadership to: its member restarts, and the
+		// cluster is unavailable until it is back, on its volume.
+		if in.EphemeralData {
+			return Action{Kind: Wait, Reason: because, Message: fmt.Sprintf("%s; %s keeps its data in memory (storage.medium Memory), which a restart of the only member would lose: "+
+				"scale to 3 members (spec.replicas) so that members restart one at a time", progress, leader.Name)}
+		}
+		return Action{Kind: RollMember, Members: []string{leader.Name}, Version: version, Reason: because, Message: fmt.Sprintf("%s; restarting %s, the only member, at %s", progress, leader.Name, version)}
 	}
 	var done []EtcdMember
 	for _, m := range e.Members {
@@ -190,7 +200,7 @@ func decideReconfigure(in Input, e *Etcd) (Action, bool) {
 			break
 		}
 	}
-	return rollNext(in.Pods, e, stale, podVersion(in), because, progress), true
+	return rollNext(in, e, stale, podVersion(in), because, progress), true
 }
 
 // prepareStep holds the first restart of a step until etcd can take it:

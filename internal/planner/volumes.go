@@ -60,7 +60,7 @@ func decideVolumes(in Input, e *Etcd) (Action, bool) {
 	}
 	for _, m := range e.Members {
 		if resizePending(m) {
-			return rollNext(in.Pods, e, resizePending, podVersion(in), reason.ExpandingVolumes, "volumes grown; their file systems grow when the members restart"), true
+			return rollNext(in, e, resizePending, podVersion(in), reason.ExpandingVolumes, "volumes grown; their file systems grow when the members restart"), true
 		}
 	}
 	for _, k := range in.Known {

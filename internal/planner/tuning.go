@@ -161,7 +161,12 @@ func settle(cur, a, b, rise float64) (float64, bool) {
 // decideTuning records the tuned options when the evidence calls for a change; the members are
 // then restarted with them like for any configuration change (decideReconfigure, reason Tuning).
 func decideTuning(in Input) (Action, bool) {
-	if in.Tuning == nil {
+	if in.Tuning == nil || in.Etcd == nil {
+		return Action{}, false
+	}
+	// Every tuned value restarts the members; a one-member cluster is down while its only member
+	// restarts, which auto-tuning must never cause on its own.
+	if voters, _ := countRoles(in.Etcd.Members); voters < 2 {
 		return Action{}, false
 	}
 	changes := Tune(*in.Tuning, in.Now)

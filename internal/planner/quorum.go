@@ -71,7 +71,9 @@ func decideQuorumLoss(in Input) (Action, bool) {
 		voters++
 		switch {
 		case survivorNamed(in.Survivors, m.Name) != nil:
-		case m.Started && goneForGood(in, m.Name):
+		// Only a member the operator runs can be seen to have lost its data (its pod and volume are
+		// gone); one it cannot name runs elsewhere, as far as anyone knows.
+		case m.Started && m.Name != "" && goneForGood(in, m.Name):
 			lost = append(lost, m.Name)
 		default:
 			down = append(down, displayName(m))

@@ -46,6 +46,15 @@ func TestQuorumLossDecisions(t *testing.T) {
 		{name: "majority's data gone: recover from the survivor",
 			in:   with(quorumLost(3, map[string]uint64{"c-0": 90}), dataGone("c-1", "c-2")),
 			kind: StartRecovery, members: []string{"c-0"}, source: FromSurvivor, reason: "QuorumLost", says: "2 of 3 voting members lost their data [c-1 c-2]"},
+		{name: "a member the operator cannot name (added by hand, peer URL not its own) is not known to have lost anything: no recovery",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				dataGone("c-1")(in)
+				in.Survivors[0].Members[2].Name = "" // c-2's peer URL is not one the operator makes
+				delete(in.Pods, "c-2")
+				delete(in.PVCs, "c-2")
+				in.Known = in.Known[:2]
+			}),
+			kind: Wait, reason: "EtcdUnreachable"},
 		{name: "a member down with its volume may come back: restart it, no recovery",
 			in:   with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) { dataGone("c-1")(in); delete(in.Pods, "c-2") }),
 			kind: CreateMembers, members: []string{"c-2"}, reason: "RestartingMembers"},

@@ -34,8 +34,16 @@ import (
 )
 
 const (
-	// requeueBusy is the pace while the cluster converges.
+	// requeueBusy is the pace while the cluster waits on etcd (a member starting, catching up,
+	// electing), whose progress raises no Kubernetes event.
 	requeueBusy = time.Second
+	// requeueStep is the pace right after a step, or after a pass that found its view stale: the next
+	// step follows as soon as the cache holds what this pass wrote (a status write wakes no pass, and
+	// the informer has it within milliseconds), not a second later. A pass on a view that is still
+	// stale changes nothing (the optimistic lock on status, creates that find their object), so the
+	// short pace cannot repeat an irreversible call; a replacement takes several steps in a row and
+	// paid a second for each.
+	requeueStep = 100 * time.Millisecond
 	// requeueIdle re-observes etcd, whose health changes raise no Kubernetes event.
 	requeueIdle = 30 * time.Second
 	// requeueUserCertificates is how soon a cluster waiting for usable user-provided certificates
@@ -114,7 +122,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	if apierrors.IsConflict(err) {
 		// Another pass wrote first (the cache was behind); start over from fresh state.
-		return ctrl.Result{RequeueAfter: time.Second}, nil
+		return ctrl.Result{RequeueAfter: requeueStep}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -153,7 +161,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		c.Status.UpgradeBlocked = nil // a new target: try again
 	}
 	if p.startCARotation(ctx) {
-		return ctrl.Result{RequeueAfter: requeueBusy}, nil // recorded; the next pass acts on it
+		return ctrl.Result{RequeueAfter: requeueStep}, nil // recorded; the next pass acts on it
 	}
 	trust, err := p.ensureTLS(ctx)
 	if err != nil {
@@ -199,7 +207,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.recordMigration(action)
 	metrics.SetCluster(clusterMetrics(c, obs))
 	if p.advanceCARotation(action) {
-		return ctrl.Result{RequeueAfter: requeueBusy}, nil
+		return ctrl.Result{RequeueAfter: requeueStep}, nil
 	}
 	if p.trust != nil && p.trust.blocks {
 		// Nothing is started or changed on certificates that cannot work. The user's Secrets are not
@@ -225,7 +233,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	log.FromContext(ctx).Info("acting", "action", action.Kind, "members", action.Members, "reason", action.Reason)
 	if err := p.act(ctx, action); apierrors.IsConflict(err) {
-		return ctrl.Result{RequeueAfter: requeueBusy}, nil // a stale view; look again, nothing failed
+		return ctrl.Result{RequeueAfter: requeueStep}, nil // a stale view; look again, nothing failed
 	} else if err != nil {
 		retry := p.mem.actionFailed(key, p.now)
 		metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
@@ -240,7 +248,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.mem.actionSucceeded()
 	metrics.Actions.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 	p.r.Recorder.Event(c, corev1.EventTypeNormal, string(action.Reason), action.Message)
-	return ctrl.Result{RequeueAfter: requeueBusy}, nil
+	return ctrl.Result{RequeueAfter: requeueStep}, nil
 }
 
 // writeStatus patches status only when it changed, so an idle cluster costs no API writes.

@@ -54,7 +54,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if pod == nil || p.endpoint(pod) == "" {
 			return fmt.Errorf("member %s has no running pod", a.Members[0])
 		}
-		if err := p.obs.etcd.Defragment(ctx, p.endpoint(pod)); err != nil {
+		if err := p.obs.at(p.endpoint(pod)).Defragment(ctx, p.endpoint(pod)); err != nil {
 			return err
 		}
 		if p.mem.defragmented != nil {
@@ -85,7 +85,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		c.Status.QuotaBackendBytes = a.Quota
 		return p.writeStatus(ctx)
 
-	case planner.StartMigration, planner.CompleteMigration:
+	case planner.StartMigration, planner.CompleteMigration, planner.StartPeerTLS, planner.UpdatePeerURLs, planner.SecurePeers:
 		return p.actMigration(ctx, a)
 
 	case planner.StartRecovery, planner.FenceMembers, planner.AdvanceRecovery, planner.RestartFromBackup, planner.FinishRecovery:
@@ -101,8 +101,9 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		}
 		initial := p.initialCluster(a.Bootstrap)
 		var others []string
+		var peerURLs map[string]string
 		if !a.Bootstrap && p.obs.etcd != nil {
-			others = p.otherPeers()
+			others, peerURLs = p.otherPeers(), p.obs.peerURLs()
 		}
 		var restore *resources.RestoreInput
 		if a.Bootstrap {
@@ -113,7 +114,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 			}
 		}
 		for _, m := range a.Members {
-			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster}
+			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster}
 			if err := p.createMember(ctx, in); err != nil {
 				return err
 			}
@@ -187,7 +188,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if err := p.writeStatus(ctx); err != nil {
 			return err
 		}
-		added, err := p.obs.etcd.AddLearner(ctx, naming.PeerURL(c.Name, c.Namespace, name, resources.PeerTLS(c)))
+		added, err := p.obs.etcd.AddLearner(ctx, resources.MemberPeerURL(c, name))
 		if err != nil {
 			return err
 		}
@@ -217,7 +218,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if err != nil {
 			return err
 		}
-		return p.obs.etcd.MoveLeader(ctx, ep, a.ID)
+		return p.obs.at(ep).MoveLeader(ctx, ep, a.ID)
 
 	case planner.RemoveMember:
 		name := a.Members[0]

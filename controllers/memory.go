@@ -34,6 +34,11 @@ type clusterMemory struct {
 	client    *etcdclient.Client
 	tlsKey    string
 	endpoints []string
+	// source is the plain-text client of the old members of a cluster taken over into client TLS:
+	// one client per scheme (clientv3 picks one transport for all of a client's endpoints), and the
+	// operator's client certificate never goes to the old members.
+	source          *etcdclient.Client
+	sourceEndpoints []string
 	// lastSight is when etcd last answered a pass.
 	lastSight time.Time
 	// compacted is the revision last compacted at, defragmented the members defragmented since
@@ -102,7 +107,10 @@ func (cm *clusterMemory) etcd(endpoints []string, tlsConfig *tls.Config, tlsKey 
 		}
 		return cm.client, nil
 	}
-	cm.closeClient()
+	if cm.client != nil {
+		_ = cm.client.Close()
+		cm.client = nil
+	}
 	cl, err := etcdclient.New(endpoints, tlsConfig)
 	if err != nil {
 		return nil, err
@@ -111,10 +119,36 @@ func (cm *clusterMemory) etcd(endpoints []string, tlsConfig *tls.Config, tlsKey 
 	return cl, nil
 }
 
+// sourceEtcd returns the plain-text client of the old members at endpoints.
+func (cm *clusterMemory) sourceEtcd(endpoints []string) (*etcdclient.Client, error) {
+	slices.Sort(endpoints)
+	if cm.source != nil {
+		if !slices.Equal(cm.sourceEndpoints, endpoints) {
+			cm.source.SetEndpoints(endpoints...)
+			cm.sourceEndpoints = endpoints
+		}
+		return cm.source, nil
+	}
+	cl, err := etcdclient.New(endpoints, nil)
+	if err != nil {
+		return nil, err
+	}
+	cm.source, cm.sourceEndpoints = cl, endpoints
+	return cl, nil
+}
+
 func (cm *clusterMemory) closeClient() {
 	if cm.client != nil {
 		_ = cm.client.Close()
 		cm.client = nil
+	}
+	cm.closeSource()
+}
+
+func (cm *clusterMemory) closeSource() {
+	if cm.source != nil {
+		_ = cm.source.Close()
+		cm.source = nil
 	}
 }
 

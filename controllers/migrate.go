@@ -47,6 +47,9 @@ func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
 		// Recorded before the first member is added: from now on the old members are told apart from
 		// the operator's by this list, and the quota the new members run with is fixed.
 		mg := &v1.Migration{Phase: v1.MigrationJoining, ClusterID: idString(o.clusterID), StartedAt: metav1.NewTime(p.now)}
+		if resources.PeerTLS(c) {
+			mg.PeerTLS = v1.PeerTLSPlain // the members join in the old members' plain text
+		}
 		for _, m := range o.members {
 			mg.SourceMembers = append(mg.SourceMembers, v1.SourceMember{ID: idString(m.ID), Name: m.Name, PeerURLs: m.PeerURLs})
 		}
@@ -68,6 +71,24 @@ func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
 		c.Status.Migration.Phase, c.Status.Migration.CompletedAt = v1.MigrationComplete, &done
 		// From now on the cluster is the operator's like any other: every (re)start joins it.
 		c.Status.Bootstrapped = true
+		return p.writeStatus(ctx)
+
+	case planner.StartPeerTLS:
+		c.Status.Migration.PeerTLS = v1.PeerTLSUpdating
+		return p.writeStatus(ctx)
+
+	case planner.UpdatePeerURLs:
+		// Recorded (Updating) before the first; each member already listens for TLS on the peer port,
+		// so the others reconnect to it there. Repeating an update that was made changes nothing.
+		if err := o.etcd.UpdatePeerURLs(ctx, a.ID, naming.PeerURL(c.Name, c.Namespace, a.Members[0], true)); err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.AfterPeerURLUpdate)
+		return nil
+
+	case planner.SecurePeers:
+		// A new ConfigHash: the members are rolled one at a time without the plain-text listener.
+		c.Status.Migration.PeerTLS = v1.PeerTLSSecured
 		return p.writeStatus(ctx)
 	}
 	return fmt.Errorf("no handler for action %s", a.Kind)
@@ -92,11 +113,37 @@ func (p *pass) otherPeers() []string {
 	return out
 }
 
+// peerURLs are the peer URLs etcd has for the operator's members (the first of each), which a
+// member joining must name them by.
+func (o *observation) peerURLs() map[string]string {
+	out := map[string]string{}
+	for _, m := range o.members {
+		if n := o.names[m.ID]; n != "" && !o.foreign[m.ID] && len(m.PeerURLs) > 0 {
+			out[n] = m.PeerURLs[0]
+		}
+	}
+	return out
+}
+
+// peerTLSInput is the move of the peer URLs to TLS after a take-over, nil when there is none.
+func (p *pass) peerTLSInput() *planner.PeerTLSMove {
+	c := p.c
+	if resources.Migrating(c) || !resources.PlainPeerListener(c) || c.Status.Migration == nil {
+		return nil
+	}
+	return &planner.PeerTLSMove{Phase: c.Status.Migration.PeerTLS, Want: func(name string) string {
+		return naming.PeerURL(c.Name, c.Namespace, name, true)
+	}}
+}
+
 // leaderEndpoint is where to ask the leader to hand over: its pod, or, for an old member of a
-// cluster being taken over, the client URL it advertises.
+// cluster being taken over, the given endpoint it answered at, else the client URL it advertises.
 func (p *pass) leaderEndpoint() (string, error) {
 	o := p.obs
 	if o.foreign[o.leaderID] {
+		if ep := o.sourceAt[o.leaderID]; ep != "" {
+			return ep, nil
+		}
 		for _, m := range o.members {
 			if m.ID == o.leaderID && len(m.ClientURLs) > 0 {
 				return m.ClientURLs[0], nil

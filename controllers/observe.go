@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,11 @@ type observation struct {
 	// foreign are the members the operator does not run (the old members of a cluster being taken
 	// over), by ID; names holds their etcd names.
 	foreign map[uint64]bool
+	// secure is the client of the operator's own member pods; o.etcd may be another one, of the old
+	// members of a cluster taken over (one client per scheme).
+	secure *etcdclient.Client
+	// sourceAt is the endpoint of spec.bootstrap.migrateFrom each old member answered at.
+	sourceAt map[uint64]string
 	// authEnabled: a cluster about to be taken over has authentication on.
 	authEnabled bool
 	// etcdErr explains why etcd is nil.
@@ -81,7 +87,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	}
 	o.volumeRefusal = p.observeVolumeClass(ctx, o.pvcs)
 
-	var endpoints []string
+	var endpoints, source []string
 	for _, pod := range o.pods {
 		if ep := p.endpoint(pod); ep != "" {
 			endpoints = append(endpoints, ep)
@@ -90,9 +96,9 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	migrating := resources.Migrating(c)
 	if migrating {
 		// The cluster is reached through the old members until they are gone.
-		endpoints = append(endpoints, c.Spec.Bootstrap.MigrateFrom.Endpoints...)
+		source = c.Spec.Bootstrap.MigrateFrom.Endpoints
 	}
-	if len(endpoints) == 0 {
+	if len(endpoints)+len(source) == 0 {
 		o.etcdErr = errors.New("no member pod is running")
 		return o, nil
 	}
@@ -104,17 +110,49 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := p.mem.etcd(endpoints, tlsConfig, tlsKey)
-	if err != nil {
-		o.etcdErr = err
-		return o, nil
+	// One client per scheme: the old members of a cluster taken over into client TLS are plain text.
+	type candidate struct {
+		cl        *etcdclient.Client
+		endpoints int
 	}
-	// The client spreads calls over the members; one cut off from its peers cannot answer a
+	var candidates []candidate
+	if tlsConfig == nil {
+		endpoints, source = append(endpoints, source...), nil
+	}
+	if len(source) == 0 {
+		p.mem.closeSource() // the take-over is over
+	} else {
+		// First: until the end of a take-over the old members hold the quorum, and learners of ours
+		// answer no member list.
+		cl, err := p.mem.sourceEtcd(slices.Clone(source))
+		if err != nil {
+			o.etcdErr = err
+			return o, nil
+		}
+		candidates = append(candidates, candidate{cl, len(source)})
+	}
+	if len(endpoints) > 0 {
+		cl, err := p.mem.etcd(endpoints, tlsConfig, tlsKey)
+		if err != nil {
+			o.etcdErr = err
+			return o, nil
+		}
+		o.secure = cl
+		candidates = append(candidates, candidate{cl, len(endpoints)})
+	}
+	// A client spreads calls over the members; one cut off from its peers cannot answer a
 	// linearizable call, so try as many times as there are members before calling etcd unreachable.
 	var members []etcdclient.Member
 	var clusterID uint64
-	for range endpoints {
-		if members, clusterID, err = cl.MemberList(ctx); err == nil {
+	var cl *etcdclient.Client
+	for _, cand := range candidates {
+		cl = cand.cl
+		for range cand.endpoints {
+			if members, clusterID, err = cl.MemberList(ctx); err == nil {
+				break
+			}
+		}
+		if err == nil {
 			break
 		}
 	}
@@ -124,20 +162,28 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		if migrating && c.Status.Migration == nil {
 			// With authentication on, etcd answers nothing, not even the member list, to a client
 			// without a user: say so rather than call the cluster unreachable.
-			o.authEnabled, _ = cl.AuthEnabled(ctx)
+			o.authEnabled, _ = candidates[0].cl.AuthEnabled(ctx)
 		}
 		p.observeSurvivors(ctx, cl, o)
 		return o, nil
 	}
 	o.etcd, o.members, o.clusterID = cl, members, clusterID
-	o.foreign = map[uint64]bool{}
+	o.foreign, o.sourceAt = map[uint64]bool{}, map[uint64]string{}
+	for _, ep := range source {
+		// The old members are asked at the endpoints the user gave, which reach them from where the
+		// operator runs; the client URLs they advertise may not resolve there.
+		if st, err := o.at(ep).Status(ctx, ep); err == nil {
+			o.sourceAt[st.ID] = ep
+		}
+	}
 	for _, m := range members {
 		o.names[m.ID] = memberNameFromPeerURLs(c, m.PeerURLs)
 		var ep string
 		if o.names[m.ID] == "" && migrating {
-			// An old member: known by its etcd name, asked at the client URL it advertises.
+			// An old member: known by its etcd name, asked at a given endpoint, else at the client
+			// URL it advertises.
 			o.foreign[m.ID], o.names[m.ID] = true, m.Name
-			if len(m.ClientURLs) > 0 {
+			if ep = o.sourceAt[m.ID]; ep == "" && len(m.ClientURLs) > 0 {
 				ep = m.ClientURLs[0]
 			}
 		} else {
@@ -149,7 +195,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		if ep == "" {
 			continue
 		}
-		st, err := cl.Status(ctx, ep)
+		st, err := o.at(ep).Status(ctx, ep)
 		if err != nil {
 			continue
 		}
@@ -162,6 +208,15 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	p.observeSlowness(ctx, o, etcdclient.ReadDiskLatency)
 	p.observeTuning(ctx, o, etcdclient.ReadPeerRTT)
 	return o, nil
+}
+
+// at is the client to ask the member at endpoint ep alone: the operator's TLS client for its own
+// members, the one that answered otherwise (dialing one endpoint, clientv3 uses TLS for https only).
+func (o *observation) at(ep string) *etcdclient.Client {
+	if o.secure != nil && strings.HasPrefix(ep, "https://") {
+		return o.secure
+	}
+	return o.etcd
 }
 
 // observeFailures collects etcd's own evidence against members: errors a member reports of itself,
@@ -330,6 +385,7 @@ func (p *pass) plannerInput() planner.Input {
 		in.Known = append(in.Known, k)
 	}
 	in.Migration = p.migrationInput()
+	in.PeerTLS = p.peerTLSInput()
 	if pd := c.Status.PendingOperation; pd != nil {
 		in.Pending = &planner.Pending{Type: pd.Type, Member: pd.Member, ID: parseID(pd.ID), Reason: reason.Reason(pd.Reason), Message: pd.Message}
 	}
@@ -353,7 +409,7 @@ func (p *pass) plannerInput() planner.Input {
 				ID: m.ID, Name: o.names[m.ID], Learner: m.IsLearner, Started: m.Started(),
 				Healthy: memberHealthy(o, m.ID), Failing: o.failing[m.ID], Slow: o.slow[m.ID], RaftIndex: st.RaftIndex, Version: st.Version,
 				AppliedIndex: st.RaftAppliedIndex, StorageVersion: st.StorageVersion, DowngradeTarget: st.DowngradeTarget,
-				DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse,
+				DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse, PeerURLs: m.PeerURLs,
 			})
 			e.Revision = max(e.Revision, st.Revision)
 		}

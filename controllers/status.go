@@ -67,7 +67,7 @@ func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerRef
 // and from the action about to be taken.
 func (p *pass) recordObservation(action planner.Action) {
 	c, o := p.c, p.obs
-	learners := map[uint64]bool{}
+	learners, peerURLs := map[uint64]bool{}, o.peerURLs()
 	for _, m := range o.members {
 		learners[m.ID] = m.IsLearner
 	}
@@ -78,7 +78,10 @@ func (p *pass) recordObservation(action planner.Action) {
 		id, inEtcd := o.ids[ms.Name]
 		st, answered := o.status[id]
 		healthy := inEtcd && memberHealthy(o, id)
-		ms.PeerURL = naming.PeerURL(c.Name, c.Namespace, ms.Name, resources.PeerTLS(c))
+		ms.PeerURL = resources.MemberPeerURL(c, ms.Name)
+		if u := peerURLs[ms.Name]; u != "" {
+			ms.PeerURL = u // what etcd has: it differs while a take-over moves the peer URLs to TLS
+		}
 		ms.ClientURL = naming.ClientURL(c.Name, c.Namespace, ms.Name, resources.ClientTLS(c))
 		if o.etcd == nil {
 			// Nothing answered: keep what was last known of identities, but nobody is healthy.

@@ -9,7 +9,7 @@ import (
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.bootstrap) && !has(self.bootstrap) || has(oldSelf.bootstrap) && has(self.bootstrap) && self.bootstrap == oldSelf.bootstrap",message="bootstrap is immutable: it only describes how the cluster was first created"
-// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.migrateFrom) || has(self.tls) && has(self.tls.client) && self.tls.client == 'Disabled' && has(self.tls.peer) && self.tls.peer == 'Disabled'",message="bootstrap.migrateFrom needs tls.client and tls.peer set to Disabled: the new members join the running cluster over plain text, as its own members talk (a TLS member cannot exchange raft messages with a plain-text one)"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.migrateFrom) || !has(self.tls) || (!has(self.tls.client) || self.tls.client != 'UserProvided') && (!has(self.tls.peer) || self.tls.peer != 'UserProvided')",message="bootstrap.migrateFrom takes tls.client and tls.peer OperatorManaged or Disabled: the operator moves a plain-text cluster to TLS with certificates of its own CA only"
 // +kubebuilder:validation:XValidation:rule="int(self.version.split('.')[1]) >= int(oldSelf.version.split('.')[1]) - 1",message="downgrades go one minor version at a time (for example 3.7 -> 3.6, then 3.6 -> 3.5)"
 // +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.quotaBackendBytes) || self.etcd.quotaBackendBytes == 0 || !has(self.storage) || !has(self.storage.size) || !isQuantity(string(self.storage.size)) || quantity(string(self.storage.size)).asApproximateFloat() >= 1.25 * double(self.etcd.quotaBackendBytes)",message="etcd.quotaBackendBytes must leave a fifth of the volume free for the WAL, snapshots and defragmentation: set storage.size to at least 1.25 x quotaBackendBytes, or lower the quota"
 type EtcdClusterSpec struct {
@@ -746,6 +746,15 @@ type Migration struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migration completed"
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// PeerTLS is where the members' move to peer TLS stands, when spec.tls.peer is not Disabled: the
+	// operator's members join the old ones in plain text (Plain: they also listen with TLS on the peer
+	// port, and in plain text on port 2381, which they advertise); once the old members are gone, each
+	// member's peer URL is changed to TLS one at a time (Updating, recorded before the first change),
+	// and at Secured the members are restarted one at a time without the plain-text listener.
+	// +optional
+	// +kubebuilder:validation:Enum=Plain;Updating;Secured
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migration peer TLS"
+	PeerTLS string `json:"peerTLS,omitempty"`
 }
 
 // SourceMember is a member of the cluster taken over.
@@ -761,6 +770,13 @@ type SourceMember struct {
 const (
 	MigrationJoining  = "Joining"
 	MigrationComplete = "Complete"
+)
+
+// Phases of status.migration.peerTLS.
+const (
+	PeerTLSPlain    = "Plain"
+	PeerTLSUpdating = "Updating"
+	PeerTLSSecured  = "Secured"
 )
 
 // RecoveryComplete is the phase of a finished recovery.

@@ -358,7 +358,8 @@ func TestAdmissionRejectsWhatTheOperatorCannotHonour(t *testing.T) {
 		{"defragmentation minFreePercent above 100", obj("EtcdCluster", "df-101", clusterSpec(set("maintenance.defragmentation.minFreePercent", 101))), "minFreePercent"},
 		{"restore sha256 with a backupName", obj("EtcdCluster", "sha-named", clusterSpec(set("bootstrap.restore", map[string]any{"backupName": "b", "sha256": strings.Repeat("ab", 32)}))), "restore.sha256 goes with restore.source"},
 		{"migrateFrom with restore", obj("EtcdCluster", "mig-both", clusterSpec(all(plainText, set("bootstrap.migrateFrom.endpoints", []any{"http://etcd-0.etcd:2379"}), set("bootstrap.restore.backupName", "b")))), "bootstrap takes restore or migrateFrom, not both"},
-		{"migrateFrom into a TLS cluster", obj("EtcdCluster", "mig-tls", clusterSpec(set("bootstrap.migrateFrom.endpoints", []any{"http://etcd-0.etcd:2379"}))), "bootstrap.migrateFrom needs tls.client and tls.peer set to Disabled"},
+		{"migrateFrom into user-provided TLS", obj("EtcdCluster", "mig-user", clusterSpec(all(set("bootstrap.migrateFrom.endpoints", []any{"http://etcd-0.etcd:2379"}),
+			set("tls", map[string]any{"client": "UserProvided", "peer": "UserProvided", "secrets": map[string]any{"server": "s", "operatorClient": "o", "peer": "p"}})))), "bootstrap.migrateFrom takes tls.client and tls.peer OperatorManaged or Disabled"},
 		{"migrateFrom over https", obj("EtcdCluster", "mig-https", clusterSpec(all(plainText, set("bootstrap.migrateFrom.endpoints", []any{"https://etcd-0.etcd:2379"})))), "migrateFrom.endpoints must be plain-text client URLs written http://host:port"},
 		{"migrateFrom endpoint without a port", obj("EtcdCluster", "mig-port", clusterSpec(all(plainText, set("bootstrap.migrateFrom.endpoints", []any{"http://etcd-0.etcd"})))), "migrateFrom.endpoints must be plain-text client URLs"},
 		{"migrateFrom without endpoints", obj("EtcdCluster", "mig-none", clusterSpec(all(plainText, set("bootstrap.migrateFrom.endpoints", []any{})))), "spec.bootstrap.migrateFrom.endpoints"},
@@ -447,6 +448,7 @@ func TestAdmissionAcceptsEdgeCases(t *testing.T) {
 	}{
 		{"name of 52 characters", obj("EtcdCluster", long(52), clusterSpec(nil))},
 		{"one-letter name", obj("EtcdCluster", "e", clusterSpec(nil))},
+		{"migrateFrom a plain-text cluster into a TLS one", obj("EtcdCluster", "mig-tls", clusterSpec(set("bootstrap.migrateFrom.endpoints", []any{"http://etcd-0.etcd:2379"})))},
 		{"migrateFrom a plain-text cluster into a plain-text one", obj("EtcdCluster", "mig-ok", clusterSpec(all(plainText, set("bootstrap.migrateFrom.endpoints", []any{"http://etcd-0.etcd.default.svc:2379", "http://10.0.0.7:2379"}))))},
 		{"raw restore source with its sha256", obj("EtcdCluster", "sha-raw", clusterSpec(set("bootstrap.restore", map[string]any{"source": s3Dest(), "sha256": strings.Repeat("ab", 32)})))},
 		{"replaceFailedMemberAfter 168h", obj("EtcdCluster", "rf-max", clusterSpec(set("maintenance.replaceFailedMemberAfter", "168h")))},

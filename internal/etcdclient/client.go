@@ -190,6 +190,17 @@ func (c *Client) Remove(ctx context.Context, id uint64) error {
 	return nil
 }
 
+// UpdatePeerURLs replaces the peer URLs of member id: the others dial it at them from then on (in
+// TLS for an https URL). The member must already listen there; updating to the same URLs is a no-op.
+func (c *Client) UpdatePeerURLs(ctx context.Context, id uint64, peerURLs ...string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if _, err := c.c.MemberUpdate(ctx, id, peerURLs); err != nil {
+		return fmt.Errorf("update peer URLs of member %x to %v: %w", id, peerURLs, err)
+	}
+	return nil
+}
+
 // Status asks the member at endpoint about itself.
 func (c *Client) Status(ctx context.Context, endpoint string) (Status, error) {
 	ctx, cancel := withTimeout(ctx)

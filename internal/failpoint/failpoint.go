@@ -29,6 +29,8 @@ const (
 	AfterMigrationStart = "afterMigrationStart"
 	// AfterOldMemberRemove: an old member of a cluster being taken over was removed from it.
 	AfterOldMemberRemove = "afterOldMemberRemove"
+	// AfterPeerURLUpdate: a member's peer URL was moved to TLS after a take-over, the others not yet.
+	AfterPeerURLUpdate = "afterPeerURLUpdate"
 )
 
 // EnvVar arms failpoints.

@@ -63,6 +63,10 @@ const (
 
 	ClientPort = 2379
 	PeerPort   = 2380
+	// PlainPeerPort is where the members of a cluster taken over from a plain-text one listen for peers
+	// in plain text until every peer URL is TLS (status.migration.peerTLS): the old members cannot
+	// speak TLS, and PeerPort serves TLS from the start so that the URLs can move to it one at a time.
+	PlainPeerPort = 2381
 	// MetricsPort serves /metrics, /health and /readyz in plain HTTP, so probes need no client certificate.
 	MetricsPort = 8080
 
@@ -165,6 +169,11 @@ func scheme(tls bool) string {
 		return "https"
 	}
 	return "http"
+}
+
+// PlainPeerURL is the plain-text peer URL of a member joining a plain-text cluster (PlainPeerPort).
+func PlainPeerURL(cluster, namespace, member string) string {
+	return fmt.Sprintf("http://%s:%d", PeerHost(cluster, namespace, member), PlainPeerPort)
 }
 
 // PeerURL of a member.

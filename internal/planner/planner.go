@@ -82,6 +82,8 @@ type EtcdMember struct {
 	DowngradeTarget string
 	// DBSize is the size of the member's database file; DBSizeInUse, the part holding data.
 	DBSize, DBSizeInUse int64
+	// PeerURLs are the URLs etcd's member list has for the member.
+	PeerURLs []string
 }
 
 // Etcd is the view of the cluster from etcd itself; nil when no member answered.
@@ -185,6 +187,9 @@ type Input struct {
 	DefragRequested map[string]bool
 	// Migration is set while a running cluster is being taken over (spec.bootstrap.migrateFrom).
 	Migration *Migration
+	// PeerTLS is set from the end of a take-over of a plain-text cluster into peer TLS until every
+	// member's peer URL is TLS.
+	PeerTLS *PeerTLSMove
 	// NewestBackup is the EtcdBackup FromBackup restores: the newest verified successful backup of
 	// this cluster, else the newest successful one; "" when there is none.
 	NewestBackup string
@@ -468,6 +473,9 @@ func decideRunning(in Input) Action {
 			return Action{Kind: MoveLeader, Members: []string{victim.Name, to.Name}, ID: to.ID, Reason: reason.ScalingDown, Message: fmt.Sprintf("moving leadership from %s to %s before removing it", victim.Name, to.Name)}
 		}
 		return Action{Kind: RemoveMember, Members: []string{victim.Name}, ID: victim.ID, Reason: reason.ScalingDown, Message: fmt.Sprintf("scaling %d -> %d: removing %s", voters, in.Replicas, victim.Name)}
+	}
+	if a, ok := decidePeerTLS(in, e); ok {
+		return a
 	}
 	if a, ok := decideSlow(in, e); ok {
 		return a

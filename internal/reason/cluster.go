@@ -176,6 +176,9 @@ const (
 	// Migrated: every old member is out of the cluster; it runs on the operator's members only, with its cluster ID, keys and revisions unchanged.
 	// Do: point clients at the client Service named in the message; scale the old StatefulSet to 0 and delete it and its volumes.
 	Migrated Reason = "Migrated"
+	// SecuringPeers: after a take-over of a plain-text cluster into peer TLS, the members' peer URLs move to TLS one member at a time, then each member restarts without its plain-text peer listener (status.migration.peerTLS).
+	// Do: nothing; it stops while any member is unhealthy and goes on when all are.
+	SecuringPeers Reason = "SecuringPeers"
 )
 
 // EtcdCluster: events only.

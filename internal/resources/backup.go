@@ -269,7 +269,7 @@ func restoreInitContainers(c *v1.EtcdCluster, in MemberPodInput) ([]corev1.Conta
 		"--snapshot=" + naming.DataDir + "/restore-snapshot.db",
 		"--data-dir=" + naming.DataDir + "/data",
 		"--name=" + in.Member,
-		"--initial-cluster=" + InitialClusterFlag(c, in.InitialCluster),
+		"--initial-cluster=" + InitialClusterFlag(c, in.InitialCluster, nil),
 		"--initial-cluster-token=" + clusterToken(c),
 		"--initial-advertise-peer-urls=" + naming.PeerURL(c.Name, c.Namespace, in.Member, PeerTLS(c)),
 	}

@@ -23,7 +23,7 @@ func TestRestoreOnlyOnBootstrapAndFromARawSource(t *testing.T) {
 	args := strings.Join(restore.Args, " ")
 	for _, want := range []string{
 		"--file=/restore-source/etcd/old.db", "--location=pvc://snaps/etcd/old.db", "--name=demo-1",
-		"--initial-cluster=" + InitialClusterFlag(c, in.InitialCluster), "--initial-cluster-token=" + ClusterToken(c),
+		"--initial-cluster=" + InitialClusterFlag(c, in.InitialCluster, nil), "--initial-cluster-token=" + ClusterToken(c),
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("restore args %q lack %q", args, want)

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -45,5 +46,78 @@ func TestPeerPortOpenOnlyWhileMigrating(t *testing.T) {
 	}
 	if Migrating(sample()) {
 		t.Fatal("a cluster without migrateFrom is migrating")
+	}
+}
+
+func argWith(args []string, prefix string) string {
+	for _, a := range args {
+		if strings.HasPrefix(a, prefix) {
+			return a
+		}
+	}
+	return ""
+}
+
+// A take-over into peer TLS: members join advertising a plain-text URL on PlainPeerPort and serve
+// TLS on PeerPort from the start, so their URLs can move to TLS one at a time; once all have moved
+// (Secured) they are rolled, with a new ConfigHash, out of the plain-text listener, and the
+// NetworkPolicy closes its port.
+func TestTakeOverIntoPeerTLS(t *testing.T) {
+	c := migratingSample()
+	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}
+	plain, tls := naming.PlainPeerURL(c.Name, c.Namespace, "demo-1"), naming.PeerURL(c.Name, c.Namespace, "demo-1", true)
+	if !strings.HasPrefix(plain, "http://") || !strings.HasSuffix(plain, ":2381") {
+		t.Fatalf("plain-text peer URL %s", plain)
+	}
+	peerPorts := func() []int32 {
+		var out []int32
+		for _, p := range NetworkPolicy(c, "").Spec.Ingress[0].Ports {
+			out = append(out, p.Port.IntVal)
+		}
+		return out
+	}
+	join := MemberPodInput{Member: "demo-1", Image: "i", InitialCluster: []string{"demo-0", "demo-1"}, PeerURLs: map[string]string{"demo-0": "https://demo-0.x:2380"}}
+	steps := []struct {
+		name              string
+		migration         *v1.Migration
+		advertise, listen string
+		demo1InInitial    string
+		ports             []int32
+	}{
+		{"before the start", nil, plain, "--listen-peer-urls=https://0.0.0.0:2380,http://0.0.0.0:2381", plain, []int32{2380, 2381}},
+		{"joining", &v1.Migration{Phase: v1.MigrationJoining, PeerTLS: v1.PeerTLSPlain}, plain, "--listen-peer-urls=https://0.0.0.0:2380,http://0.0.0.0:2381", plain, []int32{2380, 2381}},
+		{"migrated, URLs moving", &v1.Migration{Phase: v1.MigrationComplete, PeerTLS: v1.PeerTLSUpdating}, tls, "--listen-peer-urls=https://0.0.0.0:2380,http://0.0.0.0:2381", tls, []int32{2380, 2381}},
+		{"secured", &v1.Migration{Phase: v1.MigrationComplete, PeerTLS: v1.PeerTLSSecured}, tls, "--listen-peer-urls=https://0.0.0.0:2380", tls, []int32{2380}},
+	}
+	var hashes []string
+	for _, s := range steps {
+		c.Status.Migration = s.migration
+		args := MemberPod(c, join).Spec.Containers[0].Args
+		if got := argWith(args, "--initial-advertise-peer-urls="); got != "--initial-advertise-peer-urls="+s.advertise {
+			t.Errorf("%s: %s, want %s", s.name, got, s.advertise)
+		}
+		if got := argWith(args, "--listen-peer-urls="); got != s.listen {
+			t.Errorf("%s: %s, want %s", s.name, got, s.listen)
+		}
+		// The member list's URL for a member wins over the derived one (etcd refuses a join otherwise).
+		if want := "--initial-cluster=demo-0=https://demo-0.x:2380,demo-1=" + s.demo1InInitial; argWith(args, "--initial-cluster=") != want {
+			t.Errorf("%s: %s, want %s", s.name, argWith(args, "--initial-cluster="), want)
+		}
+		if argWith(args, "--peer-cert-file=") == "" {
+			t.Errorf("%s: no peer certificate: %v", s.name, args)
+		}
+		if got := peerPorts(); !slices.Equal(got, s.ports) {
+			t.Errorf("%s: peer ports %v, want %v", s.name, got, s.ports)
+		}
+		hashes = append(hashes, ConfigHash(c))
+	}
+	if hashes[0] != hashes[2] || hashes[2] == hashes[3] {
+		t.Errorf("ConfigHash %v: must change only when the plain-text listener goes", hashes)
+	}
+	// Nothing of this for a cluster that does not take over one, or keeps plain-text peers.
+	for _, other := range []*v1.EtcdCluster{sample(), migratingSample()} {
+		if PlainPeerListener(other) || JoinPlainPeer(other) {
+			t.Errorf("%s with tls %+v has a plain-text peer listener", other.Name, other.Spec.TLS)
+		}
 	}
 }

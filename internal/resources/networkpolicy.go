@@ -17,7 +17,8 @@ var DefaultMetricsNamespaces = []string{"monitoring", "openshift-monitoring", "o
 // NetworkPolicy is the ingress policy of c's member pods (backup and verify Job pods are not
 // selected: they serve nothing). operatorNamespace is where the operator's pods run; empty (the
 // operator runs outside the cluster) leaves them out, as such an operator does not come from a pod.
-//   - peer port: only from c's members (from anywhere while it takes over a running cluster);
+//   - peer port (and the plain-text peer port of a take-over into peer TLS, until it is dropped): only
+//     from c's members (from anywhere while it takes over a running cluster);
 //   - client port: from c's own pods (members, backup Jobs), the operator, and spec.clientFrom
 //     (default: every pod of c's namespace);
 //   - metrics port: from the operator and spec.metricsFrom (default: DefaultMetricsNamespaces).
@@ -37,6 +38,12 @@ func NetworkPolicy(c *v1.EtcdCluster, operatorNamespace string) *networkingv1.Ne
 		peers = nil
 	}
 
+	peerPorts := tcpPorts(naming.PeerPort)
+	if PlainPeerListener(c) {
+		// Until every peer URL is TLS; from the old members too while they are in (peers above).
+		peerPorts = append(peerPorts, tcpPorts(naming.PlainPeerPort)...)
+	}
+
 	clients := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: naming.Labels(c.Name)}}}
 	clients = append(clients, operator...)
 	if from := c.Spec.NetworkPolicy.ClientFrom; len(from) > 0 {
@@ -51,7 +58,7 @@ func NetworkPolicy(c *v1.EtcdCluster, operatorNamespace string) *networkingv1.Ne
 			PodSelector: *members,
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{
-				{From: peers, Ports: tcpPorts(naming.PeerPort)},
+				{From: peers, Ports: peerPorts},
 				{From: clients, Ports: tcpPorts(naming.ClientPort)},
 				metricsIngress(c, operator),
 			},

@@ -34,6 +34,9 @@ type MemberPodInput struct {
 	Version string
 	// InitialCluster lists the members to name in --initial-cluster (must include Member).
 	InitialCluster []string
+	// PeerURLs are the peer URLs etcd's member list has for the operator's members, when joining a
+	// running cluster (nil at bootstrap): a member joins with the URLs etcd knows it by.
+	PeerURLs map[string]string
 	// OtherPeers are --initial-cluster entries (name=peerURL) of members the operator does not run:
 	// the old members of a cluster being taken over.
 	OtherPeers []string
@@ -133,13 +136,22 @@ func objectMeta(c *v1.EtcdCluster, name string, labels map[string]string) metav1
 	}
 }
 
-// InitialClusterFlag renders --initial-cluster for members.
-func InitialClusterFlag(c *v1.EtcdCluster, members []string) string {
+// InitialClusterFlag renders --initial-cluster for members: each with the peer URL etcd's member
+// list has for it (peerURLs, when joining a running cluster: etcd refuses a join whose URLs differ),
+// else the one it would be added with.
+func InitialClusterFlag(c *v1.EtcdCluster, members []string, peerURLs map[string]string) string {
 	parts := make([]string, len(members))
 	for i, m := range members {
-		parts[i] = m + "=" + naming.PeerURL(c.Name, c.Namespace, m, PeerTLS(c))
+		parts[i] = m + "=" + peerURLOf(c, m, peerURLs)
 	}
 	return strings.Join(parts, ",")
+}
+
+func peerURLOf(c *v1.EtcdCluster, member string, peerURLs map[string]string) string {
+	if u := peerURLs[member]; u != "" {
+		return u
+	}
+	return MemberPeerURL(c, member)
 }
 
 // ClusterToken is the initial-cluster-token of a cluster incarnation; the UID makes a re-created
@@ -165,12 +177,12 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 	args := []string{
 		"--name=" + in.Member,
 		"--data-dir=" + naming.DataDir + "/data",
-		fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", scheme(PeerTLS(c)), naming.PeerPort),
+		"--listen-peer-urls=" + listenPeerURLs(c),
 		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme(ClientTLS(c)), naming.ClientPort),
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", naming.MetricsPort),
 		"--advertise-client-urls=" + naming.ClientURL(c.Name, c.Namespace, in.Member, ClientTLS(c)),
-		"--initial-advertise-peer-urls=" + naming.PeerURL(c.Name, c.Namespace, in.Member, PeerTLS(c)),
-		"--initial-cluster=" + strings.Join(append([]string{InitialClusterFlag(c, in.InitialCluster)}, in.OtherPeers...), ","),
+		"--initial-advertise-peer-urls=" + peerURLOf(c, in.Member, in.PeerURLs),
+		"--initial-cluster=" + strings.Join(append([]string{InitialClusterFlag(c, in.InitialCluster, in.PeerURLs)}, in.OtherPeers...), ","),
 		"--initial-cluster-state=" + state,
 		"--initial-cluster-token=" + clusterToken(c),
 		fmt.Sprintf("--heartbeat-interval=%d", o.HeartbeatIntervalMillis),
@@ -223,6 +235,17 @@ func cipherSuites() string {
 		names[i] = tls.CipherSuiteName(id)
 	}
 	return strings.Join(names, ",")
+}
+
+// listenPeerURLs: the peer port, and the plain-text one while members may advertise it
+// (PlainPeerListener). etcd serves TLS only on https listeners, and its raft transport dials each
+// peer in the scheme of that peer's URL, so TLS and plain-text members talk over the same transport.
+func listenPeerURLs(c *v1.EtcdCluster) string {
+	urls := fmt.Sprintf("%s://0.0.0.0:%d", scheme(PeerTLS(c)), naming.PeerPort)
+	if PlainPeerListener(c) {
+		urls += fmt.Sprintf(",http://0.0.0.0:%d", naming.PlainPeerPort)
+	}
+	return urls
 }
 
 func scheme(tls bool) string {
@@ -404,7 +427,9 @@ func ConfigHash(c *v1.EtcdCluster) string {
 		TrustEpoch int32 `json:",omitempty"`
 		// UserTrust rolls them when the ca.crt of a user-provided Secret changes, for the same reason.
 		UserTrust string `json:",omitempty"`
-	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, EtcdOptions(c), c.Spec.TLS, c.Status.TLS.TrustEpoch, c.Status.TLS.UserTrust})
+		// PlainPeer rolls the members out of their plain-text peer listener once every peer URL is TLS.
+		PlainPeer bool `json:",omitempty"`
+	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, EtcdOptions(c), c.Spec.TLS, c.Status.TLS.TrustEpoch, c.Status.TLS.UserTrust, PlainPeerListener(c)})
 	if err != nil {
 		panic(fmt.Sprintf("marshal pod configuration: %v", err))
 	}

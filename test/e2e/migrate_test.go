@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -34,8 +35,10 @@ const migrateTimeout = 6 * time.Minute
 // oldEtcd is a plain-text etcd run by a hand-written StatefulSet, as many teams run it today: the
 // StatefulSet "old" and its headless Service "old-peer".
 type oldEtcd struct {
-	ns   string
-	size int
+	ns     string
+	size   int
+	sts    string
+	labels map[string]string
 }
 
 var oldLabels = map[string]string{"app": "old-etcd"}
@@ -95,28 +98,122 @@ func startOldEtcd(t *testing.T, ns string, size int) *oldEtcd {
 							"--initial-cluster-token=old-" + ns,
 						},
 						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+						SecurityContext: oldContainerSecurity(),
+						Resources:       oldResources(),
 					}},
 					Volumes:                       []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 					TerminationGracePeriodSeconds: ptr.To[int64](10),
 					AutomountServiceAccountToken:  ptr.To(false),
 					EnableServiceLinks:            ptr.To(false),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
+					SecurityContext:               oldPodSecurity(),
 				},
 			},
 		},
 	}
+	return launchOldEtcd(t, sts, size)
+}
+
+// The old pods pass the restricted Pod Security level the test namespaces enforce.
+func oldContainerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+func oldPodSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func oldResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}
+}
+
+// startEtcdIOOperatorShape runs a plain-text etcd the way etcd-io/etcd-operator (v0.1) builds one for
+// an EtcdCluster named name, without that operator: a StatefulSet and a headless Service (no ports)
+// both named name, labels app and controller = name, a ConfigMap name-state with the ETCD_INITIAL_*
+// and ETCD_DATA_DIR variables, and the operator's default arguments: peer and client URLs under
+// $(POD_NAME).name.$(POD_NAMESPACE).svc.cluster.local. Only the pod security settings and an emptyDir
+// for the data directory are added (the test namespaces enforce the restricted level).
+func startEtcdIOOperatorShape(t *testing.T, ns, name string, size int) *oldEtcd {
+	t.Helper()
+	ctx := context.Background()
+	image, err := versions.Image(versions.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": name, "controller": name}
+	var initial []string
+	for i := 0; i < size; i++ {
+		initial = append(initial, fmt.Sprintf("%s-%d=http://%s-%d.%s.%s.svc.cluster.local:2380", name, i, name, i, name, ns))
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-state", Namespace: ns},
+		Data: map[string]string{
+			"ETCD_INITIAL_CLUSTER_STATE": "new",
+			"ETCD_INITIAL_CLUSTER":       strings.Join(initial, ","),
+			"ETCD_DATA_DIR":              "/var/lib/etcd",
+		},
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: labels},
+	}
+	for _, obj := range []client.Object{cm, svc} {
+		if err := env.K8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fieldEnv := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(size)), ServiceName: name,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+						Command: []string{"/usr/local/bin/etcd"},
+						Args: []string{
+							"--name=$(POD_NAME)",
+							"--listen-peer-urls=http://0.0.0.0:2380",
+							"--listen-client-urls=http://0.0.0.0:2379",
+							fmt.Sprintf("--initial-advertise-peer-urls=http://$(POD_NAME).%s.$(POD_NAMESPACE).svc.cluster.local:2380", name),
+							fmt.Sprintf("--advertise-client-urls=http://$(POD_NAME).%s.$(POD_NAMESPACE).svc.cluster.local:2379", name),
+						},
+						Env:             []corev1.EnvVar{fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")},
+						EnvFrom:         []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}},
+						Ports:           []corev1.ContainerPort{{Name: "client", ContainerPort: 2379}, {Name: "peer", ContainerPort: 2380}},
+						VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
+						SecurityContext: oldContainerSecurity(),
+						Resources:       oldResources(),
+					}},
+					Volumes:                       []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					TerminationGracePeriodSeconds: ptr.To[int64](10),
+					AutomountServiceAccountToken:  ptr.To(false),
+					SecurityContext:               oldPodSecurity(),
+				},
+			},
+		},
+	}
+	return launchOldEtcd(t, sts, size)
+}
+
+// launchOldEtcd creates sts and waits until its members form a cluster.
+func launchOldEtcd(t *testing.T, sts *appsv1.StatefulSet, size int) *oldEtcd {
+	t.Helper()
+	ctx := context.Background()
 	if err := env.K8s.Create(ctx, sts); err != nil {
 		t.Fatal(err)
 	}
-	o := &oldEtcd{ns: ns, size: size}
+	o := &oldEtcd{ns: sts.Namespace, size: size, sts: sts.Name, labels: sts.Spec.Selector.MatchLabels}
 	framework.WaitFor(t, "the old etcd formed a cluster", 3*time.Minute, func() error {
 		eps, err := o.endpoints()
 		if err != nil || len(eps) < size {
@@ -143,7 +240,7 @@ func startOldEtcd(t *testing.T, ns string, size int) *oldEtcd {
 // endpoints are the client URLs of the old pods that run.
 func (o *oldEtcd) endpoints() ([]string, error) {
 	pods := &corev1.PodList{}
-	if err := env.K8s.List(context.Background(), pods, client.InNamespace(o.ns), client.MatchingLabels(oldLabels)); err != nil {
+	if err := env.K8s.List(context.Background(), pods, client.InNamespace(o.ns), client.MatchingLabels(o.labels)); err != nil {
 		return nil, err
 	}
 	var eps []string
@@ -159,7 +256,7 @@ func (o *oldEtcd) endpoints() ([]string, error) {
 func (o *oldEtcd) scale(t *testing.T, n int32) {
 	t.Helper()
 	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: o.ns}}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: o.sts, Namespace: o.ns}}
 	if err := env.K8s.Patch(context.Background(), sts, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +288,7 @@ func newMemberEndpoints(ns, name string) ([]string, error) {
 
 // migratingCluster creates an EtcdCluster of replicas members taking over the old etcd; a failed
 // test shows the namespace's events.
-func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd) *v1.EtcdCluster {
+func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd, tls v1.TLSMode) *v1.EtcdCluster {
 	t.Helper()
 	eps, err := o.endpoints()
 	if err != nil {
@@ -200,7 +297,7 @@ func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd) *v1.E
 	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	c.Spec.Replicas, c.Spec.Version = replicas, versions.Default
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
-	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSDisabled}
+	c.Spec.TLS = v1.TLSSpec{Client: tls, Peer: tls}
 	c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: eps}}
 	if err := env.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
@@ -245,17 +342,38 @@ func checkOnlyNewMembers(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster, r
 	}
 }
 
-// A 3-member plain-text etcd run by a StatefulSet is taken over by a 3-member EtcdCluster under a
-// writer: no acknowledged write lost, the cluster ID and the keys' revisions unchanged, the new
-// members' data identical, the old members out of the member list.
+// A 3-member plain-text etcd is taken over by a 3-member EtcdCluster under a writer: no acknowledged
+// write lost, the cluster ID and the keys' revisions unchanged, the new members' data identical, the
+// old members out of the member list. Sources: a hand-written StatefulSet, taken over into TLS
+// everywhere (the writer moves from the old members in plain text to the new ones with a client
+// certificate once one of them votes); and etcd-io/etcd-operator's StatefulSet shape, kept in plain
+// text.
 func TestMigrateFromStatefulSet(t *testing.T) {
 	t.Parallel()
+	cases := []struct {
+		name  string
+		start func(t *testing.T, ns string) *oldEtcd
+		tls   v1.TLSMode
+	}{
+		{"hand-written StatefulSet into TLS", func(t *testing.T, ns string) *oldEtcd { return startOldEtcd(t, ns, 3) }, v1.TLSOperatorManaged},
+		{"etcd-io/etcd-operator shape", func(t *testing.T, ns string) *oldEtcd { return startEtcdIOOperatorShape(t, ns, "legacy", 3) }, v1.TLSDisabled},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			migrateUnderWriter(t, tc.start, tc.tls)
+		})
+	}
+}
+
+func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) *oldEtcd, tls v1.TLSMode) {
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-migrate-")
-	old := startOldEtcd(t, ns, 3)
+	old := startSource(t, ns)
 	oldEps, _ := old.endpoints()
-	cl := plainClient(t, oldEps)
-	t.Cleanup(func() { _ = cl.Close() })
+	plain := plainClient(t, oldEps)
+	t.Cleanup(func() { _ = plain.Close() })
+	cl := plain
 	seed := framework.PutKeys(t, cl, "/seed/", 1000)
 	before, err := cl.Get(ctx, seed[0])
 	if err != nil {
@@ -265,24 +383,55 @@ func TestMigrateFromStatefulSet(t *testing.T) {
 
 	env.StartOperator(t, ns, "")
 	// Clients follow the members as they come and go, as a client of both Services would.
-	stopFollowing := framework.FollowPods(cl, func() ([]string, error) {
+	stopFollowing := framework.FollowPods(plain, func() ([]string, error) {
 		eps, err := old.endpoints()
-		if err != nil {
-			return nil, err
+		if err != nil || tls != v1.TLSDisabled {
+			return eps, err
 		}
 		ours, err := newMemberEndpoints(ns, "etcd")
 		return append(eps, ours...), err
 	})
-	w := framework.StartWriter(cl, "/during/")
+	w := framework.StartWriter(plain, "/during/")
 	start := time.Now()
-	c := migratingCluster(t, ns, 3, old)
+	c := migratingCluster(t, ns, 3, old, tls)
+	var switched time.Duration
+	if tls != v1.TLSDisabled {
+		// A TLS client of the new members, with the client certificate the operator publishes, as soon
+		// as one of them votes (learners serve no writes); the old members stay plain text.
+		framework.WaitFor(t, "a new member votes", migrateTimeout, func() error {
+			if eps := votingEndpoints(c); len(eps) == 0 {
+				return fmt.Errorf("no new voting member yet")
+			}
+			return nil
+		})
+		secure := env.EtcdClient(t, c)
+		secure.SetEndpoints(votingEndpoints(c)...)
+		stopSecure := framework.FollowPods(secure, func() ([]string, error) { return votingEndpoints(c), nil })
+		defer stopSecure()
+		w.Use(secure)
+		switched = time.Since(start)
+		cl = secure
+	}
 	waitMigrated(t, c, 3)
+	migrated := time.Since(start)
+	if tls != v1.TLSDisabled {
+		framework.WaitFor(t, "status.migration.peerTLS Secured", migrateTimeout, func() error {
+			if mg := env.Get(t, c).Status.Migration; mg == nil || mg.PeerTLS != v1.PeerTLSSecured {
+				return fmt.Errorf("migration %+v", mg)
+			}
+			return nil
+		})
+		env.WaitConverged(t, c, 3, convergeTimeout)
+	}
 	took := time.Since(start)
 	acked, failed := w.Finish()
 	stopFollowing()
 	ours, err := newMemberEndpoints(c.Namespace, c.Name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tls != v1.TLSDisabled {
+		ours = env.PodEndpoints(t, c)
 	}
 	cl.SetEndpoints(ours...)
 
@@ -305,8 +454,77 @@ func TestMigrateFromStatefulSet(t *testing.T) {
 	if !strings.Contains(cond.Message, naming.ClientServiceHost(c.Name, c.Namespace)) {
 		t.Fatalf("Migrated does not tell clients where to go: %s", cond.Message)
 	}
+	if tls != v1.TLSDisabled {
+		checkPeersTLSOnly(t, cl, c)
+		t.Logf("writer moved to the new members over TLS after %s; migrated after %s; peer URLs on TLS and plain-text listeners gone after %s",
+			switched.Round(time.Second), migrated.Round(time.Second), took.Round(time.Second))
+	}
 	t.Logf("migrated in %s under a writer: %d writes acknowledged, %d attempts failed and retried, 0 lost; cluster %x, %d members, hashes %v",
 		took.Round(time.Second), len(acked), failed, clusterID, len(ours), hashes)
+}
+
+// votingEndpoints are the TLS client URLs of c's members that vote (status.members roles).
+func votingEndpoints(c *v1.EtcdCluster) []string {
+	ctx := context.Background()
+	cur := &v1.EtcdCluster{}
+	if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
+		return nil
+	}
+	pods := &corev1.PodList{}
+	if err := env.K8s.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		return nil
+	}
+	ips := map[string]string{}
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			ips[p.Name] = p.Status.PodIP
+		}
+	}
+	var eps []string
+	for _, m := range cur.Status.Members {
+		if (m.Role == v1.RoleLeader || m.Role == v1.RoleFollower) && ips[m.Name] != "" {
+			eps = append(eps, naming.EndpointForIP(ips[m.Name], true))
+		}
+	}
+	return eps
+}
+
+// checkPeersTLSOnly asserts that every member's peer URL is TLS on the peer port, that the members
+// run without their plain-text peer listener, and that the peer port refuses plain text.
+func checkPeersTLSOnly(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range resp.Members {
+		if want := naming.PeerURL(c.Name, c.Namespace, m.Name, true); len(m.PeerURLs) != 1 || m.PeerURLs[0] != want {
+			t.Fatalf("member %s has peer URLs %v, want %s", m.Name, m.PeerURLs, want)
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := env.K8s.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		t.Fatal(err)
+	}
+	plain := &http.Client{Timeout: 3 * time.Second}
+	for _, p := range pods.Items {
+		for _, a := range p.Spec.Containers[0].Args {
+			if strings.Contains(a, fmt.Sprintf(":%d", naming.PlainPeerPort)) {
+				t.Fatalf("pod %s still has a plain-text peer listener: %s", p.Name, a)
+			}
+		}
+		// A TLS server answers a plain-text request with 400 at most; the plain-text peer handler
+		// would serve /version.
+		r, err := plain.Get(fmt.Sprintf("http://%s:%d/version", p.Status.PodIP, naming.PeerPort))
+		if err == nil {
+			_ = r.Body.Close()
+			if r.StatusCode == http.StatusOK {
+				t.Fatalf("pod %s serves its peer port in plain text", p.Name)
+			}
+		}
+	}
 }
 
 // The operator dies right after each step of a migration; a fresh operator finishes it.
@@ -323,7 +541,7 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 			keys := framework.PutKeys(t, cl, "/crash/", 1000)
 
 			crashing := env.StartOperator(t, ns, fp)
-			c := migratingCluster(t, ns, 1, old)
+			c := migratingCluster(t, ns, 1, old, v1.TLSDisabled)
 			if code := crashing.WaitExit(t, migrateTimeout); code != failpoint.ExitCode {
 				t.Fatalf("operator exit code %d, want the failpoint's %d", code, failpoint.ExitCode)
 			}
@@ -347,7 +565,7 @@ func TestMigrationStopsWhenTheSourceLosesQuorum(t *testing.T) {
 	ns := env.NewNamespace(t, "e2e-migrate-")
 	old := startOldEtcd(t, ns, 3)
 	env.StartOperator(t, ns, "")
-	c := migratingCluster(t, ns, 3, old)
+	c := migratingCluster(t, ns, 3, old, v1.TLSDisabled)
 	// Freeze the migration once one new member votes: 4 voters, 3 of them old.
 	framework.WaitFor(t, "a new member votes", migrateTimeout, func() error {
 		for _, m := range env.Get(t, c).Status.Members {

@@ -474,6 +474,7 @@ func (e *Env) MemberPodUIDs(t *testing.T, c *v1.EtcdCluster) map[string]string {
 // Writer puts numbered keys one after another; a failed put is retried with the same key and value
 // until it succeeds, as a careful client would, so every key it moves past is acknowledged.
 type Writer struct {
+	cl        *clientv3.Client
 	prefix    string
 	stop      chan struct{}
 	done      chan struct{}
@@ -484,7 +485,7 @@ type Writer struct {
 }
 
 func StartWriter(cl *clientv3.Client, prefix string) *Writer {
-	w := &Writer{prefix: prefix, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Writer{cl: cl, prefix: prefix, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for i := 0; ; {
@@ -495,6 +496,9 @@ func StartWriter(cl *clientv3.Client, prefix string) *Writer {
 			}
 			key := fmt.Sprintf("%s%08d", prefix, i)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			w.mu.Lock()
+			cl := w.cl
+			w.mu.Unlock()
 			start := time.Now()
 			_, err := cl.Put(ctx, key, "v-"+key)
 			took := time.Since(start)
@@ -512,6 +516,14 @@ func StartWriter(cl *clientv3.Client, prefix string) *Writer {
 		}
 	}()
 	return w
+}
+
+// Use makes the writer put through cl from its next attempt on, as a client that moves to other
+// endpoints with other credentials does (e.g. from a plain-text cluster to the TLS one taking it over).
+func (w *Writer) Use(cl *clientv3.Client) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cl = cl
 }
 
 // Finish stops the writer and returns the acknowledged keys and the number of failed attempts

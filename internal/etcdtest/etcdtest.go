@@ -36,6 +36,10 @@ type Member struct {
 	stop      *sync.Once
 }
 
+// Configure sets what is applied to the member's configuration before it starts (e.g. listeners of
+// its own); call before Join.
+func (m *Member) Configure(configure func(*embed.Config)) { m.configure = configure }
+
 // Stop stops the member (idempotent: embed.Etcd.Close panics when called twice).
 func (m *Member) Stop() { m.stop.Do(m.Etcd.Close) }
 

@@ -97,7 +97,7 @@ func startOldEtcd(t *testing.T, ns string, size int) *oldEtcd {
 							"--initial-cluster-state=new",
 							"--initial-cluster-token=old-" + ns,
 						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
+						VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
 						SecurityContext: oldContainerSecurity(),
 						Resources:       oldResources(),
 					}},

@@ -415,13 +415,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	waitMigrated(t, c, 3)
 	migrated := time.Since(start)
 	if tls != v1.TLSDisabled {
-		framework.WaitFor(t, "status.migration.peerTLS Secured", migrateTimeout, func() error {
-			if mg := env.Get(t, c).Status.Migration; mg == nil || mg.PeerTLS != v1.PeerTLSSecured {
-				return fmt.Errorf("migration %+v", mg)
-			}
-			return nil
-		})
-		env.WaitConverged(t, c, 3, convergeTimeout)
+		waitPeersSecured(t, c, 3)
 	}
 	took := time.Since(start)
 	acked, failed := w.Finish()
@@ -461,6 +455,19 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	}
 	t.Logf("migrated in %s under a writer: %d writes acknowledged, %d attempts failed and retried, 0 lost; cluster %x, %d members, hashes %v",
 		took.Round(time.Second), len(acked), failed, clusterID, len(ours), hashes)
+}
+
+// waitPeersSecured waits for the end of a take-over into peer TLS: every peer URL moved and the
+// members restarted without their plain-text listener.
+func waitPeersSecured(t *testing.T, c *v1.EtcdCluster, replicas int32) {
+	t.Helper()
+	framework.WaitFor(t, "status.migration.peerTLS Secured", migrateTimeout, func() error {
+		if mg := env.Get(t, c).Status.Migration; mg == nil || mg.PeerTLS != v1.PeerTLSSecured {
+			return fmt.Errorf("migration %+v", mg)
+		}
+		return nil
+	})
+	env.WaitConverged(t, c, replicas, convergeTimeout)
 }
 
 // votingEndpoints are the TLS client URLs of c's members that vote (status.members roles).
@@ -530,7 +537,16 @@ func checkPeersTLSOnly(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 // The operator dies right after each step of a migration; a fresh operator finishes it.
 func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 	t.Parallel()
-	for _, fp := range []string{failpoint.AfterMigrationStart, failpoint.AfterMemberAdd, failpoint.AfterPromote, failpoint.AfterOldMemberRemove} {
+	cases := []struct {
+		fp  string
+		tls v1.TLSMode
+	}{
+		{failpoint.AfterMigrationStart, v1.TLSDisabled}, {failpoint.AfterMemberAdd, v1.TLSDisabled}, {failpoint.AfterPromote, v1.TLSDisabled},
+		{failpoint.AfterOldMemberRemove, v1.TLSDisabled},
+		{failpoint.AfterPeerURLUpdate, v1.TLSOperatorManaged},
+	}
+	for _, tc := range cases {
+		fp := tc.fp
 		t.Run(fp, func(t *testing.T) {
 			t.Parallel()
 			ns := env.NewNamespace(t, "e2e-migrate-")
@@ -541,12 +557,20 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 			keys := framework.PutKeys(t, cl, "/crash/", 1000)
 
 			crashing := env.StartOperator(t, ns, fp)
-			c := migratingCluster(t, ns, 1, old, v1.TLSDisabled)
+			c := migratingCluster(t, ns, 1, old, tc.tls)
 			if code := crashing.WaitExit(t, migrateTimeout); code != failpoint.ExitCode {
 				t.Fatalf("operator exit code %d, want the failpoint's %d", code, failpoint.ExitCode)
 			}
 			env.StartOperator(t, ns, "")
 			waitMigrated(t, c, 1)
+			if tc.tls != v1.TLSDisabled {
+				waitPeersSecured(t, c, 1)
+				secure := env.EtcdClient(t, c)
+				framework.CheckKeys(t, secure, "/crash/", keys)
+				checkOnlyNewMembers(t, secure, c, 1)
+				checkPeersTLSOnly(t, secure, c)
+				return
+			}
 			ours, err := newMemberEndpoints(c.Namespace, c.Name)
 			if err != nil {
 				t.Fatal(err)

@@ -87,7 +87,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	}
 	o.volumeRefusal = p.observeVolumeClass(ctx, o.pvcs)
 
-	var endpoints, source []string
+	var endpoints, source, given []string
 	for _, pod := range o.pods {
 		if ep := p.endpoint(pod); ep != "" {
 			endpoints = append(endpoints, ep)
@@ -97,6 +97,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	if migrating {
 		// The cluster is reached through the old members until they are gone.
 		source = c.Spec.Bootstrap.MigrateFrom.Endpoints
+		given = source
 	}
 	if len(endpoints)+len(source) == 0 {
 		o.etcdErr = errors.New("no member pod is running")
@@ -169,7 +170,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	}
 	o.etcd, o.members, o.clusterID = cl, members, clusterID
 	o.foreign, o.sourceAt = map[uint64]bool{}, map[uint64]string{}
-	for _, ep := range source {
+	for _, ep := range given {
 		// The old members are asked at the endpoints the user gave, which reach them from where the
 		// operator runs; the client URLs they advertise may not resolve there.
 		if st, err := o.at(ep).Status(ctx, ep); err == nil {

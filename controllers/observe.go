@@ -170,9 +170,19 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	}
 	o.etcd, o.members, o.clusterID = cl, members, clusterID
 	o.foreign, o.sourceAt = map[uint64]bool{}, map[uint64]string{}
+	old := 0
+	for _, m := range members {
+		if memberNameFromPeerURLs(c, m.PeerURLs) == "" {
+			old++
+		}
+	}
 	for _, ep := range given {
 		// The old members are asked at the endpoints the user gave, which reach them from where the
-		// operator runs; the client URLs they advertise may not resolve there.
+		// operator runs; the client URLs they advertise may not resolve there. Once each old member
+		// still in is found, the endpoints of those removed are not waited for.
+		if len(o.sourceAt) >= old {
+			break
+		}
 		if st, err := o.at(ep).Status(ctx, ep); err == nil {
 			o.sourceAt[st.ID] = ep
 		}

@@ -332,8 +332,10 @@ type BootstrapSpec struct {
 	// MigrateFrom takes over a running etcd cluster with no downtime: the operator adds its own
 	// members to it one at a time as learners (they receive the data through raft), promotes each,
 	// moves leadership to one of them, then removes the old members one at a time. The cluster ID
-	// and every key and revision are kept. See "Migrating an existing etcd" in the README for what
-	// to do on the old side.
+	// and every key and revision are kept. The running cluster is plain text; with spec.tls
+	// OperatorManaged the new members serve clients over TLS from the start, join in plain text, and
+	// move their peer URLs to TLS once the old members are gone (status.migration.peerTLS). See
+	// "Migrating an existing etcd" in the README for what to do on the old side.
 	// +optional
 	MigrateFrom *MigrateFromSpec `json:"migrateFrom,omitempty"`
 }

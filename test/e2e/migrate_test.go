@@ -322,8 +322,7 @@ func waitMigrated(t *testing.T, c *v1.EtcdCluster, replicas int32) {
 	env.WaitConverged(t, c, replicas, convergeTimeout)
 }
 
-// checkOnlyNewMembers asserts that the member list holds the EtcdCluster's members only.
-func checkOnlyNewMembers(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster, replicas int) {
+func memberList(t *testing.T, cl *clientv3.Client) *clientv3.MemberListResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -331,6 +330,13 @@ func checkOnlyNewMembers(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster, r
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// checkOnlyNewMembers asserts that the member list holds the EtcdCluster's members only.
+func checkOnlyNewMembers(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster, replicas int) {
+	t.Helper()
+	resp := memberList(t, cl)
 	if len(resp.Members) != replicas {
 		t.Fatalf("%d members after the migration, want %d: %v", len(resp.Members), replicas, resp.Members)
 	}
@@ -502,11 +508,7 @@ func checkPeersTLSOnly(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := cl.MemberList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range resp.Members {
+	for _, m := range memberList(t, cl).Members {
 		if want := naming.PeerURL(c.Name, c.Namespace, m.Name, true); len(m.PeerURLs) != 1 || m.PeerURLs[0] != want {
 			t.Fatalf("member %s has peer URLs %v, want %s", m.Name, m.PeerURLs, want)
 		}

@@ -79,8 +79,8 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 			add("spec.bootstrap", "takes restore or migrateFrom, not both")
 		case len(b.MigrateFrom.Endpoints) == 0:
 			add("spec.bootstrap.migrateFrom.endpoints", "needs at least one client URL of the running cluster, such as http://etcd-0.etcd.default.svc:2379")
-		case c.Spec.TLS.Client != v1.TLSDisabled || c.Spec.TLS.Peer != v1.TLSDisabled:
-			add("spec.tls", "must disable client and peer TLS with bootstrap.migrateFrom: the new members join the running cluster over plain text")
+		case c.Spec.TLS.Client == v1.TLSUserProvided || c.Spec.TLS.Peer == v1.TLSUserProvided:
+			add("spec.tls", "takes client and peer OperatorManaged or Disabled with bootstrap.migrateFrom: the operator moves a plain-text cluster to TLS with certificates of its own CA only")
 		}
 	}
 	return out

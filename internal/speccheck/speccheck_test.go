@@ -61,7 +61,14 @@ func TestCluster(t *testing.T) {
 		}), "spec.bootstrap.restore.source"},
 		{"migrateFrom into plain text", ok(func(c *v1.EtcdCluster) { migrateFrom(c, "http://old:2379") }), ""},
 		{"migrateFrom without endpoints", ok(func(c *v1.EtcdCluster) { migrateFrom(c) }), "spec.bootstrap.migrateFrom.endpoints"},
-		{"migrateFrom into TLS", ok(func(c *v1.EtcdCluster) { migrateFrom(c, "http://old:2379"); c.Spec.TLS.Peer = v1.TLSOperatorManaged }), "spec.tls"},
+		{"migrateFrom into TLS", ok(func(c *v1.EtcdCluster) {
+			migrateFrom(c, "http://old:2379")
+			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}
+		}), ""},
+		{"migrateFrom into user-provided TLS", ok(func(c *v1.EtcdCluster) {
+			migrateFrom(c, "http://old:2379")
+			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o", Peer: "p"}}
+		}), "spec.tls"},
 		{"migrateFrom and restore", ok(func(c *v1.EtcdCluster) {
 			migrateFrom(c, "http://old:2379")
 			c.Spec.Bootstrap.Restore = &v1.RestoreSpec{BackupName: "b"}

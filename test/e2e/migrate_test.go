@@ -559,17 +559,23 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 			keys := framework.PutKeys(t, cl, "/crash/", 1000)
 
 			crashing := env.StartOperator(t, ns, fp)
-			c := migratingCluster(t, ns, 1, old, tc.tls)
+			// Into TLS: 3 members, as the operator rolls a member out of its plain-text listener only
+			// with another to take leadership.
+			replicas := int32(1)
+			if tc.tls != v1.TLSDisabled {
+				replicas = 3
+			}
+			c := migratingCluster(t, ns, replicas, old, tc.tls)
 			if code := crashing.WaitExit(t, migrateTimeout); code != failpoint.ExitCode {
 				t.Fatalf("operator exit code %d, want the failpoint's %d", code, failpoint.ExitCode)
 			}
 			env.StartOperator(t, ns, "")
-			waitMigrated(t, c, 1)
+			waitMigrated(t, c, replicas)
 			if tc.tls != v1.TLSDisabled {
-				waitPeersSecured(t, c, 1)
+				waitPeersSecured(t, c, replicas)
 				secure := env.EtcdClient(t, c)
 				framework.CheckKeys(t, secure, "/crash/", keys)
-				checkOnlyNewMembers(t, secure, c, 1)
+				checkOnlyNewMembers(t, secure, c, int(replicas))
 				checkPeersTLSOnly(t, secure, c)
 				return
 			}

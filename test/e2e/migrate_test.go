@@ -559,8 +559,7 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 			keys := framework.PutKeys(t, cl, "/crash/", 1000)
 
 			crashing := env.StartOperator(t, ns, fp)
-			// Into TLS: 3 members, as the operator rolls a member out of its plain-text listener only
-			// with another to take leadership.
+			// Into TLS: 3 members, so that a URL moves while the others still advertise plain text.
 			replicas := int32(1)
 			if tc.tls != v1.TLSDisabled {
 				replicas = 3

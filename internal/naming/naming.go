@@ -63,8 +63,11 @@ const (
 
 	ClientPort = 2379
 	PeerPort   = 2380
-	// MetricsPort serves /metrics, /health and /readyz in plain HTTP, so probes need no client certificate.
+	// MetricsPort serves /metrics, /health, /livez and /readyz in plain HTTP on the pod IP only, so probes
+	// need no client certificate.
 	MetricsPort = 8080
+	// PodIPEnv is the member container's variable holding its pod IP, where the metrics port listens.
+	PodIPEnv = "POD_IP"
 
 	DataDir   = "/var/lib/etcd"
 	ServerTLS = "/etc/etcd/tls/server"

@@ -438,7 +438,7 @@ type MaintenanceSpec struct {
 	// what it measures: the peer round-trip times the members report and the rate at which the
 	// cluster applies writes. A value changes only when two one-minute measurements in a row call for
 	// at least twice (heartbeat: 1.5 times) or half of it, at most once an hour, and only while every
-	// member is healthy; the members are then restarted one at a time, followers first, keeping
+	// member is healthy and none is reported slow; the members are then restarted one at a time, followers first, keeping
 	// quorum (reason Tuning). status.tuning shows every value, its source and the evidence. A value
 	// set in spec.etcd to other than its default is never touched (the CRD writes the defaults in
 	// for operators that predate auto-tuning, so a default value counts as unset; to pin one, disable

@@ -38,9 +38,8 @@ func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
 		c.Spec.Maintenance.SlowMemberReplacement = v1.SlowMemberReplacementSpec{Policy: v1.SlowMemberReplace, After: after.String()}
 		// A frozen pod answers its peers' probes late, so the peer round trips rise with it, and
 		// auto-tuning, which may raise the timings before the member is reported slow (it holds
-		// back only after), would restart every member, the frozen one under a new pod. Timings
-		// set in the spec are never tuned.
-		c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = v1.DefaultHeartbeatIntervalMillis, v1.DefaultElectionTimeoutMillis
+		// back only after), would restart every member, the frozen one under a new pod.
+		c.Spec.Maintenance.AutoTuning = v1.AutoTuningDisabled
 	})
 	cl := env.EtcdClient(t, c)
 	stopFollowing := framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })

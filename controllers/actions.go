@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -281,6 +282,16 @@ func (p *pass) createMember(ctx context.Context, in resources.MemberPodInput) er
 	if p.obs.pods[member] != nil {
 		return nil
 	}
+	svc, key := &corev1.Service{}, client.ObjectKey{Namespace: c.Namespace, Name: naming.ClientService(c.Name)}
+	err := p.r.Get(ctx, key, svc)
+	if apierrors.IsNotFound(err) {
+		err = p.r.apiReader.Get(ctx, key, svc) // made by this pass: not in the cache yet
+	}
+	if err != nil {
+		return fmt.Errorf("read the client Service for the IP family of %s: %w", member, err)
+	}
+	// Pods get addresses of the cluster's primary family, which is the first of a Service's by default.
+	in.IPv6 = len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol
 	if err := p.createOwned(ctx, resources.MemberPod(c, in)); err != nil {
 		return fmt.Errorf("create pod of %s: %w", member, err)
 	}

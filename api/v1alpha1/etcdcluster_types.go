@@ -96,7 +96,8 @@ type NetworkPolicySpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Client sources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	ClientFrom []networkingv1.NetworkPolicyPeer `json:"clientFrom,omitempty"`
 
-	// MetricsFrom are the sources allowed on the metrics port (8080: /metrics, /health), in
+	// MetricsFrom are the sources allowed on the metrics port (8080 on the pod IP, plain HTTP:
+	// /metrics, /health, /livez, /readyz), in
 	// NetworkPolicy peer syntax. Empty: the namespaces named monitoring, openshift-monitoring and
 	// openshift-user-workload-monitoring (where Prometheus usually runs). The operator is always
 	// allowed; kubelet probes come from the node and are not subject to NetworkPolicy.
@@ -439,7 +440,7 @@ type MaintenanceSpec struct {
 	// what it measures: the peer round-trip times the members report and the rate at which the
 	// cluster applies writes. A value changes only when two one-minute measurements in a row call for
 	// at least twice (heartbeat: 1.5 times) or half of it, at most once an hour, and only while every
-	// member is healthy; the members are then restarted one at a time, followers first, keeping
+	// member is healthy and none is reported slow; the members are then restarted one at a time, followers first, keeping
 	// quorum (reason Tuning). status.tuning shows every value, its source and the evidence. A value
 	// set in spec.etcd to other than its default is never touched (the CRD writes the defaults in
 	// for operators that predate auto-tuning, so a default value counts as unset; to pin one, disable
@@ -532,8 +533,12 @@ type SlowMemberReplacementSpec struct {
 	// the slow one is in every quorum and every write waits for its disk. Its risk: a replacement
 	// copies the whole database to a new member, and when the slowness is the node's (a noisy
 	// neighbour, a failing disk) the new member may land on the same node and be replaced again After
-	// later; the churn is bounded to one replacement per After. Report is the default until the
-	// replacement has been shown end to end on a real cluster.
+	// later; the churn is bounded to one replacement per After. And from the removal until the new
+	// member is promoted (the whole database copied), the cluster has no failure to spare, which the
+	// slow member, still voting and still holding every write, gave it. Report is the default: a slow
+	// member is degraded, not lost, and its usual cause (the node or its disk) needs a person to fix.
+	// Replace suits clusters with more nodes than members and network volumes, where a new member on
+	// a new volume and node is the cure.
 	// +kubebuilder:validation:Enum=Replace;Report
 	// +kubebuilder:default=Report
 	// +optional

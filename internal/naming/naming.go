@@ -67,8 +67,11 @@ const (
 	// in plain text until every peer URL is TLS (status.migration.peerTLS): the old members cannot
 	// speak TLS, and PeerPort serves TLS from the start so that the URLs can move to it one at a time.
 	PlainPeerPort = 2381
-	// MetricsPort serves /metrics, /health and /readyz in plain HTTP, so probes need no client certificate.
+	// MetricsPort serves /metrics, /health, /livez and /readyz in plain HTTP on the pod IP only, so probes
+	// need no client certificate.
 	MetricsPort = 8080
+	// PodIPEnv is the member container's variable holding its pod IP, where the metrics port listens.
+	PodIPEnv = "POD_IP"
 
 	DataDir   = "/var/lib/etcd"
 	ServerTLS = "/etc/etcd/tls/server"

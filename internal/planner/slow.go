@@ -95,20 +95,45 @@ type SlowPolicy struct {
 // failed member is replaced: removed through safeRemoval (never below quorum, the leader moved away
 // first), then a new learner added and promoted by the scaling rules. The caller gets here only when
 // every member is healthy, no learner is catching up and the cluster has its full size, so a second
-// slow member waits until the first one's replacement is promoted and healthy.
+// slow member waits until the first one's replacement is promoted and healthy. Under either policy a
+// leader reported slow hands leadership to a member that is not (slowLeader).
 func decideSlow(in Input, e *Etcd) (Action, bool) {
-	if !in.Slow.Replace {
-		return Action{}, false
+	if in.Slow.Replace {
+		for _, k := range in.Known {
+			m, ok := findByName(e.Members, k.Name)
+			if !ok || m.Slow == "" || k.SlowSince == nil || in.Now.Sub(*k.SlowSince) < in.Slow.After {
+				continue
+			}
+			msg := fmt.Sprintf("%s has been slow since %s (%s); replacing it", k.Name, k.SlowSince.UTC().Format(time.RFC3339), m.Slow)
+			if a, ok := safeRemoval(in, m, reason.MemberSlow, msg); ok {
+				return a, true
+			}
+		}
 	}
+	return slowLeader(in, e)
+}
+
+// slowLeader moves leadership off a leader reported slow to the healthy voter that is not slow with
+// the most of the log: every write waits for the leader's own disk (its WAL fsync is in every raft
+// round), while a slow follower among three or more is outvoted by the others. A leader transfer is
+// cheap, changes no membership and needs no policy; with no fast voter to take over it stays put.
+func slowLeader(in Input, e *Etcd) (Action, bool) {
 	for _, k := range in.Known {
 		m, ok := findByName(e.Members, k.Name)
-		if !ok || m.Slow == "" || k.SlowSince == nil || in.Now.Sub(*k.SlowSince) < in.Slow.After {
+		if !ok || m.ID != e.LeaderID || m.Slow == "" || k.SlowSince == nil {
 			continue
 		}
-		msg := fmt.Sprintf("%s has been slow since %s (%s); replacing it", k.Name, k.SlowSince.UTC().Format(time.RFC3339), m.Slow)
-		if a, ok := safeRemoval(in, m, reason.MemberSlow, msg); ok {
-			return a, true
+		var to EtcdMember
+		for _, o := range e.Members {
+			if o.ID != m.ID && !o.Learner && o.Healthy && o.Slow == "" && (to.ID == 0 || o.RaftIndex > to.RaftIndex) {
+				to = o
+			}
 		}
+		if to.ID == 0 {
+			return Action{}, false
+		}
+		return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, ID: to.ID, Reason: reason.MemberSlow,
+			Message: fmt.Sprintf("leader %s has been slow since %s (%s); moving leadership to %s, since every write waits for the leader's disk", m.Name, k.SlowSince.UTC().Format(time.RFC3339), m.Slow, to.Name)}, true
 	}
 	return Action{}, false
 }

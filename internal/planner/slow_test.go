@@ -62,6 +62,20 @@ func TestDecideSlowMember(t *testing.T) {
 			in.Slow.Replace = false
 			slowSince(in, 2, now.Add(-time.Hour))
 		}), None, nil, 0, "Ready"},
+		{"policy Report moves leadership off a slow leader, to a member that is not slow", with(base, func(in *Input) {
+			in.Slow.Replace = false
+			in.Etcd.Members[1].RaftIndex = 101
+			slowSince(in, 0, now.Add(-time.Minute))
+			slowSince(in, 1, now.Add(-time.Minute))
+		}), MoveLeader, []string{"c-0", "c-2"}, 3, "MemberSlow"},
+		{"policy Replace moves leadership off a slow leader before after", with(base, func(in *Input) { slowSince(in, 0, now.Add(-time.Minute)) }),
+			MoveLeader, []string{"c-0", "c-1"}, 2, "MemberSlow"},
+		{"a slow leader keeps leadership when every other voter is slow too", with(base, func(in *Input) {
+			in.Slow.Replace = false
+			for i := range 3 {
+				slowSince(in, i, now.Add(-time.Hour))
+			}
+		}), None, nil, 0, "Ready"},
 		{"a slow leader hands leadership over first", with(base, func(in *Input) {
 			in.Etcd.Members[1].RaftIndex = 101
 			slowSince(in, 0, now.Add(-time.Hour))

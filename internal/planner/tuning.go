@@ -169,6 +169,16 @@ func decideTuning(in Input) (Action, bool) {
 	if voters, _ := countRoles(in.Etcd.Members); voters < 2 {
 		return Action{}, false
 	}
+	// A member reported slow holds new values back: a member stalled as a whole answers its peers'
+	// probes late too, so the round trips the timings follow are its, not the network's, and the
+	// restarts would wipe the measurements the slow-member path rests on.
+	if in.Etcd != nil {
+		for _, m := range in.Etcd.Members {
+			if m.Slow != "" {
+				return Action{}, false
+			}
+		}
+	}
 	changes := Tune(*in.Tuning, in.Now)
 	if len(changes) == 0 {
 		return Action{}, false

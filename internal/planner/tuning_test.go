@@ -129,6 +129,7 @@ func TestDecideTuning(t *testing.T) {
 	}
 	runDecideCases(t, []decideCase{
 		{"sustained writes: the new snapshot count is recorded", tuned, Retune, nil, 0, "Tuning"},
+		{"not while a member is reported slow", with(tuned, func(in *Input) { in.Etcd.Members[2].Slow = "WAL fsync p99 480ms" }), None, nil, 0, "Ready"},
 		{"not while a member is unhealthy", with(tuned, func(in *Input) { in.Etcd.Members[2].Healthy = false }), Wait, nil, 0, "WaitingForHealth"},
 		{"never a one-member cluster: every tuned value restarts its only member, an outage nobody asked for", with(healthyCluster(1), func(in *Input) { in.Tuning = &writes }), None, nil, 0, "Ready"},
 		{"not before a spec change is rolled out", with(tuned, func(in *Input) {

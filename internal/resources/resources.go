@@ -49,6 +49,9 @@ type MemberPodInput struct {
 	// ForceNewCluster starts the member as a one-member cluster on its own data (quorum-loss
 	// recovery); the pod is replaced by a normal one once etcd has done it.
 	ForceNewCluster bool
+	// IPv6: the cluster's pods get IPv6 addresses (the first IP family of its client Service), so the
+	// metrics listener's URL brackets the pod IP.
+	IPv6 bool
 }
 
 // DefaultQuota is etcd's own database quota.
@@ -168,6 +171,20 @@ func clusterToken(c *v1.EtcdCluster) string {
 	return ClusterToken(c)
 }
 
+// metricsListenURL is where a member serves /metrics and the probes' /livez and /readyz: plain HTTP,
+// which the kubelet's probes and Prometheus need (etcd's https metrics listener takes the client TLS
+// configuration, so a scraper would need a client certificate, and with it full access to the keys),
+// bound to the pod IP only (the kubelet substitutes $(POD_IP)), so it is not served on loopback or on a
+// secondary network (Multus) that the NetworkPolicy, which admits the port only from the monitoring
+// namespaces and the operator, does not cover.
+func metricsListenURL(ipv6 bool) string {
+	host := "$(" + naming.PodIPEnv + ")"
+	if ipv6 {
+		host = "[" + host + "]"
+	}
+	return fmt.Sprintf("http://%s:%d", host, naming.MetricsPort)
+}
+
 func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 	o := EtcdOptions(c)
 	state := "existing"
@@ -179,7 +196,7 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 		"--data-dir=" + naming.DataDir + "/data",
 		"--listen-peer-urls=" + listenPeerURLs(c),
 		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme(ClientTLS(c)), naming.ClientPort),
-		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", naming.MetricsPort),
+		"--listen-metrics-urls=" + metricsListenURL(in.IPv6),
 		"--advertise-client-urls=" + naming.ClientURL(c.Name, c.Namespace, in.Member, ClientTLS(c)),
 		"--initial-advertise-peer-urls=" + peerURLOf(c, in.Member, in.PeerURLs),
 		"--initial-cluster=" + strings.Join(append([]string{InitialClusterFlag(c, in.InitialCluster, in.PeerURLs)}, in.OtherPeers...), ","),
@@ -279,6 +296,9 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         []string{"/usr/local/bin/etcd"},
 		Args:            etcdArgs(c, in),
+		Env: []corev1.EnvVar{{Name: naming.PodIPEnv, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
+		}}},
 		Ports: []corev1.ContainerPort{
 			{Name: "client", ContainerPort: naming.ClientPort},
 			{Name: "peer", ContainerPort: naming.PeerPort},

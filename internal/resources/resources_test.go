@@ -107,6 +107,31 @@ func TestMemberPodIsRestrictedAndTLS(t *testing.T) {
 	}
 }
 
+// The metrics port (probes, scrapes) is plain HTTP bound to the pod IP alone, which the kubelet fills
+// in from the downward API; IPv6 addresses are bracketed. The probes ask that port (the kubelet probes
+// the pod IP).
+func TestMetricsListenOnThePodIPOnly(t *testing.T) {
+	for _, tc := range []struct {
+		ipv6 bool
+		want string
+	}{{false, "http://$(POD_IP):8080"}, {true, "http://[$(POD_IP)]:8080"}} {
+		p := MemberPod(sample(), MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}, IPv6: tc.ipv6})
+		if got := arg(p, "--listen-metrics-urls"); got != tc.want {
+			t.Errorf("IPv6 %t: --listen-metrics-urls=%s, want %s", tc.ipv6, got, tc.want)
+		}
+		ctr := p.Spec.Containers[0]
+		i := slices.IndexFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == naming.PodIPEnv })
+		if i < 0 || ctr.Env[i].ValueFrom == nil || ctr.Env[i].ValueFrom.FieldRef == nil || ctr.Env[i].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+			t.Fatalf("no %s from status.podIP in %+v", naming.PodIPEnv, ctr.Env)
+		}
+		for _, probe := range []*corev1.Probe{ctr.StartupProbe, ctr.LivenessProbe, ctr.ReadinessProbe} {
+			if g := probe.HTTPGet; g == nil || g.Port.IntValue() != naming.MetricsPort || g.Host != "" || g.Scheme == corev1.URISchemeHTTPS {
+				t.Errorf("probe %+v does not ask the metrics port in plain HTTP at the pod IP", probe.ProbeHandler)
+			}
+		}
+	}
+}
+
 func TestPlainTextOnlyWhenAsked(t *testing.T) {
 	c := sample()
 	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSDisabled}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -173,5 +174,81 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 		framework.WaitFor(t, p.name+" open without the policy", 30*time.Second, func() error {
 			return framework.DialFrom(p.srcIP, at(p.port), 3*time.Second)
 		})
+	}
+}
+
+// TestMetricsOnlyFromTheMonitoringNamespace (issue 13 item 7): a member serves its metrics and probe
+// endpoints in plain HTTP on its pod IP alone, and its NetworkPolicy admits that port only from the
+// monitoring namespace spec.networkPolicy.metricsFrom names (and the node: kubelet probes, and here
+// the host-run operator and the alert test's Prometheus). A pod of the monitoring namespace scrapes
+// etcd's metrics; a pod of another namespace cannot connect; the port is not on the member's loopback;
+// the probes keep the member Ready without a restart.
+func TestMetricsOnlyFromTheMonitoringNamespace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.NewNamespace(t, "e2e-metrics-")
+	mon := env.NewNamespace(t, "e2e-metrics-mon-")
+	other := env.NewNamespace(t, "e2e-metrics-other-")
+	env.StartOperator(t, ns, "")
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	c.Spec.Replicas = 1
+	c.Spec.Storage.Size = resource.MustParse("256Mi")
+	c.Spec.NetworkPolicy.MetricsFrom = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{naming.LabelNamespaceName: mon}}}}
+	if err := env.K8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	scraperIP := idlePod(t, mon, "prometheus", map[string]string{"app": "prometheus"})
+	strangerIP := idlePod(t, other, "stranger", map[string]string{"app": "stranger"})
+	env.WaitConverged(t, c, 1, convergeTimeout)
+
+	member := &corev1.Pod{}
+	if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: env.Get(t, c).Status.Members[0].Name}, member); err != nil {
+		t.Fatal(err)
+	}
+	metrics := net.JoinHostPort(member.Status.PodIP, strconv.Itoa(naming.MetricsPort))
+	// The enforcer renders a pod's rules once it has seen it (a member's isolation, a new source's
+	// admission), within seconds: both paths are polled.
+	framework.WaitFor(t, "a pod of another namespace refused on "+metrics, 30*time.Second, func() error {
+		if code, _, err := framework.GetFrom(strangerIP, metrics, "/metrics", 3*time.Second); err == nil {
+			return fmt.Errorf("a pod of namespace %s scraped it (HTTP %d)", other, code)
+		}
+		return nil
+	})
+	framework.WaitFor(t, "the monitoring namespace's pod scrapes "+metrics, time.Minute, func() error {
+		code, body, err := framework.GetFrom(scraperIP, metrics, "/metrics", 3*time.Second)
+		if err != nil {
+			return err
+		}
+		if code != 200 || !strings.Contains(body, "\netcd_server_has_leader 1\n") {
+			return fmt.Errorf("HTTP %d, %d bytes without etcd_server_has_leader 1", code, len(body))
+		}
+		return nil
+	})
+	// The host (the node: kubelet probes, the operator run by the tests, the alert test's Prometheus)
+	// still reads the members' metrics, as the operator's slowness measurements do.
+	if _, err := etcdclient.ReadDiskLatency(ctx, naming.MetricsURL(member.Status.PodIP)); err != nil {
+		t.Errorf("the node cannot read %s: %v", metrics, err)
+	}
+	// Bound to the pod IP, not to every interface: from inside the member's own network namespace
+	// the pod IP answers and loopback does not.
+	if err := framework.DialFrom(member.Status.PodIP, metrics, 3*time.Second); err != nil {
+		t.Errorf("the member cannot reach its own metrics port at its pod IP: %v", err)
+	}
+	if err := framework.DialFrom(member.Status.PodIP, net.JoinHostPort("127.0.0.1", strconv.Itoa(naming.MetricsPort)), 3*time.Second); err == nil {
+		t.Error("the metrics port listens on the member's loopback too")
+	}
+
+	// The probes (startup, liveness, readiness on the metrics port at the pod IP) pass: Ready, never
+	// restarted.
+	if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(member), member); err != nil {
+		t.Fatal(err)
+	}
+	ready := false
+	for _, cond := range member.Status.Conditions {
+		ready = ready || (cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue)
+	}
+	if !ready || len(member.Status.ContainerStatuses) != 1 || member.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("member %s: ready %t, container statuses %+v", member.Name, ready, member.Status.ContainerStatuses)
 	}
 }

@@ -1,8 +1,4 @@
-//go:build e2e && slowmember
-
-// Not in the default e2e run yet: the replacement half passed once on the local cluster (2026-11-23, see
-// README, Slow members) and has not run in CI. Run it with:
-// make test-e2e E2E_ARGS="-tags e2e,slowmember -run TestSlowMember".
+//go:build e2e
 
 package e2e
 
@@ -31,14 +27,19 @@ import (
 // has been slow for slowMemberReplacement.after replaces it through the ordinary RemoveMember →
 // AddLearner → Promote path, under a writer, losing no acknowledged write. The operator is crashed
 // right after the removal (failpoint afterMemberRemove) and a fresh one, with no latency baseline,
-// finishes.
+// finishes. after is the CRD's least (30 s): detection takes two 25 s windows, replacement about after
+// more, so the test takes about 3 minutes; the product's windows and thresholds are the shipped ones.
 func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
 	t.Parallel()
-	const after = time.Minute
+	const after = 30 * time.Second
 	ns := env.NewNamespace(t, "e2e-slow-")
 	crashing := env.StartOperator(t, ns, "afterMemberRemove")
 	c := createWith(t, ns, func(c *v1.EtcdCluster) {
 		c.Spec.Maintenance.SlowMemberReplacement = v1.SlowMemberReplacementSpec{Policy: v1.SlowMemberReplace, After: after.String()}
+		// A frozen pod answers its peers' probes late, so the peer round trips rise with it, and
+		// auto-tuning, which may raise the timings before the member is reported slow (it holds
+		// back only after), would restart every member, the frozen one under a new pod.
+		c.Spec.Maintenance.AutoTuning = v1.AutoTuningDisabled
 	})
 	cl := env.EtcdClient(t, c)
 	stopFollowing := framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })
@@ -54,7 +55,9 @@ func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
 	base, _ := diskFigures(t, c, nil)
 
 	var report string
-	framework.WaitFor(t, victim+" reported slow", 6*time.Minute, func() error {
+	// Two slow windows of at least 25 s each (three when the slowdown starts late in one), or up to
+	// 90 s each while a window holds fewer than 50 fsyncs of some member.
+	framework.WaitFor(t, victim+" reported slow", 4*time.Minute, func() error {
 		cur := env.Get(t, c)
 		cond := meta.FindStatusCondition(cur.Status.Conditions, v1.ConditionDegraded)
 		for _, m := range cur.Status.Members {
@@ -74,7 +77,7 @@ func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
 	t.Logf("reported after %s: %s (the test measured since the slowdown: %s)", detected.Round(time.Second), report, measured)
 	assertEvent(t, ns, "MemberSlow", victim+" is slow: WAL fsync p99")
 
-	if code := crashing.WaitExit(t, after+3*time.Minute); code != failpoint.ExitCode {
+	if code := crashing.WaitExit(t, after+2*time.Minute); code != failpoint.ExitCode {
 		t.Fatalf("operator exit code %d, want the failpoint's %d (it should have removed %s)", code, failpoint.ExitCode, victim)
 	}
 	removed := time.Since(start)

@@ -1,8 +1,11 @@
 package framework
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -73,33 +76,71 @@ func PartitionPeers(t *testing.T, podIP string) (heal func()) {
 // with podIP, so the packets leave through that pod's interface as its own would: what a
 // NetworkPolicy admits for that pod is what succeeds here.
 func DialFrom(podIP, addr string, timeout time.Duration) error {
+	c, err := connectFrom(podIP, addr, timeout)
+	if err == nil {
+		_ = c.Close()
+	}
+	return err
+}
+
+// GetFrom sends an HTTP GET for path to addr from inside the network namespace of the pod with podIP
+// (as DialFrom) and returns the status code and body: a scrape as that pod would make it.
+func GetFrom(podIP, addr, path string, timeout time.Duration) (int, string, error) {
+	c, err := connectFrom(podIP, addr, timeout)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Close = true
+	if err := req.Write(c); err != nil {
+		return 0, "", fmt.Errorf("send GET %s to %s: %w", path, addr, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		return 0, "", fmt.Errorf("read the answer to GET %s from %s: %w", path, addr, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// connectFrom connects to addr from inside the network namespace of the pod with podIP.
+func connectFrom(podIP, addr string, timeout time.Duration) (net.Conn, error) {
 	netns, err := podNetns(podIP)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	done := make(chan error, 1)
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
 		// The thread enters the pod's namespace and is never unlocked: when this goroutine ends the
 		// runtime discards the thread, so no other goroutine ever runs in that namespace. The socket
-		// is created on this thread, which puts it in the pod's namespace for its whole life.
+		// is created on this thread, which puts it in the pod's namespace for its whole life, so it
+		// may be used from any goroutine afterwards.
 		runtime.LockOSThread()
 		f, err := os.Open("/var/run/netns/" + netns)
 		if err != nil {
-			done <- err
+			done <- result{err: err}
 			return
 		}
 		defer func() { _ = f.Close() }()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- fmt.Errorf("enter netns %s: %w", netns, err)
+			done <- result{err: fmt.Errorf("enter netns %s: %w", netns, err)}
 			return
 		}
 		c, err := net.DialTimeout("tcp", addr, timeout)
-		if err == nil {
-			_ = c.Close()
-		}
-		done <- err
+		done <- result{c, err}
 	}()
-	return <-done
+	r := <-done
+	return r.c, r.err
 }
 
 // podNetns finds the named network namespace (created by the CNI plugins under /var/run/netns) that

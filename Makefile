@@ -232,7 +232,7 @@ include hack/cluster/cluster.mk
 
 ##@ Benchmarks
 
-# BENCH_RUN picks benchmarks by name (e.g. TestBench$$ for the lifecycle ones; the scale curve is make bench-scale); BENCH_REPS the runs per figure (5).
+# BENCH_RUN picks benchmarks by name (e.g. TestBench$$ for the lifecycle ones; the scale curve is make bench-scale); BENCH_REPS the runs per figure (5); BENCH_SIZES the cluster sizes of TestBench (1,3,5).
 BENCH_RUN ?= .
 .PHONY: bench
 bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster; rewrites bench/results and BENCHMARKS.md.

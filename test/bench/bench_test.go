@@ -58,17 +58,7 @@ func TestBench(t *testing.T) {
 	}
 	// BENCH_SIZES narrows the cluster sizes (e.g. 3: only the recovery and replacement figures and
 	// time_to_available_3); the figures of the sizes left out keep their committed results.
-	sizes := []int{1, 3, 5}
-	if s := os.Getenv("BENCH_SIZES"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				t.Fatalf("BENCH_SIZES: %v", err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := intsFromEnv(t, "BENCH_SIZES", []int{1, 3, 5})
 	start := time.Now()
 	for r := 1; r <= reps; r++ {
 		for _, n := range sizes {

@@ -43,17 +43,7 @@ type scaleStep struct {
 // unrelatedObjects Secrets and ConfigMaps, and records at each step the operator's RSS, CPU, API writes per
 // minute and reconcile latency, first while creating and then at steady state.
 func TestBenchScale(t *testing.T) {
-	steps := []int{10, 50, 100}
-	if s := os.Getenv("SCALE_STEPS"); s != "" {
-		steps = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				t.Fatalf("SCALE_STEPS: %v", err)
-			}
-			steps = append(steps, n)
-		}
-	}
+	steps := intsFromEnv(t, "SCALE_STEPS", []int{10, 50, 100})
 	ns, cleanup := newNamespace(t)
 	defer cleanup()
 	ctx := context.Background()

@@ -101,8 +101,8 @@ func TestBenchScale(t *testing.T) {
 		t.Logf("N=%d: created in %.0f s (peak RSS %.1f MiB, %.0f m CPU, %.0f writes/min); steady: RSS %.1f MiB, %.1f m CPU, %.1f writes/min, reconcile p99 %.3f s",
 			n, s.createSeconds, s.createPeakRSS, s.createMillicores, s.createWritesPerMin, s.steadyRSS, s.steadyMillicores, s.steadyWritesPerMin, s.reconcileP99Sec)
 		results = append(results, s)
+		writeScaleResults(t, results) // after every step: a run cut short keeps the steps it measured
 	}
-	writeScaleResults(t, results)
 }
 
 // sampler records the peak RSS of a process, sampled every 500 ms.

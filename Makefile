@@ -239,7 +239,7 @@ bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the loca
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run '$(BENCH_RUN)' -skip '^TestBenchScale$$' -count=1 -timeout 150m -v $(BENCH_ARGS)
 
 # The scale curve: one operator with SCALE_STEPS (10,50,100) 1-member EtcdClusters beside 1,000 unrelated Secrets
-# and ConfigMaps; writes bench/results/scale_*.json and the Scale section of BENCHMARKS.md (≈ 25 min).
+# and ConfigMaps; writes bench/results/scale_*.json and the Scale section of BENCHMARKS.md (≈ 15 min to measure, then minutes to delete 100 volumes).
 SCALE_STEPS ?= 10,50,100
 .PHONY: bench-scale
 bench-scale: cluster-up cluster-load ## Operator RSS, CPU, API writes and reconcile latency with 10, 50 and 100 EtcdClusters.

@@ -232,14 +232,14 @@ include hack/cluster/cluster.mk
 
 ##@ Benchmarks
 
-# BENCH_RUN picks benchmarks by name (e.g. TestBench$$ for the lifecycle ones; the scale curve is make bench-scale); BENCH_REPS the runs per figure (5).
+# BENCH_RUN picks benchmarks by name (e.g. TestBench$$ for the lifecycle ones; the scale curve is make bench-scale); BENCH_REPS the runs per figure (5); BENCH_SIZES the cluster sizes of TestBench (1,3,5).
 BENCH_RUN ?= .
 .PHONY: bench
 bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster; rewrites bench/results and BENCHMARKS.md.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run '$(BENCH_RUN)' -skip '^TestBenchScale$$' -count=1 -timeout 150m -v $(BENCH_ARGS)
 
 # The scale curve: one operator with SCALE_STEPS (10,50,100) 1-member EtcdClusters beside 1,000 unrelated Secrets
-# and ConfigMaps; writes bench/results/scale_*.json and the Scale section of BENCHMARKS.md (≈ 25 min).
+# and ConfigMaps; writes bench/results/scale_*.json and the Scale section of BENCHMARKS.md (≈ 15 min to measure, then minutes to delete 100 volumes).
 SCALE_STEPS ?= 10,50,100
 .PHONY: bench-scale
 bench-scale: cluster-up cluster-load ## Operator RSS, CPU, API writes and reconcile latency with 10, 50 and 100 EtcdClusters.

@@ -190,6 +190,9 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 			return err
 		}
 		added, err := p.obs.etcd.AddLearner(ctx, resources.MemberPeerURL(c, name))
+		if errors.Is(err, etcdclient.ErrPeersNotSettled) {
+			return notYet{err} // the recorded addition is retried by the next passes
+		}
 		if err != nil {
 			return err
 		}
@@ -206,7 +209,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 	case planner.Promote:
 		err := p.obs.etcd.Promote(ctx, a.ID)
 		if errors.Is(err, etcdclient.ErrLearnerNotReady) {
-			return nil // etcd's own catch-up check; the next pass retries
+			return notYet{err} // etcd's own catch-up check
 		}
 		if err != nil {
 			return err
@@ -250,6 +253,16 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 	}
 	return fmt.Errorf("no handler for action %s", a.Kind)
 }
+
+// notYet is etcd declining a step for a reason that clears by itself within seconds (a learner
+// catching up, a member connected to its peers for less than etcd's health interval). Nothing failed:
+// the step is tried again at the busy pace, without the escalating backoff and the ActionFailed event
+// of a failure (a backoff of 1 s, then 2 s, then 4 s cost seconds on every replacement right after a
+// member restart), and without the event of a step taken.
+type notYet struct{ err error }
+
+func (e notYet) Error() string { return e.err.Error() }
+func (e notYet) Unwrap() error { return e.err }
 
 // maxAdvancePerPass bounds the raft entries one AdvanceLog pass appends (a few seconds of work).
 const maxAdvancePerPass = 20000

@@ -232,10 +232,15 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: wait}, nil // it failed a moment ago: back off
 	}
 	log.FromContext(ctx).Info("acting", "action", action.Kind, "members", action.Members, "reason", action.Reason)
+	var wait notYet
 	if err := p.act(ctx, action); apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: requeueStep}, nil // a stale view; look again, nothing failed
+	} else if errors.As(err, &wait) {
+		setCondition(c, v1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; etcd: not yet: %v", action.Message, wait.err))
+		return ctrl.Result{RequeueAfter: requeueBusy}, nil
 	} else if err != nil {
 		retry := p.mem.actionFailed(key, p.now)
+		log.FromContext(ctx).Info("action failed", "action", action.Kind, "members", action.Members, "error", err.Error(), "retry", retry.String())
 		metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 		var conflict *nameConflict
 		if errors.As(err, &conflict) {
@@ -248,6 +253,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.mem.actionSucceeded()
 	metrics.Actions.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 	p.r.Recorder.Event(c, corev1.EventTypeNormal, string(action.Reason), action.Message)
+	if action.Kind == planner.AdvanceLog {
+		// Bulk work in bounded chunks (maxAdvancePerPass): a second between chunks leaves etcd to its clients.
+		return ctrl.Result{RequeueAfter: requeueBusy}, nil
+	}
 	return ctrl.Result{RequeueAfter: requeueStep}, nil
 }
 

@@ -156,12 +156,20 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (Member, error)
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	resp, err := c.c.MemberAddAsLearner(ctx, []string{peerURL})
+	if err != nil && rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCUnhealthy) {
+		return Member{}, fmt.Errorf("add learner %s: %w", peerURL, ErrPeersNotSettled)
+	}
 	if err != nil {
 		return Member{}, fmt.Errorf("add learner %s: %w", peerURL, err)
 	}
 	m := resp.Member
 	return Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: true}, nil
 }
+
+// ErrPeersNotSettled means etcd's strict reconfiguration check refused a member addition because the
+// member asked has not been connected to every voting peer for etcd's health interval (5 s): right
+// after a member restarted or joined. It clears by itself; retry later.
+var ErrPeersNotSettled = errors.New("etcd refuses a member addition until every voting member has been connected for 5 s")
 
 // ErrLearnerNotReady means the learner has not caught up with the leader yet; retry later.
 var ErrLearnerNotReady = errors.New("learner not yet in sync with the leader")

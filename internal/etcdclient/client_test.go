@@ -132,3 +132,49 @@ func findMember(ms []Member, id uint64) Member {
 	}
 	return Member{}
 }
+
+// TestAddLearnerRightAfterARestartIsNotYet: etcd's strict reconfiguration check refuses a member
+// addition until every voting member has been connected for 5 s; AddLearner says so with
+// ErrPeersNotSettled (the operator retries soon, without backoff), and the refusal clears by itself.
+func TestAddLearnerRightAfterARestartIsNotYet(t *testing.T) {
+	ctx := context.Background()
+	c, ms := startOne(t)
+	joiner := etcdtest.NewMemberURLs(t, "m1")
+	added, err := c.AddLearner(ctx, joiner.PeerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Join(t, joiner, []string{"m0=" + ms[0].PeerURL, "m1=" + joiner.PeerURL})
+	deadline := time.Now().Add(30 * time.Second)
+	for err := c.Promote(ctx, added.ID); err != nil; err = c.Promote(ctx, added.ID) {
+		if !errors.Is(err, ErrLearnerNotReady) || time.Now().After(deadline) {
+			t.Fatalf("Promote: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// m1 restarts: its peers' connections to it are new again.
+	joiner.Restart(t, nil)
+	next := etcdtest.NewMemberURLs(t, "m2")
+	notYet := 0
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		_, err := c.AddLearner(ctx, next.PeerURL)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, ErrPeersNotSettled) {
+			notYet++
+		} else {
+			t.Logf("AddLearner while m1 restarts: %v", err) // no leader for a moment: not the case under test
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("AddLearner still refused after 30 s: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if notYet == 0 {
+		t.Fatal("AddLearner right after a member restart was never refused with ErrPeersNotSettled")
+	}
+	t.Logf("refused %d times with ErrPeersNotSettled before etcd accepted the addition", notYet)
+}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,24 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 	}
 	t.Fatalf("%s: not after %s (last error: %v)", what, timeout, err)
 	return time.Time{}
+}
+
+// intsFromEnv is the comma-separated list of integers in the environment variable name, or def.
+func intsFromEnv(t *testing.T, name string, def []int) []int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // operator is a manager process on the host scoped to one namespace, as test/e2e runs it.

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -14,6 +15,8 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -189,4 +192,70 @@ func podReady(p corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// stages times a member's way back after its pod was deleted, for the log: when the old pod was gone,
+// the new one created, running, Ready, a ready endpoint of the client Service, and answering a
+// linearizable read. Comparing the bare and operator lines shows which stage the operator lengthens.
+type stages struct {
+	t0    time.Time
+	at    map[string]time.Duration
+	order []string
+}
+
+func newStages(t0 time.Time) *stages { return &stages{t0: t0, at: map[string]time.Duration{}} }
+
+func (s *stages) mark(stage string) {
+	if _, ok := s.at[stage]; !ok {
+		s.at[stage] = time.Since(s.t0)
+		s.order = append(s.order, stage)
+	}
+}
+
+// observe marks the stages member name has reached; old is the UID of its deleted pod ("" when
+// nothing is known of it, as for a replacement under a new name).
+func (s *stages) observe(p *prober, name string, old types.UID) {
+	pod := &corev1.Pod{}
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: name}, pod)
+	if apierrors.IsNotFound(err) {
+		s.mark("gone")
+		return
+	}
+	if err != nil || pod.UID == old {
+		return
+	}
+	s.mark("gone")
+	s.mark("created")
+	if pod.Spec.NodeName != "" {
+		s.mark("scheduled")
+	}
+	for _, st := range pod.Status.ContainerStatuses {
+		if st.State.Running != nil {
+			s.mark("running")
+		}
+		if st.Started != nil && *st.Started {
+			s.mark("started")
+		}
+	}
+	if !podReady(*pod) {
+		return
+	}
+	s.mark("ready")
+	if eps, err := p.readyEndpoints(); err == nil && eps[name] {
+		s.mark("endpoint")
+	}
+	if p.read(pod.Status.PodIP) == nil {
+		s.mark("read")
+	}
+}
+
+func (s *stages) String() string {
+	var b strings.Builder
+	for i, st := range s.order {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %.1fs", st, s.at[st].Seconds())
+	}
+	return b.String()
 }

@@ -88,6 +88,20 @@ func decideMigration(in Input) Action {
 			return Action{Kind: Promote, Members: []string{m.Name}, ID: m.ID, Reason: reason.Migrating, Message: fmt.Sprintf("promoting learner %s to a voting member of the running cluster", m.Name)}
 		}
 	}
+	// A member that still answers a member list without quorum (it is served from its own state)
+	// must not make a lost quorum look like one unhealthy member.
+	voters, healthy := 0, 0
+	for _, m := range e.Members {
+		if !m.Learner {
+			voters++
+			if m.Healthy {
+				healthy++
+			}
+		}
+	}
+	if healthy < quorum(voters) {
+		return Action{Kind: Wait, Reason: reason.MigrationStopped, Message: fmt.Sprintf("the cluster has no quorum (%d of %d voting members healthy): the migration is stopped and no member is added or removed until a majority of the members is back", healthy, voters)}
+	}
 	if !allHealthy(e.Members) || hasLearner(e.Members) {
 		if lost := unhealthySource(mg, e.Members); lost != "" {
 			return Action{Kind: Wait, Reason: reason.MigrationStopped, Message: fmt.Sprintf("old member %s is unhealthy: the migration waits for every member to be healthy before its next step", lost)}

@@ -120,6 +120,11 @@ func TestDecideMigration(t *testing.T) {
 		// stopping
 		{name: "quorum lost mid-migration: stop, never recover the source", in: with(allJoined(), func(in *Input) { in.Etcd = nil; in.QuorumLoss = FromSurvivor }), kind: Wait, reason: "MigrationStopped"},
 		{name: "an old member down: no removal", in: with(allJoined(), func(in *Input) { in.Etcd.LeaderID = 1; member(in, "old-2").Healthy = false }), kind: Wait, reason: "MigrationStopped"},
+		{name: "a survivor still answers the member list without quorum: stopped, not waiting on one member", in: with(allJoined(), func(in *Input) {
+			for _, n := range []string{"old-1", "old-2", "c-1", "c-2"} {
+				member(in, n).Healthy = false
+			}
+		}), kind: Wait, reason: "MigrationStopped"},
 		{name: "one of ours down: no removal", in: with(allJoined(), func(in *Input) { in.Etcd.LeaderID = 1; member(in, "c-2").Healthy = false }), kind: Wait, reason: "Migrating"},
 		{name: "a stranger joined", in: with(allJoined(), func(in *Input) {
 			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 999, Name: "intruder", Started: true, Healthy: true})
@@ -127,6 +132,15 @@ func TestDecideMigration(t *testing.T) {
 		{name: "the endpoints lead to another cluster", in: with(allJoined(), func(in *Input) { in.Etcd.ClusterID = 0xdead }), kind: Wait, reason: "MigrationStopped"},
 	}
 	runDecideCases(t, cases)
+
+	noQuorum := with(allJoined(), func(in *Input) {
+		for _, n := range []string{"old-1", "old-2", "c-1", "c-2"} {
+			member(in, n).Healthy = false
+		}
+	})
+	if a := Decide(noQuorum); !strings.Contains(a.Message, "no quorum (2 of 6 voting members healthy)") {
+		t.Fatalf("a lost quorum reported as %q", a.Message)
+	}
 }
 
 // TestMigrationWalk walks a whole migration, one decided step at a time, from a 3-member source into

@@ -133,6 +133,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || !isQuantity(string(oldSelf.size)) || has(self.size) && isQuantity(string(self.size)) && quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size can only grow"
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable"
 // +kubebuilder:validation:XValidation:rule="(has(self.medium) && self.medium == 'Memory') == (has(oldSelf.medium) && oldSelf.medium == 'Memory')",message="storage.medium is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.medium) || self.medium != 'Memory' || !has(self.size) || !isQuantity(string(self.size)) || quantity(string(self.size)).compareTo(quantity('192Mi')) >= 0",message="with storage.medium Memory, storage.size must be at least 192Mi: the tmpfs is sized to storage.size and etcd preallocates 64 MiB write-ahead-log segments in it beside the database"
 type StorageSpec struct {
 	// Size of each member's volume.
 	// +kubebuilder:default="8Gi"

@@ -74,6 +74,9 @@ func TestInvalidEtcdClustersAreRejectedWithTheirReason(t *testing.T) {
 		{"not semver", cluster("junk", func(c *v1.EtcdCluster) { c.Spec.Version = "latest" }), "MAJOR.MINOR.PATCH"},
 		{"tiny storage", cluster("tiny", func(c *v1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("1Mi") }), "storage.size must be at least 64Mi"},
 		{"bad medium", cluster("medium", func(c *v1.EtcdCluster) { c.Spec.Storage.Medium = "Disk" }), "spec.storage.medium"},
+		{"in-memory volume too small for etcd's WAL", cluster("tmpfs", func(c *v1.EtcdCluster) {
+			c.Spec.Storage.Medium, c.Spec.Storage.Size = v1.StorageMediumMemory, resource.MustParse("128Mi")
+		}), "with storage.medium Memory, storage.size must be at least 192Mi"},
 		{"election vs heartbeat", cluster("flappy", func(c *v1.EtcdCluster) {
 			c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = 200, 500
 		}), "at least 5 times etcd.heartbeatIntervalMillis"},
@@ -462,6 +465,7 @@ func TestAdmissionAcceptsEdgeCases(t *testing.T) {
 		{"upgradeTimeout fractional", obj("EtcdCluster", "ut-frac", clusterSpec(set("maintenance.upgradeTimeout", "1.5h")))},
 		{"storage 64Ti", obj("EtcdCluster", "size-64ti", clusterSpec(set("storage.size", "64Ti")))},
 		{"storage 64Mi", obj("EtcdCluster", "size-64mi", clusterSpec(set("storage.size", "64Mi")))},
+		{"in-memory storage 192Mi", obj("EtcdCluster", "tmpfs-192mi", clusterSpec(set("storage", map[string]any{"medium": "Memory", "size": "192Mi"})))},
 		{"storage as an integer", obj("EtcdCluster", "size-int", clusterSpec(set("storage.size", int64(1<<30))))},
 		{"quota at 80% of the volume", obj("EtcdCluster", "quota-80", clusterSpec(func(s map[string]any) {
 			set("storage.size", "10Gi")(s)

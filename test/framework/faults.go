@@ -60,11 +60,16 @@ func PartitionPeers(t *testing.T, podIP string) (heal func()) {
 		}
 	}
 	return once(t, func() error {
-		if _, err := os.Stat("/var/run/netns/" + netns); os.IsNotExist(err) {
-			return nil // the pod is gone, and its rules with it
-		}
+		// The pod may be gone (a replaced member), and its rules with it — also while this runs.
+		gone := func() bool { _, err := os.Stat("/var/run/netns/" + netns); return os.IsNotExist(err) }
 		for _, r := range rules {
+			if gone() {
+				return nil
+			}
 			if err := run("ip", append([]string{"netns", "exec", netns, "iptables", "-w", "-D"}, r...)...); err != nil {
+				if gone() || strings.Contains(err.Error(), "Cannot open network namespace") {
+					return nil
+				}
 				return err
 			}
 		}

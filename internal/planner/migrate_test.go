@@ -58,6 +58,13 @@ func removeMember(in *Input, id uint64) {
 	in.Etcd.Members = kept
 }
 
+// fourOfSixDown leaves 2 of the 6 voters of a joined migration healthy: no quorum.
+func fourOfSixDown(in *Input) {
+	for _, n := range []string{"old-1", "old-2", "c-1", "c-2"} {
+		member(in, n).Healthy = false
+	}
+}
+
 func TestDecideMigration(t *testing.T) {
 	cases := []decideCase{
 		// preflight: every refusal changes nothing and says what to fix
@@ -120,11 +127,7 @@ func TestDecideMigration(t *testing.T) {
 		// stopping
 		{name: "quorum lost mid-migration: stop, never recover the source", in: with(allJoined(), func(in *Input) { in.Etcd = nil; in.QuorumLoss = FromSurvivor }), kind: Wait, reason: "MigrationStopped"},
 		{name: "an old member down: no removal", in: with(allJoined(), func(in *Input) { in.Etcd.LeaderID = 1; member(in, "old-2").Healthy = false }), kind: Wait, reason: "MigrationStopped"},
-		{name: "a survivor still answers the member list without quorum: stopped, not waiting on one member", in: with(allJoined(), func(in *Input) {
-			for _, n := range []string{"old-1", "old-2", "c-1", "c-2"} {
-				member(in, n).Healthy = false
-			}
-		}), kind: Wait, reason: "MigrationStopped"},
+		{name: "a survivor still answers the member list without quorum: stopped, not waiting on one member", in: with(allJoined(), fourOfSixDown), kind: Wait, reason: "MigrationStopped"},
 		{name: "one of ours down: no removal", in: with(allJoined(), func(in *Input) { in.Etcd.LeaderID = 1; member(in, "c-2").Healthy = false }), kind: Wait, reason: "Migrating"},
 		{name: "a stranger joined", in: with(allJoined(), func(in *Input) {
 			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 999, Name: "intruder", Started: true, Healthy: true})
@@ -133,12 +136,7 @@ func TestDecideMigration(t *testing.T) {
 	}
 	runDecideCases(t, cases)
 
-	noQuorum := with(allJoined(), func(in *Input) {
-		for _, n := range []string{"old-1", "old-2", "c-1", "c-2"} {
-			member(in, n).Healthy = false
-		}
-	})
-	if a := Decide(noQuorum); !strings.Contains(a.Message, "no quorum (2 of 6 voting members healthy)") {
+	if a := Decide(with(allJoined(), fourOfSixDown)); !strings.Contains(a.Message, "no quorum (2 of 6 voting members healthy)") {
 		t.Fatalf("a lost quorum reported as %q", a.Message)
 	}
 }

@@ -217,8 +217,9 @@ demo: cluster-up cluster-load olm-install catalog-load ## Local cluster + OLM + 
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary.
+build: ## Build the manager and worker binaries.
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager .
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/worker ./cmd/worker
 
 .PHONY: plugin
 plugin: ## Build the kubectl etcd plugin (bin/kubectl-etcd; put it on the PATH as kubectl-etcd).

@@ -2,13 +2,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,14 +21,10 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/controllers"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/olmcondition"
 )
 
 func main() {
-	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
-		os.Exit(subcommand(os.Args[1], os.Args[2:]))
-	}
 	var metricsAddr, probeAddr string
 	var leaderElect, secureMetrics bool
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
@@ -50,37 +43,11 @@ func main() {
 	}
 }
 
-// subcommand runs the Jobs' and init containers' work from the operator image, which has no shell:
-// `backup` (the EtcdBackup Job), `delete` (retention's Job), `verify` (a schedule's test-restore
-// Job), `restore` (a restoring member's init container) and `copy-self`.
-func subcommand(name string, args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	switch name {
-	case "backup":
-		return backup.BackupMain(ctx, args, os.Stdout)
-	case "restore":
-		return backup.RestoreMain(ctx, args, os.Stdout)
-	case "delete":
-		return backup.DeleteMain(ctx, args, os.Stdout)
-	case "verify":
-		return backup.VerifyMain(ctx, args, os.Stdout)
-	case "copy-self":
-		if err := backup.CopySelfMain(args); err != nil {
-			fmt.Fprintln(os.Stderr, "copy-self:", err)
-			return 1
-		}
-		return 0
-	}
-	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, verify, copy-self)\n", name)
-	return 2
-}
-
 // defaultOperatorImage is this release's image; OPERATOR_IMAGE overrides it (a development build).
 const defaultOperatorImage = "ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0"
 
 // operatorImage runs the backup Jobs and the restore init containers: the operator's own image,
-// which holds the `backup`, `restore` and `copy-self` subcommands.
+// which holds the worker binary (cmd/worker) beside the manager.
 func operatorImage() string {
 	if img := strings.TrimSpace(os.Getenv("OPERATOR_IMAGE")); img != "" {
 		return img

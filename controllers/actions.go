@@ -86,7 +86,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		c.Status.QuotaBackendBytes = a.Quota
 		return p.writeStatus(ctx)
 
-	case planner.StartMigration, planner.CompleteMigration, planner.StartPeerTLS, planner.UpdatePeerURLs, planner.SecurePeers:
+	case planner.StartMigration, planner.CompleteMigration, planner.DeleteOldStatefulSet, planner.StartPeerTLS, planner.UpdatePeerURLs, planner.SecurePeers:
 		return p.actMigration(ctx, a)
 
 	case planner.StartRecovery, planner.FenceMembers, planner.AdvanceRecovery, planner.RestartFromBackup, planner.FinishRecovery:

@@ -35,7 +35,7 @@ const (
 )
 
 // EtcdBackupReconciler runs one Job per EtcdBackup and records its result. The snapshot is
-// streamed by the Job (`manager backup`, operator image), never through the operator.
+// streamed by the Job (`worker backup`, operator image), never through the operator.
 type EtcdBackupReconciler struct {
 	client.Client
 	Recorder record.EventRecorder

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
@@ -22,7 +25,11 @@ func (p *pass) migrationInput() *planner.Migration {
 	if !resources.Migrating(c) {
 		return nil
 	}
-	in := &planner.Migration{Endpoints: c.Spec.Bootstrap.MigrateFrom.Endpoints, AuthEnabled: o.authEnabled, Quota: resources.Quota(c)}
+	from := c.Spec.Bootstrap.MigrateFrom
+	in := &planner.Migration{Endpoints: from.Endpoints, AuthEnabled: o.authEnabled, Quota: resources.Quota(c), StatefulSetProblem: o.oldStatefulSetProblem}
+	if from.AdoptObjects {
+		in.StatefulSet = from.StatefulSetName
+	}
 	if c.Spec.Etcd.QuotaBackendBytes == 0 && c.Status.QuotaBackendBytes == 0 {
 		in.Quota = resources.DerivedQuota(c.Spec.Storage.Size.Value()) // what StartMigration records
 	}
@@ -86,12 +93,58 @@ func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
 		failpoint.Hit(failpoint.AfterPeerURLUpdate)
 		return nil
 
+	case planner.DeleteOldStatefulSet:
+		// Every old member is out of the cluster (the migration is Complete): the StatefulSet's pods
+		// are no members any more. Deleting again after a crash finds nothing, which is done too.
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: a.Members[0]}}
+		if err := p.r.Delete(ctx, sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete the old StatefulSet %s: %w", a.Members[0], err)
+		}
+		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.Migrated), "deleted the old members' StatefulSet %s and so its pods (migrateFrom.adoptObjects); its volumes and Services are kept: delete them once you no longer need them", a.Members[0])
+		c.Status.Migration.StatefulSetDeleted = true
+		return p.writeStatus(ctx)
+
 	case planner.SecurePeers:
 		// A new ConfigHash: the members are rolled one at a time without the plain-text listener.
 		c.Status.Migration.PeerTLS = v1.PeerTLSSecured
 		return p.writeStatus(ctx)
 	}
 	return fmt.Errorf("no handler for action %s", a.Kind)
+}
+
+// oldStatefulSet is the StatefulSet to delete after a take-over with adoptObjects, "" when there
+// is none (left).
+func oldStatefulSet(c *v1.EtcdCluster) string {
+	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.MigrateFrom == nil || !c.Spec.Bootstrap.MigrateFrom.AdoptObjects {
+		return ""
+	}
+	if mg := c.Status.Migration; mg == nil || mg.Phase != v1.MigrationComplete || mg.StatefulSetDeleted {
+		return ""
+	}
+	return c.Spec.Bootstrap.MigrateFrom.StatefulSetName
+}
+
+// oldStatefulSetProblem says why migrateFrom.adoptObjects cannot take the named StatefulSet, "" if
+// it can: it must exist here and be plain, not controlled by another object (an old operator's
+// cluster would make it again, and fight the operator over its members).
+func (p *pass) oldStatefulSetProblem(ctx context.Context) string {
+	c := p.c
+	name := c.Spec.Bootstrap.MigrateFrom.StatefulSetName
+	sts := &appsv1.StatefulSet{}
+	// Past the cache: the operator watches no StatefulSets, and reads this one only before the start.
+	if err := p.r.apiReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, sts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("StatefulSet %s is not in namespace %s: name the StatefulSet that runs the old members", name, c.Namespace)
+		}
+		return fmt.Sprintf("StatefulSet %s cannot be read: %v", name, err)
+	}
+	if owner := metav1.GetControllerOf(sts); owner != nil {
+		return fmt.Sprintf("StatefulSet %s is controlled by %s %s, which would make it again: stop that controller's cluster yourself after the migration, and migrate without adoptObjects", name, owner.Kind, owner.Name)
+	}
+	if sts.DeletionTimestamp != nil {
+		return fmt.Sprintf("StatefulSet %s is being deleted", name)
+	}
+	return ""
 }
 
 // otherPeers are the --initial-cluster entries of the members the operator does not run: a member
@@ -168,6 +221,10 @@ func (p *pass) recordMigration(action planner.Action) {
 	if mg := c.Status.Migration; mg != nil && mg.Phase == v1.MigrationComplete {
 		msg := fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. Scale the old StatefulSet (or the old operator's cluster) to 0 and delete it and its volumes: its members are out of the cluster",
 			mg.ClusterID, c.Status.Endpoints.ClientService)
+		if sts := c.Spec.Bootstrap.MigrateFrom.StatefulSetName; c.Spec.Bootstrap.MigrateFrom.AdoptObjects {
+			msg = fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. The old members are out of the cluster and the operator deletes their StatefulSet %s (adoptObjects; status.migration.statefulSetDeleted); delete its volumes and Services once you no longer need them",
+				mg.ClusterID, c.Status.Endpoints.ClientService, sts)
+		}
 		if !meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionMigrated) {
 			p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.Migrated), msg)
 		}

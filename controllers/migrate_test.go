@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -142,6 +144,44 @@ func TestMigrationRefusals(t *testing.T) {
 		waitMigratedReason(t, c, "MigrationRefused", "etcdctl auth disable")
 		if mg := get(t, c).Status.Migration; mg != nil {
 			t.Fatalf("a refused source was recorded: %+v", mg)
+		}
+	})
+
+	// adoptObjects takes a plain StatefulSet only: one that is missing or controlled by another
+	// object (an old operator's cluster, which would make it again) is refused before the start.
+	adopting := func(src []*etcdtest.Member) func(*v1.EtcdCluster) {
+		return func(c *v1.EtcdCluster) {
+			migrating(etcdtest.ClientURLs(src))(c)
+			c.Spec.Bootstrap.MigrateFrom.AdoptObjects, c.Spec.Bootstrap.MigrateFrom.StatefulSetName = true, "old"
+		}
+	}
+	t.Run("adoptObjects without the StatefulSet", func(t *testing.T) {
+		ns := newNamespace(t)
+		c := newCluster(t, ns, adopting(etcdtest.StartCluster(t, 1)))
+		waitMigratedReason(t, c, "MigrationRefused", "StatefulSet old is not in namespace "+ns)
+	})
+	t.Run("adoptObjects of a StatefulSet another object controls", func(t *testing.T) {
+		ns := newNamespace(t)
+		owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "legacy", Namespace: ns}}
+		if err := k8s.Create(ctx, owner); err != nil {
+			t.Fatal(err)
+		}
+		labels := map[string]string{"app": "old"}
+		sts := &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: ns, OwnerReferences: []metav1.OwnerReference{
+				*metav1.NewControllerRef(owner, corev1.SchemeGroupVersion.WithKind("ConfigMap"))}},
+			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "etcd"}}},
+			}},
+		}
+		if err := k8s.Create(ctx, sts); err != nil {
+			t.Fatal(err)
+		}
+		c := newCluster(t, ns, adopting(etcdtest.StartCluster(t, 1)))
+		waitMigratedReason(t, c, "MigrationRefused", "StatefulSet old is controlled by ConfigMap legacy")
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil || sts.DeletionTimestamp != nil {
+			t.Fatalf("the refused StatefulSet was touched: %v %v", sts.DeletionTimestamp, err)
 		}
 	})
 

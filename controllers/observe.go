@@ -53,6 +53,9 @@ type observation struct {
 	sourceAt map[uint64]string
 	// authEnabled: a cluster about to be taken over has authentication on.
 	authEnabled bool
+	// oldStatefulSetProblem says why migrateFrom.adoptObjects cannot take the named StatefulSet
+	// (observed before the take-over starts).
+	oldStatefulSetProblem string
 	// etcdErr explains why etcd is nil.
 	etcdErr error
 	// survivors, when etcd is nil, is what each running member reports of itself.
@@ -98,6 +101,9 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		// The cluster is reached through the old members until they are gone.
 		source = c.Spec.Bootstrap.MigrateFrom.Endpoints
 		given = source
+		if c.Status.Migration == nil && c.Spec.Bootstrap.MigrateFrom.AdoptObjects {
+			o.oldStatefulSetProblem = p.oldStatefulSetProblem(ctx)
+		}
 	}
 	if len(endpoints)+len(source) == 0 {
 		o.etcdErr = errors.New("no member pod is running")
@@ -396,6 +402,7 @@ func (p *pass) plannerInput() planner.Input {
 		in.Known = append(in.Known, k)
 	}
 	in.Migration = p.migrationInput()
+	in.OldStatefulSet = oldStatefulSet(c)
 	in.PeerTLS = p.peerTLSInput()
 	if pd := c.Status.PendingOperation; pd != nil {
 		in.Pending = &planner.Pending{Type: pd.Type, Member: pd.Member, ID: parseID(pd.ID), Reason: reason.Reason(pd.Reason), Message: pd.Message}

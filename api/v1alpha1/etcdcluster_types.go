@@ -343,6 +343,7 @@ type BootstrapSpec struct {
 }
 
 // MigrateFromSpec says where the running cluster to take over is.
+// +kubebuilder:validation:XValidation:rule="(has(self.adoptObjects) && self.adoptObjects) == has(self.statefulSetName)",message="migrateFrom.adoptObjects and migrateFrom.statefulSetName go together: set adoptObjects: true and the name of the old members' StatefulSet in this namespace, or neither"
 type MigrateFromSpec struct {
 	// Endpoints are client URLs of the running cluster (its members or a Service in front of them),
 	// http://host:port. The operator reads the member list through them, so one reachable member
@@ -353,6 +354,22 @@ type MigrateFromSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(e, e.matches('^http://[a-zA-Z0-9]([-.a-zA-Z0-9]*[a-zA-Z0-9])?:[0-9]{1,5}$'))",message="migrateFrom.endpoints must be plain-text client URLs written http://host:port (for example http://etcd-0.etcd.default.svc:2379); a source served over TLS cannot be migrated yet"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Running cluster endpoints"
 	Endpoints []string `json:"endpoints"`
+	// AdoptObjects lets the operator delete the StatefulSet that runs the old members
+	// (statefulSetName, in this namespace) once every old member is out of the cluster, so none of
+	// its pods comes back. Only a plain StatefulSet: one controlled by another object (an old
+	// operator's cluster) is refused before anything is changed, and its member names must be the
+	// StatefulSet's pod names. Its volumes and Services are kept (the message says which to delete).
+	// Without it the operator touches nothing it does not own, and the old side is the user's to stop.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Delete the old StatefulSet",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
+	AdoptObjects bool `json:"adoptObjects,omitempty"`
+	// StatefulSetName is the StatefulSet of the old members, in this namespace; needed with
+	// adoptObjects, and only with it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="migrateFrom.statefulSetName must be the name of a StatefulSet in this namespace: lowercase letters, digits, '-' and '.'"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Old StatefulSet",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	StatefulSetName string `json:"statefulSetName,omitempty"`
 }
 
 // RestoreSpec names the snapshot to restore: an EtcdBackup in the same namespace, or a raw source.
@@ -763,6 +780,11 @@ type Migration struct {
 	// +kubebuilder:validation:Enum=Plain;Updating;Secured
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migration peer TLS"
 	PeerTLS string `json:"peerTLS,omitempty"`
+	// StatefulSetDeleted: with migrateFrom.adoptObjects, the old StatefulSet was deleted after the
+	// last old member left the cluster.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Old StatefulSet deleted",xDescriptors={"urn:alm:descriptor:text"}
+	StatefulSetDeleted bool `json:"statefulSetDeleted,omitempty"`
 }
 
 // SourceMember is a member of the cluster taken over.

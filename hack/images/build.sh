@@ -12,12 +12,12 @@
 #              (what hack/cluster/up.sh loads)
 #   test     = minio (S3 storage for the backup e2e tests and benchmarks, hack/minio)
 #   etcd     = gcr.io/etcd-development/etcd:{v3.5.35,v3.6.16,v3.7.3}
-#   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0), from a static bin/manager
+#   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0), from static bin/manager
+#              and bin/worker (cmd/worker: the backup and restore work)
 #   OLM sets (hack/images/olm.sh): olm, bundle, prev, releases, catalog, scorecard
 # Archives: $IMAGES_CACHE/<name>-<tag>-<contenthash>.tar (default ~/.cache/etcd-autopilot/images),
 # outside the work tree, so a fresh clone on the same machine rebuilds nothing.
-# Env: IMG, CLUSTER_DIR (default <repo>/.cluster), IMAGES_CACHE, BIN (default <repo>/bin),
-#      MANAGER_BIN (put this binary in the operator image instead of building bin/manager)
+# Env: IMG, CLUSTER_DIR (default <repo>/.cluster), IMAGES_CACHE, BIN (default <repo>/bin)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -59,7 +59,20 @@ rootfs_etcd() { # etcd, etcdctl, etcdutl of one release from $ETCD_DIR
 rootfs_csi_provisioner() { static_bin "$BIN/csi-provisioner"; cp -L "$BIN/csi-provisioner" "$1/csi-provisioner"; }
 rootfs_csi_resizer()     { static_bin "$BIN/csi-resizer"; cp -L "$BIN/csi-resizer" "$1/csi-resizer"; }
 rootfs_minio()   { static_bin "$BIN/minio"; mkdir -p "$1/usr/bin"; cp -L "$BIN/minio" "$1/usr/bin/"; }
-rootfs_manager() { static_bin "$MANAGER"; cp -L "$MANAGER" "$1/manager"; }
+OPERATOR_BINS= # a bin/ directory with manager and, from v0.2.0 on, worker
+rootfs_operator() {
+  local b
+  for b in manager worker; do
+    [ -e "$OPERATOR_BINS/$b" ] || continue
+    static_bin "$OPERATOR_BINS/$b"; cp -L "$OPERATOR_BINS/$b" "$1/$b"
+  done
+}
+# build_operator_bins TREE: the operator's binaries of a source tree into TREE/bin (releases before
+# cmd/worker have the manager only)
+build_operator_bins() {
+  (cd "$1" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager . &&
+    if [ -d cmd/worker ]; then CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/worker ./cmd/worker; fi)
+}
 
 # --- image NAME ROOTFS_FN MKIMAGE_ARGS... : archive in the cache, keyed by its content -----------
 BUILT=()   # "name archive"
@@ -109,16 +122,12 @@ set_test() {
   "$TOOLS" minio >&2
   image "$MINIO_IMAGE" rootfs_minio --entrypoint '["/usr/bin/minio"]' --user 65532:65532
 }
-MANAGER=
 set_operator() {
   [[ ${OPERATOR_IMAGE##*/} == *:?* ]] || { echo "images: IMG=$OPERATOR_IMAGE needs an explicit tag" >&2; exit 2; }
-  if [ -n "${MANAGER_BIN:-}" ]; then MANAGER=$MANAGER_BIN
-  else
-    say "go build bin/manager"
-    (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager .)
-    MANAGER=$repo/bin/manager
-  fi
-  image "$OPERATOR_IMAGE" rootfs_manager --entrypoint '["/manager"]' --user 65532:65532
+  say "go build bin/manager bin/worker"
+  build_operator_bins "$repo"
+  OPERATOR_BINS=$repo/bin
+  image "$OPERATOR_IMAGE" rootfs_operator --entrypoint '["/manager"]' --user 65532:65532
 }
 
 # shellcheck source=olm.sh

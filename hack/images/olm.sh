@@ -78,11 +78,11 @@ release_images() {
     say "building the manager of $commit (v$version)"
     rm -rf "$src.tmp"; mkdir -p "$src.tmp"
     git -C "$repo" archive "$full" | tar -x -C "$src.tmp"
-    (cd "$src.tmp" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager .)
+    build_operator_bins "$src.tmp"
     rm -rf "$src"; mv "$src.tmp" "$src"
   fi
-  MANAGER=$src/bin/manager
-  image "${OPERATOR_IMAGE%:*}:v$version-$commit" rootfs_manager --entrypoint '["/manager"]' --user 65532:65532
+  OPERATOR_BINS=$src/bin
+  image "${OPERATOR_IMAGE%:*}:v$version-$commit" rootfs_operator --entrypoint '["/manager"]' --user 65532:65532
   bundle_image "$src/bundle" "${OPERATOR_IMAGE%:*}:v$version" "$(digest_ref "$(last_archive)")"
 }
 set_prev() { release_images "$PREV_VERSION" "$PREV_COMMIT"; }

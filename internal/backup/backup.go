@@ -1,7 +1,7 @@
 // Package backup takes etcd snapshots and moves them between etcd, S3-compatible object storage
 // and files on a volume, streamed end to end: memory stays bounded (one S3 part, or a copy
 // buffer) whatever the database size, and the SHA-256 and size are computed on the way.
-// It runs inside the backup and restore Jobs/init containers (`manager backup`, `manager restore`),
+// It runs inside the backup and restore Jobs/init containers (`worker backup`, `worker restore`),
 // never in the operator process, so a large snapshot cannot block reconciles.
 package backup
 
@@ -108,7 +108,7 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 	}
 	defer func() { _ = one.Close() }()
 	// No call timeout: a snapshot takes as long as the database is big; the Job's deadline bounds it.
-	rc, err := one.Raw().Snapshot(ctx)
+	rc, err := one.Snapshot(ctx)
 	if err != nil {
 		return Result{}, fail(reason.SnapshotFailed, false, "snapshot from %s: %w", ep, err)
 	}

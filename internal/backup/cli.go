@@ -23,7 +23,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
-// Exit codes of `manager backup` and `manager restore`. The backup Job's podFailurePolicy fails
+// Exit codes of `worker backup` and `worker restore`. The backup Job's podFailurePolicy fails
 // the Job at once on ExitPermanent (retrying wrong credentials or a tampered snapshot cannot help)
 // and retries ExitRetryable up to its backoffLimit.
 const (
@@ -33,9 +33,10 @@ const (
 )
 
 // memoryLimit is the backup process's soft memory limit (GOMEMLIMIT): the live heap is the upload
-// buffers (uploadThreads × PartSize) plus small clients, and the limit keeps the garbage of the
-// snapshot chunks from doubling it. Lower limits were measured to cost more in GC than they save.
-const memoryLimit = 40 << 20
+// buffers (uploadThreads × PartSize) plus small clients, the snapshot messages are decoded into one
+// reused buffer (etcdclient.Client.Snapshot), and the limit keeps what garbage remains from
+// growing the heap past that.
+const memoryLimit = 28 << 20
 
 // Env names of the S3 credentials (from the credentials Secret, never on the command line).
 const (
@@ -187,7 +188,7 @@ func finish(out io.Writer, terminationLog string, res *Result, err error) int {
 	return code
 }
 
-// BackupMain is `manager backup`: snapshot a cluster into S3 or a file, report the result.
+// BackupMain is `worker backup`: snapshot a cluster into S3 or a file, report the result.
 func BackupMain(ctx context.Context, args []string, out io.Writer) int {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
 	var st storageFlags
@@ -222,7 +223,7 @@ func BackupMain(ctx context.Context, args []string, out io.Writer) int {
 	return finish(out, *termLog, &res, nil)
 }
 
-// RestoreMain is `manager restore`, run in an init container of the cluster's own etcd image
+// RestoreMain is `worker restore`, run in an init container of the cluster's own etcd image
 // (the binary is copied there by CopySelfMain): fetch and verify the snapshot, then restore it
 // with that image's etcdutl. It does nothing when the data directory already holds a member.
 func RestoreMain(ctx context.Context, args []string, out io.Writer) int {
@@ -261,7 +262,7 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer) int {
 	return ExitOK
 }
 
-// DeleteMain is `manager delete`: remove a stored snapshot (retention). A missing one is fine.
+// DeleteMain is `worker delete`: remove a stored snapshot (retention). A missing one is fine.
 func DeleteMain(ctx context.Context, args []string, out io.Writer) int {
 	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
 	var st storageFlags
@@ -280,8 +281,8 @@ func DeleteMain(ctx context.Context, args []string, out io.Writer) int {
 	return ExitOK
 }
 
-// VerifyMain is `manager verify`: the schedule's test-restore Job, run in the backup's etcd image
-// (like `manager restore`, the binary is copied there by CopySelfMain).
+// VerifyMain is `worker verify`: the schedule's test-restore Job, run in the backup's etcd image
+// (like `worker restore`, the binary is copied there by CopySelfMain).
 func VerifyMain(ctx context.Context, args []string, out io.Writer) int {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	var st storageFlags
@@ -308,11 +309,11 @@ func VerifyMain(ctx context.Context, args []string, out io.Writer) int {
 	return finish(out, *termLog, &res, nil)
 }
 
-// CopySelfMain is `manager copy-self DEST`: puts this static binary on a shared volume, so a
-// container of another image (the etcd image, which has no shell) can run `manager restore`.
+// CopySelfMain is `worker copy-self DEST`: puts this static binary on a shared volume, so a
+// container of another image (the etcd image, which has no shell) can run `worker restore`.
 func CopySelfMain(args []string) error {
 	if len(args) != 1 {
-		return errors.New("usage: manager copy-self DEST")
+		return errors.New("usage: worker copy-self DEST")
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,7 +19,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 )
 
@@ -102,12 +102,20 @@ func (c *Client) Close() error { return c.c.Close() }
 // Raw exposes the clientv3 client for key-value access (tests, backups).
 func (c *Client) Raw() *clientv3.Client { return c.c }
 
+// RPCDuration is the latency of calls to etcd by RPC and gRPC code. It lives here, not in
+// internal/metrics, so the worker binary (backups, restores), which links this package, stays free of
+// the Kubernetes libraries; internal/metrics registers it with the operator's registry.
+var RPCDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	Namespace: "etcd_autopilot", Name: "etcd_rpc_duration_seconds", Help: "Latency of the operator's calls to etcd, by RPC and gRPC code.",
+	Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+}, []string{"rpc", "code"})
+
 // observeRPC times every unary call to etcd, so the latency the operator sees per RPC is exported
 // without timing code in each method.
 func observeRPC(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	start := time.Now()
 	err := invoker(ctx, method, req, reply, cc, opts...)
-	metrics.EtcdRPCDuration.WithLabelValues(strings.TrimPrefix(method, "/etcdserverpb."), status.Code(err).String()).Observe(time.Since(start).Seconds())
+	RPCDuration.WithLabelValues(strings.TrimPrefix(method, "/etcdserverpb."), status.Code(err).String()).Observe(time.Since(start).Seconds())
 	return err
 }
 

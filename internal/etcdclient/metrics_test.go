@@ -6,8 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 )
 
 // Every unary call is timed by RPC without code in the methods: a member list on a real etcd is one
@@ -26,7 +24,7 @@ func TestEtcdCallsAreTimedByRPC(t *testing.T) {
 func rpcCount(t *testing.T, rpc, code string) uint64 {
 	t.Helper()
 	m := &dto.Metric{}
-	if err := metrics.EtcdRPCDuration.WithLabelValues(rpc, code).(prometheus.Metric).Write(m); err != nil {
+	if err := RPCDuration.WithLabelValues(rpc, code).(prometheus.Metric).Write(m); err != nil {
 		t.Fatal(err)
 	}
 	return m.GetHistogram().GetSampleCount()

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 )
 
 const ns = "etcd_autopilot"
@@ -74,10 +76,8 @@ var (
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 	}, []string{"controller"})
 	ReconcileErrors = counter("reconcile_errors_total", "Reconcile passes that returned an error, by controller and reason (the API status reason, Timeout, Canceled or Other).", "controller", "reason")
-	EtcdRPCDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: ns, Name: "etcd_rpc_duration_seconds", Help: "Latency of the operator's calls to etcd, by RPC and gRPC code.",
-		Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
-	}, []string{"rpc", "code"})
+	// EtcdRPCDuration is defined next to the etcd client that observes it (see there why).
+	EtcdRPCDuration = etcdclient.RPCDuration
 )
 
 // All is every collector above, registered once; the alert test reads it.

@@ -25,6 +25,9 @@ type Migration struct {
 	AuthEnabled bool
 	// Quota is the database quota the operator's members will run with.
 	Quota int64
+	// StatefulSet is migrateFrom.statefulSetName with adoptObjects: the old members' StatefulSet,
+	// deleted once they are out. StatefulSetProblem says why it cannot be (observed before the start).
+	StatefulSet, StatefulSetProblem string
 }
 
 const (
@@ -32,6 +35,9 @@ const (
 	StartMigration Kind = "StartMigration"
 	// CompleteMigration records that no old member is left: the cluster is the operator's.
 	CompleteMigration Kind = "CompleteMigration"
+	// DeleteOldStatefulSet deletes the old members' StatefulSet (migrateFrom.adoptObjects) once they
+	// are all out of the cluster, then records it.
+	DeleteOldStatefulSet Kind = "DeleteOldStatefulSet"
 )
 
 func (m *Migration) isSource(id uint64) bool {
@@ -148,6 +154,9 @@ func preflight(in Input, e *Etcd) Action {
 	if err != nil {
 		return refuse("spec.version %q is not a version: %v", in.TargetVersion, err)
 	}
+	if in.Migration.StatefulSetProblem != "" {
+		return refuse("migrateFrom.adoptObjects: %s", in.Migration.StatefulSetProblem)
+	}
 	ours := map[string]bool{}
 	for i := int32(0); i < in.NextIndex+in.Replicas+16; i++ {
 		ours[in.MemberNameFunc(i)] = true
@@ -170,6 +179,9 @@ func preflight(in Input, e *Etcd) Action {
 		if msg := versionRefusal(m, target); msg != "" {
 			return refuse("%s", msg)
 		}
+		if sts := in.Migration.StatefulSet; sts != "" && !podOf(sts, m.Name) {
+			return refuse("member %s is not a pod of StatefulSet %s (its name is not %s-<ordinal>): with adoptObjects the operator deletes that StatefulSet, which would not stop this member; name the StatefulSet that runs the members, or migrate without adoptObjects", displayName(m), sts, sts)
+		}
 		if q := in.Migration.Quota; q > 0 && m.DBSize > q*9/10 {
 			return refuse("member %s's database is %d bytes, too close to the quota of %d bytes the new members get: raise spec.storage.size (or spec.etcd.quotaBackendBytes), or compact and defragment the running cluster", displayName(m), m.DBSize, q)
 		}
@@ -179,6 +191,31 @@ func preflight(in Input, e *Etcd) Action {
 		names = append(names, displayName(m))
 	}
 	return Action{Kind: StartMigration, Reason: reason.Migrating, Message: fmt.Sprintf("taking over cluster %x (members %s)", e.ClusterID, strings.Join(names, ", "))}
+}
+
+// podOf says whether name is a pod name of StatefulSet sts: sts-<ordinal>.
+func podOf(sts, name string) bool {
+	ordinal, ok := strings.CutPrefix(name, sts+"-")
+	if !ok || ordinal == "" {
+		return false
+	}
+	for _, r := range ordinal {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// decideOldStatefulSet deletes the old members' StatefulSet after a take-over with adoptObjects:
+// every old member is out of the cluster by then, so its pods are no longer members, and deleting
+// it keeps a restarted one from ever coming back. in.OldStatefulSet is set until it is recorded.
+func decideOldStatefulSet(in Input) (Action, bool) {
+	if in.OldStatefulSet == "" || in.Pending != nil {
+		return Action{}, false
+	}
+	return Action{Kind: DeleteOldStatefulSet, Members: []string{in.OldStatefulSet}, Reason: reason.Migrated,
+		Message: fmt.Sprintf("every old member is out of the cluster: deleting their StatefulSet %s (migrateFrom.adoptObjects)", in.OldStatefulSet)}, true
 }
 
 // versionRefusal says why a member's version cannot be joined by members of target, "" if it can:

@@ -81,6 +81,15 @@ func TestDecideMigration(t *testing.T) {
 		{name: "an older patch is joined", in: with(source(), func(in *Input) { member(in, "old-0").Version = "3.6.4" }), kind: StartMigration, reason: "Migrating"},
 		{name: "a healthy source is recorded first", in: source(), kind: StartMigration, reason: "Migrating"},
 		{name: "paused takes no step", in: with(source(), func(in *Input) { in.Paused = true }), kind: Wait, reason: "Paused"},
+		{name: "adoptObjects: the members are the StatefulSet's pods", in: with(source(), func(in *Input) { in.Migration.StatefulSet = "old" }), kind: StartMigration, reason: "Migrating"},
+		{name: "adoptObjects: a member that is no pod of the StatefulSet", in: with(source(), func(in *Input) { in.Migration.StatefulSet = "legacy" }), kind: Wait, reason: "MigrationRefused"},
+		{name: "adoptObjects: a name with a non-ordinal suffix", in: with(source(), func(in *Input) {
+			in.Migration.StatefulSet = "old"
+			member(in, "old-2").Name = "old-x"
+		}), kind: Wait, reason: "MigrationRefused"},
+		{name: "adoptObjects: a StatefulSet the operator cannot take", in: with(source(), func(in *Input) {
+			in.Migration.StatefulSet, in.Migration.StatefulSetProblem = "old", "StatefulSet old is controlled by EtcdCluster legacy"
+		}), kind: Wait, reason: "MigrationRefused"},
 
 		// joining
 		{name: "the first member joins as a learner", in: started(), kind: AddLearner, members: []string{"c-0"}, reason: "Migrating"},
@@ -136,6 +145,9 @@ func TestDecideMigration(t *testing.T) {
 	}
 	runDecideCases(t, cases)
 
+	if a := Decide(with(source(), func(in *Input) { in.Migration.StatefulSet = "legacy" })); !strings.Contains(a.Message, "old-0 is not a pod of StatefulSet legacy") {
+		t.Fatalf("a foreign member reported as %q", a.Message)
+	}
 	if a := Decide(with(allJoined(), fourOfSixDown)); !strings.Contains(a.Message, "no quorum (2 of 6 voting members healthy)") {
 		t.Fatalf("a lost quorum reported as %q", a.Message)
 	}
@@ -194,4 +206,28 @@ func TestMigrationWalk(t *testing.T) {
 			}
 		})
 	}
+}
+
+// After a take-over with adoptObjects the old StatefulSet is deleted before anything else, once no
+// membership call is pending, whatever the cluster's health: its pods are no members any more.
+func TestOldStatefulSetIsDeletedAfterTheTakeOver(t *testing.T) {
+	complete := func(in *Input) {
+		in.Migration = nil
+		in.Bootstrapped = true
+		in.Etcd.LeaderID = 1
+		for _, id := range []uint64{101, 102, 103} {
+			removeMember(in, id)
+		}
+		in.OldStatefulSet = "old"
+	}
+	runDecideCases(t, []decideCase{
+		{name: "deleted", in: with(allJoined(), complete), kind: DeleteOldStatefulSet, members: []string{"old"}, reason: "Migrated"},
+		{name: "also with a member down", in: with(allJoined(), func(in *Input) { complete(in); member(in, "c-1").Healthy = false }), kind: DeleteOldStatefulSet, members: []string{"old"}},
+		{name: "a pending call first", in: with(allJoined(), func(in *Input) {
+			complete(in)
+			in.Pending = &Pending{Type: "RemoveMember", Member: "old-2", ID: 103}
+		}), kind: FinishRemove, members: []string{"old-2"}},
+		{name: "recorded: nothing more", in: with(allJoined(), func(in *Input) { complete(in); in.OldStatefulSet = "" }), kind: None},
+		{name: "paused", in: with(allJoined(), func(in *Input) { complete(in); in.Paused = true }), kind: Wait, reason: "Paused"},
+	})
 }

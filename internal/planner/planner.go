@@ -187,6 +187,9 @@ type Input struct {
 	DefragRequested map[string]bool
 	// Migration is set while a running cluster is being taken over (spec.bootstrap.migrateFrom).
 	Migration *Migration
+	// OldStatefulSet names the old members' StatefulSet after a take-over with adoptObjects, until
+	// its deletion is recorded.
+	OldStatefulSet string
 	// PeerTLS is set from the end of a take-over of a plain-text cluster into peer TLS until every
 	// member's peer URL is TLS.
 	PeerTLS *PeerTLSMove
@@ -288,6 +291,9 @@ func Decide(in Input) Action {
 		// Before quorum-loss recovery: a cluster being taken over that loses quorum is the old
 		// side's to recover; the operator only stops.
 		return decideMigration(in)
+	}
+	if a, ok := decideOldStatefulSet(in); ok {
+		return a
 	}
 	if in.Recovery != nil {
 		return decideRecovery(in)

@@ -174,7 +174,7 @@ const (
 	// Do: bring the old members back (quorum first); remove a member added by hand.
 	MigrationStopped Reason = "MigrationStopped"
 	// Migrated: every old member is out of the cluster; it runs on the operator's members only, with its cluster ID, keys and revisions unchanged.
-	// Do: point clients at the client Service named in the message; scale the old StatefulSet to 0 and delete it and its volumes.
+	// Do: point clients at the client Service named in the message; scale the old StatefulSet to 0 and delete it and its volumes (with migrateFrom.adoptObjects the operator deletes the StatefulSet itself; the volumes and Services stay yours).
 	Migrated Reason = "Migrated"
 	// SecuringPeers: after a take-over of a plain-text cluster into peer TLS, the members' peer URLs move to TLS one member at a time, then each member restarts without its plain-text peer listener (status.migration.peerTLS).
 	// Do: nothing; it stops while any member is unhealthy and goes on when all are.

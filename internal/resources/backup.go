@@ -28,9 +28,14 @@ const (
 	SecretAccessKeyID     = "accessKeyID"
 	SecretSecretAccessKey = "secretAccessKey"
 
-	clientTLSMount   = "/etc/etcd-autopilot/client-tls"
-	backupVolumeDir  = "/backup"
-	restoreToolsDir  = "/restore-tools"
+	clientTLSMount  = "/etc/etcd-autopilot/client-tls"
+	backupVolumeDir = "/backup"
+	restoreToolsDir = "/restore-tools"
+	// workerBinary is the operator image's small second binary (cmd/worker): backups, restores,
+	// retention and test-restores, without the operator's Kubernetes libraries; copiedWorker is where
+	// an init container copies it for a container of the etcd image.
+	workerBinary     = "/worker"
+	copiedWorker     = restoreToolsDir + "/worker"
 	restoreSourceDir = "/restore-source"
 	// backupRetries bounds the Job's retries of transient failures (etcd or storage unreachable).
 	backupRetries = 2
@@ -89,8 +94,8 @@ func restrictedContainer() *corev1.SecurityContext {
 	}
 }
 
-// storage renders the flags, environment and volume of one snapshot location for `manager backup`
-// and `manager restore`. For a backup, d is a directory/prefix and name the object name; for a
+// storage renders the flags, environment and volume of one snapshot location for `worker backup`
+// and `worker restore`. For a backup, d is a directory/prefix and name the object name; for a
 // restore source, d names the object or file itself (name empty).
 func storage(d v1.BackupDestination, name, mountDir string, readOnly bool) (args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) {
 	if s := d.S3; s != nil {
@@ -130,7 +135,7 @@ func PVCLocation(claim, rel string) string {
 	return "pvc://" + claim + "/" + strings.TrimPrefix(rel, "/")
 }
 
-// BackupJob runs `manager backup` for b against cluster c, from the operator image. The pod has no
+// BackupJob runs `worker backup` for b against cluster c, from the operator image. The pod has no
 // service account token: it reports through its termination message, which the operator reads,
 // so the Job needs no API access at all. Permanent failures (exit 2) fail the Job at once;
 // transient ones are retried backupRetries times.
@@ -158,7 +163,7 @@ func ownerRef(o metav1.Object, kind string) metav1.OwnerReference {
 	return *metav1.NewControllerRef(o, v1.GroupVersion.WithKind(kind))
 }
 
-// BackupDeleteJob deletes the snapshot of b (retention of scheduled backups) with `manager delete`.
+// BackupDeleteJob deletes the snapshot of b (retention of scheduled backups) with `worker delete`.
 // Like the backup itself this runs in a Job, so the operator never holds storage credentials
 // nor mounts backup volumes.
 func BackupDeleteJob(b *v1.EtcdBackup, operatorImage string) *batchv1.Job {
@@ -169,7 +174,7 @@ func BackupDeleteJob(b *v1.EtcdBackup, operatorImage string) *batchv1.Job {
 // VerifyJobName is the test-restore Job of one backup.
 func VerifyJobName(backupName string) string { return jobName("etcdverify-", backupName) }
 
-// VerifyJob test-restores the successful backup b for schedule s: `manager verify` in the etcd
+// VerifyJob test-restores the successful backup b for schedule s: `worker verify` in the etcd
 // image of the backup's version (so its etcdutl and etcd open the snapshot as the cluster would),
 // the binary copied there by an operator-image init container, everything on scratch volumes.
 func VerifyJob(s *v1.EtcdBackupSchedule, b *v1.EtcdBackup, operatorImage, etcdImage string) *batchv1.Job {
@@ -184,10 +189,10 @@ func VerifyJob(s *v1.EtcdBackupSchedule, b *v1.EtcdBackup, operatorImage, etcdIm
 		corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	job := snapshotJob(b, ownerRef(s, "EtcdBackupSchedule"), VerifyJobName(b.Name), "backup-verify", etcdImage, args, env, vols, mounts)
 	pod := &job.Spec.Template.Spec
-	pod.Containers[0].Command = []string{restoreToolsDir + "/manager"}
+	pod.Containers[0].Command = []string{copiedWorker}
 	pod.InitContainers = []corev1.Container{{
 		Name: "restore-tools", Image: operatorImage, ImagePullPolicy: corev1.PullIfNotPresent,
-		Command: []string{"/manager", "copy-self", restoreToolsDir + "/manager"}, VolumeMounts: []corev1.VolumeMount{tools},
+		Command: []string{workerBinary, "copy-self", copiedWorker}, VolumeMounts: []corev1.VolumeMount{tools},
 		SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}}
 	// The throwaway etcd maps the whole database: memory grows with it, unlike a streaming backup.
@@ -235,9 +240,9 @@ func snapshotJob(b *v1.EtcdBackup, owner metav1.OwnerReference, name, component,
 					Volumes:                      vols,
 					Containers: []corev1.Container{{
 						Name: BackupContainer, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-						Command: []string{"/manager"}, Args: args, Env: env, VolumeMounts: mounts,
+						Command: []string{workerBinary}, Args: args, Env: env, VolumeMounts: mounts,
 						SecurityContext: restrictedContainer(),
-						// Streaming needs two 8 MiB S3 parts plus the etcd and HTTP clients; the limit
+						// Streaming needs two 6 MiB S3 parts plus the etcd and HTTP clients; the limit
 						// makes a regression to unbounded buffering fail loudly instead of starving the node.
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
@@ -260,8 +265,8 @@ type RestoreInput struct {
 	OperatorImage string
 }
 
-// restoreInitContainers put the operator binary on a shared volume (copy-self), then run
-// `manager restore` in the member's own etcd image, so the data directory is made by the
+// restoreInitContainers put the worker binary on a shared volume (copy-self), then run
+// `worker restore` in the member's own etcd image, so the data directory is made by the
 // etcdutl of the very version that will open it. Both steps are idempotent across restarts.
 func restoreInitContainers(c *v1.EtcdCluster, in MemberPodInput) ([]corev1.Container, []corev1.Volume) {
 	r := in.Restore
@@ -284,12 +289,12 @@ func restoreInitContainers(c *v1.EtcdCluster, in MemberPodInput) ([]corev1.Conta
 	return []corev1.Container{
 		{
 			Name: "restore-tools", Image: r.OperatorImage, ImagePullPolicy: corev1.PullIfNotPresent,
-			Command: []string{"/manager", "copy-self", restoreToolsDir + "/manager"}, VolumeMounts: []corev1.VolumeMount{tools},
+			Command: []string{workerBinary, "copy-self", copiedWorker}, VolumeMounts: []corev1.VolumeMount{tools},
 			SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		},
 		{
 			Name: RestoreContainer, Image: in.Image, ImagePullPolicy: corev1.PullIfNotPresent,
-			Command: []string{restoreToolsDir + "/manager"}, Args: args, Env: env, VolumeMounts: mounts,
+			Command: []string{copiedWorker}, Args: args, Env: env, VolumeMounts: mounts,
 			SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		},
 	}, vols

@@ -79,6 +79,8 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 			add("spec.bootstrap", "takes restore or migrateFrom, not both")
 		case len(b.MigrateFrom.Endpoints) == 0:
 			add("spec.bootstrap.migrateFrom.endpoints", "needs at least one client URL of the running cluster, such as http://etcd-0.etcd.default.svc:2379")
+		case b.MigrateFrom.AdoptObjects != (b.MigrateFrom.StatefulSetName != ""):
+			add("spec.bootstrap.migrateFrom", "adoptObjects and statefulSetName go together: set adoptObjects: true and the name of the old members' StatefulSet in this namespace, or neither")
 		case c.Spec.TLS.Client == v1.TLSUserProvided || c.Spec.TLS.Peer == v1.TLSUserProvided:
 			add("spec.tls", "takes client and peer OperatorManaged or Disabled with bootstrap.migrateFrom: the operator moves a plain-text cluster to TLS with certificates of its own CA only")
 		}

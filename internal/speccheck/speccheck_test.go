@@ -61,6 +61,14 @@ func TestCluster(t *testing.T) {
 		}), "spec.bootstrap.restore.source"},
 		{"migrateFrom into plain text", ok(func(c *v1.EtcdCluster) { migrateFrom(c, "http://old:2379") }), ""},
 		{"migrateFrom without endpoints", ok(func(c *v1.EtcdCluster) { migrateFrom(c) }), "spec.bootstrap.migrateFrom.endpoints"},
+		{"migrateFrom adoptObjects without a StatefulSet", ok(func(c *v1.EtcdCluster) {
+			migrateFrom(c, "http://old:2379")
+			c.Spec.Bootstrap.MigrateFrom.AdoptObjects = true
+		}), "spec.bootstrap.migrateFrom"},
+		{"migrateFrom adopting its StatefulSet", ok(func(c *v1.EtcdCluster) {
+			migrateFrom(c, "http://old:2379")
+			c.Spec.Bootstrap.MigrateFrom.AdoptObjects, c.Spec.Bootstrap.MigrateFrom.StatefulSetName = true, "old"
+		}), ""},
 		{"migrateFrom into TLS", ok(func(c *v1.EtcdCluster) {
 			migrateFrom(c, "http://old:2379")
 			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}

@@ -13,9 +13,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	batchv1 "k8s.io/api/batch/v1"
@@ -36,8 +38,9 @@ const (
 	benchBucket = "bench"
 	// dbTarget is the database size the backup figures are taken at (the issue asks for ≥ 1 GiB).
 	dbTarget = 1 << 30
-	// memGoal is the backup Job's peak memory goal in MiB.
+	// memGoal is the backup Job's peak anonymous memory goal in MiB, rssGoal its peak total RSS goal.
 	memGoal = 64
+	rssGoal = 48
 )
 
 // TestBackupBench: a 1-member EtcdCluster holding a ≥ 1 GiB database of incompressible values is
@@ -81,10 +84,18 @@ func TestBackupBench(t *testing.T) {
 		snap := filepath.Join(snapDir, "etcdctl.db")
 		_ = os.Remove(snap)
 		start := time.Now()
-		run(t, filepath.Join("..", "..", "bin", "etcdctl"), "--endpoints="+endpoint, "--cacert="+filepath.Join(certDir, pki.CACertKey),
+		rss := run(t, filepath.Join("..", "..", "bin", "etcdctl"), "--endpoints="+endpoint, "--cacert="+filepath.Join(certDir, pki.CACertKey),
 			"--cert="+filepath.Join(certDir, pki.CertKey), "--key="+filepath.Join(certDir, pki.PrivKeyKey),
 			"--insecure-skip-tls-verify", "snapshot", "save", snap)
-		samples["etcdctl_save"] = append(samples["etcdctl_save"], time.Since(start).Seconds())
+		saved := time.Since(start).Seconds()
+		samples["etcdctl_save"] = append(samples["etcdctl_save"], saved)
+		samples["etcdctl_peak_rss_mib"] = append(samples["etcdctl_peak_rss_mib"], rss)
+		// The like-for-like baseline: the same snapshot ending in the same MinIO (from the host, over the pod network).
+		start = time.Now()
+		if _, err := mio.Client.FPutObject(ctx, benchBucket, fmt.Sprintf("etcdctl/%d.db", r), snap, minio.PutObjectOptions{}); err != nil {
+			t.Fatalf("upload the etcdctl snapshot: %v", err)
+		}
+		samples["etcdctl_save_upload"] = append(samples["etcdctl_save_upload"], saved+time.Since(start).Seconds())
 
 		name := fmt.Sprintf("bench-%d", r)
 		b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.EtcdBackupSpec{ClusterName: c.Name, Destination: mio.Destination(benchBucket, "")}}
@@ -104,8 +115,8 @@ func TestBackupBench(t *testing.T) {
 		samples["backup_job"] = append(samples["backup_job"], res.Seconds)
 		samples["backup_job_peak_memory_mib"] = append(samples["backup_job_peak_memory_mib"], float64(res.PeakAnonBytes)/(1<<20))
 		samples["backup_job_peak_rss_mib"] = append(samples["backup_job_peak_rss_mib"], float64(res.PeakRSSBytes)/(1<<20))
-		t.Logf("rep %d: etcdctl %.1fs, backup Job %.1fs (%d bytes, peak anonymous memory %.1f MiB, peak RSS %.1f MiB)", r,
-			samples["etcdctl_save"][r-1], res.Seconds, res.Size, float64(res.PeakAnonBytes)/(1<<20), float64(res.PeakRSSBytes)/(1<<20))
+		t.Logf("rep %d: etcdctl %.1fs (and upload %.1fs, peak RSS %.1f MiB), backup Job %.1fs (%d bytes, peak anonymous memory %.1f MiB, peak RSS %.1f MiB)", r,
+			samples["etcdctl_save"][r-1], samples["etcdctl_save_upload"][r-1], rss, res.Seconds, res.Size, float64(res.PeakAnonBytes)/(1<<20), float64(res.PeakRSSBytes)/(1<<20))
 		lastBackup = name
 
 		data := filepath.Join(snapDir, "restored")
@@ -192,12 +203,18 @@ func writeClientCert(t *testing.T, c *v1.EtcdCluster) string {
 	return dir
 }
 
-func run(t *testing.T, bin string, args ...string) {
+// run runs bin and returns its peak resident memory in MiB.
+func run(t *testing.T, bin string, args ...string) float64 {
 	t.Helper()
-	out, err := exec.Command(bin, args...).CombinedOutput()
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %v: %v\n%s", bin, args, err, out)
 	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		return float64(ru.Maxrss) / 1024 // KiB on Linux
+	}
+	return 0
 }
 
 // jobResult reads the report the backup Job's pod left in its termination message.
@@ -225,14 +242,20 @@ func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64
 	date := time.Now().UTC().Format(time.RFC3339)
 	dir := filepath.Join("..", "..", "bench", "results")
 	db := fmt.Sprintf("%.2f GiB", float64(dbSize)/(1<<30))
-	timeGoal, memGoalRatio := 1.25, 1.0
+	timeGoal, memGoalRatio := 1.1, 1.0
 	mem := slices.Max(samples["backup_job_peak_memory_mib"])
 	rows := []result{
 		{Metric: "backup_time_vs_etcdctl", Value: round2(median(samples["backup_job"])), Unit: "s", Baseline: round2(median(samples["etcdctl_save"])),
-			Notes: "seconds the backup Job (operator image, in the cluster) takes to snapshot a " + db + " database from its member and stream it to MinIO in the cluster, measured in the Job from dial to completed upload; baseline: `etcdctl snapshot save` (v3.6.16) from the host to local disk, same member, same run",
+			Notes: "seconds the backup Job (the operator image's worker binary, in the cluster) takes to snapshot a " + db + " database from its member and stream it to MinIO in the cluster, measured in the Job from dial to completed upload; baseline: `etcdctl snapshot save` (v3.6.16) from the host to local disk, same member, same run (the issue's baseline: it does not upload)",
 			Goal:  &timeGoal, Samples: roundAll(samples["backup_job"]), BaselineSamples: roundAll(samples["etcdctl_save"])},
+		{Metric: "backup_time_vs_etcdctl_and_upload", Value: round2(median(samples["backup_job"])), Unit: "s", Baseline: round2(median(samples["etcdctl_save_upload"])),
+			Notes: "the backup Job's seconds as in backup_time_vs_etcdctl; baseline: `etcdctl snapshot save` to local disk, then that file uploaded to the same MinIO bucket from the host (minio-go FPutObject): both end with the snapshot stored in MinIO",
+			Goal:  &timeGoal, Samples: roundAll(samples["backup_job"]), BaselineSamples: roundAll(samples["etcdctl_save_upload"])},
+		{Metric: "backup_job_peak_rss_mib", Value: round2(slices.Max(samples["backup_job_peak_rss_mib"])), Unit: "MiB", Baseline: round2(median(samples["etcdctl_peak_rss_mib"])),
+			Notes: "peak total resident memory (getrusage maxrss: heap, stacks, buffers and the mapped pages of the binary) of the backup Job's worker process, the maximum over the runs, streaming a " + db + " snapshot to MinIO in 6 MiB multipart parts, two in flight; baseline: the peak RSS of `etcdctl snapshot save` of the same database (median), which writes to a local file and uploads nothing; goal: < 48 MiB",
+			Samples: roundAll(samples["backup_job_peak_rss_mib"]), BaselineSamples: roundAll(samples["etcdctl_peak_rss_mib"])},
 		{Metric: "backup_job_peak_memory_mib", Value: round2(mem), Unit: "MiB", Baseline: memGoal,
-			Notes: "peak anonymous resident memory (RssAnon sampled every 50 ms: heap, stacks, buffers) of the backup Job's process over the runs, streaming a " + db + " snapshot to MinIO in 8 MiB multipart parts, two in flight; the binary's file-backed pages (shared, reclaimable page cache of the 59 MB operator binary) are not counted: total peak RSS (getrusage) was " + fmt.Sprint(roundAll(samples["backup_job_peak_rss_mib"])) + " MiB; baseline: the 64 MiB goal, so ratio = value / 64",
+			Notes: "peak anonymous resident memory (RssAnon sampled every 50 ms: heap, stacks, buffers) of the backup Job's worker process over the runs, streaming a " + db + " snapshot to MinIO in 6 MiB multipart parts, two in flight; the binary's file-backed pages are in backup_job_peak_rss_mib; baseline: the 64 MiB goal, so ratio = value / 64",
 			Goal:  &memGoalRatio, Samples: roundAll(samples["backup_job_peak_memory_mib"])},
 		{Metric: "restore_time_1gib", Value: round2(median(samples["restore"])), Unit: "s", Baseline: round2(median(samples["etcdutl_restore"])),
 			Notes:   "seconds from creating a 1-member EtcdCluster with spec.bootstrap.restore naming the " + db + " backup in MinIO until it is converged (download with SHA-256 check, etcdutl restore in the etcd image, etcd start, TLS); baseline: `etcdutl snapshot restore` (v3.6.16) of the same database on the host's local disk",
@@ -261,14 +284,20 @@ func backupMarkdown(rows []result, db string, reps int) string {
 		if r.Goal != nil {
 			g = fmt.Sprintf("≤ %.2f×", *r.Goal)
 		}
+		if r.Metric == "backup_job_peak_rss_mib" {
+			g = fmt.Sprintf("< %d MiB", rssGoal)
+		}
 		fmt.Fprintf(&b, "| `%s` | %.1f %s | %.1f %s | %.2f× | %s |\n", r.Metric, r.Value, r.Unit, r.Baseline, r.Unit, r.Ratio, g)
 	}
 	b.WriteString(`
 - ` + "`backup_time_vs_etcdctl`" + `: time of the EtcdBackup Job (in the cluster, measured inside the Job from dialing etcd to the
   completed multipart upload into MinIO, also in the cluster) ÷ ` + "`etcdctl snapshot save`" + ` from the host to local disk.
-- ` + "`backup_job_peak_memory_mib`" + `: the backup process's peak anonymous memory (heap, stacks, buffers); its ratio is
-  against the 64 MiB goal. Not counted: ~43 MiB of file-backed pages of the operator binary that any subcommand maps
-  (shared, reclaimable page cache); the total peak RSS is in the JSON notes.
+- ` + "`backup_time_vs_etcdctl_and_upload`" + `: the same Job ÷ ` + "`etcdctl snapshot save`" + ` plus the upload of its file to the same
+  MinIO from the host: both sides end with the snapshot stored in MinIO.
+- ` + "`backup_job_peak_rss_mib`" + `: the Job's worker process's peak total RSS (its binary's mapped pages included), the
+  maximum over the runs, against ` + "`etcdctl snapshot save`" + `'s (median) of the same database.
+- ` + "`backup_job_peak_memory_mib`" + `: the same process's peak anonymous memory (heap, stacks, buffers); its ratio is
+  against the 64 MiB goal.
 - ` + "`restore_time_1gib`" + `: creating a restored 1-member EtcdCluster until converged ÷ ` + "`etcdutl snapshot restore`" + ` alone on the host.
 `)
 	return b.String()

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -288,7 +289,7 @@ func newMemberEndpoints(ns, name string) ([]string, error) {
 
 // migratingCluster creates an EtcdCluster of replicas members taking over the old etcd; a failed
 // test shows the namespace's events.
-func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd, tls v1.TLSMode) *v1.EtcdCluster {
+func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd, tls v1.TLSMode, adopt bool) *v1.EtcdCluster {
 	t.Helper()
 	eps, err := o.endpoints()
 	if err != nil {
@@ -299,6 +300,9 @@ func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd, tls v
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
 	c.Spec.TLS = v1.TLSSpec{Client: tls, Peer: tls}
 	c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: eps}}
+	if adopt {
+		c.Spec.Bootstrap.MigrateFrom.AdoptObjects, c.Spec.Bootstrap.MigrateFrom.StatefulSetName = true, o.sts
+	}
 	if err := env.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -360,19 +364,21 @@ func TestMigrateFromStatefulSet(t *testing.T) {
 		name  string
 		start func(t *testing.T, ns string) *oldEtcd
 		tls   v1.TLSMode
+		// adopt sets migrateFrom.adoptObjects: the operator deletes the old StatefulSet at the end
+		adopt bool
 	}{
-		{"hand-written StatefulSet into TLS", func(t *testing.T, ns string) *oldEtcd { return startOldEtcd(t, ns, 3) }, v1.TLSOperatorManaged},
-		{"etcd-io/etcd-operator shape", func(t *testing.T, ns string) *oldEtcd { return startEtcdIOOperatorShape(t, ns, "legacy", 3) }, v1.TLSDisabled},
+		{"hand-written StatefulSet into TLS, adopted", func(t *testing.T, ns string) *oldEtcd { return startOldEtcd(t, ns, 3) }, v1.TLSOperatorManaged, true},
+		{"etcd-io/etcd-operator shape", func(t *testing.T, ns string) *oldEtcd { return startEtcdIOOperatorShape(t, ns, "legacy", 3) }, v1.TLSDisabled, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			migrateUnderWriter(t, tc.start, tc.tls)
+			migrateUnderWriter(t, tc.start, tc.tls, tc.adopt)
 		})
 	}
 }
 
-func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) *oldEtcd, tls v1.TLSMode) {
+func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) *oldEtcd, tls v1.TLSMode, adopt bool) {
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-migrate-")
 	old := startSource(t, ns)
@@ -399,7 +405,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	})
 	w := framework.StartWriter(plain, "/during/")
 	start := time.Now()
-	c := migratingCluster(t, ns, 3, old, tls)
+	c := migratingCluster(t, ns, 3, old, tls, adopt)
 	var switched time.Duration
 	if tls != v1.TLSDisabled {
 		// A TLS client of the new members, with the client certificate the operator publishes, as soon
@@ -454,6 +460,9 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	if !strings.Contains(cond.Message, naming.ClientServiceHost(c.Name, c.Namespace)) {
 		t.Fatalf("Migrated does not tell clients where to go: %s", cond.Message)
 	}
+	if adopt {
+		checkOldStatefulSetDeleted(t, c, old)
+	}
 	if tls != v1.TLSDisabled {
 		checkPeersTLSOnly(t, cl, c)
 		t.Logf("writer moved to the new members over TLS after %s; migrated after %s; peer URLs on TLS and plain-text listeners gone after %s",
@@ -461,6 +470,42 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	}
 	t.Logf("migrated in %s under a writer: %d writes acknowledged, %d attempts failed and retried, 0 lost; cluster %x, %d members, hashes %v",
 		took.Round(time.Second), len(acked), failed, clusterID, len(ours), hashes)
+}
+
+// checkOldStatefulSetDeleted asserts the end of a take-over with adoptObjects: the old StatefulSet and
+// its pods are gone, its Service is kept, the deletion is recorded and announced.
+func checkOldStatefulSetDeleted(t *testing.T, c *v1.EtcdCluster, old *oldEtcd) {
+	t.Helper()
+	ctx := context.Background()
+	framework.WaitFor(t, "the old StatefulSet and its pods deleted", time.Minute, func() error {
+		sts := &appsv1.StatefulSet{}
+		if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: old.ns, Name: old.sts}, sts); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("StatefulSet %s still there (%v)", old.sts, err)
+		}
+		pods := &corev1.PodList{}
+		if err := env.K8s.List(ctx, pods, client.InNamespace(old.ns), client.MatchingLabels(old.labels)); err != nil || len(pods.Items) > 0 {
+			return fmt.Errorf("%d old pods left (%v)", len(pods.Items), err)
+		}
+		return nil
+	})
+	if mg := env.Get(t, c).Status.Migration; mg == nil || !mg.StatefulSetDeleted {
+		t.Fatalf("the deletion is not recorded: %+v", mg)
+	}
+	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionMigrated)
+	if cond == nil || !strings.Contains(cond.Message, "deletes their StatefulSet "+old.sts) {
+		t.Fatalf("Migrated does not say the StatefulSet goes: %+v", cond)
+	}
+	svcs := &corev1.ServiceList{}
+	if err := env.K8s.List(ctx, svcs, client.InNamespace(old.ns)); err != nil {
+		t.Fatal(err)
+	}
+	kept := false
+	for _, s := range svcs.Items {
+		kept = kept || s.Name == "old-peer"
+	}
+	if !kept {
+		t.Fatal("the old Service was deleted; adoptObjects deletes the StatefulSet only")
+	}
 }
 
 // waitPeersSecured waits for the end of a take-over into peer TLS: every peer URL moved and the
@@ -564,7 +609,7 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 			if tc.tls != v1.TLSDisabled {
 				replicas = 3
 			}
-			c := migratingCluster(t, ns, replicas, old, tc.tls)
+			c := migratingCluster(t, ns, replicas, old, tc.tls, false)
 			if code := crashing.WaitExit(t, migrateTimeout); code != failpoint.ExitCode {
 				t.Fatalf("operator exit code %d, want the failpoint's %d", code, failpoint.ExitCode)
 			}
@@ -596,7 +641,7 @@ func TestMigrationStopsWhenTheSourceLosesQuorum(t *testing.T) {
 	ns := env.NewNamespace(t, "e2e-migrate-")
 	old := startOldEtcd(t, ns, 3)
 	env.StartOperator(t, ns, "")
-	c := migratingCluster(t, ns, 3, old, v1.TLSDisabled)
+	c := migratingCluster(t, ns, 3, old, v1.TLSDisabled, false)
 	// Freeze the migration once one new member votes: 4 voters, 3 of them old.
 	framework.WaitFor(t, "a new member votes", migrateTimeout, func() error {
 		for _, m := range env.Get(t, c).Status.Members {

@@ -1,0 +1,50 @@
+// Command worker does the operator's data work in Jobs and init containers, from the operator image:
+// `backup` (an EtcdBackup's Job), `delete` (retention's Job), `verify` (a schedule's test-restore
+// Job), `restore` (a restoring member's init container) and `copy-self` (puts this binary where a
+// container of the etcd image, which has no shell, can run it).
+//
+// It is a separate binary from the manager so that a backup's memory is the snapshot stream's and
+// not the operator's: without the Kubernetes libraries it is a third of the manager's size, and its
+// mapped pages count in the Job's resident memory.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: worker backup|restore|delete|verify|copy-self [flags]")
+		os.Exit(backup.ExitPermanent)
+	}
+	os.Exit(run(os.Args[1], os.Args[2:]))
+}
+
+func run(name string, args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch name {
+	case "backup":
+		return backup.BackupMain(ctx, args, os.Stdout)
+	case "restore":
+		return backup.RestoreMain(ctx, args, os.Stdout)
+	case "delete":
+		return backup.DeleteMain(ctx, args, os.Stdout)
+	case "verify":
+		return backup.VerifyMain(ctx, args, os.Stdout)
+	case "copy-self":
+		if err := backup.CopySelfMain(args); err != nil {
+			fmt.Fprintln(os.Stderr, "copy-self:", err)
+			return backup.ExitRetryable
+		}
+		return backup.ExitOK
+	}
+	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, verify, copy-self)\n", name)
+	return backup.ExitPermanent
+}

@@ -2,6 +2,7 @@ package etcdclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -28,7 +29,7 @@ func (c *Client) Snapshot(ctx context.Context) (io.ReadCloser, error) {
 		resp := &etcdserverpb.SnapshotResponse{}
 		for {
 			if err := stream.RecvMsg(resp); err != nil {
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					err = nil
 				}
 				_ = pw.CloseWithError(err)

@@ -480,11 +480,11 @@ func checkOldStatefulSetDeleted(t *testing.T, c *v1.EtcdCluster, old *oldEtcd) {
 	framework.WaitFor(t, "the old StatefulSet and its pods deleted", time.Minute, func() error {
 		sts := &appsv1.StatefulSet{}
 		if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: old.ns, Name: old.sts}, sts); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("StatefulSet %s still there (%v)", old.sts, err)
+			return fmt.Errorf("StatefulSet %s still there (%w)", old.sts, err)
 		}
 		pods := &corev1.PodList{}
 		if err := env.K8s.List(ctx, pods, client.InNamespace(old.ns), client.MatchingLabels(old.labels)); err != nil || len(pods.Items) > 0 {
-			return fmt.Errorf("%d old pods left (%v)", len(pods.Items), err)
+			return fmt.Errorf("%d old pods left (%w)", len(pods.Items), err)
 		}
 		return nil
 	})

@@ -1,7 +1,8 @@
 // Package olmcondition tells OLM (v0) whether replacing the operator now is safe, through the
 // OperatorCondition OLM creates for the operator's ClusterServiceVersion: Upgradeable=False holds an
 // operator upgrade (OLM does not replace the CSV) while a cluster is in the middle of an operation a new
-// operator version should not pick up halfway — an etcd version change, a restore, a quorum recovery.
+// operator version should not pick up halfway — an etcd version change, a restore, a quorum recovery,
+// a live migration.
 // The operator is crash-consistent through each of them, so this is caution, not a correctness need:
 // an operator upgrade mid-operation is an untested combination of two versions' plans for one cluster.
 //
@@ -36,6 +37,9 @@ const (
 	ReasonRestore = "RestoreInProgress"
 	// ReasonQuorumRecovery: a cluster that lost quorum for good is being rebuilt (status.recovery).
 	ReasonQuorumRecovery = "QuorumRecoveryInProgress"
+	// ReasonMigration: a running etcd is being taken over (spec.bootstrap.migrateFrom): old members are
+	// still in the cluster, or the members' peer URLs are moving to TLS.
+	ReasonMigration = "MigrationInProgress"
 	// ReasonSeveral: clusters are in more than one of the operations above; the message lists them.
 	ReasonSeveral = "EtcdOperationsInProgress"
 )
@@ -52,6 +56,9 @@ func busy(c *v1.EtcdCluster) string {
 		return ReasonRestore
 	case meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionUpgrading) || c.Status.DowngradeTarget != "":
 		return ReasonVersionChange
+	// Only once started: a take-over refused at its preflight (it waits for the user) holds nothing.
+	case c.Status.Migration != nil && (c.Status.Migration.Phase != v1.MigrationComplete || c.Status.Migration.PeerTLS == v1.PeerTLSUpdating):
+		return ReasonMigration
 	}
 	return ""
 }
@@ -60,6 +67,7 @@ var describe = map[string]string{
 	ReasonQuorumRecovery: "quorum recovery",
 	ReasonRestore:        "restore",
 	ReasonVersionChange:  "etcd version change",
+	ReasonMigration:      "migration",
 }
 
 // Upgradeable decides the Upgradeable condition from the managed clusters: False, naming the clusters
@@ -79,7 +87,7 @@ func Upgradeable(clusters []v1.EtcdCluster) metav1.Condition {
 	}
 	if len(named) == 0 {
 		return metav1.Condition{Type: "Upgradeable", Status: metav1.ConditionTrue, Reason: ReasonUpgradeable,
-			Message: "no managed etcd cluster is mid version change, restore or quorum recovery"}
+			Message: "no managed etcd cluster is mid version change, restore, quorum recovery or migration"}
 	}
 	slices.Sort(named)
 	reason := ReasonSeveral

@@ -62,6 +62,12 @@ func TestUpgradeable(t *testing.T) {
 		{"recovery complete", []v1.EtcdCluster{etcd("q", func(c *v1.EtcdCluster) {
 			c.Status.Recovery = &v1.QuorumRecovery{Source: "FromSurvivor", Phase: v1.RecoveryComplete}
 		})}, metav1.ConditionTrue, ReasonUpgradeable, nil},
+		{"migration refused at its preflight holds nothing", []v1.EtcdCluster{etcd("m", func(c *v1.EtcdCluster) {
+			c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{"http://old:2379"}}}
+		})}, metav1.ConditionTrue, ReasonUpgradeable, nil},
+		{"migration joining", []v1.EtcdCluster{etcd("m", migrating(v1.MigrationJoining, ""))}, metav1.ConditionFalse, ReasonMigration, []string{"ns/m (migration)"}},
+		{"migrated, peer URLs moving to TLS", []v1.EtcdCluster{etcd("m", migrating(v1.MigrationComplete, v1.PeerTLSUpdating))}, metav1.ConditionFalse, ReasonMigration, []string{"ns/m (migration)"}},
+		{"migrated and secured", []v1.EtcdCluster{etcd("m", migrating(v1.MigrationComplete, v1.PeerTLSSecured))}, metav1.ConditionTrue, ReasonUpgradeable, nil},
 		{"several kinds", []v1.EtcdCluster{etcd("u", upgrading), etcd("q", recovering)}, metav1.ConditionFalse, ReasonSeveral,
 			[]string{"ns/q (quorum recovery)", "ns/u (etcd version change)"}},
 		{"a deleted cluster holds nothing", []v1.EtcdCluster{etcd("d", upgrading, func(c *v1.EtcdCluster) { c.DeletionTimestamp = &metav1.Time{} })},
@@ -90,5 +96,12 @@ func TestUpgradeableMessageIsBounded(t *testing.T) {
 	got := Upgradeable(cs)
 	if !strings.Contains(got.Message, "ns/c09 ") || strings.Contains(got.Message, "ns/c10 ") || !strings.HasSuffix(got.Message, " and 15 more") {
 		t.Fatalf("message: %q", got.Message)
+	}
+}
+
+func migrating(phase, peerTLS string) func(*v1.EtcdCluster) {
+	return func(c *v1.EtcdCluster) {
+		c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{"http://old:2379"}}}
+		c.Status.Migration = &v1.Migration{Phase: phase, PeerTLS: peerTLS}
 	}
 }

@@ -264,6 +264,8 @@ func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64
 	for i := range rows {
 		r := &rows[i]
 		r.Ratio, r.Date, r.Command = round2(r.Value/r.Baseline), date, command
+		r.Min, r.Max = bounds(r.Samples)
+		r.BaselineMin, r.BaselineMax = bounds(r.BaselineSamples)
 		out, _ := json.MarshalIndent(r, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, r.Metric+".json"), append(out, '\n'), 0o644); err != nil {
 			t.Fatal(err)

@@ -51,7 +51,7 @@ func TestBenchUpgrade(t *testing.T) {
 	}
 	for r := 1; r <= reps; r++ {
 		t.Logf("repetition %d/%d", r, reps)
-		add("bare_rolling_restarts_3", bareRollingUpgrade(t, from, to).Seconds())
+		bareRollingUpgrade(t, from, to, add)
 		operatorUpgrade(t, add)
 	}
 	restarts := "the same upgrade done by hand on a bare 3-member etcd (" + upgradeFrom + ", TLS, the operator's probes, one PVC each): followers first, leader last, each pod deleted and recreated at " + upgradeTo + " on its PVC as soon as its name is free, the next one as soon as all 3 serve again; timed from the first deletion until all 3 serve (the prober's finish line)"
@@ -60,13 +60,16 @@ func TestBenchUpgrade(t *testing.T) {
 		{"upgrade_lost_acked_writes", "", "writes", "acknowledged puts of the writer (one client, sequential puts of new keys, 20 ms apart, each failed put retried with the same key until acknowledged) missing from a linearizable read after the upgrade; a count", nil},
 		{"upgrade_failed_writes", "", "writes", "put attempts of that writer that returned an error during the upgrade (each was retried until acknowledged); a count", nil},
 		{"upgrade_p99_write_latency", "steady_p99_write_latency", "ms", fmt.Sprintf("p99 latency of the acknowledged puts during the upgrade; baseline: p99 of the same writer on the same converged cluster for %s just before the upgrade", steadyWindow), nil},
+		{"upgrade_p99_write_latency_bare", "bare_steady_p99_write_latency", "ms", fmt.Sprintf("the floor of upgrade_p99_write_latency on this machine: p99 latency of the same writer during %s; baseline: its p99 on that bare cluster for %s just before", restarts, steadyWindow), nil},
+		{"upgrade_p99_write_latency_vs_bare", "bare_upgrade_p99_write_latency", "ms", "p99 latency of the writer's acknowledged puts during the operator's upgrade (upgrade_p99_write_latency's value); baseline: p99 of the same writer during " + restarts, nil},
 	}, samples)
 }
 
 // bareRollingUpgrade upgrades a bare 3-member cluster by hand, followers first and the leader last,
 // each pod deleted and recreated at the new version on its PVC, going on to the next one as soon as all
-// three serve again. It returns the wall time from the first deletion until the last member serves.
-func bareRollingUpgrade(t *testing.T, from, to string) time.Duration {
+// three serve again, under the writer of the operator's side, first at steady state. It adds the wall
+// time from the first deletion until the last member serves, and the writer's p99 latencies.
+func bareRollingUpgrade(t *testing.T, from, to string, add func(string, float64)) {
 	ns, cleanup := newNamespace(t)
 	defer cleanup()
 	ctx := context.Background()
@@ -76,6 +79,28 @@ func bareRollingUpgrade(t *testing.T, from, to string) time.Duration {
 	waitQuiet(t)
 	b.create(t)
 	waitFor(t, "3 bare members serving", timeout, servingN(p, 3))
+	endpoints := func() ([]string, error) {
+		pods, err := runningPods(ns, bareLabels)
+		var eps []string
+		for _, pod := range pods {
+			eps = append(eps, naming.EndpointForIP(pod.Status.PodIP, true))
+		}
+		return eps, err
+	}
+	eps, err := endpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, TLS: b.clientTLS, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cl.Close() }()
+	waitQuiet(t)
+	steady := framework.StartWriter(cl, "/steady/")
+	time.Sleep(steadyWindow)
+	steady.Finish()
+	add("bare_steady_p99_write_latency", p99ms(steady.Latencies()))
 	lead := victim(t, p, "leader")
 	var order []string
 	for i := 0; i < 3; i++ {
@@ -84,7 +109,8 @@ func bareRollingUpgrade(t *testing.T, from, to string) time.Duration {
 		}
 	}
 	order = append(order, lead)
-	waitQuiet(t)
+	stopFollowing := framework.FollowPods(cl, endpoints)
+	w := framework.StartWriter(cl, "/upgrade/")
 	t0 := time.Now()
 	for _, name := range order {
 		pod := &corev1.Pod{}
@@ -101,7 +127,12 @@ func bareRollingUpgrade(t *testing.T, from, to string) time.Duration {
 		b.recreate(t, name, to)
 		waitFor(t, name+" serving at "+to, timeout, servingN(p, 3))
 	}
-	return time.Since(t0)
+	add("bare_rolling_restarts_3", time.Since(t0).Seconds())
+	w.Finish()
+	stopFollowing()
+	upgradeP99 := p99ms(w.Latencies())
+	add("bare_upgrade_p99_write_latency", upgradeP99)
+	add("upgrade_p99_write_latency_bare", upgradeP99)
 }
 
 // operatorUpgrade runs the writer on a converged 3-member EtcdCluster, first at steady state, then
@@ -159,6 +190,7 @@ func operatorUpgradeIn(t *testing.T, ns string, c *v1.EtcdCluster, add func(stri
 	stopFollowing()
 	add("upgrade_failed_writes", float64(failed))
 	add("upgrade_p99_write_latency", p99ms(w.Latencies()))
+	add("upgrade_p99_write_latency_vs_bare", p99ms(w.Latencies()))
 	lost, err := framework.LostKeys(cl, "/upgrade/", acked)
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,8 @@ import (
 var bareLabels = map[string]string{"app": "bare-etcd"}
 
 const (
+	// busyboxImage is the local cluster's busybox (hack/images), the bare restore's download tool.
+	busyboxImage      = "localhost/busybox:1.35.0"
 	barePeerService   = "bare-peer"
 	bareClientService = "bare-client"
 	bareTLSSecret     = "bare-tls"
@@ -94,6 +96,49 @@ func (b *bare) create(t *testing.T) {
 		if err := k8s.Create(ctx, b.pod(i, b.image)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// createRestoring makes the one-member cluster start from the snapshot at url, as a person restores
+// by hand: an init container downloads it (busybox wget) onto the member's volume, another restores
+// it there with the etcd image's etcdutl, then etcd starts on the restored data directory.
+func (b *bare) createRestoring(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := k8s.Create(ctx, b.secret); err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range b.services() {
+		if err := k8s.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k8s.Create(ctx, barePVC(b.ns, 0)); err != nil {
+		t.Fatal(err)
+	}
+	pod := b.pod(0, b.image)
+	etcd := pod.Spec.Containers[0]
+	flag := func(name string) string {
+		for _, a := range etcd.Args {
+			if strings.HasPrefix(a, name+"=") {
+				return a
+			}
+		}
+		t.Fatalf("the bare member has no %s", name)
+		return ""
+	}
+	snapshot := naming.DataDir + "/restore.db"
+	data := []corev1.VolumeMount{etcd.VolumeMounts[0]}
+	pod.Spec.InitContainers = []corev1.Container{
+		{Name: "fetch", Image: busyboxImage, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"wget", "-q", "-O", snapshot, url},
+			VolumeMounts: data, SecurityContext: etcd.SecurityContext},
+		{Name: "restore", Image: b.image, ImagePullPolicy: corev1.PullIfNotPresent,
+			Command: []string{"/usr/local/bin/etcdutl", "snapshot", "restore", snapshot, flag("--data-dir"), flag("--name"),
+				flag("--initial-cluster"), flag("--initial-cluster-token"), flag("--initial-advertise-peer-urls")},
+			VolumeMounts: data, SecurityContext: etcd.SecurityContext},
+	}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -337,7 +337,13 @@ func resumePending(in Input) Action {
 			}
 			return Action{Kind: RemoveMember, Members: []string{p.Member}, ID: m.ID, Reason: why, Message: msg}
 		}
-		return Action{Kind: FinishRemove, Members: []string{p.Member}, Reason: reason.MemberRemoved, Message: fmt.Sprintf("member %s is out of the cluster; deleting its pod and volume", p.Member)}
+		msg := fmt.Sprintf("member %s is out of the cluster; deleting its pod and volume", p.Member)
+		if p.Reason != "" {
+			// The removal's own event is raised only when the call returns; one that timed out after
+			// etcd applied it never does, so its reason is told here.
+			msg = fmt.Sprintf("member %s is out of the cluster (%s: %s); deleting its pod and volume", p.Member, p.Reason, p.Message)
+		}
+		return Action{Kind: FinishRemove, Members: []string{p.Member}, Reason: reason.MemberRemoved, Message: msg}
 	}
 }
 

@@ -558,3 +558,16 @@ func TestReconfigureDecisions(t *testing.T) {
 		})
 	}
 }
+
+// A removal etcd applied although the call timed out ends without its own event: the finish says why
+// the member went.
+func TestFinishedRemovalTellsItsCause(t *testing.T) {
+	in := with(healthyCluster(3), func(in *Input) {
+		in.Pending = &Pending{Type: "RemoveMember", Member: "c-3", ID: 4, Reason: reason.MemberUnhealthy, Message: "c-3 has been failing since 12:00; replacing it"}
+		in.Known = append(in.Known, KnownMember{Name: "c-3"})
+	})
+	a := Decide(in)
+	if a.Kind != FinishRemove || !strings.Contains(a.Message, "(MemberUnhealthy: c-3 has been failing since 12:00; replacing it)") {
+		t.Fatalf("%s: %s", a.Kind, a.Message)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -289,7 +288,6 @@ func jobResult(t *testing.T, b *v1.EtcdBackup) *backup.Result {
 
 func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64) {
 	date := time.Now().UTC().Format(time.RFC3339)
-	dir := filepath.Join("..", "..", "bench", "results")
 	db := fmt.Sprintf("%.2f GiB", float64(dbSize)/(1<<30))
 	timeGoal, memGoalRatio := 1.1, 1.0
 	mem := slices.Max(samples["backup_job_peak_memory_mib"])
@@ -319,10 +317,7 @@ func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64
 		r.Ratio, r.Date, r.Command = round2(r.Value/r.Baseline), date, backupCommand
 		r.Min, r.Max = bounds(r.Samples)
 		r.BaselineMin, r.BaselineMax = bounds(r.BaselineSamples)
-		out, _ := json.MarshalIndent(r, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, r.Metric+".json"), append(out, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeResult(t, *r)
 	}
 	if err := framework.WriteBenchmarksSection(filepath.Join("..", "..", "BENCHMARKS.md"), "backup", backupMarkdown(rows, db, len(samples["restore"]))); err != nil {
 		t.Fatal(err)

@@ -77,8 +77,8 @@ func newBare(t *testing.T, ns, image string, n int) *bare {
 		clientTLS: etcdclient.TLSConfig(pair, roots, clientHost)}
 }
 
-// create makes the Secret, both Services, and every member's PVC and pod.
-func (b *bare) create(t *testing.T) {
+// createShared makes what the members share: the Secret and both Services.
+func (b *bare) createShared(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	if err := k8s.Create(ctx, b.secret); err != nil {
@@ -89,6 +89,13 @@ func (b *bare) create(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// create makes the Secret, both Services, and every member's PVC and pod.
+func (b *bare) create(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	b.createShared(t)
 	for i := 0; i < b.n; i++ {
 		if err := k8s.Create(ctx, barePVC(b.ns, i)); err != nil {
 			t.Fatal(err)
@@ -105,14 +112,7 @@ func (b *bare) create(t *testing.T) {
 func (b *bare) createRestoring(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := k8s.Create(ctx, b.secret); err != nil {
-		t.Fatal(err)
-	}
-	for _, svc := range b.services() {
-		if err := k8s.Create(ctx, svc); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b.createShared(t)
 	if err := k8s.Create(ctx, barePVC(b.ns, 0)); err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,8 @@ type EtcdClusterReconciler struct {
 	client.Client
 	Scheme   *runtime.Scheme
 	Recorder record.EventRecorder
-	// OperatorImage runs the restore init containers of restoring clusters.
+	// OperatorImage runs the init containers of member pods: a restoring member's, and the peer wait
+	// of a joining or re-created one.
 	OperatorImage string
 	// OperatorNamespace is where the operator's pods run (OPERATOR_NAMESPACE); the members'
 	// NetworkPolicy lets them in. Empty: the operator runs outside the cluster.

@@ -31,7 +31,7 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 		return nil, nil
 	case c.Spec.Bootstrap.Restore.Source != nil:
 		r := c.Spec.Bootstrap.Restore
-		return &resources.RestoreInput{Source: *r.Source, SHA256: r.SHA256, OperatorImage: p.r.OperatorImage}, nil
+		return &resources.RestoreInput{Source: *r.Source, SHA256: r.SHA256}, nil
 	default:
 		name = c.Spec.Bootstrap.Restore.BackupName
 	}
@@ -44,7 +44,7 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 	if b.Status.Phase != v1.BackupSucceeded {
 		return nil, fmt.Errorf("EtcdBackup %q has not succeeded (phase %q)", name, b.Status.Phase)
 	}
-	return &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size, OperatorImage: p.r.OperatorImage}, nil
+	return &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size}, nil
 }
 
 // observeRestore reports the restore of the initial members in the Restored condition: a refused

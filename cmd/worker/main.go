@@ -1,7 +1,8 @@
 // Command worker does the operator's data work in Jobs and init containers, from the operator image:
 // `backup` (an EtcdBackup's Job), `delete` (retention's Job), `verify` (a schedule's test-restore
-// Job), `restore` (a restoring member's init container) and `copy-self` (puts this binary where a
-// container of the etcd image, which has no shell, can run it).
+// Job), `restore` (a restoring member's init container), `copy-self` (puts this binary where a
+// container of the etcd image, which has no shell, can run it) and `wait-peers` (starts a joining or
+// re-created member's etcd once a peer admits it: see internal/peerwait).
 //
 // It is a separate binary from the manager so that a backup's memory is the snapshot stream's and
 // not the operator's: without the Kubernetes libraries it is a third of the manager's size, and its
@@ -16,11 +17,12 @@ import (
 	"syscall"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/peerwait"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: worker backup|restore|delete|verify|copy-self [flags]")
+		fmt.Fprintln(os.Stderr, "usage: worker backup|restore|delete|verify|copy-self|wait-peers [flags]")
 		os.Exit(backup.ExitPermanent)
 	}
 	os.Exit(run(os.Args[1], os.Args[2:]))
@@ -44,7 +46,20 @@ func run(name string, args []string) int {
 			return backup.ExitRetryable
 		}
 		return backup.ExitOK
+	case "wait-peers":
+		command, err := peerwait.Main(ctx, args, os.Stdout)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "wait-peers:", err)
+			return backup.ExitPermanent
+		}
+		if command == nil {
+			return backup.ExitOK // stopped during the wait
+		}
+		// etcd replaces this process, so it is the container's PID 1 and gets the kubelet's signals.
+		err = syscall.Exec(command[0], command, os.Environ()) //nolint:gosec // the pod spec's own command
+		fmt.Fprintf(os.Stderr, "wait-peers: exec %s: %v\n", command[0], err)
+		return backup.ExitPermanent
 	}
-	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, verify, copy-self)\n", name)
+	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, verify, copy-self, wait-peers)\n", name)
 	return backup.ExitPermanent
 }

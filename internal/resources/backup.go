@@ -182,19 +182,13 @@ func VerifyJob(s *v1.EtcdBackupSchedule, b *v1.EtcdBackup, operatorImage, etcdIm
 	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, true)
 	args = append([]string{"verify", "--work-dir=" + work + "/scratch", "--sha256=" + b.Status.SHA256,
 		fmt.Sprintf("--size=%d", b.Status.Size), fmt.Sprintf("--revision=%d", b.Status.Revision)}, args...)
-	tools := corev1.VolumeMount{Name: "restore-tools", MountPath: restoreToolsDir}
-	mounts = append(mounts, tools, corev1.VolumeMount{Name: "scratch", MountPath: work})
-	vols = append(vols,
-		corev1.Volume{Name: "restore-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	copySelf, tools, mount := workerCopy(operatorImage)
+	mounts = append(mounts, mount, corev1.VolumeMount{Name: "scratch", MountPath: work})
+	vols = append(vols, tools, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	job := snapshotJob(b, ownerRef(s, "EtcdBackupSchedule"), VerifyJobName(b.Name), "backup-verify", etcdImage, args, env, vols, mounts)
 	pod := &job.Spec.Template.Spec
 	pod.Containers[0].Command = []string{copiedWorker}
-	pod.InitContainers = []corev1.Container{{
-		Name: "restore-tools", Image: operatorImage, ImagePullPolicy: corev1.PullIfNotPresent,
-		Command: []string{workerBinary, "copy-self", copiedWorker}, VolumeMounts: []corev1.VolumeMount{tools},
-		SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-	}}
+	pod.InitContainers = []corev1.Container{copySelf}
 	// The throwaway etcd maps the whole database: memory grows with it, unlike a streaming backup.
 	pod.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}
 	return job
@@ -259,10 +253,28 @@ func snapshotJob(b *v1.EtcdBackup, owner metav1.OwnerReference, name, component,
 // RestoreInput is a resolved restore source for the initial members of a restoring cluster.
 type RestoreInput struct {
 	// Source names the snapshot itself: S3 prefix = the full key, PVC path = the file.
-	Source        v1.BackupDestination
-	SHA256        string
-	Size          int64
-	OperatorImage string
+	Source v1.BackupDestination
+	SHA256 string
+	Size   int64
+}
+
+// workerCopy is the init container that puts the worker binary on a shared volume for a container of
+// the etcd image (which has no shell), with that volume and its mount.
+func workerCopy(operatorImage string) (corev1.Container, corev1.Volume, corev1.VolumeMount) {
+	mount := corev1.VolumeMount{Name: "restore-tools", MountPath: restoreToolsDir}
+	return corev1.Container{
+			Name: "restore-tools", Image: operatorImage, ImagePullPolicy: corev1.PullIfNotPresent,
+			Command: []string{workerBinary, "copy-self", copiedWorker}, VolumeMounts: []corev1.VolumeMount{mount},
+			// Limits too, so that a namespace quota that requires them admits the pod; the copy streams
+			// the binary through a small buffer.
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			},
+			SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		},
+		corev1.Volume{Name: "restore-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))}}},
+		mount
 }
 
 // restoreInitContainers put the worker binary on a shared volume (copy-self), then run
@@ -283,15 +295,11 @@ func restoreInitContainers(c *v1.EtcdCluster, in MemberPodInput) ([]corev1.Conta
 	}
 	sargs, env, vols, mounts := storage(r.Source, "", restoreSourceDir, true)
 	args = append(args, sargs...)
-	tools := corev1.VolumeMount{Name: "restore-tools", MountPath: restoreToolsDir}
-	vols = append(vols, corev1.Volume{Name: "restore-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))}}})
-	mounts = append(mounts, tools, corev1.VolumeMount{Name: "data", MountPath: naming.DataDir})
+	copySelf, tools, mount := workerCopy(in.OperatorImage)
+	vols = append(vols, tools)
+	mounts = append(mounts, mount, corev1.VolumeMount{Name: "data", MountPath: naming.DataDir})
 	return []corev1.Container{
-		{
-			Name: "restore-tools", Image: r.OperatorImage, ImagePullPolicy: corev1.PullIfNotPresent,
-			Command: []string{workerBinary, "copy-self", copiedWorker}, VolumeMounts: []corev1.VolumeMount{tools},
-			SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		},
+		copySelf,
 		{
 			Name: RestoreContainer, Image: in.Image, ImagePullPolicy: corev1.PullIfNotPresent,
 			Command: []string{copiedWorker}, Args: args, Env: env, VolumeMounts: mounts,

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -49,6 +50,8 @@ type MemberPodInput struct {
 	// ForceNewCluster starts the member as a one-member cluster on its own data (quorum-loss
 	// recovery); the pod is replaced by a normal one once etcd has done it.
 	ForceNewCluster bool
+	// OperatorImage runs the member's init containers (the worker binary): a restore, or the peer wait.
+	OperatorImage string
 	// IPv6: the cluster's pods get IPv6 addresses (the first IP family of its client Service), so the
 	// metrics listener's URL brackets the pod IP.
 	IPv6 bool
@@ -351,11 +354,52 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		pod.Spec.InitContainers = inits
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
+	peerWait(pod, c, in)
 	pod.Annotations[naming.AnnotationConfigHash] = ConfigHash(c)
 	if tuned := TunedAnnotation(c); tuned != "" {
 		pod.Annotations[naming.AnnotationTuned] = tuned
 	}
 	return pod
+}
+
+// peerWait makes a member that joins running peers (a re-created pod, a replacement, a scale-up)
+// start etcd only once a peer accepts its connections, or after peerwait.DefaultLimit: it comes up with
+// a new IP that its peers' NetworkPolicy admits only once the network plugin has seen it, and etcd's
+// first publish before that is lost and costs ~7 s of not serving clients (internal/peerwait). The
+// worker, copied in by an init container, waits in the etcd container and then execs etcd. Members
+// of a bootstrapping cluster have no running peers to wait for; a policy that admits every source (a
+// take-over, or none at all) has nothing to wait for either.
+func peerWait(pod *corev1.Pod, c *v1.EtcdCluster, in MemberPodInput) {
+	if in.Bootstrap || in.ForceNewCluster || in.OperatorImage == "" || !c.Spec.NetworkPolicy.IsEnabled() || Migrating(c) {
+		return
+	}
+	var peers []string
+	for _, m := range in.InitialCluster {
+		if m != in.Member {
+			peers = append(peers, hostPort(peerURLOf(c, m, in.PeerURLs)))
+		}
+	}
+	if len(peers) == 0 {
+		return
+	}
+	copySelf, tools, mount := workerCopy(in.OperatorImage)
+	etcd := &pod.Spec.Containers[0]
+	etcd.Command = slices.Concat([]string{copiedWorker, PeerWaitCommand}, peers, []string{"--"}, etcd.Command)
+	etcd.VolumeMounts = append(etcd.VolumeMounts, mount)
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, copySelf)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, tools)
+}
+
+// PeerWaitCommand is the worker's subcommand that starts etcd once a peer admits the member.
+const PeerWaitCommand = "wait-peers"
+
+// hostPort is the dial address of a peer URL (its host and port; the URL is the operator's own or
+// one etcd reported).
+func hostPort(peerURL string) string {
+	if u, err := url.Parse(peerURL); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return peerURL
 }
 
 // MemberProbes are the probes of a member's etcd container, on its metrics port. /livez answers while

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -327,5 +328,47 @@ func TestUserCertificatesAreMountedFromTheUsersSecrets(t *testing.T) {
 	}
 	if !slices.Equal(mounted, []string{"my-operator"}) {
 		t.Errorf("backup Job mounts Secrets %v, want the user's operator client Secret", mounted)
+	}
+}
+
+// A member joining running peers starts etcd once one accepts its connections (the NetworkPolicy admits
+// its new IP); nothing else waits, as there is nobody to wait for or nothing that blocks.
+func TestOnlyAMemberJoiningAdmittingPeersWaitsForThem(t *testing.T) {
+	join := MemberPodInput{Member: "demo-1", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-1", "demo-2"},
+		PeerURLs: map[string]string{"demo-2": "https://10.0.0.7:2380"}, OperatorImage: "op:1"}
+	pod := MemberPod(sample(), join)
+	if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Image != "op:1" {
+		t.Fatalf("init containers %+v, want the worker's copy", pod.Spec.InitContainers)
+	}
+	if copySelf := pod.Spec.InitContainers[0]; copySelf.Resources.Limits.Memory().IsZero() || !*copySelf.SecurityContext.RunAsNonRoot {
+		t.Errorf("copy container without limits or not restricted: %+v %+v", copySelf.Resources, copySelf.SecurityContext)
+	}
+	etcd := pod.Spec.Containers[0]
+	want := "/restore-tools/worker wait-peers demo-0.demo-peer.ns.svc:2380 10.0.0.7:2380 -- /usr/local/bin/etcd"
+	if got := strings.Join(etcd.Command, " "); got != want {
+		t.Errorf("etcd container command %q, want %q", got, want)
+	}
+	if arg(pod, "--name") != "demo-1" {
+		t.Errorf("etcd's flags are not the container's args: %v", etcd.Args)
+	}
+
+	noPolicy := sample()
+	noPolicy.Spec.NetworkPolicy.Enabled = ptr.To(false)
+	migrating := sample()
+	migrating.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{"http://old-0:2379"}}}
+	for name, tc := range map[string]struct {
+		c  *v1.EtcdCluster
+		in func(MemberPodInput) MemberPodInput
+	}{
+		"bootstrap":         {sample(), func(in MemberPodInput) MemberPodInput { in.Bootstrap = true; return in }},
+		"force-new-cluster": {sample(), func(in MemberPodInput) MemberPodInput { in.ForceNewCluster = true; return in }},
+		"alone":             {sample(), func(in MemberPodInput) MemberPodInput { in.InitialCluster = []string{"demo-1"}; return in }},
+		"no policy":         {noPolicy, func(in MemberPodInput) MemberPodInput { return in }},
+		"take-over":         {migrating, func(in MemberPodInput) MemberPodInput { return in }},
+	} {
+		p := MemberPod(tc.c, tc.in(join))
+		if len(p.Spec.InitContainers) != 0 || p.Spec.Containers[0].Command[0] != "/usr/local/bin/etcd" {
+			t.Errorf("%s: init containers %+v, command %v", name, p.Spec.InitContainers, p.Spec.Containers[0].Command)
+		}
 	}
 }

@@ -1,0 +1,102 @@
+package peerwait
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func listen(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// closedAddr is a loopback address nothing listens on (connections are refused, as by a plugin
+// that rejects an unadmitted source).
+func closedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+func TestEndsAtTheFirstPeerThatAccepts(t *testing.T) {
+	up := listen(t, "127.0.0.1:0").Addr().String()
+	got := Wait(context.Background(), []string{closedAddr(t), up}, 10*time.Second, 50*time.Millisecond)
+	if got != up {
+		t.Fatalf("Wait = %q, want %q", got, up)
+	}
+}
+
+// The restarted member's case: refused until the peers admit it, then accepted.
+func TestWaitsUntilAPeerStartsAccepting(t *testing.T) {
+	addr := closedAddr(t)
+	admitted := make(chan struct{})
+	go func() {
+		time.Sleep(400 * time.Millisecond)
+		listen(t, addr)
+		close(admitted)
+	}()
+	start := time.Now()
+	got := Wait(context.Background(), []string{addr}, 10*time.Second, 50*time.Millisecond)
+	<-admitted
+	if got != addr {
+		t.Fatalf("Wait = %q, want %q", got, addr)
+	}
+	if took := time.Since(start); took < 400*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("returned after %s: before the peer listened, or long after", took)
+	}
+}
+
+// Every peer down (a full outage): the member must start anyway once the limit has passed.
+func TestGivesUpAtTheLimit(t *testing.T) {
+	start := time.Now()
+	if got := Wait(context.Background(), []string{closedAddr(t), closedAddr(t)}, 300*time.Millisecond, 50*time.Millisecond); got != "" {
+		t.Fatalf("Wait = %q, want none", got)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("gave up after %s, want the 300ms limit", took)
+	}
+}
+
+func TestMainAlwaysStartsTheCommand(t *testing.T) {
+	var out bytes.Buffer
+	cmd, err := Main(context.Background(), []string{"--limit=200ms", closedAddr(t), "--", "/usr/local/bin/etcd", "--name=m-1"}, &out)
+	if err != nil || !slices.Equal(cmd, []string{"/usr/local/bin/etcd", "--name=m-1"}) {
+		t.Fatalf("Main = %v, %v", cmd, err)
+	}
+	if !strings.Contains(out.String(), "starting anyway") {
+		t.Fatalf("output %q does not say it gave up", out.String())
+	}
+	out.Reset()
+	up := listen(t, "127.0.0.1:0").Addr().String()
+	if cmd, err := Main(context.Background(), []string{up, "--", "etcd"}, &out); err != nil || len(cmd) != 1 || !strings.Contains(out.String(), "peer "+up+" accepts") {
+		t.Fatalf("Main = %v, %v, output %q", cmd, err, out.String())
+	}
+	for _, bad := range [][]string{nil, {up}, {up, "--"}, {"--", "etcd"}} {
+		if _, err := Main(context.Background(), bad, &out); err == nil {
+			t.Errorf("Main(%q) succeeded", bad)
+		}
+	}
+}
+
+// A pod deleted during the wait must not start etcd on its way out.
+func TestMainStartsNothingWhenStopped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if cmd, err := Main(ctx, []string{closedAddr(t), "--", "etcd"}, &bytes.Buffer{}); err != nil || cmd != nil {
+		t.Fatalf("Main = %v, %v; want nothing to run", cmd, err)
+	}
+}

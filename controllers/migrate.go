@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -52,8 +53,10 @@ func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
 	switch a.Kind {
 	case planner.StartMigration:
 		// Recorded before the first member is added: from now on the old members are told apart from
-		// the operator's by this list, and the quota the new members run with is fixed.
-		mg := &v1.Migration{Phase: v1.MigrationJoining, ClusterID: idString(o.clusterID), StartedAt: metav1.NewTime(p.now)}
+		// the operator's by this list, and the quota the new members run with is fixed. The old
+		// StatefulSet the preflight accepted (adoptObjects) is pinned by its UID in the same write, so
+		// the deletion at the end can only hit that object.
+		mg := &v1.Migration{Phase: v1.MigrationJoining, ClusterID: idString(o.clusterID), StartedAt: metav1.NewTime(p.now), StatefulSetUID: o.oldStatefulSetUID}
 		if resources.PeerTLS(c) {
 			mg.PeerTLS = v1.PeerTLSPlain // the members join in the old members' plain text
 		}
@@ -94,15 +97,7 @@ func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
 		return nil
 
 	case planner.DeleteOldStatefulSet:
-		// Every old member is out of the cluster (the migration is Complete): the StatefulSet's pods
-		// are no members any more. Deleting again after a crash finds nothing, which is done too.
-		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: a.Members[0]}}
-		if err := p.r.Delete(ctx, sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete the old StatefulSet %s: %w", a.Members[0], err)
-		}
-		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.Migrated), "deleted the old members' StatefulSet %s and so its pods (migrateFrom.adoptObjects); its volumes and Services are kept: delete them once you no longer need them", a.Members[0])
-		c.Status.Migration.StatefulSetDeleted = true
-		return p.writeStatus(ctx)
+		return p.deleteOldStatefulSet(ctx, a.Members[0])
 
 	case planner.SecurePeers:
 		// A new ConfigHash: the members are rolled one at a time without the plain-text listener.
@@ -118,33 +113,100 @@ func oldStatefulSet(c *v1.EtcdCluster) string {
 	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.MigrateFrom == nil || !c.Spec.Bootstrap.MigrateFrom.AdoptObjects {
 		return ""
 	}
-	if mg := c.Status.Migration; mg == nil || mg.Phase != v1.MigrationComplete || mg.StatefulSetDeleted {
+	if mg := c.Status.Migration; mg == nil || mg.Phase != v1.MigrationComplete || mg.StatefulSetDeleted || mg.StatefulSetKept != "" {
 		return ""
 	}
 	return c.Spec.Bootstrap.MigrateFrom.StatefulSetName
 }
 
-// oldStatefulSetProblem says why migrateFrom.adoptObjects cannot take the named StatefulSet, "" if
-// it can: it must exist here and be plain, not controlled by another object (an old operator's
-// cluster would make it again, and fight the operator over its members).
-func (p *pass) oldStatefulSetProblem(ctx context.Context) string {
-	c := p.c
-	name := c.Spec.Bootstrap.MigrateFrom.StatefulSetName
+// readOldStatefulSet reads migrateFrom.statefulSetName past the cache: the operator watches no
+// StatefulSets, and reads this one only before the start and before its deletion.
+func (p *pass) readOldStatefulSet(ctx context.Context) (*appsv1.StatefulSet, error) {
 	sts := &appsv1.StatefulSet{}
-	// Past the cache: the operator watches no StatefulSets, and reads this one only before the start.
-	if err := p.r.apiReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, sts); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Sprintf("StatefulSet %s is not in namespace %s: name the StatefulSet that runs the old members", name, c.Namespace)
-		}
-		return fmt.Sprintf("StatefulSet %s cannot be read: %v", name, err)
+	err := p.r.apiReader.Get(ctx, client.ObjectKey{Namespace: p.c.Namespace, Name: p.c.Spec.Bootstrap.MigrateFrom.StatefulSetName}, sts)
+	return sts, err
+}
+
+// oldStatefulSetProblem says why migrateFrom.adoptObjects cannot take the named StatefulSet, "" if
+// it can, with its UID: it must exist here and be plain, not controlled by another object (an old
+// operator's cluster would make it again, and fight the operator over its members).
+func (p *pass) oldStatefulSetProblem(ctx context.Context) (types.UID, string) {
+	name := p.c.Spec.Bootstrap.MigrateFrom.StatefulSetName
+	sts, err := p.readOldStatefulSet(ctx)
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Sprintf("StatefulSet %s is not in namespace %s: name the StatefulSet that runs the old members", name, p.c.Namespace)
+	}
+	if err != nil {
+		return "", fmt.Sprintf("StatefulSet %s cannot be read: %v", name, err)
 	}
 	if owner := metav1.GetControllerOf(sts); owner != nil {
-		return fmt.Sprintf("StatefulSet %s is controlled by %s %s, which would make it again: stop that controller's cluster yourself after the migration, and migrate without adoptObjects", name, owner.Kind, owner.Name)
+		return "", fmt.Sprintf("StatefulSet %s is controlled by %s %s, which would make it again: stop that controller's cluster yourself after the migration, and migrate without adoptObjects", name, owner.Kind, owner.Name)
 	}
 	if sts.DeletionTimestamp != nil {
-		return fmt.Sprintf("StatefulSet %s is being deleted", name)
+		return "", fmt.Sprintf("StatefulSet %s is being deleted", name)
 	}
-	return ""
+	return sts.UID, ""
+}
+
+// deleteOldStatefulSet deletes the old members' StatefulSet after a take-over with adoptObjects:
+// every old member is out of the cluster (the migration is Complete), so its pods are no members
+// any more. The deletion is conditional on the UID the preflight recorded: a StatefulSet made
+// again under the same name since (by hand, a script, a GitOps tool) is another object, which the
+// user never handed over, and is left alone for good. Deleting again after a crash finds nothing,
+// which is done too.
+func (p *pass) deleteOldStatefulSet(ctx context.Context, name string) error {
+	c := p.c
+	mg := c.Status.Migration
+	if mg.StatefulSetUID == "" {
+		// The migration was started by an operator that recorded no UID. The StatefulSet is taken as
+		// it is now, if the preflight's rules still accept it: one controlled by another object would
+		// be made again by it, and the preflight would have refused it. Its UID is recorded before the
+		// deletion, so a replacement made from here on, even across a crash, is left alone; one made
+		// before now cannot be told from the original, which is the gap the recorded UID closes.
+		// Being deleted already is no reason to stop here: that is where this step leads anyway.
+		sts, err := p.readOldStatefulSet(ctx)
+		if apierrors.IsNotFound(err) {
+			return p.oldStatefulSetDeleted(ctx, name)
+		}
+		if err != nil {
+			return fmt.Errorf("read the old StatefulSet %s: %w", name, err)
+		}
+		if owner := metav1.GetControllerOf(sts); owner != nil {
+			return p.keepOldStatefulSet(ctx, v1.StatefulSetControlled, fmt.Sprintf("StatefulSet %s is now controlled by %s %s, which would make it again: the operator left it alone (migrateFrom.adoptObjects) and does not try again; stop that controller's cluster yourself", name, owner.Kind, owner.Name))
+		}
+		mg.StatefulSetUID = sts.UID
+		if err := p.writeStatus(ctx); err != nil {
+			return err
+		}
+	}
+	uid := mg.StatefulSetUID
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}
+	err := p.r.Delete(ctx, sts, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid})
+	switch {
+	case apierrors.IsConflict(err):
+		// The UID precondition failed: not the StatefulSet checked before the start. Not returned as
+		// an error, which would be retried (Conflict is "a stale view, look again") without end.
+		return p.keepOldStatefulSet(ctx, v1.StatefulSetReplaced, fmt.Sprintf("StatefulSet %s was replaced by another object since it was checked before the take-over (UID %s): the operator left it alone (migrateFrom.adoptObjects) and does not try again; delete it yourself if it runs the old members", name, uid))
+	case apierrors.IsNotFound(err):
+		// Deleted already: by a pass that crashed before recording it, or by the user.
+	case err != nil:
+		return fmt.Errorf("delete the old StatefulSet %s (UID %s): %w", name, uid, err)
+	}
+	return p.oldStatefulSetDeleted(ctx, name)
+}
+
+// oldStatefulSetDeleted records that the old StatefulSet is gone, and says so.
+func (p *pass) oldStatefulSetDeleted(ctx context.Context, name string) error {
+	p.r.Recorder.Eventf(p.c, corev1.EventTypeNormal, string(reason.Migrated), "deleted the old members' StatefulSet %s and so its pods (migrateFrom.adoptObjects); its volumes and Services are kept: delete them once you no longer need them", name)
+	p.c.Status.Migration.StatefulSetDeleted = true
+	return p.writeStatus(ctx)
+}
+
+// keepOldStatefulSet records that the old StatefulSet is left alone, why (kept), and says so (msg).
+func (p *pass) keepOldStatefulSet(ctx context.Context, kept, msg string) error {
+	p.r.Recorder.Event(p.c, corev1.EventTypeWarning, string(reason.OldStatefulSetKept), msg)
+	p.c.Status.Migration.StatefulSetKept = kept
+	return p.writeStatus(ctx)
 }
 
 // otherPeers are the --initial-cluster entries of the members the operator does not run: a member
@@ -224,6 +286,14 @@ func (p *pass) recordMigration(action planner.Action) {
 		if sts := c.Spec.Bootstrap.MigrateFrom.StatefulSetName; c.Spec.Bootstrap.MigrateFrom.AdoptObjects {
 			msg = fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. The old members are out of the cluster and the operator deletes their StatefulSet %s (adoptObjects; status.migration.statefulSetDeleted); delete its volumes and Services once you no longer need them",
 				mg.ClusterID, c.Status.Endpoints.ClientService, sts)
+			switch mg.StatefulSetKept {
+			case v1.StatefulSetReplaced:
+				msg = fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. The old members are out of the cluster, but StatefulSet %s was replaced by another object since it was checked before the take-over: the operator left it alone (status.migration.statefulSetKept: Replaced); delete it yourself if it runs the old members, and the old volumes and Services once you no longer need them",
+					mg.ClusterID, c.Status.Endpoints.ClientService, sts)
+			case v1.StatefulSetControlled:
+				msg = fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. The old members are out of the cluster, but StatefulSet %s is controlled by another object, which would make it again: the operator left it alone (status.migration.statefulSetKept: Controlled); stop that controller's cluster yourself, and delete the old volumes and Services once you no longer need them",
+					mg.ClusterID, c.Status.Endpoints.ClientService, sts)
+			}
 		}
 		if !meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionMigrated) {
 			p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.Migrated), msg)

@@ -7,16 +7,20 @@ import (
 	"strings"
 	"testing"
 
+	"go.etcd.io/etcd/server/v3/embed"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // migrating is a cluster taking over the running etcd at endpoints, in plain text.
@@ -162,22 +166,7 @@ func TestMigrationRefusals(t *testing.T) {
 	})
 	t.Run("adoptObjects of a StatefulSet another object controls", func(t *testing.T) {
 		ns := newNamespace(t)
-		owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "legacy", Namespace: ns}}
-		if err := k8s.Create(ctx, owner); err != nil {
-			t.Fatal(err)
-		}
-		labels := map[string]string{"app": "old"}
-		sts := &appsv1.StatefulSet{
-			ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: ns, OwnerReferences: []metav1.OwnerReference{
-				*metav1.NewControllerRef(owner, corev1.SchemeGroupVersion.WithKind("ConfigMap"))}},
-			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "etcd"}}},
-			}},
-		}
-		if err := k8s.Create(ctx, sts); err != nil {
-			t.Fatal(err)
-		}
+		sts := makeOldStatefulSet(t, ns, legacyOwner(t, ns))
 		c := newCluster(t, ns, adopting(etcdtest.StartCluster(t, 1)))
 		waitMigratedReason(t, c, "MigrationRefused", "StatefulSet old is controlled by ConfigMap legacy")
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil || sts.DeletionTimestamp != nil {
@@ -202,4 +191,236 @@ func TestMigrationRefusals(t *testing.T) {
 			t.Fatalf("the refused source changed: %+v, %v", ms, err)
 		}
 	})
+}
+
+// makeOldStatefulSet creates the old members' StatefulSet "old" in ns, controlled by owner if not nil.
+func makeOldStatefulSet(t *testing.T, ns string, owner *corev1.ConfigMap) *appsv1.StatefulSet {
+	t.Helper()
+	labels := map[string]string{"app": "old"}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "etcd"}}},
+		}},
+	}
+	if owner != nil {
+		sts.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, corev1.SchemeGroupVersion.WithKind("ConfigMap"))}
+	}
+	if err := k8s.Create(context.Background(), sts); err != nil {
+		t.Fatal(err)
+	}
+	return sts
+}
+
+// legacyOwner stands for an old operator's custom resource that controls the old StatefulSet.
+func legacyOwner(t *testing.T, ns string) *corev1.ConfigMap {
+	t.Helper()
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "legacy", Namespace: ns}}
+	if err := k8s.Create(context.Background(), owner); err != nil {
+		t.Fatal(err)
+	}
+	return owner
+}
+
+// adoptingOld is a cluster taking over the etcd at endpoints with adoptObjects, StatefulSet "old".
+func adoptingOld(endpoints []string) func(*v1.EtcdCluster) {
+	return func(c *v1.EtcdCluster) {
+		migrating(endpoints)(c)
+		c.Spec.Bootstrap.MigrateFrom.AdoptObjects, c.Spec.Bootstrap.MigrateFrom.StatefulSetName = true, "old"
+	}
+}
+
+// eventMessages are the messages of the events about c with reason why.
+func eventMessages(t *testing.T, c *v1.EtcdCluster, why reason.Reason) []string {
+	t.Helper()
+	events := &corev1.EventList{}
+	if err := k8s.List(context.Background(), events, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == c.Name && e.Reason == string(why) {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+// The StatefulSet the preflight accepts is pinned by its UID in the very status write that records
+// the start, before the first member joins.
+func TestMigrationRecordsTheOldStatefulSetUIDWithTheStart(t *testing.T) {
+	ns := newNamespace(t)
+	sts := makeOldStatefulSet(t, ns, nil)
+	src := etcdtest.StartClusterWith(t, 1, func(cfg *embed.Config) {
+		cfg.Name, cfg.InitialCluster = "old-0", "old-0="+cfg.AdvertisePeerUrls[0].String() // a pod of StatefulSet old
+	})
+	c := newCluster(t, ns, adoptingOld(etcdtest.ClientURLs(src)))
+	var mg *v1.Migration
+	eventually(t, "the source recorded", func() error {
+		if mg = get(t, c).Status.Migration; mg == nil {
+			return fmt.Errorf("no status.migration yet")
+		}
+		return nil
+	})
+	if mg.StatefulSetUID != sts.UID || len(mg.SourceMembers) != 1 {
+		t.Fatalf("the start recorded StatefulSet UID %q (want %q) and members %+v", mg.StatefulSetUID, sts.UID, mg.SourceMembers)
+	}
+}
+
+// After a take-over with adoptObjects the old StatefulSet is deleted only if it is the object the
+// preflight checked; a migration an older operator started (no UID recorded) takes it as it is then,
+// if the preflight's rules still accept it. No member runs here (no kubelet), so the end of the
+// migration is recorded by the test, as CompleteMigration records it. The running cluster's member
+// m0 is no pod of StatefulSet old: the preflight refuses it at once (an endpoint that never answers
+// would hold each pass for the dial timeout), and the operator records no start of its own.
+func TestOldStatefulSetDeletion(t *testing.T) {
+	ctx := context.Background()
+	endpoints := etcdtest.ClientURLs(etcdtest.StartCluster(t, 1))
+	complete := func(t *testing.T, c *v1.EtcdCluster, uid types.UID) {
+		t.Helper()
+		eventually(t, "the migration recorded Complete", func() error {
+			cur := get(t, c)
+			now := metav1.Now()
+			cur.Status.Migration = &v1.Migration{Phase: v1.MigrationComplete, ClusterID: "1", SourceMembers: []v1.SourceMember{{ID: "1", Name: "old-0"}},
+				StartedAt: now, CompletedAt: &now, StatefulSetUID: uid}
+			cur.Status.Bootstrapped = true
+			return k8s.Status().Update(ctx, cur)
+		})
+		// A status write wakes no pass (only spec and annotation changes do): wake one now rather
+		// than at the refused preflight's next look, 30 s on.
+		wake := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test/completed":"true"}}}`))
+		if err := k8s.Patch(ctx, c.DeepCopy(), wake); err != nil {
+			t.Fatal(err)
+		}
+	}
+	migration := func(t *testing.T, c *v1.EtcdCluster, what string, done func(*v1.Migration) bool) *v1.Migration {
+		t.Helper()
+		var mg *v1.Migration
+		eventually(t, what, func() error {
+			if mg = get(t, c).Status.Migration; mg == nil || !done(mg) {
+				return fmt.Errorf("status.migration %+v", mg)
+			}
+			return nil
+		})
+		return mg
+	}
+	gone := func(t *testing.T, sts *appsv1.StatefulSet) {
+		t.Helper()
+		eventually(t, "StatefulSet old deleted", func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(sts), &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%w)", err)
+			}
+			return nil
+		})
+	}
+	untouched := func(t *testing.T, sts *appsv1.StatefulSet) {
+		t.Helper()
+		live := &appsv1.StatefulSet{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(sts), live); err != nil || live.UID != sts.UID || live.DeletionTimestamp != nil {
+			t.Fatalf("StatefulSet old was touched: %v, UID %s (want %s), deleting %v", err, live.UID, sts.UID, live.DeletionTimestamp)
+		}
+	}
+	kept := func(t *testing.T, c *v1.EtcdCluster, want, event, condition string) {
+		t.Helper()
+		if mg := migration(t, c, "StatefulSet old recorded as kept", func(mg *v1.Migration) bool { return mg.StatefulSetKept != "" }); mg.StatefulSetKept != want || mg.StatefulSetDeleted {
+			t.Fatalf("status.migration %+v, want statefulSetKept %s", mg, want)
+		}
+		eventually(t, "a Warning event "+string(reason.OldStatefulSetKept), func() error {
+			for _, m := range eventMessages(t, c, reason.OldStatefulSetKept) {
+				if strings.Contains(m, event) {
+					return nil
+				}
+			}
+			return fmt.Errorf("events %q", eventMessages(t, c, reason.OldStatefulSetKept))
+		})
+		waitMigratedReason(t, c, "Migrated", condition)
+	}
+	deleted := func(t *testing.T, c *v1.EtcdCluster, sts *appsv1.StatefulSet) {
+		t.Helper()
+		gone(t, sts)
+		if mg := migration(t, c, "the deletion recorded", func(mg *v1.Migration) bool { return mg.StatefulSetDeleted }); mg.StatefulSetUID != sts.UID || mg.StatefulSetKept != "" {
+			t.Fatalf("status.migration %+v, want the deleted StatefulSet's UID %s", mg, sts.UID)
+		}
+		eventually(t, "a Migrated event about the deletion", func() error {
+			for _, m := range eventMessages(t, c, reason.Migrated) {
+				if strings.Contains(m, "deleted the old members' StatefulSet old") {
+					return nil
+				}
+			}
+			return fmt.Errorf("events %q", eventMessages(t, c, reason.Migrated))
+		})
+	}
+
+	t.Run("the StatefulSet checked before the start", func(t *testing.T) {
+		ns := newNamespace(t)
+		sts := makeOldStatefulSet(t, ns, nil)
+		c := newCluster(t, ns, adoptingOld(endpoints))
+		complete(t, c, sts.UID)
+		deleted(t, c, sts)
+	})
+
+	t.Run("made again under the same name after the check", func(t *testing.T) {
+		ns := newNamespace(t)
+		checked := makeOldStatefulSet(t, ns, nil)
+		c := newCluster(t, ns, adoptingOld(endpoints))
+		if err := k8s.Delete(ctx, checked); err != nil {
+			t.Fatal(err)
+		}
+		gone(t, checked)
+		other := makeOldStatefulSet(t, ns, nil)
+		complete(t, c, checked.UID)
+		kept(t, c, v1.StatefulSetReplaced, "StatefulSet old was replaced by another object", "StatefulSet old was replaced by another object")
+		untouched(t, other)
+		if msgs := eventMessages(t, c, reason.ActionFailed); len(msgs) > 0 {
+			t.Fatalf("the kept StatefulSet was retried: %q", msgs)
+		}
+	})
+
+	t.Run("no UID recorded (a migration an older operator started)", func(t *testing.T) {
+		ns := newNamespace(t)
+		sts := makeOldStatefulSet(t, ns, nil)
+		c := newCluster(t, ns, adoptingOld(endpoints))
+		complete(t, c, "")
+		deleted(t, c, sts)
+	})
+
+	t.Run("no UID recorded, and another object controls it now", func(t *testing.T) {
+		ns := newNamespace(t)
+		sts := makeOldStatefulSet(t, ns, legacyOwner(t, ns))
+		c := newCluster(t, ns, adoptingOld(endpoints))
+		complete(t, c, "")
+		kept(t, c, v1.StatefulSetControlled, "StatefulSet old is now controlled by ConfigMap legacy", "StatefulSet old is controlled by another object")
+		untouched(t, sts)
+		if uid := get(t, c).Status.Migration.StatefulSetUID; uid != "" {
+			t.Fatalf("the UID of a StatefulSet left alone was recorded: %s", uid)
+		}
+	})
+}
+
+// The old StatefulSet is the planner's to act on from the end of the take-over until its deletion
+// or that it was kept is recorded: a StatefulSet left alone is not tried again.
+func TestOldStatefulSetUntilRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mg   *v1.Migration
+		want string
+	}{
+		{name: "not started", want: ""},
+		{name: "joining", mg: &v1.Migration{Phase: v1.MigrationJoining, StatefulSetUID: "u"}, want: ""},
+		{name: "complete", mg: &v1.Migration{Phase: v1.MigrationComplete, StatefulSetUID: "u"}, want: "old"},
+		{name: "complete, no UID recorded", mg: &v1.Migration{Phase: v1.MigrationComplete}, want: "old"},
+		{name: "deleted", mg: &v1.Migration{Phase: v1.MigrationComplete, StatefulSetUID: "u", StatefulSetDeleted: true}, want: ""},
+		{name: "replaced", mg: &v1.Migration{Phase: v1.MigrationComplete, StatefulSetUID: "u", StatefulSetKept: v1.StatefulSetReplaced}, want: ""},
+		{name: "controlled", mg: &v1.Migration{Phase: v1.MigrationComplete, StatefulSetKept: v1.StatefulSetControlled}, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &v1.EtcdCluster{}
+			adoptingOld([]string{"http://old:2379"})(c)
+			c.Status.Migration = tc.mg
+			if got := oldStatefulSet(c); got != tc.want {
+				t.Errorf("oldStatefulSet %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -53,9 +54,10 @@ type observation struct {
 	sourceAt map[uint64]string
 	// authEnabled: a cluster about to be taken over has authentication on.
 	authEnabled bool
-	// oldStatefulSetProblem says why migrateFrom.adoptObjects cannot take the named StatefulSet
-	// (observed before the take-over starts).
+	// oldStatefulSetProblem says why migrateFrom.adoptObjects cannot take the named StatefulSet, and
+	// oldStatefulSetUID is the one it takes (observed before the take-over starts).
 	oldStatefulSetProblem string
+	oldStatefulSetUID     types.UID
 	// etcdErr explains why etcd is nil.
 	etcdErr error
 	// survivors, when etcd is nil, is what each running member reports of itself.
@@ -102,7 +104,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		source = c.Spec.Bootstrap.MigrateFrom.Endpoints
 		given = source
 		if c.Status.Migration == nil && c.Spec.Bootstrap.MigrateFrom.AdoptObjects {
-			o.oldStatefulSetProblem = p.oldStatefulSetProblem(ctx)
+			o.oldStatefulSetUID, o.oldStatefulSetProblem = p.oldStatefulSetProblem(ctx)
 		}
 	}
 	if len(endpoints)+len(source) == 0 {

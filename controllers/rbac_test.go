@@ -58,10 +58,6 @@ var unusedGrants = map[string]string{
 	"/pods patch":                    "adoption after an operator upgrade: e2e",
 	"/pods delete":                   "member restart and removal: e2e",
 	"/persistentvolumeclaims delete": "member replacement: e2e",
-	// A take-over completes only once the operator's members have joined and the old ones left,
-	// which needs running member pods: the old StatefulSet is deleted (migrateFrom.adoptObjects) in
-	// the e2e migration test. Its get is exercised here, by the preflight refusals.
-	"apps/statefulsets delete": "the old StatefulSet after a take-over with adoptObjects: e2e",
 	// Certificates are renewed (the Secret updated) weeks before they expire: ensureTLS, with
 	// internal/pki's tests for when.
 	"/secrets update": "certificate renewal",

@@ -5,6 +5,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
@@ -358,7 +359,9 @@ type MigrateFromSpec struct {
 	// (statefulSetName, in this namespace) once every old member is out of the cluster, so none of
 	// its pods comes back. Only a plain StatefulSet: one controlled by another object (an old
 	// operator's cluster) is refused before anything is changed, and its member names must be the
-	// StatefulSet's pod names. Its volumes and Services are kept (the message says which to delete).
+	// StatefulSet's pod names. Its UID is recorded then (status.migration.statefulSetUID) and the
+	// deletion is conditional on it: a StatefulSet made again under that name meanwhile is left alone.
+	// Its volumes and Services are kept (the message says which to delete).
 	// Without it the operator touches nothing it does not own, and the old side is the user's to stop.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Delete the old StatefulSet",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
@@ -780,11 +783,27 @@ type Migration struct {
 	// +kubebuilder:validation:Enum=Plain;Updating;Secured
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migration peer TLS"
 	PeerTLS string `json:"peerTLS,omitempty"`
+	// StatefulSetUID: with migrateFrom.adoptObjects, the UID of the StatefulSet the preflight
+	// accepted, recorded with the start (before the first member joins). Only that object is deleted
+	// at the end: a StatefulSet made again under the same name in between is left alone
+	// (statefulSetKept). A migration started by an operator that did not record it gets it just
+	// before the deletion, from the StatefulSet as it is then.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Old StatefulSet UID",xDescriptors={"urn:alm:descriptor:text"}
+	StatefulSetUID types.UID `json:"statefulSetUID,omitempty"`
 	// StatefulSetDeleted: with migrateFrom.adoptObjects, the old StatefulSet was deleted after the
 	// last old member left the cluster.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Old StatefulSet deleted",xDescriptors={"urn:alm:descriptor:text"}
 	StatefulSetDeleted bool `json:"statefulSetDeleted,omitempty"`
+	// StatefulSetKept: with migrateFrom.adoptObjects, why the operator left the StatefulSet named
+	// statefulSetName alone instead of deleting it, once and for good (event OldStatefulSetKept):
+	// Replaced, it is another object than the one of statefulSetUID (deleted and made again since);
+	// Controlled, on a migration started without statefulSetUID, another object now controls it.
+	// +optional
+	// +kubebuilder:validation:Enum=Replaced;Controlled
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Old StatefulSet kept",xDescriptors={"urn:alm:descriptor:text"}
+	StatefulSetKept string `json:"statefulSetKept,omitempty"`
 }
 
 // SourceMember is a member of the cluster taken over.
@@ -800,6 +819,12 @@ type SourceMember struct {
 const (
 	MigrationJoining  = "Joining"
 	MigrationComplete = "Complete"
+)
+
+// Values of status.migration.statefulSetKept.
+const (
+	StatefulSetReplaced   = "Replaced"
+	StatefulSetControlled = "Controlled"
 )
 
 // Phases of status.migration.peerTLS.

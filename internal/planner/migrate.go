@@ -209,13 +209,14 @@ func podOf(sts, name string) bool {
 
 // decideOldStatefulSet deletes the old members' StatefulSet after a take-over with adoptObjects:
 // every old member is out of the cluster by then, so its pods are no longer members, and deleting
-// it keeps a restarted one from ever coming back. in.OldStatefulSet is set until it is recorded.
+// it keeps a restarted one from ever coming back. in.OldStatefulSet is set until it is recorded
+// deleted or kept (the controller deletes only the object whose UID the start recorded).
 func decideOldStatefulSet(in Input) (Action, bool) {
 	if in.OldStatefulSet == "" || in.Pending != nil {
 		return Action{}, false
 	}
 	return Action{Kind: DeleteOldStatefulSet, Members: []string{in.OldStatefulSet}, Reason: reason.Migrated,
-		Message: fmt.Sprintf("every old member is out of the cluster: deleting their StatefulSet %s (migrateFrom.adoptObjects)", in.OldStatefulSet)}, true
+		Message: fmt.Sprintf("every old member is out of the cluster: deleting their StatefulSet %s if it is still the one checked before the start (migrateFrom.adoptObjects)", in.OldStatefulSet)}, true
 }
 
 // versionRefusal says why a member's version cannot be joined by members of target, "" if it can:

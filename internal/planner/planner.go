@@ -188,7 +188,7 @@ type Input struct {
 	// Migration is set while a running cluster is being taken over (spec.bootstrap.migrateFrom).
 	Migration *Migration
 	// OldStatefulSet names the old members' StatefulSet after a take-over with adoptObjects, until
-	// its deletion is recorded.
+	// its deletion, or that it was left alone (not the StatefulSet checked before the start), is recorded.
 	OldStatefulSet string
 	// PeerTLS is set from the end of a take-over of a plain-text cluster into peer TLS until every
 	// member's peer URL is TLS.

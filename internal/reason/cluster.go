@@ -176,6 +176,9 @@ const (
 	// Migrated: every old member is out of the cluster; it runs on the operator's members only, with its cluster ID, keys and revisions unchanged.
 	// Do: point clients at the client Service named in the message; scale the old StatefulSet to 0 and delete it and its volumes (with migrateFrom.adoptObjects the operator deletes the StatefulSet itself; the volumes and Services stay yours).
 	Migrated Reason = "Migrated"
+	// OldStatefulSetKept: after a take-over with migrateFrom.adoptObjects, the StatefulSet named statefulSetName is not the one checked before the start (it was deleted and made again since), or, on a migration started by an operator that recorded no UID, is now controlled by another object; the operator left it alone and does not try again (status.migration.statefulSetKept).
+	// Do: look at what that StatefulSet runs; delete it yourself if it is the old members' and no longer needed.
+	OldStatefulSetKept Reason = "OldStatefulSetKept"
 	// SecuringPeers: after a take-over of a plain-text cluster into peer TLS, the members' peer URLs move to TLS one member at a time, then each member restarts without its plain-text peer listener (status.migration.peerTLS).
 	// Do: nothing; it stops while any member is unhealthy and goes on when all are.
 	SecuringPeers Reason = "SecuringPeers"

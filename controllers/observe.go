@@ -243,7 +243,7 @@ func (o *observation) at(ep string) *etcdclient.Client {
 // cluster-wide (every member reports it) and says nothing about any one member.
 func (p *pass) observeFailures(ctx context.Context, o *observation) {
 	o.failing = map[uint64]string{}
-	alarmed, suspect := false, false
+	alarmed, suspects := false, map[uint64]bool{}
 	for _, m := range o.members {
 		st, answered := o.status[m.ID]
 		if len(st.Errors) > 0 {
@@ -252,7 +252,9 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 		alarmed = alarmed || len(st.Alarms) > 0
 		// A member that does not answer, or whose pod etcd's own /readyz keeps unready (a member cut
 		// off from its peers still answers, with a stale view), is one to ask the leader about.
-		suspect = suspect || m.Started() && (!answered || !o.foreign[m.ID] && !podReady(o.pods[o.names[m.ID]]))
+		if m.Started() && (!answered || !o.foreign[m.ID] && !podReady(o.pods[o.names[m.ID]])) {
+			suspects[m.ID] = true
+		}
 	}
 	if alarmed {
 		alarms, err := o.etcd.Alarms(ctx)
@@ -266,7 +268,7 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 			}
 		}
 	}
-	if !suspect || o.leaderID == 0 {
+	if len(suspects) == 0 || o.leaderID == 0 {
 		return
 	}
 	leaderPod := o.pods[o.names[o.leaderID]]
@@ -279,11 +281,26 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 		log.FromContext(ctx).V(1).Info("cannot read the leader's view of its peers", "error", err.Error())
 		return
 	}
-	for _, m := range o.members {
-		if m.Started() && m.ID != o.leaderID && !active[m.ID] && o.failing[m.ID] == "" {
-			o.failing[m.ID] = fmt.Sprintf("the leader %s has no raft connection to it", o.names[o.leaderID])
+	for _, id := range cutOff(suspects, active, o.leaderID) {
+		if o.failing[id] == "" {
+			o.failing[id] = fmt.Sprintf("the leader %s has no raft connection to it", o.names[o.leaderID])
 		}
 	}
+}
+
+// cutOff are the suspects the leader has no raft connection to. Only suspects: the leader's count
+// of active peers can stay at 0 for a member whose streams work (etcd marks a peer inactive when a
+// message to its old address fails after its new streams came up, and only a reconnection marks it
+// active again), so it is no evidence against a member that answers and is Ready.
+func cutOff(suspects, active map[uint64]bool, leader uint64) []uint64 {
+	var out []uint64
+	for id := range suspects {
+		if id != leader && !active[id] {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // podReady says whether the pod's Ready condition is true (its etcd's /readyz passes).

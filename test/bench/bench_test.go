@@ -113,6 +113,7 @@ func bareRun(t *testing.T, image string, n int, add func(string, time.Duration))
 		// Recovery by hand: the pod goes (as a node restart or eviction would take it), its volume stays,
 		// and it is recreated as soon as its name is free, exactly as a StatefulSet would do.
 		waitQuiet(t)
+		waitSettled(t, ns, bareLabels)
 		name := victim(t, p, role)
 		var pod *corev1.Pod
 		pod, t0 = deletePod(t, ns, name)
@@ -184,6 +185,7 @@ func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, add func(s
 
 	for _, role := range roles {
 		waitQuiet(t)
+		waitSettled(t, ns, naming.Labels(c.Name))
 		name := victim(t, p, role)
 		var pod *corev1.Pod
 		pod, t0 = deletePod(t, ns, name)
@@ -202,6 +204,7 @@ func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, add func(s
 
 	for _, role := range roles {
 		waitQuiet(t)
+		waitSettled(t, ns, naming.Labels(c.Name))
 		lost := victim(t, p, role)
 		t0 = time.Now()
 		// PVC first: its protection finalizer lets it go only with the pod, so both are gone together.

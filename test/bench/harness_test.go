@@ -80,6 +80,33 @@ func waitQuiet(t *testing.T) {
 	}
 }
 
+// settled is how long every member pod has been Ready before a fault is injected: etcd refuses a
+// membership change until the leader has been connected to every voter for 5 s (its strict
+// reconfiguration check), so a fault right after a restart would time that wait too, which a steady
+// cluster never has.
+const settled = 5 * time.Second
+
+// waitSettled waits until every pod of ns with labels has been Ready for settled.
+func waitSettled(t *testing.T, ns string, labels map[string]string) {
+	t.Helper()
+	waitFor(t, "members settled", timeout, func() (bool, error) {
+		pods := &corev1.PodList{}
+		if err := k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && time.Since(c.LastTransitionTime.Time) >= settled
+			}
+			if !ready {
+				return false, nil
+			}
+		}
+		return len(pods.Items) > 0, nil
+	})
+}
+
 func busyE2ENamespaces() ([]string, error) {
 	ctx := context.Background()
 	nss := &corev1.NamespaceList{}

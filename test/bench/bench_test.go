@@ -59,17 +59,28 @@ func TestBench(t *testing.T) {
 	// BENCH_SIZES narrows the cluster sizes (e.g. 3: only the recovery and replacement figures and
 	// time_to_available_3); the figures of the sizes left out keep their committed results.
 	sizes := intsFromEnv(t, "BENCH_SIZES", []int{1, 3, 5})
+	// BENCH_NETWORK_POLICY=off runs the operator's clusters with spec.networkPolicy.enabled: false, as
+	// the bare baseline runs: what the default policy costs (its members wait for admission) apart from
+	// the operator. Its figures get their own metrics (noPolicySuffix).
+	policy := os.Getenv("BENCH_NETWORK_POLICY") != "off"
+	suffix := ""
+	if !policy {
+		suffix = noPolicySuffix
+	}
 	start := time.Now()
 	for r := 1; r <= reps; r++ {
 		for _, n := range sizes {
 			t.Logf("repetition %d/%d, %d members", r, reps, n)
 			bareRun(t, image, n, add)
-			operatorRun(t, n, add)
+			operatorRun(t, n, policy, func(key string, d time.Duration) { add(key+suffix, d) })
 		}
 	}
 	t.Logf("all measurements took %s", time.Since(start).Round(time.Second))
-	writeResults(t, lifecycleMetrics(), samples)
+	writeResults(t, lifecycleMetrics(suffix), samples)
 }
+
+// noPolicySuffix names the figures of operator clusters without their NetworkPolicy.
+const noPolicySuffix = "_without_networkpolicy"
 
 // roles are the two members whose loss is timed apart: losing the leader adds an election.
 var roles = []string{"follower", "leader"}
@@ -154,8 +165,11 @@ func servingN(p *prober, n int) func() (bool, error) {
 
 // operatorRun times an n-member EtcdCluster to serving; with n=3 it then times, for a follower and
 // for the leader, the return of a deleted member pod and the replacement of a member whose PVC was lost.
-func operatorRun(t *testing.T, n int, add func(string, time.Duration)) {
-	withOperator(t, func(ns string, c *v1.EtcdCluster) { operatorRunIn(t, ns, c, n, add) })
+func operatorRun(t *testing.T, n int, policy bool, add func(string, time.Duration)) {
+	withOperator(t, func(ns string, c *v1.EtcdCluster) {
+		c.Spec.NetworkPolicy.Enabled = &policy
+		operatorRunIn(t, ns, c, n, add)
+	})
 }
 
 func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, add func(string, time.Duration)) {
@@ -290,7 +304,7 @@ type metricDef struct {
 	goal                          *float64
 }
 
-func lifecycleMetrics() []metricDef {
+func lifecycleMetrics(suffix string) []metricDef {
 	g, gReplace := goal, replaceGoal
 	serving := "every member pod Ready, answering a linearizable read through its own endpoint (one long-lived client each) and a ready endpoint of the client Service"
 	bare := "bare etcd pods written by hand (TLS on both ports, the operator's probes, static --initial-cluster over a headless Service, a client Service, one local-path PVC each)"
@@ -309,6 +323,12 @@ func lifecycleMetrics() []metricDef {
 				"the " + role + "'s pod of a converged 3-member EtcdCluster deleted until its new pod and the others are back to " + serving + "; baseline: " + bareRecovery(role), &g},
 			metricDef{"replace_member_pvc_lost_" + role, "bare_recovery_" + role, "s",
 				"PVC and pod of the " + role + " of a converged 3-member EtcdCluster deleted until 3 members (a new one in its place) are back to " + serving + "; baseline: the bare pod restart of the same role (" + bareRecovery(role) + "), as bare etcd has no automatic replacement to compare with", &gReplace})
+	}
+	for i := range defs {
+		if suffix != "" {
+			defs[i].metric += suffix
+			defs[i].notes = "the operator's clusters with spec.networkPolicy.enabled: false (no NetworkPolicy, as the bare baseline has none, so no member waits for its admission): " + defs[i].notes
+		}
 	}
 	return defs
 }

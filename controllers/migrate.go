@@ -273,6 +273,21 @@ func (p *pass) leaderEndpoint() (string, error) {
 	return p.endpoint(leader), nil
 }
 
+// oldSideAfterMigration says what is left to do on the old side once a take-over is complete.
+func oldSideAfterMigration(from *v1.MigrateFromSpec, mg *v1.Migration) string {
+	if !from.AdoptObjects {
+		return "Scale the old StatefulSet (or the old operator's cluster) to 0 and delete it and its volumes: its members are out of the cluster"
+	}
+	sts := from.StatefulSetName
+	switch mg.StatefulSetKept {
+	case v1.StatefulSetReplaced:
+		return fmt.Sprintf("The old members are out of the cluster, but StatefulSet %s was replaced by another object since it was checked before the take-over: the operator left it alone (status.migration.statefulSetKept: Replaced); delete it yourself if it runs the old members, and the old volumes and Services once you no longer need them", sts)
+	case v1.StatefulSetControlled:
+		return fmt.Sprintf("The old members are out of the cluster, but StatefulSet %s is controlled by another object, which would make it again: the operator left it alone (status.migration.statefulSetKept: Controlled); stop that controller's cluster yourself, and delete the old volumes and Services once you no longer need them", sts)
+	}
+	return fmt.Sprintf("The old members are out of the cluster and the operator deletes their StatefulSet %s (adoptObjects; status.migration.statefulSetDeleted); delete its volumes and Services once you no longer need them", sts)
+}
+
 // recordMigration sets the Migrated condition of a cluster with spec.bootstrap.migrateFrom, and
 // announces the end once, with where clients go now.
 func (p *pass) recordMigration(action planner.Action) {
@@ -281,20 +296,8 @@ func (p *pass) recordMigration(action planner.Action) {
 		return
 	}
 	if mg := c.Status.Migration; mg != nil && mg.Phase == v1.MigrationComplete {
-		msg := fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. Scale the old StatefulSet (or the old operator's cluster) to 0 and delete it and its volumes: its members are out of the cluster",
-			mg.ClusterID, c.Status.Endpoints.ClientService)
-		if sts := c.Spec.Bootstrap.MigrateFrom.StatefulSetName; c.Spec.Bootstrap.MigrateFrom.AdoptObjects {
-			msg = fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. The old members are out of the cluster and the operator deletes their StatefulSet %s (adoptObjects; status.migration.statefulSetDeleted); delete its volumes and Services once you no longer need them",
-				mg.ClusterID, c.Status.Endpoints.ClientService, sts)
-			switch mg.StatefulSetKept {
-			case v1.StatefulSetReplaced:
-				msg = fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. The old members are out of the cluster, but StatefulSet %s was replaced by another object since it was checked before the take-over: the operator left it alone (status.migration.statefulSetKept: Replaced); delete it yourself if it runs the old members, and the old volumes and Services once you no longer need them",
-					mg.ClusterID, c.Status.Endpoints.ClientService, sts)
-			case v1.StatefulSetControlled:
-				msg = fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. The old members are out of the cluster, but StatefulSet %s is controlled by another object, which would make it again: the operator left it alone (status.migration.statefulSetKept: Controlled); stop that controller's cluster yourself, and delete the old volumes and Services once you no longer need them",
-					mg.ClusterID, c.Status.Endpoints.ClientService, sts)
-			}
-		}
+		msg := fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. ", mg.ClusterID, c.Status.Endpoints.ClientService) +
+			oldSideAfterMigration(c.Spec.Bootstrap.MigrateFrom, mg)
 		if !meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionMigrated) {
 			p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.Migrated), msg)
 		}

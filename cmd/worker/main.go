@@ -46,7 +46,7 @@ func run(name string, args []string) int {
 			return backup.ExitRetryable
 		}
 		return backup.ExitOK
-	case "wait-peers":
+	case peerwait.Command:
 		command, err := peerwait.Main(ctx, args, os.Stdout)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "wait-peers:", err)

@@ -26,6 +26,9 @@ import (
 	"time"
 )
 
+// Command is the worker's subcommand that runs Main; member pods name it in their etcd container.
+const Command = "wait-peers"
+
 // DefaultLimit is shorter than the etcd retry it saves: waiting longer would cost more than it wins.
 const DefaultLimit = 5 * time.Second
 
@@ -64,7 +67,7 @@ func Wait(ctx context.Context, addrs []string, limit, interval time.Duration) st
 // for and returns the command to exec (the member's etcd), which runs whatever the peers did. A
 // signal during the wait (the pod is being deleted) returns no command.
 func Main(ctx context.Context, args []string, out io.Writer) ([]string, error) {
-	fs := flag.NewFlagSet("wait-peers", flag.ContinueOnError)
+	fs := flag.NewFlagSet(Command, flag.ContinueOnError)
 	fs.SetOutput(out)
 	limit := fs.Duration("limit", DefaultLimit, "give up and start the command after this long")
 	if err := fs.Parse(args); err != nil {

@@ -24,6 +24,7 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/peerwait"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 )
 
@@ -384,14 +385,11 @@ func peerWait(pod *corev1.Pod, c *v1.EtcdCluster, in MemberPodInput) {
 	}
 	copySelf, tools, mount := workerCopy(in.OperatorImage)
 	etcd := &pod.Spec.Containers[0]
-	etcd.Command = slices.Concat([]string{copiedWorker, PeerWaitCommand}, peers, []string{"--"}, etcd.Command)
+	etcd.Command = slices.Concat([]string{copiedWorker, peerwait.Command}, peers, []string{"--"}, etcd.Command)
 	etcd.VolumeMounts = append(etcd.VolumeMounts, mount)
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, copySelf)
 	pod.Spec.Volumes = append(pod.Spec.Volumes, tools)
 }
-
-// PeerWaitCommand is the worker's subcommand that starts etcd once a peer admits the member.
-const PeerWaitCommand = "wait-peers"
 
 // hostPort is the dial address of a peer URL (its host and port; the URL is the operator's own or
 // one etcd reported).

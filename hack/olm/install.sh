@@ -21,13 +21,36 @@ kubectl wait --for=condition=Established --timeout=60s -f "$chart/crds" >/dev/nu
 sed "s|@OPM_IMAGE@|$opm|" "$here/olm.yaml" | kubectl apply --server-side --force-conflicts -f - >/dev/null
 kubectl -n olm rollout status deploy/olm-operator --timeout=180s
 kubectl -n olm rollout status deploy/catalog-operator --timeout=180s
-# olm-operator installs packageserver from its CSV, like any operator
-for _ in $(seq 90); do
-  [ "$(kubectl -n olm get csv packageserver -o jsonpath='{.status.phase}' 2>/dev/null)" = Succeeded ] && break
-  sleep 2
-done
-kubectl -n olm wait csv/packageserver --for=jsonpath='{.status.phase}'=Succeeded --timeout=10s >/dev/null
-kubectl wait apiservice/v1.packages.operators.coreos.com --for=condition=Available --timeout=120s >/dev/null
+# olm-operator installs packageserver from its CSV, like any operator. On a loaded machine (the CI runs
+# this right after the chaos suite) a CSV can fail its install (a probe timing out marks it Failed) and
+# OLM's own retry of a failed CSV is slow, so the wait shows each phase it passes, re-creates the CSV
+# once if it has not succeeded in half the time, and prints what OLM says before giving up.
+csv_phase() { kubectl -n olm get csv packageserver -o jsonpath='{.status.phase} {.status.reason}: {.status.message}' 2>/dev/null; }
+packageserver_diagnostics() {
+  echo "olm-install: packageserver did not succeed; what OLM reports:" >&2
+  kubectl -n olm get csv,deploy,pods,apiservice/v1.packages.operators.coreos.com -o wide >&2 || true
+  kubectl -n olm get csv packageserver -o jsonpath='{range .status.conditions[*]}{.lastTransitionTime} {.phase} {.reason}: {.message}{"\n"}{end}' >&2 || true
+  kubectl -n olm get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 30 >&2 || true
+  kubectl -n olm logs deploy/olm-operator --tail=40 >&2 || true
+}
+wait_packageserver() { # seconds
+  local deadline=$(( $(date +%s) + $1 )) seen="" now
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    now=$(csv_phase)
+    [ "$now" = "$seen" ] || { echo "olm-install: packageserver ${now:-not created yet}"; seen=$now; }
+    case $now in Succeeded*) return 0 ;; esac
+    sleep 2
+  done
+  return 1
+}
+if ! wait_packageserver 150; then
+  echo "olm-install: packageserver not installed after 150 s; re-creating its CSV" >&2
+  kubectl -n olm delete csv packageserver --wait=true --timeout=60s >/dev/null || true
+  sed "s|@OPM_IMAGE@|$opm|" "$here/olm.yaml" | kubectl apply --server-side --force-conflicts -f - >/dev/null
+  wait_packageserver 150 || { packageserver_diagnostics; exit 1; }
+fi
+kubectl wait apiservice/v1.packages.operators.coreos.com --for=condition=Available --timeout=120s >/dev/null \
+  || { packageserver_diagnostics; exit 1; }
 
 # The monitoring API, CRDs only (no Prometheus): the bundle ships ServiceMonitors and a PrometheusRule,
 # and OLM fails an InstallPlan whose objects have no API on the cluster. OpenShift always has these.

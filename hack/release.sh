@@ -28,19 +28,17 @@ bundle_repo=$(awk '$1 == "IMAGE_TAG_BASE" {print $3}' Makefile)-bundle
 die() { echo "release: $*" >&2; exit 1; }
 semver='^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$'
 
-# add_to_channel CHANNEL NEW PREV RANGE: append NEW (replacing PREV) to CHANNEL's entries
-add_to_channel() {
-  local tmp; tmp=$(mktemp)
-  awk -v ch="$1" -v new="$pkg.v$2" -v prev="$pkg.v$3" -v range="$4" '
-    function emit() { if (inch && !done) { print "  - name: " new; print "    replaces: " prev; print "    skipRange: \x27" range "\x27"; done = 1 } }
-    /^- schema:/ { emit(); inch = 0 }
-    /^- schema: olm.channel$/ { chan = 1 }
-    /^  name: / && chan { inch = ($2 == ch); chan = 0 }
-    $0 ~ "^  - name: " new "$" && inch { die = 1 }
-    { print }
-    END { emit(); if (die) exit 3; if (!done) exit 2 }
-  ' "$template" > "$tmp" || { rc=$?; rm -f "$tmp"; [ $rc = 3 ] && die "$2 is already in channel $1"; die "no channel $1 in $template"; }
-  mv "$tmp" "$template"
+# shellcheck source=catalog-channel.sh
+. "$repo/hack/catalog-channel.sh"
+# channel_add CHANNEL NEW PREV RANGE: add_to_channel on our template, with the reason when it cannot
+channel_add() {
+  local rc=0
+  add_to_channel "$template" "$pkg" "$@" || rc=$?
+  case $rc in
+    0) ;;
+    3) die "$2 is already in channel $1" ;;
+    *) die "no channel $1 in $template" ;;
+  esac
 }
 
 if [ "${1:-}" = --promote-only ]; then
@@ -48,7 +46,7 @@ if [ "${1:-}" = --promote-only ]; then
   grep -q "^  - name: $pkg.v$v\$" "$template" || die "v$v was never cut"
   entry=$(awk -v n="$pkg.v$v" '$0 == "  - name: " n {p = 1; print; next} p && /^    / {print; next} {p = 0}' "$template" | head -3)
   prev=$(awk '$1 == "replaces:" {print $2}' <<<"$entry"); range=$(sed -n "s/^    skipRange: '\(.*\)'/\1/p" <<<"$entry")
-  add_to_channel stable "$v" "${prev#"$pkg.v"}" "$range"
+  channel_add stable "$v" "${prev#"$pkg.v"}" "$range"
   echo "release: v$v promoted to stable in $template; rebuild the catalog (make catalog-build)"
   exit 0
 fi
@@ -66,7 +64,7 @@ range=">=$oldest <$new"
 head=$(git rev-parse --short=7 HEAD)
 created=${RELEASE_CREATED_AT:-$(date -u +%Y-%m-%dT00:00:00Z)}
 
-for ch in candidate fast ${promote:+stable}; do add_to_channel "$ch" "$new" "$cur" "$range"; done
+for ch in candidate fast ${promote:+stable}; do channel_add "$ch" "$new" "$cur" "$range"; done
 sed -i -E "s/^(VERSION \?= ).*/\1$new/; s/^(RELEASES \?= .*)$/\1 $cur=$head/; s/^(BUNDLE_CREATED_AT \?= ).*/\1$created/" Makefile
 sed -i -E "s/^(  replaces: ).*/\1$pkg.v$cur/; s/^(    olm.skipRange: ).*/\1'$range'/" "$csv"
 printf -- '- schema: olm.bundle\n  image: %s:v%s\n' "$bundle_repo" "$new" >> "$template"

@@ -10,6 +10,10 @@
 #              every release and of this tree
 #              (served from a loopback registry), validated, written to catalog/etcd-autopilot/ and
 #              served by opm in the catalog image
+#   next       for the OLM e2e only: the catalog once more, plus a synthetic next release (this tree's
+#              bundle as version $NEXT_VERSION, default the next patch with "-e2e", replacing this
+#              version in the stable channel; same operator image), which an e2e publishes by pointing
+#              its CatalogSource at this catalog image: an operator upgrade to hold or let through
 #   scorecard  operator-sdk's scorecard-test image and the custom tests in scorecard/
 # OLM launches catalog, bundle and opm images itself and pulls any tag reference (policy Always), so
 # bundles and catalogs name images by digest; `build.sh load` creates those digest references.
@@ -88,13 +92,17 @@ release_images() {
 set_prev() { release_images "$PREV_VERSION" "$PREV_COMMIT"; }
 set_releases() { local r; for r in $RELEASES; do release_images "${r%%=*}" "${r#*=}"; done; }
 
+# shellcheck source=../catalog-channel.sh
+. "$repo/hack/catalog-channel.sh"
+
 CATALOG_DIR=
 rootfs_catalog() {
   rootfs_opm "$1"
   mkdir -p "$1/configs"; cp -r "$CATALOG_DIR"/. "$1/configs/"
 }
-# render_catalog ARCHIVE...: catalog/templates/*.yaml -> catalog/<package>/catalog.yaml, each bundle
-# tag reference in a template replaced by the digest of the bundle image built for it
+# render_catalog ARCHIVE...: $CATALOG_TEMPLATES/*.yaml -> $CATALOG_OUT/<package>/catalog.yaml, each
+# bundle tag reference in a template replaced by the digest of the bundle image built for it
+CATALOG_TEMPLATES=$repo/catalog/templates CATALOG_OUT=$repo/catalog
 render_catalog() {
   local port=$((20000 + RANDOM % 20000)) reg pid a ref tag d t out
   reg=127.0.0.1:$port
@@ -110,8 +118,8 @@ render_catalog() {
     "$BIN/crane" push "$d" "$reg/bundle:$tag" >/dev/null 2>&1
     seds+=(-e "s|$BUNDLE_REPO:$tag\$|$reg/bundle@${ref#*@}|")
   done
-  for t in "$repo"/catalog/templates/*.yaml; do
-    out=$repo/catalog/$(awk '$1 == "package:" {print $2; exit}' "$t")/catalog.yaml
+  for t in "$CATALOG_TEMPLATES"/*.yaml; do
+    out=$CATALOG_OUT/$(awk '$1 == "package:" {print $2; exit}' "$t")/catalog.yaml
     mkdir -p "$(dirname "$out")"
     sed "${seds[@]}" "$t" > "$stage/template.yaml"
     if grep -q "$BUNDLE_REPO:" "$stage/template.yaml"; then
@@ -128,24 +136,64 @@ render_catalog() {
   done
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
   trap 'rm -rf "$stage"' EXIT   # build.sh's own
-  "$BIN/opm" validate "$repo/catalog"
-  say "rendered and validated catalog/ from catalog/templates"
+  "$BIN/opm" validate "$CATALOG_OUT"
+  say "rendered and validated $CATALOG_OUT from $CATALOG_TEMPLATES"
+}
+bundle_version() { awk '$1 == "version:" && /^  version:/ {print $2}' "$1"/manifests/*.clusterserviceversion.yaml; }
+# catalog_bundles FN: the archives of every release's bundle and this tree's, after FN (which may add
+# more bundles) has run
+catalog_bundles() {
+  local n=${#BUILT[@]} i
+  set_releases; set_bundle; "$1"
+  CATALOG_BUNDLES=()
+  for ((i = n; i < ${#BUILT[@]}; i++)); do
+    [[ ${BUILT[i]} == "$BUNDLE_REPO:"* ]] && CATALOG_BUNDLES+=("${BUILT[i]#* }")
+  done
+}
+# catalog_image TAG: the catalog in $CATALOG_DIR served by opm
+catalog_image() {
+  # opm builds its cache at start (a few bundles: instant) in /tmp, writable by the non-root user; a
+  # cache built into the image would be owned by root here (mkimage writes every file as 0:0).
+  image "$CATALOG_REPO:$1" rootfs_catalog --entrypoint '["/bin/opm"]' \
+    --cmd '["serve","/configs","--cache-dir=/tmp/cache","--cache-enforce-integrity=false"]' --user 1001 \
+    --label operators.operatorframework.io.index.configs.v1=/configs
 }
 set_catalog() {
   "$TOOLS" opm crane grpc-health-probe >&2
-  local bundles=() n=${#BUILT[@]} i v
-  set_releases; set_bundle
-  for ((i = n; i < ${#BUILT[@]}; i++)); do
-    [[ ${BUILT[i]} == "$BUNDLE_REPO:"* ]] && bundles+=("${BUILT[i]#* }")
-  done
-  render_catalog "${bundles[@]}"
+  catalog_bundles true
+  render_catalog "${CATALOG_BUNDLES[@]}"
   CATALOG_DIR=$repo/catalog
-  v=$(awk '$1 == "version:" && /^  version:/ {print $2}' "$repo"/bundle/manifests/*.clusterserviceversion.yaml)
-  # opm builds its cache at start (a few bundles: instant) in /tmp, writable by the non-root user; a
-  # cache built into the image would be owned by root here (mkimage writes every file as 0:0).
-  image "$CATALOG_REPO:v$v" rootfs_catalog --entrypoint '["/bin/opm"]' \
-    --cmd '["serve","/configs","--cache-dir=/tmp/cache","--cache-enforce-integrity=false"]' --user 1001 \
-    --label operators.operatorframework.io.index.configs.v1=/configs
+  catalog_image "v$(bundle_version "$repo/bundle")"
+}
+
+# The synthetic next release: this tree's bundle renamed to $NEXT_VERSION, replacing this version.
+next_bundle() {
+  local cur operator next=$stage/next-bundle csv
+  cur=$(bundle_version "$repo/bundle")
+  operator=$(digest_ref "$(awk -v r="$OPERATOR_IMAGE" '$1 == r {print $2}' <<<"$(printf '%s\n' "${BUILT[@]}")" | tail -1)")
+  rm -rf "$next"; cp -r "$repo/bundle" "$next"
+  csv=$(echo "$next"/manifests/*.clusterserviceversion.yaml)
+  sed -i -E "s/^(  name: $NEXT_PKG\.v)$cur\$/\1$NEXT_VERSION/; s/^(  version: )$cur\$/\1$NEXT_VERSION/;
+    s/^(  replaces: ).*/\1$NEXT_PKG.v$cur/; /^    olm\.skipRange: /d" "$csv"
+  [ "$(bundle_version "$next")" = "$NEXT_VERSION" ] && grep -q "^  name: $NEXT_PKG.v$NEXT_VERSION\$" "$csv" ||
+    { echo "images: could not make the v$NEXT_VERSION bundle from $csv" >&2; exit 1; }
+  bundle_image "$next" "$OPERATOR_IMAGE" "$operator"
+}
+NEXT_PKG=etcd-autopilot
+set_next() {
+  "$TOOLS" opm crane grpc-health-probe >&2
+  local cur; cur=$(bundle_version "$repo/bundle")
+  NEXT_VERSION=${NEXT_VERSION:-${cur%.*}.$(( ${cur##*.} + 1 ))-e2e}
+  catalog_bundles next_bundle
+  CATALOG_TEMPLATES=$stage/next-templates CATALOG_OUT=$stage/next-catalog
+  mkdir -p "$CATALOG_TEMPLATES"; cp "$repo"/catalog/templates/*.yaml "$CATALOG_TEMPLATES/"
+  add_to_channel "$CATALOG_TEMPLATES/$NEXT_PKG.yaml" "$NEXT_PKG" stable "$NEXT_VERSION" "$cur" ||
+    { echo "images: cannot add v$NEXT_VERSION to the stable channel of catalog/templates/$NEXT_PKG.yaml" >&2; exit 1; }
+  printf -- '- schema: olm.bundle\n  image: %s:v%s\n' "$BUNDLE_REPO" "$NEXT_VERSION" >> "$CATALOG_TEMPLATES/$NEXT_PKG.yaml"
+  render_catalog "${CATALOG_BUNDLES[@]}"
+  CATALOG_DIR=$CATALOG_OUT
+  catalog_image "v$NEXT_VERSION"
+  CATALOG_TEMPLATES=$repo/catalog/templates CATALOG_OUT=$repo/catalog
 }
 
 rootfs_scorecard_test() {

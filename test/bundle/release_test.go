@@ -17,7 +17,7 @@ import (
 func TestReleaseScriptCutsTheNextVersion(t *testing.T) {
 	root := filepath.Join("..", "..")
 	dir := t.TempDir()
-	for _, f := range []string{"hack/release.sh", "Makefile", "catalog/templates/etcd-autopilot.yaml",
+	for _, f := range []string{"hack/release.sh", "hack/catalog-channel.sh", "Makefile", "catalog/templates/etcd-autopilot.yaml",
 		"config/manifests/bases/etcd-autopilot.clusterserviceversion.yaml"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {

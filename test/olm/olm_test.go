@@ -43,8 +43,9 @@ const (
 )
 
 var (
-	env                     *framework.Env
-	currentCSV, previousCSV string
+	env                              *framework.Env
+	currentCSV, previousCSV, nextCSV string
+	catalogImage, nextCatalogImage   string
 )
 
 func TestMain(m *testing.M) {
@@ -52,19 +53,20 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	image, cur, prev := os.Getenv("OLM_CATALOG_IMAGE"), os.Getenv("OLM_VERSION"), os.Getenv("OLM_PREV_VERSION")
-	if !strings.Contains(image, "@sha256:") || cur == "" || prev == "" {
-		fmt.Fprintln(os.Stderr, "olm e2e: set OLM_CATALOG_IMAGE (by digest), OLM_VERSION and OLM_PREV_VERSION: run make test-olm")
+	catalogImage, nextCatalogImage = os.Getenv("OLM_CATALOG_IMAGE"), os.Getenv("OLM_NEXT_CATALOG_IMAGE")
+	cur, prev, next := os.Getenv("OLM_VERSION"), os.Getenv("OLM_PREV_VERSION"), os.Getenv("OLM_NEXT_VERSION")
+	if !strings.Contains(catalogImage, "@sha256:") || !strings.Contains(nextCatalogImage, "@sha256:") || cur == "" || prev == "" || next == "" {
+		fmt.Fprintln(os.Stderr, "olm e2e: set OLM_CATALOG_IMAGE and OLM_NEXT_CATALOG_IMAGE (by digest), OLM_VERSION, OLM_PREV_VERSION and OLM_NEXT_VERSION: run make test-olm")
 		return 1
 	}
-	currentCSV, previousCSV = pkg+".v"+cur, pkg+".v"+prev
+	currentCSV, previousCSV, nextCSV = pkg+".v"+cur, pkg+".v"+prev, pkg+".v"+next
 	var err error
 	if env, err = framework.Setup("../.."); err != nil {
 		fmt.Fprintln(os.Stderr, "olm e2e:", err)
 		return 1
 	}
 	defer env.Close()
-	if err := createCatalogSource(image); err != nil {
+	if err := createCatalogSource(catalogNS, catalogName, catalogImage); err != nil {
 		fmt.Fprintln(os.Stderr, "olm e2e:", err)
 		return 1
 	}
@@ -84,10 +86,11 @@ func olmObject(version, kind, ns, name string) *unstructured.Unstructured {
 }
 
 // createCatalogSource serves the catalog image (by digest: OLM pulls tag references) and waits
-// until OLM reports its registry pod READY.
-func createCatalogSource(image string) error {
+// until OLM reports its registry pod READY. Applying it again with another image publishes that
+// catalog: OLM replaces the registry pod and resolves Subscriptions against the new content.
+func createCatalogSource(ns, name, image string) error {
 	ctx := context.Background()
-	cs := olmObject("v1alpha1", "CatalogSource", catalogNS, catalogName)
+	cs := olmObject("v1alpha1", "CatalogSource", ns, name)
 	cs.Object["spec"] = map[string]any{
 		"sourceType":    "grpc",
 		"image":         image,
@@ -107,7 +110,7 @@ func createCatalogSource(image string) error {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	return fmt.Errorf("CatalogSource %s/%s not READY after 3m: %v", catalogNS, catalogName, cs.Object["status"])
+	return fmt.Errorf("CatalogSource %s/%s not READY after 3m: %v", ns, name, cs.Object["status"])
 }
 
 type subscription struct {
@@ -115,6 +118,8 @@ type subscription struct {
 	targets     []string // nil: AllNamespaces
 	startingCSV string
 	manual      bool
+	// catalogNS/catalogName by default; a test that changes its catalog has one of its own
+	sourceNS, source string
 }
 
 // install creates the OperatorGroup and Subscription in s.ns, and registers the uninstall
@@ -140,6 +145,9 @@ func subscribe(t *testing.T, s subscription) {
 	sub := olmObject("v1alpha1", "Subscription", s.ns, pkg)
 	spec := map[string]any{"channel": channel, "name": pkg, "source": catalogName, "sourceNamespace": catalogNS,
 		"installPlanApproval": "Automatic"}
+	if s.source != "" {
+		spec["source"], spec["sourceNamespace"] = s.source, s.sourceNS
+	}
 	if s.manual {
 		spec["installPlanApproval"] = "Manual"
 	}
@@ -361,6 +369,10 @@ func TestInstallModes(t *testing.T) {
 		t.Run("UninstallReinstall", func(t *testing.T) {
 			t.Parallel()
 			testUninstallReinstall(t)
+		})
+		t.Run("UpgradeHeldWhileEtcdVersionChanges", func(t *testing.T) {
+			t.Parallel()
+			testUpgradeHeld(t)
 		})
 	})
 	if t.Failed() {
@@ -592,4 +604,145 @@ func pause(t *testing.T, c *v1.EtcdCluster, paused bool) {
 		}
 		return nil
 	})
+}
+
+// testUpgradeHeld proves the operator's OperatorCondition holds an OLM upgrade of itself while a
+// cluster it manages is mid etcd version change, and lets it through once the change is done. The
+// test has a catalog of its own, so that publishing the next release (this tree's bundle under the
+// next version, hack/images/olm.sh set next) reaches no other test.
+func testUpgradeHeld(t *testing.T) {
+	ns := env.NewNamespace(t, "olm-held-")
+	const source = "etcd-autopilot-held"
+	if err := createCatalogSource(ns, source, catalogImage); err != nil {
+		t.Fatal(err)
+	}
+	install(t, subscription{ns: ns, targets: []string{ns}, startingCSV: currentCSV, sourceNS: ns, source: source})
+	waitCSV(t, ns, currentCSV)
+	waitUpgradeable(t, ns, currentCSV, metav1.ConditionTrue, "NoOperationInProgress")
+
+	// Start a version change and pause the cluster once its first step is under way: it stays mid
+	// upgrade (Upgrading=True, members at two versions) for as long as the test needs.
+	c := env.CreateCluster(t, ns, 3, "3.6.16")
+	env.WaitConverged(t, c, 3, clusterTimeout)
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"version":"3.7.3"}}`))
+	if err := env.K8s.Patch(context.Background(), env.Get(t, c), patch); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitFor(t, "the version change under way", clusterTimeout, func() error {
+		if !meta.IsStatusConditionTrue(env.Get(t, c).Status.Conditions, v1.ConditionUpgrading) {
+			return fmt.Errorf("Upgrading is not True")
+		}
+		return nil
+	})
+	pause(t, c, true)
+	waitUpgradeable(t, ns, currentCSV, metav1.ConditionFalse, "EtcdVersionChangeInProgress")
+
+	// Publish the next release: OLM resolves it and creates its CSV, which waits in Pending.
+	if err := createCatalogSource(ns, source, nextCatalogImage); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitFor(t, "OLM holding "+nextCSV, installTimeout, func() error {
+		phase, reason, msg := csvPhase(t, ns, nextCSV)
+		if phase != "Pending" || reason != "OperatorConditionNotUpgradeable" {
+			return fmt.Errorf("%s is %s (%s: %s)", nextCSV, phase, reason, msg)
+		}
+		return nil
+	})
+	// Held, not merely slow: for a while the new CSV stays Pending and the installed operator runs.
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(3 * time.Second) {
+		if phase, reason, msg := csvPhase(t, ns, nextCSV); phase != "Pending" {
+			t.Fatalf("OLM went on with %s while the cluster is mid version change: %s (%s: %s)", nextCSV, phase, reason, msg)
+		}
+		if phase, _, _ := csvPhase(t, ns, currentCSV); phase != "Succeeded" {
+			t.Fatalf("the installed %s left Succeeded (%s) while the upgrade is held", currentCSV, phase)
+		}
+	}
+	if got := operatorConditionName(t, ns); got != currentCSV {
+		t.Fatalf("the operator Deployment already belongs to %s during the hold", got)
+	}
+
+	// Finish the version change: the operator lifts its condition and OLM proceeds.
+	pause(t, c, false)
+	framework.WaitFor(t, "every member at 3.7.3", clusterTimeout, func() error {
+		if s := env.Get(t, c).Status; s.CurrentVersion != "3.7.3" {
+			return fmt.Errorf("current version %s", s.CurrentVersion)
+		}
+		return nil
+	})
+	env.WaitConverged(t, c, 3, clusterTimeout)
+	uids := env.MemberPodUIDs(t, c)
+	waitCSV(t, ns, nextCSV)
+	framework.WaitFor(t, currentCSV+" replaced", installTimeout, func() error {
+		err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: currentCSV}, olmObject("v1alpha1", "ClusterServiceVersion", ns, currentCSV))
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("%s still there (%v)", currentCSV, err)
+	})
+	waitOperatorReady(t, ns)
+	if got := operatorConditionName(t, ns); got != nextCSV {
+		t.Fatalf("the operator Deployment belongs to %s, want %s", got, nextCSV)
+	}
+	// The new operator reports through its own OperatorCondition, and touches no member.
+	waitUpgradeable(t, ns, nextCSV, metav1.ConditionTrue, "NoOperationInProgress")
+	env.WaitConverged(t, c, 3, clusterTimeout)
+	if got := env.MemberPodUIDs(t, c); !mapsEqual(got, uids) {
+		t.Errorf("etcd pods changed during the operator upgrade: before %v, after %v", uids, got)
+	}
+}
+
+// csvPhase reads a CSV's phase, reason and message ("" for all while it does not exist).
+func csvPhase(t *testing.T, ns, csv string) (phase, reason, msg string) {
+	t.Helper()
+	u := olmObject("v1alpha1", "ClusterServiceVersion", ns, csv)
+	if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(u), u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "", ""
+		}
+		t.Fatal(err)
+	}
+	phase, _, _ = unstructured.NestedString(u.Object, "status", "phase")
+	reason, _, _ = unstructured.NestedString(u.Object, "status", "reason")
+	msg, _, _ = unstructured.NestedString(u.Object, "status", "message")
+	return phase, reason, msg
+}
+
+// waitUpgradeable waits until OLM's copy (status) of the Upgradeable condition the operator writes
+// on csv's OperatorCondition has status and reason.
+func waitUpgradeable(t *testing.T, ns, csv string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	framework.WaitFor(t, fmt.Sprintf("OperatorCondition %s Upgradeable=%s (%s)", csv, status, reason), clusterTimeout, func() error {
+		oc := olmObject("v2", "OperatorCondition", ns, csv)
+		if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(oc), oc); err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(oc.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] != "Upgradeable" {
+				continue
+			}
+			if m["status"] != string(status) || m["reason"] != reason {
+				return fmt.Errorf("Upgradeable=%v (%v: %v)", m["status"], m["reason"], m["message"])
+			}
+			return nil
+		}
+		return fmt.Errorf("no Upgradeable condition in status: %v", conds)
+	})
+}
+
+// operatorConditionName is the OperatorCondition OLM points the running operator Deployment at:
+// the CSV that owns it.
+func operatorConditionName(t *testing.T, ns string) string {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: deploymentName}, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "OPERATOR_CONDITION_NAME" {
+			return e.Value
+		}
+	}
+	return ""
 }

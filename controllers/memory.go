@@ -34,11 +34,13 @@ type clusterMemory struct {
 	client    *etcdclient.Client
 	tlsKey    string
 	endpoints []string
-	// source is the plain-text client of the old members of a cluster taken over into client TLS:
-	// one client per scheme (clientv3 picks one transport for all of a client's endpoints), and the
-	// operator's client certificate never goes to the old members.
+	// source is the client of the old members of a cluster being taken over: plain text into client
+	// TLS (one client per scheme: clientv3 picks one transport for all of a client's endpoints, and
+	// the operator's client certificate never goes to plain-text old members), or TLS verified per
+	// host from a cluster with TLS (migrateFrom.caSecret; sourceTLSKey as tlsKey).
 	source          *etcdclient.Client
 	sourceEndpoints []string
+	sourceTLSKey    string
 	// lastSight is when etcd last answered a pass.
 	lastSight time.Time
 	// compacted is the revision last compacted at, defragmented the members defragmented since
@@ -119,21 +121,26 @@ func (cm *clusterMemory) etcd(endpoints []string, tlsConfig *tls.Config, tlsKey 
 	return cl, nil
 }
 
-// sourceEtcd returns the plain-text client of the old members at endpoints.
-func (cm *clusterMemory) sourceEtcd(endpoints []string) (*etcdclient.Client, error) {
+// sourceEtcd returns the client of the old members at endpoints: plain text, or TLS with tlsConfig
+// (then redialed when its material changes, tlsKey, as etcd does).
+func (cm *clusterMemory) sourceEtcd(endpoints []string, tlsConfig *tls.Config, tlsKey string) (*etcdclient.Client, error) {
 	slices.Sort(endpoints)
-	if cm.source != nil {
+	if tlsConfig == nil {
+		tlsKey = ""
+	}
+	if cm.source != nil && cm.sourceTLSKey == tlsKey {
 		if !slices.Equal(cm.sourceEndpoints, endpoints) {
 			cm.source.SetEndpoints(endpoints...)
 			cm.sourceEndpoints = endpoints
 		}
 		return cm.source, nil
 	}
-	cl, err := etcdclient.New(endpoints, nil)
+	cm.closeSource()
+	cl, err := etcdclient.New(endpoints, tlsConfig)
 	if err != nil {
 		return nil, err
 	}
-	cm.source, cm.sourceEndpoints = cl, endpoints
+	cm.source, cm.sourceEndpoints, cm.sourceTLSKey = cl, endpoints, tlsKey
 	return cl, nil
 }
 

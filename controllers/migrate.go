@@ -27,7 +27,8 @@ func (p *pass) migrationInput() *planner.Migration {
 		return nil
 	}
 	from := c.Spec.Bootstrap.MigrateFrom
-	in := &planner.Migration{Endpoints: from.Endpoints, AuthEnabled: o.authEnabled, Quota: resources.Quota(c), StatefulSetProblem: o.oldStatefulSetProblem}
+	in := &planner.Migration{Endpoints: from.Endpoints, AuthEnabled: o.authEnabled, Quota: resources.Quota(c), StatefulSetProblem: o.oldStatefulSetProblem,
+		SourceCA: from.CASecret != ""}
 	if from.AdoptObjects {
 		in.StatefulSet = from.StatefulSetName
 	}
@@ -57,13 +58,16 @@ func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
 		// StatefulSet the preflight accepted (adoptObjects) is pinned by its UID in the same write, so
 		// the deletion at the end can only hit that object.
 		mg := &v1.Migration{Phase: v1.MigrationJoining, ClusterID: idString(o.clusterID), StartedAt: metav1.NewTime(p.now), StatefulSetUID: o.oldStatefulSetUID}
-		if resources.PeerTLS(c) {
-			mg.PeerTLS = v1.PeerTLSPlain // the members join in the old members' plain text
-		}
 		for _, m := range o.members {
 			mg.SourceMembers = append(mg.SourceMembers, v1.SourceMember{ID: idString(m.ID), Name: m.Name, PeerURLs: m.PeerURLs})
 		}
 		c.Status.Migration = mg
+		switch {
+		case resources.PeerTLS(c) && resources.SourcePeerTLS(c):
+			mg.PeerTLS = v1.PeerTLSUpdating // the members join over TLS; only the peer check is left to tighten
+		case resources.PeerTLS(c):
+			mg.PeerTLS = v1.PeerTLSPlain // the members join in the old members' plain text
+		}
 		if c.Status.ClusterToken == "" {
 			c.Status.ClusterToken = resources.ClusterToken(c)
 		}
@@ -243,10 +247,10 @@ func (o *observation) peerURLs() map[string]string {
 // peerTLSInput is the move of the peer URLs to TLS after a take-over, nil when there is none.
 func (p *pass) peerTLSInput() *planner.PeerTLSMove {
 	c := p.c
-	if resources.Migrating(c) || !resources.PlainPeerListener(c) || c.Status.Migration == nil {
+	if resources.Migrating(c) || !resources.PeerTLSUnsettled(c) || c.Status.Migration == nil {
 		return nil
 	}
-	return &planner.PeerTLSMove{Phase: c.Status.Migration.PeerTLS, Want: func(name string) string {
+	return &planner.PeerTLSMove{Phase: c.Status.Migration.PeerTLS, FromTLS: resources.SourcePeerTLS(c), Want: func(name string) string {
 		return naming.PeerURL(c.Name, c.Namespace, name, true)
 	}}
 }

@@ -1,11 +1,16 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,6 +25,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
@@ -125,6 +131,109 @@ func TestMigrationJoinsTheRunningClusterAndStopsWithoutQuorum(t *testing.T) {
 	}
 }
 
+// legacyCA is the CA of a running cluster with TLS everywhere, and a certificate of it that its
+// member serves and presents on 127.0.0.1.
+func legacyCA(t *testing.T) (caData, leaf map[string][]byte) {
+	t.Helper()
+	now := time.Now()
+	ca, caData, err := pki.NewCA("legacy etcd CA", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err = ca.Issue("legacy-member", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, pki.ServerAndClient, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf[pki.CACertKey] = caData[pki.CACertKey]
+	return caData, leaf
+}
+
+// A running etcd that requires certificates of its own CA from clients and peers: with
+// migrateFrom.caSecret the operator takes that CA over (its CA Secret holds it), reaches the running
+// member with a client certificate it issued from it, and joins its first member over TLS on the
+// peer port only, without the peer common-name check the old member's certificate would fail.
+func TestMigrationFromTLSTakesOverTheCA(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	caData, leaf := legacyCA(t)
+	info := etcdtest.TLSFiles(t, leaf)
+	src := etcdtest.StartTLSEverywhereMember(t, info, info)
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "legacy-ca", Namespace: ns}, Data: caData}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, ns, func(c *v1.EtcdCluster) {
+		c.Spec.Version = "3.6.16"
+		c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}
+		c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{src.ClientURL}, CASecret: "legacy-ca"}}
+	})
+
+	eventually(t, "the source recorded, its peers on TLS", func() error {
+		mg := get(t, c).Status.Migration
+		if mg == nil || len(mg.SourceMembers) != 1 || mg.PeerTLS != v1.PeerTLSUpdating {
+			return fmt.Errorf("status.migration %+v", mg)
+		}
+		return nil
+	})
+	own := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.CASecret(c.Name)}, own); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(own.Data[pki.CACertKey], caData[pki.CACertKey]) || !bytes.Equal(own.Data[pki.CAKeyKey], caData[pki.CAKeyKey]) {
+		t.Fatal("the cluster's CA Secret does not hold the running cluster's CA")
+	}
+	pair, err := tls.X509KeyPair(leaf[pki.CertKey], leaf[pki.PrivKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caData[pki.CACertKey])
+	cl, err := etcdclient.New([]string{src.ClientURL}, etcdclient.TLSConfigByHost(pair, pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	peerURL := naming.PeerURL(c.Name, ns, "demo-0", true)
+	eventually(t, "demo-0 a learner of the running cluster, on a TLS peer URL", func() error {
+		ms, _, err := cl.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if slices.Equal(m.PeerURLs, []string{peerURL}) && m.IsLearner {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", ms)
+	})
+	pod := &corev1.Pod{}
+	eventually(t, "the pod of demo-0", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pod)
+	})
+	args := strings.Join(pod.Spec.Containers[0].Args, " ")
+	for _, want := range []string{"--listen-peer-urls=https://0.0.0.0:2380 ", "--initial-advertise-peer-urls=" + peerURL, "--peer-client-cert-auth=true"} {
+		if !strings.Contains(args+" ", want) {
+			t.Errorf("demo-0 lacks %s: %s", want, args)
+		}
+	}
+	if strings.Contains(args, "--peer-cert-allowed-cn") {
+		t.Errorf("demo-0 checks the peer common name while old members are in: %s", args)
+	}
+	// Every certificate the operator issued for the cluster comes from the running cluster's CA.
+	ca, err := pki.LoadCA(caData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{naming.PeerSecret(c.Name), naming.ServerSecret(c.Name), naming.OperatorClientSecret(c.Name)} {
+		s := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+			t.Fatal(err)
+		}
+		if !ca.SignedBy(s.Data) {
+			t.Errorf("%s is not signed by the running cluster's CA", name)
+		}
+	}
+}
+
 // Sources the operator must not take over are refused with what to fix, and nothing is changed.
 func TestMigrationRefusals(t *testing.T) {
 	ctx := context.Background()
@@ -172,6 +281,65 @@ func TestMigrationRefusals(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil || sts.DeletionTimestamp != nil {
 			t.Fatalf("the refused StatefulSet was touched: %v %v", sts.DeletionTimestamp, err)
 		}
+	})
+
+	// Members that require peer certificates of their CA cannot be joined without it.
+	t.Run("peers on TLS without the CA", func(t *testing.T) {
+		ns := newNamespace(t)
+		_, leaf := legacyCA(t)
+		src := etcdtest.StartPeerTLSMember(t, etcdtest.TLSFiles(t, leaf), nil)
+		c := newCluster(t, ns, func(c *v1.EtcdCluster) {
+			migrating([]string{src.ClientURL})(c)
+			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}
+		})
+		waitMigratedReason(t, c, "MigrationRefused", "set spec.bootstrap.migrateFrom.caSecret")
+		if mg := get(t, c).Status.Migration; mg != nil {
+			t.Fatalf("a refused source was recorded: %+v", mg)
+		}
+	})
+	// The CA named is not there yet: nothing happens until it is, then the take-over goes on.
+	t.Run("the CA Secret missing", func(t *testing.T) {
+		ns := newNamespace(t)
+		caData, leaf := legacyCA(t)
+		info := etcdtest.TLSFiles(t, leaf)
+		src := etcdtest.StartTLSEverywhereMember(t, info, info)
+		c := newCluster(t, ns, func(c *v1.EtcdCluster) {
+			c.Spec.Version = "3.6.16"
+			c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{src.ClientURL}, CASecret: "legacy-ca"}}
+		})
+		eventually(t, "Degraded: the CA Secret is missing", func() error {
+			cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+			if cond == nil || cond.Reason != string(reason.MigrationRefused) || !strings.Contains(cond.Message, "Secret legacy-ca named in spec.bootstrap.migrateFrom.caSecret does not exist") {
+				return fmt.Errorf("Degraded: %+v", cond)
+			}
+			return nil
+		})
+		if mg := get(t, c).Status.Migration; mg != nil {
+			t.Fatalf("recorded without its CA: %+v", mg)
+		}
+		// A key that is not the CA's is refused the same way.
+		_, other, _ := pki.NewCA("other", time.Now())
+		bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "legacy-ca", Namespace: ns}, Data: map[string][]byte{pki.CACertKey: caData[pki.CACertKey], pki.CAKeyKey: other[pki.CAKeyKey]}}
+		if err := k8s.Create(ctx, bad); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "Degraded: the key is not the CA's", func() error {
+			cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+			if cond == nil || !strings.Contains(cond.Message, "is not the key of the CA certificate") {
+				return fmt.Errorf("Degraded: %+v", cond)
+			}
+			return nil
+		})
+		bad.Data[pki.CAKeyKey] = caData[pki.CAKeyKey]
+		if err := k8s.Update(ctx, bad); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the source recorded once the CA is there", func() error {
+			if mg := get(t, c).Status.Migration; mg == nil {
+				return fmt.Errorf("not recorded yet")
+			}
+			return nil
+		})
 	})
 
 	t.Run("older minor version", func(t *testing.T) {

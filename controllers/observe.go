@@ -50,6 +50,11 @@ type observation struct {
 	// secure is the client of the operator's own member pods; o.etcd may be another one, of the old
 	// members of a cluster taken over (one client per scheme).
 	secure *etcdclient.Client
+	// source is the client of the old members of a cluster being taken over, when they are reached
+	// apart from the operator's (the scheme differs, or their certificates are not the operator's);
+	// own are the client URLs of the operator's member pods.
+	source *etcdclient.Client
+	own    map[string]bool
 	// sourceAt is the endpoint of spec.bootstrap.migrateFrom each old member answered at.
 	sourceAt map[uint64]string
 	// authEnabled: a cluster about to be taken over has authentication on.
@@ -93,9 +98,11 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	o.volumeRefusal = p.observeVolumeClass(ctx, o.pvcs)
 
 	var endpoints, source, given []string
+	o.own = map[string]bool{}
 	for _, pod := range o.pods {
 		if ep := p.endpoint(pod); ep != "" {
 			endpoints = append(endpoints, ep)
+			o.own[ep] = true
 		}
 	}
 	migrating := resources.Migrating(c)
@@ -133,11 +140,19 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	} else {
 		// First: until the end of a take-over the old members hold the quorum, and learners of ours
 		// answer no member list.
-		cl, err := p.mem.sourceEtcd(slices.Clone(source))
+		var sourceTLS *tls.Config
+		if strings.HasPrefix(source[0], "https://") {
+			// The old members' certificates name their own hosts, not this cluster's Service.
+			if sourceTLS, err = p.sourceTLSConfig(ctx); err != nil {
+				return nil, err
+			}
+		}
+		cl, err := p.mem.sourceEtcd(slices.Clone(source), sourceTLS, tlsKey)
 		if err != nil {
 			o.etcdErr = err
 			return o, nil
 		}
+		o.source = cl
 		candidates = append(candidates, candidate{cl, len(source)})
 	}
 	if len(endpoints) > 0 {
@@ -229,9 +244,13 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	return o, nil
 }
 
-// at is the client to ask the member at endpoint ep alone: the operator's TLS client for its own
-// members, the one that answered otherwise (dialing one endpoint, clientv3 uses TLS for https only).
+// at is the client to ask the member at endpoint ep alone: the old members' client for an old
+// member of a cluster being taken over, the operator's TLS client for its own members, the one that
+// answered otherwise (dialing one endpoint, clientv3 uses TLS for https only).
 func (o *observation) at(ep string) *etcdclient.Client {
+	if o.source != nil && !o.own[ep] {
+		return o.source
+	}
 	if o.secure != nil && strings.HasPrefix(ep, "https://") {
 		return o.secure
 	}
@@ -344,6 +363,25 @@ func (p *pass) clientTLSConfig(ctx context.Context) (*tls.Config, string, error)
 		return nil, "", errors.New("operator client secret has no usable ca.crt")
 	}
 	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(p.c.Name, p.c.Namespace)), string(s.UID) + "/" + s.ResourceVersion, nil
+}
+
+// sourceTLSConfig is the operator's client TLS for the old members of a cluster taken over with
+// TLS: the same certificate (issued by that cluster's CA, migrateFrom.caSecret), each member verified
+// under the host or IP it is dialed at.
+func (p *pass) sourceTLSConfig(ctx context.Context) (*tls.Config, error) {
+	s, err := p.operatorClientSecret(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(s.Data[pki.CertKey], s.Data[pki.PrivKeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("load operator client certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(s.Data[pki.CACertKey]) {
+		return nil, errors.New("operator client secret has no usable ca.crt")
+	}
+	return etcdclient.TLSConfigByHost(pair, pool), nil
 }
 
 // memberNameFromPeerURLs recovers the member name from its peer URL host

@@ -98,6 +98,17 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		return &trustProblem{reason.CASecretMissing, fmt.Sprintf("the CA Secret %s is gone; the members keep serving with the certificates they have, and the operator issues and renews none "+
 			"(a new CA would not be trusted by the running members). Restore the Secret (ca.crt and ca.key) from your backup of it, "+
 			"or move the data to a new cluster from a backup (spec.bootstrap.restore)", caName), false}, nil
+	case apierrors.IsNotFound(err) && resources.SourceCASecret(c) != "":
+		var data map[string][]byte
+		var problem *trustProblem
+		if ca, data, problem, err = p.sourceCA(ctx); problem != nil || err != nil {
+			return problem, err
+		}
+		caSecret = resources.Secret(c, caName, data)
+		if err := p.r.Create(ctx, caSecret); err != nil {
+			return nil, fmt.Errorf("create CA secret: %w", err)
+		}
+		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.CACreated), "took over the running cluster's certificate authority %q from Secret %s (migrateFrom.caSecret): every certificate of this cluster is issued by it", ca.Cert.Subject.CommonName, resources.SourceCASecret(c))
 	case apierrors.IsNotFound(err):
 		var data map[string][]byte
 		ca, data, err = pki.NewCA(caCommonName(c), p.now)
@@ -200,6 +211,29 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 	}
 	p.recordExpiry(caSecret, leaves, live)
 	return nil, nil
+}
+
+// sourceCA reads the CA of a running cluster taken over with TLS (migrateFrom.caSecret, the user's
+// Secret: read past the cache, never written) and returns it with the data of the cluster's own CA
+// Secret: its certificate and key. A Secret that is missing or unusable blocks every action: a
+// member with certificates of another CA could not join the old ones.
+func (p *pass) sourceCA(ctx context.Context) (*pki.CA, map[string][]byte, *trustProblem, error) {
+	name := resources.SourceCASecret(p.c)
+	s := &corev1.Secret{}
+	err := p.r.apiReader.Get(ctx, client.ObjectKey{Namespace: p.c.Namespace, Name: name}, s)
+	if apierrors.IsNotFound(err) {
+		return nil, nil, &trustProblem{reason.MigrationRefused, fmt.Sprintf("Secret %s named in spec.bootstrap.migrateFrom.caSecret does not exist in namespace %s; "+
+			"create it with the running cluster's CA (ca.crt, ca.key); nothing was changed", name, p.c.Namespace), true}, nil
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read secret %s (migrateFrom.caSecret): %w", name, err)
+	}
+	ca, err := pki.LoadCA(s.Data)
+	if err != nil {
+		return nil, nil, &trustProblem{reason.MigrationRefused, fmt.Sprintf("Secret %s (migrateFrom.caSecret) cannot sign the new members' certificates: %v; "+
+			"it needs ca.crt (the CA certificate that signed the running members' certificates, first if several) and ca.key (its private key, PEM); nothing was changed", name, err), true}, nil
+	}
+	return ca, map[string][]byte{pki.CACertKey: ca.CertPEM, pki.CAKeyKey: s.Data[pki.CAKeyKey]}, nil, nil
 }
 
 func caCommonName(c *v1.EtcdCluster) string {

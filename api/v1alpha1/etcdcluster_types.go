@@ -11,6 +11,7 @@ import (
 // EtcdClusterSpec is the desired state of an etcd cluster.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.bootstrap) && !has(self.bootstrap) || has(oldSelf.bootstrap) && has(self.bootstrap) && self.bootstrap == oldSelf.bootstrap",message="bootstrap is immutable: it only describes how the cluster was first created"
 // +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.migrateFrom) || !has(self.tls) || (!has(self.tls.client) || self.tls.client != 'UserProvided') && (!has(self.tls.peer) || self.tls.peer != 'UserProvided')",message="bootstrap.migrateFrom takes tls.client and tls.peer OperatorManaged or Disabled: the operator moves a plain-text cluster to TLS with certificates of its own CA only"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.migrateFrom) || !has(self.bootstrap.migrateFrom.caSecret) || has(self.tls) && has(self.tls.client) && self.tls.client == 'OperatorManaged' && has(self.tls.peer) && self.tls.peer == 'OperatorManaged'",message="bootstrap.migrateFrom.caSecret takes tls.client and tls.peer OperatorManaged: the operator carries on the running cluster's CA, which signs every certificate of the cluster"
 // +kubebuilder:validation:XValidation:rule="int(self.version.split('.')[1]) >= int(oldSelf.version.split('.')[1]) - 1",message="downgrades go one minor version at a time (for example 3.7 -> 3.6, then 3.6 -> 3.5)"
 // +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.quotaBackendBytes) || self.etcd.quotaBackendBytes == 0 || !has(self.storage) || !has(self.storage.size) || !isQuantity(string(self.storage.size)) || quantity(string(self.storage.size)).asApproximateFloat() >= 1.25 * double(self.etcd.quotaBackendBytes)",message="etcd.quotaBackendBytes must leave a fifth of the volume free for the WAL, snapshots and defragmentation: set storage.size to at least 1.25 x quotaBackendBytes, or lower the quota"
 type EtcdClusterSpec struct {
@@ -335,26 +336,47 @@ type BootstrapSpec struct {
 	// MigrateFrom takes over a running etcd cluster with no downtime: the operator adds its own
 	// members to it one at a time as learners (they receive the data through raft), promotes each,
 	// moves leadership to one of them, then removes the old members one at a time. The cluster ID
-	// and every key and revision are kept. The running cluster is plain text; with spec.tls
-	// OperatorManaged the new members serve clients over TLS from the start, join in plain text, and
-	// move their peer URLs to TLS once the old members are gone (status.migration.peerTLS). See
-	// "Migrating an existing etcd" in the README for what to do on the old side.
+	// and every key and revision are kept. From a plain-text cluster, with spec.tls OperatorManaged
+	// the new members serve clients over TLS from the start, join in plain text, and move their peer
+	// URLs to TLS once the old members are gone (status.migration.peerTLS). From a cluster with TLS,
+	// migrateFrom.caSecret hands the operator its CA: the new members' certificates come from it, so
+	// old members, new members and existing clients trust each other throughout. See "Migrating an
+	// existing etcd" in the README for what to do on the old side.
 	// +optional
 	MigrateFrom *MigrateFromSpec `json:"migrateFrom,omitempty"`
 }
 
 // MigrateFromSpec says where the running cluster to take over is.
 // +kubebuilder:validation:XValidation:rule="(has(self.adoptObjects) && self.adoptObjects) == has(self.statefulSetName)",message="migrateFrom.adoptObjects and migrateFrom.statefulSetName go together: set adoptObjects: true and the name of the old members' StatefulSet in this namespace, or neither"
+// +kubebuilder:validation:XValidation:rule="!self.endpoints.exists(e, e.startsWith('https://')) || has(self.caSecret)",message="migrateFrom.endpoints served over TLS (https://) need migrateFrom.caSecret: the Secret with the running cluster's CA certificate and key (ca.crt, ca.key)"
 type MigrateFromSpec struct {
 	// Endpoints are client URLs of the running cluster (its members or a Service in front of them),
-	// http://host:port. The operator reads the member list through them, so one reachable member
-	// is enough; list several so a restarting member does not stall the migration.
+	// http://host:port, or https://host:port when it serves clients over TLS (with caSecret). The
+	// operator reads the member list through them, so one reachable member is enough; list several
+	// so a restarting member does not stall the migration.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=9
 	// +kubebuilder:validation:items:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.all(e, e.matches('^http://[a-zA-Z0-9]([-.a-zA-Z0-9]*[a-zA-Z0-9])?:[0-9]{1,5}$'))",message="migrateFrom.endpoints must be plain-text client URLs written http://host:port (for example http://etcd-0.etcd.default.svc:2379); a source served over TLS cannot be migrated yet"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.matches('^https?://[a-zA-Z0-9]([-.a-zA-Z0-9]*[a-zA-Z0-9])?:[0-9]{1,5}$'))",message="migrateFrom.endpoints must be client URLs written http://host:port or https://host:port (for example http://etcd-0.etcd.default.svc:2379)"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.startsWith('https://')) || self.all(e, e.startsWith('http://'))",message="migrateFrom.endpoints must all be http:// or all https://: one running cluster serves its clients one way"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Running cluster endpoints"
 	Endpoints []string `json:"endpoints"`
+	// CASecret names a Secret in this namespace with the CA of a running cluster that uses TLS
+	// (ca.crt and ca.key, PEM; an RSA, ECDSA or Ed25519 key). The operator copies it into the
+	// cluster's own CA Secret and issues every certificate of the new members and of its own client
+	// from it, so the old members accept them on the client and peer ports (their
+	// --trusted-ca-file and --peer-trusted-ca-file hold this CA), and clients with certificates of
+	// this CA keep working against the new members. Needed when the old members talk to each
+	// other or to clients over TLS; the old members' peer certificates must not be restricted to a
+	// common name or hostname the new members' certificates lack (--peer-cert-allowed-cn/-hostname).
+	// Once the old members are gone the new members are restarted one at a time with the peer
+	// check of an operator-run cluster. To move to a CA of the operator's own later, rotate the CA
+	// (annotation etcd.autopilot.dev/rotate-ca) once every client uses the operator's certificates.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="migrateFrom.caSecret must be the name of a Secret in this namespace: lowercase letters, digits, '-' and '.'"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Running cluster's CA Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
+	CASecret string `json:"caSecret,omitempty"`
 	// AdoptObjects lets the operator delete the StatefulSet that runs the old members
 	// (statefulSetName, in this namespace) once every old member is out of the cluster, so none of
 	// its pods comes back. Only a plain StatefulSet: one controlled by another object (an old
@@ -779,6 +801,9 @@ type Migration struct {
 	// port, and in plain text on port 2381, which they advertise); once the old members are gone, each
 	// member's peer URL is changed to TLS one at a time (Updating, recorded before the first change),
 	// and at Secured the members are restarted one at a time without the plain-text listener.
+	// Taken over from members whose peer URLs are already TLS, the operator's members join over TLS
+	// (Updating from the start, no plain-text listener) without the peer certificate common-name
+	// check, which the old members' certificates would fail; at Secured they are restarted with it.
 	// +optional
 	// +kubebuilder:validation:Enum=Plain;Updating;Secured
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Migration peer TLS"

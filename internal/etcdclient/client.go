@@ -457,6 +457,18 @@ func TLSConfig(cert tls.Certificate, roots *x509.CertPool, serverName string) *t
 	}
 }
 
+// TLSConfigByHost is the client TLS for etcd servers that are not the operator's (the members of a
+// running cluster being taken over): each is verified under the host name or IP it is dialed at,
+// which its certificate names.
+func TLSConfigByHost(cert tls.Certificate, roots *x509.CertPool) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      roots,
+		MinVersion:   pki.MinTLSVersion,
+		CipherSuites: pki.CipherSuites(),
+	}
+}
+
 // AuthEnabled says whether authentication is on: the operator holds no etcd user, so a cluster it
 // takes over must not require one.
 func (c *Client) AuthEnabled(ctx context.Context) (bool, error) {

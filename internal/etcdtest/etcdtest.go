@@ -97,6 +97,20 @@ func StartPeerTLSMember(t testing.TB, peerInfo transport.TLSInfo, configure func
 	return m
 }
 
+// StartTLSEverywhereMember starts a single-member cluster that requires TLS with client
+// certificates on its client port (clientInfo) and its peer port (peerInfo), as a cluster run with
+// its own CA does.
+func StartTLSEverywhereMember(t testing.TB, clientInfo, peerInfo transport.TLSInfo) *Member {
+	t.Helper()
+	m := NewMemberURLs(t, "tlsall0")
+	m.PeerURL = "https" + strings.TrimPrefix(m.PeerURL, "http")
+	m.ClientTLS, m.PeerTLS = &clientInfo, &peerInfo
+	if err := m.start(t, m.Name+"="+m.PeerURL, embed.ClusterStateFlagNew); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TLSFiles writes a leaf's Secret data (tls.crt, tls.key, ca.crt, as internal/pki issues it) to files
 // and returns the TLS configuration of an etcd listener that serves it and requires client certificates
 // from that CA.

@@ -3,6 +3,7 @@
 package pki
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -57,7 +58,9 @@ func CipherSuites() []uint16 {
 // CA is a certificate authority able to sign leaves.
 type CA struct {
 	Cert *x509.Certificate
-	Key  *ecdsa.PrivateKey
+	// Key is ECDSA for the CAs the operator makes; a CA taken over with a running cluster
+	// (migrateFrom.caSecret) may also have an RSA or Ed25519 key.
+	Key crypto.Signer
 	// CertPEM is the CA certificate as stored.
 	CertPEM []byte
 }
@@ -93,8 +96,9 @@ func NewCA(cn string, now time.Time) (*CA, map[string][]byte, error) {
 	return ca, map[string][]byte{CACertKey: certPEM, CAKeyKey: keyPEM}, nil
 }
 
-// LoadCA reads a CA from Secret data written by NewCA. During a CA rotation ca.crt is a bundle
-// whose first certificate is the CA of ca.key.
+// LoadCA reads a CA from Secret data written by NewCA, or by the user (a running cluster's CA: its
+// key in SEC 1, PKCS #1 or PKCS #8 PEM). During a CA rotation ca.crt is a bundle whose first
+// certificate is the CA of ca.key.
 func LoadCA(data map[string][]byte) (*CA, error) {
 	return loadCA(data, CACertKey, CAKeyKey)
 }
@@ -117,14 +121,38 @@ func loadCA(data map[string][]byte, certKey, keyKey string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse CA certificate: %w", err)
 	}
-	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	key, err := parseKey(kb)
 	if err != nil {
-		return nil, fmt.Errorf("parse CA key: %w", err)
+		return nil, fmt.Errorf("parse CA key %s: %w", keyKey, err)
 	}
 	if !cert.IsCA {
 		return nil, fmt.Errorf("%s is not a CA certificate", certKey)
 	}
+	if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(cert.PublicKey) {
+		return nil, fmt.Errorf("%s is not the key of the CA certificate in %s", keyKey, certKey)
+	}
 	return &CA{Cert: cert, Key: key, CertPEM: pem.EncodeToMemory(cb)}, nil
+}
+
+// parseKey reads a private key block as written by the operator (EC PRIVATE KEY) or by common CA
+// tools (RSA PRIVATE KEY, PRIVATE KEY).
+func parseKey(b *pem.Block) (crypto.Signer, error) {
+	switch b.Type {
+	case "EC PRIVATE KEY":
+		return x509.ParseECPrivateKey(b.Bytes)
+	case "RSA PRIVATE KEY":
+		return x509.ParsePKCS1PrivateKey(b.Bytes)
+	case "PRIVATE KEY":
+		k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := k.(crypto.Signer); ok {
+			return s, nil
+		}
+		return nil, fmt.Errorf("a %T cannot sign", k)
+	}
+	return nil, fmt.Errorf("PEM block %q is not a private key", b.Type)
 }
 
 // Bundle is a trust bundle (ca.crt) holding the certificates of cas, in order.

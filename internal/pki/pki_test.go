@@ -1,9 +1,15 @@
 package pki
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -127,5 +133,47 @@ func TestExpiryAndRotationTime(t *testing.T) {
 	}
 	if ca.NeedsRotation(now) || !ca.NeedsRotation(now.Add(caValidity-CARenewBefore+time.Hour)) {
 		t.Error("NeedsRotation is wrong about a fresh CA or one within CARenewBefore of expiry")
+	}
+}
+
+// A running cluster's CA (migrateFrom.caSecret) is often made by openssl or cfssl: RSA keys in
+// PKCS #1 or PKCS #8. The operator signs with it, and refuses a key that is not the certificate's.
+func TestLoadCATakesTheKeysOfCommonCATools(t *testing.T) {
+	now := time.Now()
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "legacy etcd CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour * 24 * 365), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &rsaKey.PublicKey, rsaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(rsaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, keyPEM := range map[string][]byte{
+		"PKCS #1": pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(rsaKey)}),
+		"PKCS #8": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}),
+	} {
+		ca, err := LoadCA(map[string][]byte{CACertKey: certPEM, CAKeyKey: keyPEM})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		leaf, err := ca.Issue("peer", []string{"*.etcd-peer.ns.svc"}, nil, ServerAndClient, now)
+		if err != nil {
+			t.Fatalf("%s: issue: %v", name, err)
+		}
+		if !ca.SignedBy(leaf) {
+			t.Errorf("%s: the issued certificate does not verify against the CA", name)
+		}
+	}
+	_, otherData, _ := NewCA("other", now)
+	if _, err := LoadCA(map[string][]byte{CACertKey: certPEM, CAKeyKey: otherData[CAKeyKey]}); err == nil || !strings.Contains(err.Error(), "is not the key of the CA certificate") {
+		t.Errorf("a key of another CA: got %v", err)
 	}
 }

@@ -28,6 +28,9 @@ type Migration struct {
 	// StatefulSet is migrateFrom.statefulSetName with adoptObjects: the old members' StatefulSet,
 	// deleted once they are out. StatefulSetProblem says why it cannot be (observed before the start).
 	StatefulSet, StatefulSetProblem string
+	// SourceCA: migrateFrom.caSecret is set, the operator issues its certificates from the running
+	// cluster's CA, so its members can join old members that talk TLS to each other.
+	SourceCA bool
 }
 
 const (
@@ -186,11 +189,37 @@ func preflight(in Input, e *Etcd) Action {
 			return refuse("member %s's database is %d bytes, too close to the quota of %d bytes the new members get: raise spec.storage.size (or spec.etcd.quotaBackendBytes), or compact and defragment the running cluster", displayName(m), m.DBSize, q)
 		}
 	}
+	if msg := peerSchemeRefusal(in.Migration, e.Members); msg != "" {
+		return refuse("%s", msg)
+	}
 	var names []string
 	for _, m := range e.Members {
 		names = append(names, displayName(m))
 	}
 	return Action{Kind: StartMigration, Reason: reason.Migrating, Message: fmt.Sprintf("taking over cluster %x (members %s)", e.ClusterID, strings.Join(names, ", "))}
+}
+
+// peerSchemeRefusal says why the operator's members cannot join members with these peer URLs, ""
+// if they can: they join plain-text peers in plain text, and TLS peers over TLS with certificates
+// of the running cluster's CA (mg.SourceCA), one scheme for the whole cluster.
+func peerSchemeRefusal(mg *Migration, members []EtcdMember) string {
+	var plain, secure string
+	for _, m := range members {
+		for _, u := range m.PeerURLs {
+			if strings.HasPrefix(u, "https://") {
+				secure = fmt.Sprintf("%s at %s", displayName(m), u)
+			} else {
+				plain = fmt.Sprintf("%s at %s", displayName(m), u)
+			}
+		}
+	}
+	switch {
+	case plain != "" && secure != "":
+		return fmt.Sprintf("the members' peer URLs mix plain text (%s) and TLS (%s): finish the running cluster's own move to peer TLS first", plain, secure)
+	case secure != "" && !mg.SourceCA:
+		return fmt.Sprintf("the members talk to each other over TLS (%s): set spec.bootstrap.migrateFrom.caSecret to a Secret with the running cluster's CA (ca.crt, ca.key), from which the operator issues its members' certificates", secure)
+	}
+	return ""
 }
 
 // podOf says whether name is a pod name of StatefulSet sts: sts-<ordinal>.

@@ -23,6 +23,16 @@ func source() Input {
 	return in
 }
 
+// peersOn gives every member of the source a peer URL in scheme.
+func peersOn(scheme string) func(*Input) {
+	return func(in *Input) {
+		for i := range in.Etcd.Members {
+			m := &in.Etcd.Members[i]
+			m.PeerURLs = []string{fmt.Sprintf("%s://%s:2380", scheme, m.Name)}
+		}
+	}
+}
+
 // started is source() once recorded.
 func started() Input {
 	return with(source(), func(in *Input) {
@@ -91,6 +101,22 @@ func TestDecideMigration(t *testing.T) {
 			in.Migration.StatefulSet, in.Migration.StatefulSetProblem = "old", "StatefulSet old is controlled by EtcdCluster legacy"
 		}), kind: Wait, reason: "MigrationRefused"},
 
+		// the peers' scheme: plain text is joined as it is, TLS only with the running cluster's CA
+		{name: "peers on TLS without the running cluster's CA", in: with(source(), peersOn("https")), kind: Wait, reason: "MigrationRefused"},
+		{name: "peers on TLS with the running cluster's CA", in: with(source(), func(in *Input) {
+			peersOn("https")(in)
+			in.Migration.SourceCA = true
+		}), kind: StartMigration, reason: "Migrating"},
+		{name: "peers on plain text with a CA (clients on TLS)", in: with(source(), func(in *Input) {
+			peersOn("http")(in)
+			in.Migration.SourceCA = true
+		}), kind: StartMigration, reason: "Migrating"},
+		{name: "peers mixing plain text and TLS", in: with(source(), func(in *Input) {
+			peersOn("https")(in)
+			member(in, "old-1").PeerURLs = []string{"http://old-1:2380"}
+			in.Migration.SourceCA = true
+		}), kind: Wait, reason: "MigrationRefused"},
+
 		// joining
 		{name: "the first member joins as a learner", in: started(), kind: AddLearner, members: []string{"c-0"}, reason: "Migrating"},
 		{name: "a recorded addition is finished", in: with(started(), func(in *Input) {
@@ -156,6 +182,22 @@ func TestDecideMigration(t *testing.T) {
 // TestMigrationWalk walks a whole migration, one decided step at a time, from a 3-member source into
 // 1 to 7 members: only old members are removed, never the leader, one at a time, and the migration
 // ends with the operator's members only, as many as spec.replicas.
+// A refusal over the peers' scheme says what to do about it.
+func TestPeerSchemeRefusalsSayWhatToDo(t *testing.T) {
+	noCA := Decide(with(source(), peersOn("https")))
+	if !strings.Contains(noCA.Message, "set spec.bootstrap.migrateFrom.caSecret") || !strings.Contains(noCA.Message, "https://old-") {
+		t.Errorf("TLS peers without a CA: %q", noCA.Message)
+	}
+	mixed := Decide(with(source(), func(in *Input) {
+		peersOn("https")(in)
+		member(in, "old-1").PeerURLs = []string{"http://old-1:2380"}
+		in.Migration.SourceCA = true
+	}))
+	if !strings.Contains(mixed.Message, "mix plain text (old-1 at http://old-1:2380) and TLS") {
+		t.Errorf("mixed peers: %q", mixed.Message)
+	}
+}
+
 func TestMigrationWalk(t *testing.T) {
 	for _, replicas := range []int32{1, 3, 5, 7} {
 		t.Run(fmt.Sprint(replicas), func(t *testing.T) {

@@ -16,6 +16,9 @@ type PeerTLSMove struct {
 	Phase string
 	// Want is the TLS peer URL of member name.
 	Want func(name string) string
+	// FromTLS: the old members talked TLS to each other, so the members joined over TLS and only
+	// the peer certificate check is left to turn on (at SecurePeers).
+	FromTLS bool
 }
 
 const (
@@ -43,6 +46,9 @@ func decidePeerTLS(in Input, e *Etcd) (Action, bool) {
 		}
 	}
 	if len(plain) == 0 {
+		if mv.FromTLS {
+			return Action{Kind: SecurePeers, Reason: reason.SecuringPeers, Message: "the old members are gone; restarting the members one at a time to accept only peer certificates of this cluster's peer name"}, true
+		}
 		return Action{Kind: SecurePeers, Reason: reason.SecuringPeers, Message: "every member's peer URL is TLS; restarting the members one at a time without their plain-text peer listener"}, true
 	}
 	if mv.Phase != "Updating" {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -40,8 +41,19 @@ func TestDecidePeerTLS(t *testing.T) {
 		{name: "no move while a learner catches up", in: with(migratedPlain("Updating"), func(in *Input) { member(in, "c-2").Learner = true; member(in, "c-2").Healthy = false }), kind: Wait},
 		{name: "the missing member is added first", in: with(migratedPlain("Updating"), func(in *Input) { in.Replicas = 4 }), kind: AddLearner, members: []string{"c-3"}},
 		{name: "nothing to move without a take-over", in: healthyCluster(3), kind: None},
+		{name: "taken over from TLS peers: only the peer check is left", in: with(migratedPlain("Updating"), func(in *Input) {
+			moved(in, "c-0", "c-1", "c-2")
+			in.PeerTLS.FromTLS = true
+		}), kind: SecurePeers, reason: "SecuringPeers"},
 	}
 	runDecideCases(t, cases)
+	fromTLS := Decide(with(migratedPlain("Updating"), func(in *Input) {
+		moved(in, "c-0", "c-1", "c-2")
+		in.PeerTLS.FromTLS = true
+	}))
+	if !strings.Contains(fromTLS.Message, "accept only peer certificates") {
+		t.Errorf("after a take-over from TLS peers: %q", fromTLS.Message)
+	}
 }
 
 // TestPeerTLSWalk moves every URL, one decided step at a time: each step leaves every other member's

@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"strings"
+
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
@@ -12,20 +14,60 @@ func Migrating(c *v1.EtcdCluster) bool {
 		(c.Status.Migration == nil || c.Status.Migration.Phase != v1.MigrationComplete)
 }
 
-// JoinPlainPeer says whether c's members join with a plain-text peer URL (naming.PlainPeerURL): c
-// takes over a plain-text cluster and ends with peer TLS, and old members are still in.
-func JoinPlainPeer(c *v1.EtcdCluster) bool {
-	return PeerTLS(c) && Migrating(c)
+// SourceCASecret is the Secret with the CA of a running cluster taken over with TLS
+// (migrateFrom.caSecret), "" when there is none.
+func SourceCASecret(c *v1.EtcdCluster) string {
+	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.MigrateFrom == nil {
+		return ""
+	}
+	return c.Spec.Bootstrap.MigrateFrom.CASecret
 }
 
-// PlainPeerListener says whether c's members also listen for peers in plain text on
-// naming.PlainPeerPort: from the start of a take-over into peer TLS until every member's peer URL
-// is TLS (status.migration.peerTLS Secured).
-func PlainPeerListener(c *v1.EtcdCluster) bool {
+// SourcePeerTLS says whether the cluster c took over talked TLS between its members: every old
+// member's peer URL, as recorded at the start of the take-over, is https. c's members then join over
+// TLS, with certificates of that cluster's CA (SourceCASecret).
+func SourcePeerTLS(c *v1.EtcdCluster) bool {
+	mg := c.Status.Migration
+	if mg == nil || len(mg.SourceMembers) == 0 {
+		return false
+	}
+	for _, m := range mg.SourceMembers {
+		for _, u := range m.PeerURLs {
+			if !strings.HasPrefix(u, "https://") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// PeerTLSUnsettled says whether c takes over a cluster, ends with peer TLS, and has not yet recorded
+// every member on a TLS peer URL (status.migration.peerTLS Secured).
+func PeerTLSUnsettled(c *v1.EtcdCluster) bool {
 	if !PeerTLS(c) || c.Spec.Bootstrap == nil || c.Spec.Bootstrap.MigrateFrom == nil {
 		return false
 	}
 	return c.Status.Migration == nil || c.Status.Migration.PeerTLS != v1.PeerTLSSecured
+}
+
+// JoinPlainPeer says whether c's members join with a plain-text peer URL (naming.PlainPeerURL): c
+// takes over a plain-text cluster and ends with peer TLS, and old members are still in.
+func JoinPlainPeer(c *v1.EtcdCluster) bool {
+	return Migrating(c) && PlainPeerListener(c)
+}
+
+// PlainPeerListener says whether c's members also listen for peers in plain text on
+// naming.PlainPeerPort: from the start of a take-over of a plain-text cluster into peer TLS until
+// every member's peer URL is TLS (status.migration.peerTLS Secured).
+func PlainPeerListener(c *v1.EtcdCluster) bool {
+	return PeerTLSUnsettled(c) && !SourcePeerTLS(c)
+}
+
+// PeerCommonNameCheck says whether c's members accept only peer certificates with the operator's
+// peer common name. Not while a cluster with peer TLS is taken over: the old members present
+// certificates of their own making, until they are gone and every peer URL is recorded TLS.
+func PeerCommonNameCheck(c *v1.EtcdCluster) bool {
+	return !(PeerTLSUnsettled(c) && SourcePeerTLS(c))
 }
 
 // MemberPeerURL is the peer URL a member of c is added with and advertises when it joins.

@@ -121,3 +121,50 @@ func TestTakeOverIntoPeerTLS(t *testing.T) {
 		}
 	}
 }
+
+// A take-over of a cluster whose members talk TLS to each other (migrateFrom.caSecret): members
+// join over TLS on the peer port only, without the peer common-name check the old members'
+// certificates would fail, and are rolled (a new ConfigHash) into that check once Secured.
+func TestTakeOverFromPeerTLS(t *testing.T) {
+	c := migratingSample()
+	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}
+	c.Spec.Bootstrap.MigrateFrom.CASecret = "legacy-ca"
+	tls := naming.PeerURL(c.Name, c.Namespace, "demo-1", true)
+	old := []v1.SourceMember{{ID: "65", Name: "old-0", PeerURLs: []string{"https://old-0.old-peer.ns.svc:2380"}}}
+	join := MemberPodInput{Member: "demo-1", Image: "i", InitialCluster: []string{"old-0", "demo-1"}, PeerURLs: map[string]string{"old-0": "https://old-0.old-peer.ns.svc:2380"}}
+	steps := []struct {
+		name      string
+		migration *v1.Migration
+		cnCheck   bool
+	}{
+		{"joining", &v1.Migration{Phase: v1.MigrationJoining, PeerTLS: v1.PeerTLSUpdating, SourceMembers: old}, false},
+		{"migrated", &v1.Migration{Phase: v1.MigrationComplete, PeerTLS: v1.PeerTLSUpdating, SourceMembers: old}, false},
+		{"secured", &v1.Migration{Phase: v1.MigrationComplete, PeerTLS: v1.PeerTLSSecured, SourceMembers: old}, true},
+	}
+	var hashes []string
+	for _, s := range steps {
+		c.Status.Migration = s.migration
+		args := MemberPod(c, join).Spec.Containers[0].Args
+		if got := argWith(args, "--initial-advertise-peer-urls="); got != "--initial-advertise-peer-urls="+tls {
+			t.Errorf("%s: %s, want %s", s.name, got, tls)
+		}
+		if got := argWith(args, "--listen-peer-urls="); got != "--listen-peer-urls=https://0.0.0.0:2380" {
+			t.Errorf("%s: %s, want TLS on the peer port only", s.name, got)
+		}
+		if got := argWith(args, "--peer-cert-allowed-cn="); (got != "") != s.cnCheck {
+			t.Errorf("%s: peer common-name check %q, want it %v", s.name, got, s.cnCheck)
+		}
+		if PlainPeerListener(c) || JoinPlainPeer(c) {
+			t.Errorf("%s: a plain-text peer listener", s.name)
+		}
+		hashes = append(hashes, ConfigHash(c))
+	}
+	if hashes[0] != hashes[1] || hashes[1] == hashes[2] {
+		t.Errorf("ConfigHash %v: must change only when the peer check is turned on", hashes)
+	}
+	// A cluster that never took one over hashes as before the check existed: nothing is rolled.
+	plain := sample()
+	if !PeerCommonNameCheck(plain) || !PeerCommonNameCheck(migratingSample()) {
+		t.Error("the peer common-name check is off outside a take-over from TLS peers")
+	}
+}

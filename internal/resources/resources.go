@@ -233,7 +233,7 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 			// The user's CA may sign their client certificates too; their CN is theirs to choose, but
 			// every peer certificate must cover the peer wildcard (pki.CheckUserCertificates).
 			args = append(args, "--peer-cert-allowed-hostname="+naming.PeerAllowedHostname(c.Name, c.Namespace))
-		} else {
+		} else if PeerCommonNameCheck(c) {
 			// One CA signs peer and client certificates: without this a client certificate (the Secret
 			// users mount) would be accepted on the peer port, where it could read membership and send
 			// raft messages. Every peer certificate ever issued carries this CN, so pods rolled one at a
@@ -491,7 +491,10 @@ func ConfigHash(c *v1.EtcdCluster) string {
 		UserTrust string `json:",omitempty"`
 		// PlainPeer rolls the members out of their plain-text peer listener once every peer URL is TLS.
 		PlainPeer bool `json:",omitempty"`
-	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, EtcdOptions(c), c.Spec.TLS, c.Status.TLS.TrustEpoch, c.Status.TLS.UserTrust, PlainPeerListener(c)})
+		// PeerCNUnchecked rolls them into the peer common-name check once the old members of a
+		// cluster taken over with peer TLS are gone.
+		PeerCNUnchecked bool `json:",omitempty"`
+	}{PodRevision, c.Spec.Image, c.Spec.Resources, c.Spec.PodTemplate, EtcdOptions(c), c.Spec.TLS, c.Status.TLS.TrustEpoch, c.Status.TLS.UserTrust, PlainPeerListener(c), !PeerCommonNameCheck(c)})
 	if err != nil {
 		panic(fmt.Sprintf("marshal pod configuration: %v", err))
 	}

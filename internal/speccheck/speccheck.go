@@ -9,6 +9,7 @@ package speccheck
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -83,6 +84,20 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 			add("spec.bootstrap.migrateFrom", "adoptObjects and statefulSetName go together: set adoptObjects: true and the name of the old members' StatefulSet in this namespace, or neither")
 		case c.Spec.TLS.Client == v1.TLSUserProvided || c.Spec.TLS.Peer == v1.TLSUserProvided:
 			add("spec.tls", "takes client and peer OperatorManaged or Disabled with bootstrap.migrateFrom: the operator moves a plain-text cluster to TLS with certificates of its own CA only")
+		case b.MigrateFrom.CASecret != "" && (c.Spec.TLS.Client != v1.TLSOperatorManaged || c.Spec.TLS.Peer != v1.TLSOperatorManaged):
+			add("spec.tls", "takes client and peer OperatorManaged with bootstrap.migrateFrom.caSecret: the operator carries on the running cluster's CA, which signs every certificate of the cluster")
+		}
+		https := 0
+		for _, e := range b.MigrateFrom.Endpoints {
+			if strings.HasPrefix(e, "https://") {
+				https++
+			}
+		}
+		switch {
+		case https > 0 && https < len(b.MigrateFrom.Endpoints):
+			add("spec.bootstrap.migrateFrom.endpoints", "must all be http:// or all https://: one running cluster serves its clients one way")
+		case https > 0 && b.MigrateFrom.CASecret == "":
+			add("spec.bootstrap.migrateFrom.caSecret", "is needed with endpoints served over TLS (https://): the Secret with the running cluster's CA certificate and key (ca.crt, ca.key)")
 		}
 	}
 	return out

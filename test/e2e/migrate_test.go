@@ -4,8 +4,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -40,6 +46,33 @@ type oldEtcd struct {
 	size   int
 	sts    string
 	labels map[string]string
+	// tls, when set: the old members require certificates of their own CA from clients and peers
+	tls *oldTLS
+}
+
+// oldTLS is the CA of an old etcd with TLS everywhere (in Secret oldCASecret, as a user hands it to
+// migrateFrom.caSecret) and the certificate its members serve and present (Secret "old-tls"), which
+// the test's clients present too.
+type oldTLS struct {
+	ca, leaf map[string][]byte
+}
+
+const oldCASecret = "old-ca"
+
+// clientConfig is a client TLS configuration with the old members' certificate, verifying servers
+// as serverName ("": the host dialed).
+func (o *oldTLS) clientConfig(t *testing.T, serverName string) *tls.Config {
+	t.Helper()
+	pair, err := tls.X509KeyPair(o.leaf[pki.CertKey], o.leaf[pki.PrivKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(o.ca[pki.CACertKey])
+	if serverName == "" {
+		return etcdclient.TLSConfigByHost(pair, pool)
+	}
+	return etcdclient.TLSConfig(pair, pool, serverName)
 }
 
 var oldLabels = map[string]string{"app": "old-etcd"}
@@ -49,15 +82,66 @@ var oldLabels = map[string]string{"app": "old-etcd"}
 // their stable DNS name as peer URL, which the new members resolve inside the cluster.
 func startOldEtcd(t *testing.T, ns string, size int) *oldEtcd {
 	t.Helper()
+	return startOldEtcdWith(t, ns, size, nil)
+}
+
+// startOldEtcdTLS is startOldEtcd with TLS everywhere from a CA of its own: client certificates
+// required on the client and the peer port. Its certificate names the pods' peer host names and,
+// since the operator of these tests dials pod IPs from the host, every address of the node's pod CIDR.
+func startOldEtcdTLS(t *testing.T, ns string, size int) *oldEtcd {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	ca, caData, err := pki.NewCA("legacy etcd CA", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue("legacy-etcd", []string{"*.old-peer." + ns + ".svc"}, podCIDRAddresses(t), pki.ServerAndClient, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf[pki.CACertKey] = caData[pki.CACertKey]
+	for name, data := range map[string]map[string][]byte{"old-tls": leaf, oldCASecret: caData} {
+		if err := env.K8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return startOldEtcdWith(t, ns, size, &oldTLS{ca: caData, leaf: leaf})
+}
+
+// podCIDRAddresses are the addresses of the (only) node's pod CIDR, at most 1024.
+func podCIDRAddresses(t *testing.T) []net.IP {
+	t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := env.K8s.List(context.Background(), nodes); err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("nodes: %v (%d)", err, len(nodes.Items))
+	}
+	prefix, err := netip.ParsePrefix(nodes.Items[0].Spec.PodCIDR)
+	if err != nil || prefix.Bits() < 22 || !prefix.Addr().Is4() {
+		t.Fatalf("pod CIDR %q: want an IPv4 /22 or smaller (%v)", nodes.Items[0].Spec.PodCIDR, err)
+	}
+	var ips []net.IP
+	for a := prefix.Masked().Addr(); prefix.Contains(a); a = a.Next() {
+		ips = append(ips, net.IP(a.AsSlice()))
+	}
+	return ips
+}
+
+func startOldEtcdWith(t *testing.T, ns string, size int, withTLS *oldTLS) *oldEtcd {
+	t.Helper()
 	ctx := context.Background()
 	image, err := versions.Image(versions.Default)
 	if err != nil {
 		t.Fatal(err)
 	}
+	scheme := "http"
+	if withTLS != nil {
+		scheme = "https"
+	}
 	host := func(i int) string { return fmt.Sprintf("old-%d.old-peer.%s.svc", i, ns) }
 	var initial []string
 	for i := 0; i < size; i++ {
-		initial = append(initial, fmt.Sprintf("old-%d=http://%s:%d", i, host(i), naming.PeerPort))
+		initial = append(initial, fmt.Sprintf("old-%d=%s://%s:%d", i, scheme, host(i), naming.PeerPort))
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "old-peer", Namespace: ns},
@@ -90,10 +174,10 @@ func startOldEtcd(t *testing.T, ns string, size int) *oldEtcd {
 						Args: []string{
 							"--name=$(POD_NAME)",
 							"--data-dir=/var/lib/etcd/data",
-							fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", naming.PeerPort),
-							fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", naming.ClientPort),
-							fmt.Sprintf("--advertise-client-urls=http://$(POD_IP):%d", naming.ClientPort),
-							fmt.Sprintf("--initial-advertise-peer-urls=http://$(POD_NAME).old-peer.%s.svc:%d", ns, naming.PeerPort),
+							fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", scheme, naming.PeerPort),
+							fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme, naming.ClientPort),
+							fmt.Sprintf("--advertise-client-urls=%s://$(POD_IP):%d", scheme, naming.ClientPort),
+							fmt.Sprintf("--initial-advertise-peer-urls=%s://$(POD_NAME).old-peer.%s.svc:%d", scheme, ns, naming.PeerPort),
 							"--initial-cluster=" + strings.Join(initial, ","),
 							"--initial-cluster-state=new",
 							"--initial-cluster-token=old-" + ns,
@@ -111,7 +195,16 @@ func startOldEtcd(t *testing.T, ns string, size int) *oldEtcd {
 			},
 		},
 	}
-	return launchOldEtcd(t, sts, size)
+	if withTLS != nil {
+		pod := &sts.Spec.Template.Spec
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "old-tls"}}})
+		ctr := &pod.Containers[0]
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: "/etc/etcd/tls", ReadOnly: true})
+		ctr.Args = append(ctr.Args,
+			"--cert-file=/etc/etcd/tls/tls.crt", "--key-file=/etc/etcd/tls/tls.key", "--trusted-ca-file=/etc/etcd/tls/ca.crt", "--client-cert-auth=true",
+			"--peer-cert-file=/etc/etcd/tls/tls.crt", "--peer-key-file=/etc/etcd/tls/tls.key", "--peer-trusted-ca-file=/etc/etcd/tls/ca.crt", "--peer-client-cert-auth=true")
+	}
+	return launchOldEtcd(t, sts, size, withTLS)
 }
 
 // The old pods pass the restricted Pod Security level the test namespaces enforce.
@@ -204,23 +297,23 @@ func startEtcdIOOperatorShape(t *testing.T, ns, name string, size int) *oldEtcd 
 			},
 		},
 	}
-	return launchOldEtcd(t, sts, size)
+	return launchOldEtcd(t, sts, size, nil)
 }
 
 // launchOldEtcd creates sts and waits until its members form a cluster.
-func launchOldEtcd(t *testing.T, sts *appsv1.StatefulSet, size int) *oldEtcd {
+func launchOldEtcd(t *testing.T, sts *appsv1.StatefulSet, size int, withTLS *oldTLS) *oldEtcd {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.K8s.Create(ctx, sts); err != nil {
 		t.Fatal(err)
 	}
-	o := &oldEtcd{ns: sts.Namespace, size: size, sts: sts.Name, labels: sts.Spec.Selector.MatchLabels}
+	o := &oldEtcd{ns: sts.Namespace, size: size, sts: sts.Name, labels: sts.Spec.Selector.MatchLabels, tls: withTLS}
 	framework.WaitFor(t, "the old etcd formed a cluster", 3*time.Minute, func() error {
 		eps, err := o.endpoints()
 		if err != nil || len(eps) < size {
 			return fmt.Errorf("%d of %d old pods running (%w)", len(eps), size, err)
 		}
-		cl := plainClient(t, eps)
+		cl := o.client(t, eps)
 		defer func() { _ = cl.Close() }()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -247,10 +340,23 @@ func (o *oldEtcd) endpoints() ([]string, error) {
 	var eps []string
 	for _, p := range pods.Items {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-			eps = append(eps, naming.EndpointForIP(p.Status.PodIP, false))
+			eps = append(eps, naming.EndpointForIP(p.Status.PodIP, o.tls != nil))
 		}
 	}
 	return eps, nil
+}
+
+// client is a client of the old members at endpoints: plain text, or with their certificate.
+func (o *oldEtcd) client(t *testing.T, endpoints []string) *clientv3.Client {
+	t.Helper()
+	if o.tls == nil {
+		return plainClient(t, endpoints)
+	}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: o.tls.clientConfig(t, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
 
 // scale sets the StatefulSet's replicas, as the user does on the old side.
@@ -303,6 +409,9 @@ func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd, tls v
 	if adopt {
 		c.Spec.Bootstrap.MigrateFrom.AdoptObjects, c.Spec.Bootstrap.MigrateFrom.StatefulSetName = true, o.sts
 	}
+	if o.tls != nil {
+		c.Spec.Bootstrap.MigrateFrom.CASecret = oldCASecret
+	}
 	if err := env.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -352,12 +461,13 @@ func checkOnlyNewMembers(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster, r
 	}
 }
 
-// A 3-member plain-text etcd is taken over by a 3-member EtcdCluster under a writer: no acknowledged
-// write lost, the cluster ID and the keys' revisions unchanged, the new members' data identical, the
-// old members out of the member list. Sources: a hand-written StatefulSet, taken over into TLS
-// everywhere (the writer moves from the old members in plain text to the new ones with a client
-// certificate once one of them votes); and etcd-io/etcd-operator's StatefulSet shape, kept in plain
-// text.
+// A 3-member etcd is taken over by a 3-member EtcdCluster under a writer: no acknowledged write
+// lost, the cluster ID and the keys' revisions unchanged, the new members' data identical, the old
+// members out of the member list. Sources: a hand-written plain-text StatefulSet, taken over into
+// TLS everywhere (the writer moves from the old members in plain text to the new ones with a client
+// certificate once one of them votes); etcd-io/etcd-operator's StatefulSet shape, kept in plain
+// text; and a hand-written StatefulSet with TLS everywhere from its own CA, whose CA the operator
+// takes over (migrateFrom.caSecret): the old clients' certificates still work at the end.
 func TestMigrateFromStatefulSet(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -369,6 +479,7 @@ func TestMigrateFromStatefulSet(t *testing.T) {
 	}{
 		{"hand-written StatefulSet into TLS, adopted", func(t *testing.T, ns string) *oldEtcd { return startOldEtcd(t, ns, 3) }, v1.TLSOperatorManaged, true},
 		{"etcd-io/etcd-operator shape", func(t *testing.T, ns string) *oldEtcd { return startEtcdIOOperatorShape(t, ns, "legacy", 3) }, v1.TLSDisabled, false},
+		{"hand-written StatefulSet with TLS everywhere, its CA taken over", func(t *testing.T, ns string) *oldEtcd { return startOldEtcdTLS(t, ns, 3) }, v1.TLSOperatorManaged, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -383,7 +494,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	ns := env.NewNamespace(t, "e2e-migrate-")
 	old := startSource(t, ns)
 	oldEps, _ := old.endpoints()
-	plain := plainClient(t, oldEps)
+	plain := old.client(t, oldEps)
 	t.Cleanup(func() { _ = plain.Close() })
 	cl := plain
 	seed := framework.PutKeys(t, cl, "/seed/", 1000)
@@ -463,6 +574,9 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	if adopt {
 		checkOldStatefulSetDeleted(t, c, old)
 	}
+	if old.tls != nil {
+		checkOldClientsKeepWorking(t, c, old.tls)
+	}
 	if tls != v1.TLSDisabled {
 		checkPeersTLSOnly(t, cl, c)
 		t.Logf("writer moved to the new members over TLS after %s; migrated after %s; peer URLs on TLS and plain-text listeners gone after %s",
@@ -470,6 +584,20 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	}
 	t.Logf("migrated in %s under a writer: %d writes acknowledged, %d attempts failed and retried, 0 lost; cluster %x, %d members, hashes %v",
 		took.Round(time.Second), len(acked), failed, clusterID, len(ours), hashes)
+}
+
+// checkOldClientsKeepWorking: a client with a certificate of the CA taken over (the old members'
+// own) writes and reads on the new members, over the client Service name their certificates carry.
+func checkOldClientsKeepWorking(t *testing.T, c *v1.EtcdCluster, o *oldTLS) {
+	t.Helper()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: env.PodEndpoints(t, c), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		TLS: o.clientConfig(t, naming.ClientServiceHost(c.Name, c.Namespace))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cl.Close() }()
+	keys := framework.PutKeys(t, cl, "/old-client/", 10)
+	framework.CheckKeys(t, cl, "/old-client/", keys)
 }
 
 // checkOldStatefulSetDeleted asserts the end of a take-over with adoptObjects: the old StatefulSet and

@@ -67,7 +67,7 @@ func PlainPeerListener(c *v1.EtcdCluster) bool {
 // peer common name. Not while a cluster with peer TLS is taken over: the old members present
 // certificates of their own making, until they are gone and every peer URL is recorded TLS.
 func PeerCommonNameCheck(c *v1.EtcdCluster) bool {
-	return !(PeerTLSUnsettled(c) && SourcePeerTLS(c))
+	return !PeerTLSUnsettled(c) || !SourcePeerTLS(c)
 }
 
 // MemberPeerURL is the peer URL a member of c is added with and advertises when it joins.

@@ -674,10 +674,13 @@ func testUpgradeHeld(t *testing.T) {
 	waitCSV(t, ns, nextCSV)
 	framework.WaitFor(t, currentCSV+" replaced", installTimeout, func() error {
 		err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: currentCSV}, olmObject("v1alpha1", "ClusterServiceVersion", ns, currentCSV))
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			return nil
+		case err != nil:
+			return err
 		}
-		return fmt.Errorf("%s still there (%v)", currentCSV, err)
+		return fmt.Errorf("%s still there", currentCSV)
 	})
 	waitOperatorReady(t, ns)
 	if got := operatorConditionName(t, ns); got != nextCSV {

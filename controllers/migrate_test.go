@@ -85,23 +85,7 @@ func TestMigrationJoinsTheRunningClusterAndStopsWithoutQuorum(t *testing.T) {
 		return nil
 	})
 	peerURL := naming.PeerURL(c.Name, ns, "demo-0", false)
-	eventually(t, "demo-0 a learner of the running cluster", func() error {
-		ms, _, err := cl.MemberList(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if slices.Contains(m.PeerURLs, peerURL) && m.IsLearner {
-				return nil
-			}
-		}
-		return fmt.Errorf("members %+v", ms)
-	})
-	pod := &corev1.Pod{}
-	eventually(t, "the pod of demo-0", func() error {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pod)
-	})
-	args := strings.Join(pod.Spec.Containers[0].Args, " ")
+	args := waitFirstLearner(t, cl, ns, peerURL)
 	if !strings.Contains(args, "--initial-cluster-state=existing") {
 		t.Fatalf("demo-0 does not join an existing cluster: %s", args)
 	}
@@ -129,6 +113,30 @@ func TestMigrationJoinsTheRunningClusterAndStopsWithoutQuorum(t *testing.T) {
 	if len(local) != 4 {
 		t.Fatalf("%d members as the survivor knows them, want the 3 old ones and the learner: %+v", len(local), local)
 	}
+}
+
+// waitFirstLearner waits until demo-0 is a learner of the running cluster cl reaches, added at
+// peerURL alone, and its pod is created; it returns the pod's etcd arguments.
+func waitFirstLearner(t *testing.T, cl *etcdclient.Client, ns, peerURL string) string {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, "demo-0 a learner of the running cluster at "+peerURL, func() error {
+		ms, _, err := cl.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if slices.Equal(m.PeerURLs, []string{peerURL}) && m.IsLearner {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", ms)
+	})
+	pod := &corev1.Pod{}
+	eventually(t, "the pod of demo-0", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pod)
+	})
+	return strings.Join(pod.Spec.Containers[0].Args, " ")
 }
 
 // legacyCA is the CA of a running cluster with TLS everywhere, and a certificate of it that its
@@ -193,23 +201,7 @@ func TestMigrationFromTLSTakesOverTheCA(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 	peerURL := naming.PeerURL(c.Name, ns, "demo-0", true)
-	eventually(t, "demo-0 a learner of the running cluster, on a TLS peer URL", func() error {
-		ms, _, err := cl.MemberList(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if slices.Equal(m.PeerURLs, []string{peerURL}) && m.IsLearner {
-				return nil
-			}
-		}
-		return fmt.Errorf("members %+v", ms)
-	})
-	pod := &corev1.Pod{}
-	eventually(t, "the pod of demo-0", func() error {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pod)
-	})
-	args := strings.Join(pod.Spec.Containers[0].Args, " ")
+	args := waitFirstLearner(t, cl, ns, peerURL)
 	for _, want := range []string{"--listen-peer-urls=https://0.0.0.0:2380 ", "--initial-advertise-peer-urls=" + peerURL, "--peer-client-cert-auth=true"} {
 		if !strings.Contains(args+" ", want) {
 			t.Errorf("demo-0 lacks %s: %s", want, args)

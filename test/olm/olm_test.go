@@ -255,6 +255,21 @@ func waitCSV(t *testing.T, ns, csv string) {
 	})
 }
 
+// waitCSVReplaced waits until OLM has deleted csv in ns, once the CSV that replaces it succeeded.
+func waitCSVReplaced(t *testing.T, ns, csv string) {
+	t.Helper()
+	framework.WaitFor(t, csv+" replaced", installTimeout, func() error {
+		err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: csv}, olmObject("v1alpha1", "ClusterServiceVersion", ns, csv))
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return fmt.Errorf("%s still there", csv)
+	})
+}
+
 // newCluster creates an EtcdCluster named "etcd" in ns.
 func newCluster(t *testing.T, ns string, replicas int32) *v1.EtcdCluster {
 	t.Helper()
@@ -505,16 +520,7 @@ func testUpgrade(t *testing.T) {
 
 	approve(t, ns, currentCSV)
 	waitCSV(t, ns, currentCSV)
-	framework.WaitFor(t, "the previous CSV replaced", installTimeout, func() error {
-		err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: previousCSV}, olmObject("v1alpha1", "ClusterServiceVersion", ns, previousCSV))
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		}
-		return fmt.Errorf("%s still there", previousCSV)
-	})
+	waitCSVReplaced(t, ns, previousCSV)
 	waitOperatorReady(t, ns)
 	if img := operatorImage(t, ns); img == oldImage {
 		t.Fatalf("the operator Deployment still runs the previous image %s", img)
@@ -672,16 +678,7 @@ func testUpgradeHeld(t *testing.T) {
 	env.WaitConverged(t, c, 3, clusterTimeout)
 	uids := env.MemberPodUIDs(t, c)
 	waitCSV(t, ns, nextCSV)
-	framework.WaitFor(t, currentCSV+" replaced", installTimeout, func() error {
-		err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: currentCSV}, olmObject("v1alpha1", "ClusterServiceVersion", ns, currentCSV))
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		}
-		return fmt.Errorf("%s still there", currentCSV)
-	})
+	waitCSVReplaced(t, ns, currentCSV)
 	waitOperatorReady(t, ns)
 	if got := operatorConditionName(t, ns); got != nextCSV {
 		t.Fatalf("the operator Deployment belongs to %s, want %s", got, nextCSV)

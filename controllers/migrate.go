@@ -302,6 +302,9 @@ func (p *pass) recordMigration(action planner.Action) {
 	if mg := c.Status.Migration; mg != nil && mg.Phase == v1.MigrationComplete {
 		msg := fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. ", mg.ClusterID, c.Status.Endpoints.ClientService) +
 			oldSideAfterMigration(c.Spec.Bootstrap.MigrateFrom, mg)
+		if ca := resources.SourceCASecret(c); ca != "" {
+			msg += fmt.Sprintf(". Client certificates of the running cluster's CA (from Secret %s) keep working; to move to a CA of the operator's own once every client uses Secret %s, annotate %s", ca, c.Status.Endpoints.ClientSecret, naming.AnnotationRotateCA)
+		}
 		if !meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionMigrated) {
 			p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.Migrated), msg)
 		}

@@ -571,6 +571,9 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	if !strings.Contains(cond.Message, naming.ClientServiceHost(c.Name, c.Namespace)) {
 		t.Fatalf("Migrated does not tell clients where to go: %s", cond.Message)
 	}
+	if old.tls != nil && !strings.Contains(cond.Message, naming.AnnotationRotateCA) {
+		t.Fatalf("Migrated does not say how to leave the CA taken over: %s", cond.Message)
+	}
 	if adopt {
 		checkOldStatefulSetDeleted(t, c, old)
 	}

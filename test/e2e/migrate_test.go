@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -699,6 +700,11 @@ func checkPeersTLSOnly(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
 			if strings.Contains(a, fmt.Sprintf(":%d", naming.PlainPeerPort)) {
 				t.Fatalf("pod %s still has a plain-text peer listener: %s", p.Name, a)
 			}
+		}
+		// Once the old members are gone, only this cluster's peer certificates are accepted (off
+		// while old members with certificates of their own were in, after a take-over from TLS).
+		if want := "--peer-cert-allowed-cn=" + naming.PeerCommonName(c.Name); !slices.Contains(p.Spec.Containers[0].Args, want) {
+			t.Fatalf("pod %s lacks %s: %v", p.Name, want, p.Spec.Containers[0].Args)
 		}
 		// A TLS server answers a plain-text request with 400 at most; the plain-text peer handler
 		// would serve /version.

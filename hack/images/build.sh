@@ -14,7 +14,7 @@
 #   etcd     = gcr.io/etcd-development/etcd:{v3.5.35,v3.6.16,v3.7.3}
 #   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0), from static bin/manager
 #              and bin/worker (cmd/worker: the backup and restore work)
-#   OLM sets (hack/images/olm.sh): olm, bundle, prev, releases, catalog, next, scorecard
+#   OLM sets (hack/images/olm.sh): olm, bundle, prev, releases, catalog, next, scorecard, olmv1
 # Archives: $IMAGES_CACHE/<name>-<tag>-<contenthash>.tar (default ~/.cache/etcd-autopilot/images),
 # outside the work tree, so a fresh clone on the same machine rebuilds nothing.
 # Env: IMG, CLUSTER_DIR (default <repo>/.cluster), IMAGES_CACHE, BIN (default <repo>/bin)
@@ -139,8 +139,8 @@ build_sets() {
   for s in "$@"; do
     case $s in
       all) set_system; set_etcd; set_operator; set_test ;;
-      system|etcd|operator|test|olm|bundle|prev|releases|catalog|next|scorecard) "set_$s" ;;
-      *) echo "images: unknown set $s (all|system|etcd|operator|test|olm|bundle|prev|releases|catalog|next|scorecard)" >&2; exit 2 ;;
+      system|etcd|operator|test|olm|bundle|prev|releases|catalog|next|scorecard|olmv1) "set_$s" ;;
+      *) echo "images: unknown set $s (all|system|etcd|operator|test|olm|bundle|prev|releases|catalog|next|scorecard|olmv1)" >&2; exit 2 ;;
     esac
   done
 }

@@ -14,3 +14,4 @@ LPP_IMAGE=localhost/local-path-provisioner:v0.0.37  # hack/tools/local-path-prov
 CSI_PROVISIONER_IMAGE=localhost/csi-provisioner:v5.3.0  # hack/tools/csi (csi-hostpath-expandable's sidecars)
 CSI_RESIZER_IMAGE=localhost/csi-resizer:v1.14.0
 MINIO_IMAGE=localhost/minio:RELEASE.2026-02-12T20-18-48Z  # hack/tools/minio (backup e2e tests, benchmarks: hack/minio)
+REGISTRY_IMAGE=localhost/crane-registry:v0.22.1     # hack/tools/crane (the image registry OLM v1 pulls from: hack/olmv1)

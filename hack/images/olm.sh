@@ -15,6 +15,8 @@
 #              version in the stable channel; same operator image), which an e2e publishes by pointing
 #              its CatalogSource at this catalog image: an operator upgrade to hold or let through
 #   scorecard  operator-sdk's scorecard-test image and the custom tests in scorecard/
+#   olmv1      OLM v1 (operator-controller and catalogd, hack/tools/operator-controller) and the image
+#              registry it pulls catalogs and bundles from on the local cluster (crane's)
 # OLM launches catalog, bundle and opm images itself and pulls any tag reference (policy Always), so
 # bundles and catalogs name images by digest; `build.sh load` creates those digest references.
 
@@ -194,6 +196,18 @@ set_next() {
   CATALOG_DIR=$CATALOG_OUT
   catalog_image "v$NEXT_VERSION"
   CATALOG_TEMPLATES=$repo/catalog/templates CATALOG_OUT=$repo/catalog
+}
+
+OLMV1_CONTROLLER_IMAGE=quay.io/operator-framework/operator-controller:v1.5.1
+OLMV1_CATALOGD_IMAGE=quay.io/operator-framework/catalogd:v1.5.1
+rootfs_olmv1_controller() { static_bin "$BIN/operator-controller"; cp -L "$BIN/operator-controller" "$1/"; }
+rootfs_olmv1_catalogd() { static_bin "$BIN/catalogd"; cp -L "$BIN/catalogd" "$1/"; }
+rootfs_registry() { static_bin "$BIN/crane"; mkdir -p "$1/usr/local/bin"; cp -L "$BIN/crane" "$1/usr/local/bin/"; }
+set_olmv1() {
+  "$TOOLS" operator-controller crane >&2
+  image "$OLMV1_CONTROLLER_IMAGE" rootfs_olmv1_controller --entrypoint '["/operator-controller"]' --user 65532:65532
+  image "$OLMV1_CATALOGD_IMAGE" rootfs_olmv1_catalogd --entrypoint '["/catalogd"]' --user 65532:65532
+  image "$REGISTRY_IMAGE" rootfs_registry --entrypoint '["/usr/local/bin/crane", "registry", "serve"]' --user 65532:65532
 }
 
 rootfs_scorecard_test() {

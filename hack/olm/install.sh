@@ -52,10 +52,5 @@ fi
 kubectl wait apiservice/v1.packages.operators.coreos.com --for=condition=Available --timeout=120s >/dev/null \
   || { packageserver_diagnostics; exit 1; }
 
-# The monitoring API, CRDs only (no Prometheus): the bundle ships ServiceMonitors and a PrometheusRule,
-# and OLM fails an InstallPlan whose objects have no API on the cluster. OpenShift always has these.
-crds=$(cd "$here/monitoring-crds" && go mod download -json github.com/prometheus-operator/prometheus-operator | jq -r .Dir)/example/prometheus-operator-crd
-for k in servicemonitors podmonitors prometheusrules; do
-  kubectl apply --server-side --force-conflicts -f "$crds/monitoring.coreos.com_$k.yaml" >/dev/null
-done
+"$here/monitoring-crds/install.sh"
 echo "OLM v0.42.0 is running (namespaces olm, operators); monitoring.coreos.com CRDs installed"

@@ -16,7 +16,7 @@ TOOLS_CACHE=${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-autopilot/tools}
 mkdir -p "$BIN" "$TOOLS_CACHE"
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 # sum.golang.org, as reached through this proxy, has no entries for some modules.
-export GONOSUMDB=${GONOSUMDB:-github.com/rancher/local-path-provisioner,sigs.k8s.io/cri-tools}
+export GONOSUMDB=${GONOSUMDB:-github.com/rancher/local-path-provisioner,sigs.k8s.io/cri-tools,github.com/operator-framework/operator-controller}
 
 K8S_VERSION=v1.34.4
 K8S_DATE=2026-02-10T12:53:36Z   # the module's time on the proxy (its .info carries no commit)
@@ -90,6 +90,13 @@ build_olm() {
   gobuild -tags json1 -ldflags "-s -w -X $M/pkg/version.OLMVersion=v0.42.0" -o "$1/" \
     $M/cmd/olm $M/cmd/catalog $M/cmd/package-server $M/cmd/copy-content $M/util/cpb
 }
+# OLM v1: operator-controller and catalogd (one module, one release); their manifests are the release's own
+# rendered ones (hack/olmv1/render.sh)
+build_operator_controller() {
+  local M=github.com/operator-framework/operator-controller
+  gobuild -tags containers_image_openpgp -ldflags "-s -w -X $M/internal/shared/version.version=v1.5.1" -o "$1/" \
+    $M/cmd/operator-controller $M/cmd/catalogd
+}
 # OLM's registry pods probe the catalog with grpc_health_probe, so the catalog image carries it
 build_grpc_health_probe() { gobuild -ldflags "-s -w" -o "$1/grpc_health_probe" github.com/grpc-ecosystem/grpc-health-probe; }
 
@@ -144,7 +151,7 @@ build_promtool() {
   gobuild -ldflags "-s -w" -o "$1/promql-names" ./promql-names
 }
 
-usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|netpol|csi|minio|promtool}..." >&2; exit 2; }
+usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|netpol|csi|minio|promtool|operator-controller}..." >&2; exit 2; }
 [ $# -gt 0 ] || usage
 for t in "$@"; do
   case $t in
@@ -154,6 +161,7 @@ for t in "$@"; do
     etcd-v3.5|etcd-v3.7) BIN=$BIN/$t ensure "$t" etcd etcdctl etcdutl ;;
     controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm) ensure "$t" "$t" ;;
     olm) ensure olm olm catalog package-server copy-content cpb ;;
+    operator-controller) ensure operator-controller operator-controller catalogd ;;
     grpc-health-probe) ensure grpc-health-probe grpc_health_probe ;;
     helm) ensure helm helm ;;
     scorecard-test) ensure scorecard-test scorecard-test ;;

@@ -77,6 +77,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code and docs/conditions-and-ev
 verify-generated: manifests generate ## Fail if generated files differ from what is committed.
 	@git diff --exit-code -- api config docs/conditions-and-events.md || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
 	@hack/olm/render.sh --check
+	@hack/olmv1/render.sh --check
 
 .PHONY: fmt
 fmt:
@@ -125,7 +126,7 @@ chaos: envtest-assets cluster-up cluster-load ## A chaos soak for DURATION (defa
 	$(CHAOS_ENV) CHAOS_DURATION=$(DURATION) CHAOS_RESULTS=$(CURDIR)/bench/results go test -tags e2e ./test/chaos/ -run '^TestChaos$$' -count=1 -timeout 4h -v
 
 .PHONY: test
-test: verify-generated vet lint test-unit test-e2e test-chaos verify-bundle test-olm scorecard ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM e2e, scorecard.
+test: verify-generated vet lint test-unit test-e2e test-chaos verify-bundle test-olm scorecard test-olmv1 ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM v0 e2e, scorecard, OLM v1 e2e.
 
 ##@ Bundle (OLM)
 
@@ -204,6 +205,26 @@ test-olm: olm-install catalog-load ## e2e through OLM: every install mode, upgra
 scorecard: olm-install catalog-load ## operator-sdk scorecard (basic, olm and our own suites) against the operator installed through OLM.
 	$(OLM_IMAGES_ENV) hack/images/build.sh load scorecard
 	CLUSTER_DIR=$(CLUSTER_DIR) hack/olm/scorecard.sh $(CATALOG_REF) etcd-autopilot.v$(VERSION)
+
+.PHONY: olmv1-manifests
+olmv1-manifests: ## Re-render hack/olmv1/olmv1.yaml from operator-controller's release manifests; after changing hack/olmv1/kustomization.yaml or the module.
+	hack/olmv1/render.sh
+
+.PHONY: olmv1-install
+olmv1-install: cluster-up ## Install OLM v1 (operator-controller + catalogd v1.5.1, built from source) and an in-cluster image registry into the local cluster.
+	$(OLM_IMAGES_ENV) hack/images/build.sh load olmv1
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/olmv1/install.sh
+
+.PHONY: olmv1-publish
+olmv1-publish: olmv1-install catalog-load ## Push the catalog and bundle images (this release, earlier ones, the e2e's next one) into the OLM v1 registry.
+	$(OLM_IMAGES_ENV) NEXT_VERSION=$(NEXT_VERSION) hack/images/build.sh list catalog next | grep -E -- '-(bundle|catalog):' | sort -u | \
+	  CLUSTER_DIR=$(CLUSTER_DIR) hack/olmv1/publish.sh
+
+.PHONY: test-olmv1
+test-olmv1: olmv1-publish ## e2e through OLM v1: AllNamespaces from the previous release, two upgrades through the catalog, uninstall with clusters serving, Single/OwnNamespace via watchNamespace.
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig OLMV1_CATALOG_IMAGE=$(CATALOG_REF) OLMV1_NEXT_CATALOG_IMAGE=$(NEXT_CATALOG_REF) \
+	  OLM_VERSION=$(VERSION) OLM_PREV_VERSION=$(PREV_VERSION) OLM_NEXT_VERSION=$(NEXT_VERSION) \
+	  go test -tags e2e ./test/olmv1/ -count=1 -timeout 20m -v $(E2E_ARGS)
 
 ##@ Deployment
 

@@ -24,6 +24,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,9 +48,10 @@ type Env struct {
 	root       string
 }
 
-// Setup connects to the cluster of $KUBECONFIG, installs the CRDs of this tree and builds the
-// manager. repoRoot is the path of the repository root from the calling test's directory.
-func Setup(repoRoot string) (*Env, error) {
+// Connect connects to the cluster of $KUBECONFIG and changes nothing on it: for suites whose
+// CRDs come from an installer (OLM v1 refuses CRDs it did not create). repoRoot is the path of the
+// repository root from the calling test's directory.
+func Connect(repoRoot string) (*Env, error) {
 	e := &Env{Kubeconfig: os.Getenv("KUBECONFIG"), root: repoRoot}
 	if e.Kubeconfig == "" {
 		return nil, fmt.Errorf("KUBECONFIG must point at the local cluster (make cluster-up; source .cluster/env.sh)")
@@ -61,7 +63,18 @@ func Setup(repoRoot string) (*Env, error) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1.AddToScheme(scheme)
+	_ = apiextensionsv1.AddToScheme(scheme)
 	if e.K8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Setup connects to the cluster of $KUBECONFIG, installs the CRDs of this tree and builds the
+// manager. repoRoot is the path of the repository root from the calling test's directory.
+func Setup(repoRoot string) (*Env, error) {
+	e, err := Connect(repoRoot)
+	if err != nil {
 		return nil, err
 	}
 	install := exec.Command("kubectl", "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "crd"))

@@ -10,16 +10,15 @@ package olm
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -276,44 +274,17 @@ func newCluster(t *testing.T, ns string, replicas int32) *v1.EtcdCluster {
 	return env.CreateCluster(t, ns, replicas, "3.6.16")
 }
 
-// untouched asserts that no operator has acted on c: no status, no finalizer, no member pods.
-func untouched(t *testing.T, c *v1.EtcdCluster) {
-	t.Helper()
-	got := env.Get(t, c)
-	pods := &corev1.PodList{}
-	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.Phase != "" || len(got.Finalizers) > 0 || len(pods.Items) > 0 {
-		t.Fatalf("EtcdCluster %s/%s outside the target namespaces was reconciled: phase=%q finalizers=%v pods=%d",
-			c.Namespace, c.Name, got.Status.Phase, got.Finalizers, len(pods.Items))
-	}
-}
-
 // canList reports whether the operator's ServiceAccount (in opNS) may list pods in ns.
 func canList(t *testing.T, opNS, ns string) bool {
 	t.Helper()
-	return can(t, opNS, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "pods"})
+	return env.ServiceAccountCan(t, opNS, serviceAccount, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "pods"})
 }
 
 // canTakeLease says whether the operator installed in opNS may create a Lease in ns: leader
 // election needs that in opNS only, in every install mode.
 func canTakeLease(t *testing.T, opNS, ns string) bool {
 	t.Helper()
-	return can(t, opNS, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "coordination.k8s.io", Resource: "leases"})
-}
-
-func can(t *testing.T, opNS string, attrs authorizationv1.ResourceAttributes) bool {
-	t.Helper()
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:               "system:serviceaccount:" + opNS + ":" + serviceAccount,
-		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + opNS},
-		ResourceAttributes: &attrs,
-	}}
-	if err := env.K8s.Create(context.Background(), sar); err != nil {
-		t.Fatal(err)
-	}
-	return sar.Status.Allowed
+	return env.ServiceAccountCan(t, opNS, serviceAccount, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "coordination.k8s.io", Resource: "leases"})
 }
 
 // checkScoped installs with targets, then proves the operator acts exactly there: a cluster in
@@ -332,7 +303,7 @@ func checkScoped(t *testing.T, opNS string, targets []string) {
 		env.WaitConverged(t, c, 1, clusterTimeout)
 	}
 	// The operator has had every chance to see the stray cluster by now: its targets converged.
-	untouched(t, stray)
+	env.Untouched(t, stray)
 	for _, ns := range targets {
 		if !canList(t, opNS, ns) {
 			t.Errorf("the operator may not list pods in its target namespace %s", ns)
@@ -432,73 +403,6 @@ func waitNoForeignClusters(t *testing.T, timeout time.Duration) {
 	})
 }
 
-// availability samples the cluster's Available condition every second until stopped.
-type availability struct {
-	stop chan struct{}
-	done chan struct{}
-	mu   sync.Mutex
-	lost []string
-}
-
-func watchAvailable(c *v1.EtcdCluster) *availability {
-	a := &availability{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-a.stop:
-				return
-			case <-tick.C:
-			}
-			cur := &v1.EtcdCluster{}
-			if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), cur); err != nil {
-				continue
-			}
-			if cond := meta.FindStatusCondition(cur.Status.Conditions, v1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionTrue {
-				a.mu.Lock()
-				a.lost = append(a.lost, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), cond))
-				a.mu.Unlock()
-			}
-		}
-	}()
-	return a
-}
-
-func (a *availability) finish() []string {
-	close(a.stop)
-	<-a.done
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.lost
-}
-
-// operatorImage is the image of the operator Deployment in ns.
-func operatorImage(t *testing.T, ns string) string {
-	t.Helper()
-	d := &appsv1.Deployment{}
-	if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: deploymentName}, d); err != nil {
-		t.Fatal(err)
-	}
-	return d.Spec.Template.Spec.Containers[0].Image
-}
-
-// waitOperatorReady waits until the operator Deployment in ns has rolled out completely.
-func waitOperatorReady(t *testing.T, ns string) {
-	t.Helper()
-	framework.WaitFor(t, "operator Deployment rolled out", installTimeout, func() error {
-		d := &appsv1.Deployment{}
-		if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: deploymentName}, d); err != nil {
-			return err
-		}
-		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != 1 || d.Status.AvailableReplicas != 1 || d.Status.Replicas != 1 {
-			return fmt.Errorf("updated=%d available=%d replicas=%d", d.Status.UpdatedReplicas, d.Status.AvailableReplicas, d.Status.Replicas)
-		}
-		return nil
-	})
-}
-
 // testUpgrade subscribes at the previous release, creates a cluster, then lets OLM upgrade the
 // operator: the new CSV succeeds, the etcd pods are the same pods, the cluster stays Available and
 // keeps every acknowledged write.
@@ -507,7 +411,7 @@ func testUpgrade(t *testing.T) {
 	install(t, subscription{ns: ns, targets: []string{ns}, startingCSV: previousCSV, manual: true})
 	approve(t, ns, previousCSV)
 	waitCSV(t, ns, previousCSV)
-	oldImage := operatorImage(t, ns)
+	oldImage := env.DeploymentImage(t, ns, deploymentName)
 
 	// Created under this tree's CRD, as a previous operator running beside it meets it (CRDs are
 	// cluster-wide): the CRD fills in the defaults that operator reads.
@@ -516,43 +420,31 @@ func testUpgrade(t *testing.T) {
 	uids := env.MemberPodUIDs(t, c)
 	cl := env.EtcdClient(t, c)
 	w := framework.StartWriter(cl, "/olm-upgrade/")
-	avail := watchAvailable(c)
+	avail := env.WatchAvailable(c)
 
 	approve(t, ns, currentCSV)
 	waitCSV(t, ns, currentCSV)
 	waitCSVReplaced(t, ns, previousCSV)
-	waitOperatorReady(t, ns)
-	if img := operatorImage(t, ns); img == oldImage {
+	env.WaitDeploymentReady(t, ns, deploymentName, installTimeout)
+	if img := env.DeploymentImage(t, ns, deploymentName); img == oldImage {
 		t.Fatalf("the operator Deployment still runs the previous image %s", img)
 	}
 	// Give the new operator time to act on the cluster (it reconciles at start), then check it did
 	// not need to touch a single member.
 	time.Sleep(20 * time.Second)
 	env.WaitConverged(t, c, 3, clusterTimeout)
-	lost := avail.finish()
+	lost := avail.Finish()
 	acked, _ := w.Finish()
 	if len(lost) > 0 {
 		t.Errorf("the cluster was not Available during the operator upgrade: %v", lost)
 	}
-	if got := env.MemberPodUIDs(t, c); !mapsEqual(got, uids) {
+	if got := env.MemberPodUIDs(t, c); !maps.Equal(got, uids) {
 		t.Errorf("etcd pods changed during the operator upgrade: before %v, after %v", uids, got)
 	}
 	if len(acked) == 0 {
 		t.Fatal("no write was acknowledged during the operator upgrade")
 	}
 	framework.CheckKeys(t, cl, "/olm-upgrade/", acked)
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // testUninstallReinstall removes the operator (Subscription + CSV) under a running cluster, which
@@ -575,41 +467,23 @@ func testUninstallReinstall(t *testing.T) {
 	if failed > 0 || len(acked) == 0 {
 		t.Errorf("writes without the operator: %d acknowledged, %d failed", len(acked), failed)
 	}
-	if got := env.MemberPodUIDs(t, c); !mapsEqual(got, uids) {
+	if got := env.MemberPodUIDs(t, c); !maps.Equal(got, uids) {
 		t.Fatalf("etcd pods changed after the operator was uninstalled: before %v, after %v", uids, got)
 	}
 	framework.CheckKeys(t, cl, "/olm-uninstall/before/", keys)
 
 	subscribe(t, subscription{ns: ns, targets: []string{ns}})
 	waitCSV(t, ns, currentCSV)
-	waitOperatorReady(t, ns)
+	env.WaitDeploymentReady(t, ns, deploymentName, installTimeout)
 	// Adoption: the new operator observes a spec change on the existing cluster and converges it
 	// without replacing a member.
-	pause(t, c, true)
-	pause(t, c, false)
+	env.SetPaused(t, c, true, clusterTimeout)
+	env.SetPaused(t, c, false, clusterTimeout)
 	env.WaitConverged(t, c, 3, clusterTimeout)
-	if got := env.MemberPodUIDs(t, c); !mapsEqual(got, uids) {
+	if got := env.MemberPodUIDs(t, c); !maps.Equal(got, uids) {
 		t.Errorf("etcd pods changed when the operator was reinstalled: before %v, after %v", uids, got)
 	}
 	framework.CheckKeys(t, cl, "/olm-uninstall/without/", acked)
-}
-
-// pause sets spec.maintenance.paused and waits until the operator has observed that generation
-// (and, when pausing, reports the Paused phase).
-func pause(t *testing.T, c *v1.EtcdCluster, paused bool) {
-	t.Helper()
-	patch := []byte(fmt.Sprintf(`{"spec":{"maintenance":{"paused":%v}}}`, paused))
-	cur := env.Get(t, c)
-	if err := env.K8s.Patch(context.Background(), cur, client.RawPatch("application/merge-patch+json", patch)); err != nil {
-		t.Fatal(err)
-	}
-	framework.WaitFor(t, fmt.Sprintf("paused=%v observed", paused), clusterTimeout, func() error {
-		got := env.Get(t, c)
-		if got.Status.ObservedGeneration != got.Generation || paused != (got.Status.Phase == v1.PhasePaused) {
-			return fmt.Errorf("observed generation %d of %d, phase %s", got.Status.ObservedGeneration, got.Generation, got.Status.Phase)
-		}
-		return nil
-	})
 }
 
 // testUpgradeHeld proves the operator's OperatorCondition holds an OLM upgrade of itself while a
@@ -640,7 +514,7 @@ func testUpgradeHeld(t *testing.T) {
 		}
 		return nil
 	})
-	pause(t, c, true)
+	env.SetPaused(t, c, true, clusterTimeout)
 	waitUpgradeable(t, ns, currentCSV, metav1.ConditionFalse, "EtcdVersionChangeInProgress")
 
 	// Publish the next release: OLM resolves it and creates its CSV, which waits in Pending.
@@ -669,11 +543,11 @@ func testUpgradeHeld(t *testing.T) {
 			t.Fatalf("the operator Deployment belongs to %s during the hold", got)
 		}
 	}
-	waitOperatorReady(t, ns)
+	env.WaitDeploymentReady(t, ns, deploymentName, installTimeout)
 
 	held := time.Since(published)
 	// Finish the version change: the operator lifts its condition and OLM proceeds.
-	pause(t, c, false)
+	env.SetPaused(t, c, false, clusterTimeout)
 	framework.WaitFor(t, "every member at 3.7.3", clusterTimeout, func() error {
 		if s := env.Get(t, c).Status; s.CurrentVersion != "3.7.3" {
 			return fmt.Errorf("current version %s", s.CurrentVersion)
@@ -687,14 +561,14 @@ func testUpgradeHeld(t *testing.T) {
 	t.Logf("OLM held %s in Pending (OperatorConditionNotUpgradeable) for %s after it was published, the cluster mid 3.6 → 3.7; it succeeded %s after the version change finished",
 		nextCSV, held.Round(time.Second), time.Since(finished).Round(time.Second))
 	waitCSVReplaced(t, ns, currentCSV)
-	waitOperatorReady(t, ns)
+	env.WaitDeploymentReady(t, ns, deploymentName, installTimeout)
 	if got := operatorConditionName(t, ns); got != nextCSV {
 		t.Fatalf("the operator Deployment belongs to %s, want %s", got, nextCSV)
 	}
 	// The new operator reports through its own OperatorCondition, and touches no member.
 	waitUpgradeable(t, ns, nextCSV, metav1.ConditionTrue, "NoOperationInProgress")
 	env.WaitConverged(t, c, 3, clusterTimeout)
-	if got := env.MemberPodUIDs(t, c); !mapsEqual(got, uids) {
+	if got := env.MemberPodUIDs(t, c); !maps.Equal(got, uids) {
 		t.Errorf("etcd pods changed during the operator upgrade: before %v, after %v", uids, got)
 	}
 }

@@ -313,9 +313,18 @@ func uninstall(t *testing.T) {
 	})
 }
 
-func canListPods(t *testing.T, ns string) bool {
+// installWatching installs this release watching one namespace, and checks the operator's rights
+// follow: pods may be listed there and not in outside.
+func installWatching(t *testing.T, watched, outside string) {
 	t.Helper()
-	return env.ServiceAccountCan(t, installNS, serviceAccount, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "pods"})
+	apply(t, extension{version: current, watchNamespace: watched})
+	waitInstalled(t, current)
+	canList := func(ns string) bool {
+		return env.ServiceAccountCan(t, installNS, serviceAccount, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "pods"})
+	}
+	if in, out := canList(watched), canList(outside); !in || out {
+		t.Errorf("operator RBAC: list pods in %s %v (want true), in %s %v (want false)", watched, in, outside, out)
+	}
 }
 
 // crdsKept fails unless every CRD is there, marked to be kept, and owned by no ClusterExtension
@@ -400,12 +409,7 @@ func TestOLMv1(t *testing.T) {
 	if !t.Run("SingleNamespace through watchNamespace, adopting the kept CRDs and the cluster", func(t *testing.T) {
 		outside := env.NewNamespace(t, "olmv1-outside-")
 		uids := env.MemberPodUIDs(t, c)
-		apply(t, extension{version: current, watchNamespace: clusterNS})
-		waitInstalled(t, current)
-		if !canListPods(t, clusterNS) || canListPods(t, outside) {
-			t.Errorf("operator RBAC: list pods in %s %v (want true), in %s %v (want false)",
-				clusterNS, canListPods(t, clusterNS), outside, canListPods(t, outside))
-		}
+		installWatching(t, clusterNS, outside)
 		stray := env.CreateCluster(t, outside, 1, "3.6.16")
 		env.SetPaused(t, c, true, clusterTimeout)
 		env.SetPaused(t, c, false, clusterTimeout)
@@ -420,12 +424,7 @@ func TestOLMv1(t *testing.T) {
 	}
 
 	t.Run("OwnNamespace through watchNamespace", func(t *testing.T) {
-		apply(t, extension{version: current, watchNamespace: installNS})
-		waitInstalled(t, current)
-		if !canListPods(t, installNS) || canListPods(t, clusterNS) {
-			t.Errorf("operator RBAC: list pods in %s %v (want true), in %s %v (want false)",
-				installNS, canListPods(t, installNS), clusterNS, canListPods(t, clusterNS))
-		}
+		installWatching(t, installNS, clusterNS)
 		own := env.CreateCluster(t, installNS, 1, "3.6.16")
 		t.Cleanup(func() { _ = env.K8s.Delete(context.Background(), own) })
 		env.WaitConverged(t, own, 1, clusterTimeout)

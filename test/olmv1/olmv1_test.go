@@ -12,7 +12,6 @@ package olmv1
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -246,27 +245,13 @@ func apply(t *testing.T, e extension) {
 		"install":        map[string]any{"preflight": map[string]any{"crdUpgradeSafety": map[string]any{"enforcement": enforcement}}},
 	}
 	if e.watchNamespace != "" {
-		inline, _ := json.Marshal(map[string]string{"watchNamespace": e.watchNamespace})
-		spec["config"] = map[string]any{"configType": "Inline", "inline": json.RawMessage(inline)}
+		spec["config"] = map[string]any{"configType": "Inline", "inline": map[string]any{"watchNamespace": e.watchNamespace}}
 	}
 	ext := olmObject("ClusterExtension", extensionName)
-	ext.Object["spec"] = toUnstructured(t, spec)
+	ext.Object["spec"] = spec
 	if err := env.K8s.Patch(context.Background(), ext, client.Apply, client.FieldOwner("olmv1-e2e"), client.ForceOwnership); err != nil {
 		t.Fatalf("apply ClusterExtension: %v", err)
 	}
-}
-
-func toUnstructured(t *testing.T, v any) map[string]any {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]any{}
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // waitInstalled waits until the ClusterExtension reports version installed, then until the

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -114,6 +115,8 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 
 	p := &pass{r: r, c: c, orig: c.DeepCopy(), now: nowOr(r.Now), mem: r.mem.of(req.NamespacedName, c.UID)}
+	ctx, trace := etcdclient.WithCallTrace(ctx)
+	defer p.logPass(ctx, time.Now(), trace)
 	res, err := p.run(ctx)
 	if err != nil && !apierrors.IsConflict(err) && meta.FindStatusCondition(c.Status.Conditions, v1.ConditionProgressing) == nil {
 		// A first pass that could not even create the cluster's objects still says why.
@@ -149,6 +152,16 @@ type pass struct {
 	// leaderRequest and defragRequest are what the move-leader and defragment annotations ask for.
 	leaderRequest string
 	defragRequest map[string]bool
+	// decided is the planner's action of this pass (for its log line).
+	decided planner.Action
+}
+
+// logPass says at V(1) how long the pass took, what it decided and its slowest call to etcd: where
+// a pass spends its time is what bounds how fast the operator reacts.
+func (p *pass) logPass(ctx context.Context, start time.Time, trace *etcdclient.CallTrace) {
+	calls, slowest, took := trace.Summary()
+	log.FromContext(ctx).V(1).Info("pass", "took", time.Since(start).String(), "decided", p.decided.Kind, "reason", p.decided.Reason,
+		"members", p.decided.Members, "etcdCalls", calls, "slowestCall", slowest, "slowestCallTook", took.String())
 }
 
 func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
@@ -205,6 +218,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.trackSlowness()
 	recordTuning(c, nil, p.now)
 	action := planner.Decide(p.plannerInput())
+	p.decided = action
 	p.recordObservation(action)
 	p.recordMigration(action)
 	metrics.SetCluster(clusterMetrics(c, obs))

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -210,6 +211,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 			o.sourceAt[st.ID] = ep
 		}
 	}
+	asks := map[uint64]string{} // member ID → the endpoint to ask it at
 	for _, m := range members {
 		o.names[m.ID] = memberNameFromPeerURLs(c, m.PeerURLs)
 		var ep string
@@ -226,22 +228,45 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 				ep = p.endpoint(pod)
 			}
 		}
-		if ep == "" {
-			continue
+		if ep != "" {
+			asks[m.ID] = ep
 		}
-		st, err := o.at(ep).Status(ctx, ep)
-		if err != nil {
-			continue
-		}
-		o.status[m.ID] = st
-		if st.Leader != 0 {
-			o.leaderID = st.Leader
+	}
+	var term uint64
+	for id, st := range o.statusOfEach(ctx, asks) {
+		o.status[id] = st
+		// During an election members can name different leaders; the newest term's is the one.
+		if st.Leader != 0 && st.RaftTerm >= term {
+			o.leaderID, term = st.Leader, st.RaftTerm
 		}
 	}
 	p.observeFailures(ctx, o)
 	p.observeSlowness(ctx, o, etcdclient.ReadDiskLatency)
 	p.observeTuning(ctx, o, etcdclient.ReadPeerRTT)
 	return o, nil
+}
+
+// statusOfEach asks every member of asks (ID → endpoint) about itself, all at once: one that cannot
+// answer (stopping, not yet serving) then costs the pass one call's timeout, not one per member, and
+// the pass that must act on its loss is not held up behind it. Members that did not answer are left out.
+func (o *observation) statusOfEach(ctx context.Context, asks map[uint64]string) map[uint64]etcdclient.Status {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := make(map[uint64]etcdclient.Status, len(asks))
+	for id, ep := range asks {
+		wg.Go(func() {
+			st, err := o.at(ep).Status(ctx, ep)
+			if err != nil {
+				log.FromContext(ctx).V(1).Info("member does not answer", "member", o.names[id], "error", err.Error())
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			out[id] = st
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // at is the client to ask the member at endpoint ep alone: the old members' client for an old

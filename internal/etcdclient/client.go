@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -26,7 +27,14 @@ const (
 	dialTimeout = 5 * time.Second
 	// callTimeout bounds every call, so a partitioned member can never stall a reconcile.
 	callTimeout = 5 * time.Second
+	// statusTimeout bounds asking one member about itself. etcd answers that from its own state
+	// (no raft round), in milliseconds; a member that has not answered within it is stopping, not
+	// yet serving or cut off, and waiting longer on it only delays the pass that must act on it.
+	statusTimeout = 2 * time.Second
 )
+
+// endpointKey carries the endpoint a call is for, so a call that never connected is still named.
+type endpointKey struct{}
 
 // Member is one entry of the member list.
 type Member struct {
@@ -114,8 +122,17 @@ var RPCDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 // without timing code in each method.
 func observeRPC(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	start := time.Now()
-	err := invoker(ctx, method, req, reply, cc, opts...)
-	RPCDuration.WithLabelValues(strings.TrimPrefix(method, "/etcdserverpb."), status.Code(err).String()).Observe(time.Since(start).Seconds())
+	var to peer.Peer // the member that answered (or was asked last), for the call trace
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Peer(&to))...)
+	took, rpc := time.Since(start), strings.TrimPrefix(method, "/etcdserverpb.")
+	RPCDuration.WithLabelValues(rpc, status.Code(err).String()).Observe(took.Seconds())
+	call := rpc
+	if to.Addr != nil {
+		call += " at " + to.Addr.String()
+	} else if ep, _ := ctx.Value(endpointKey{}).(string); ep != "" {
+		call += " at " + ep // never connected: the member asked
+	}
+	traceCall(ctx, call, took)
 	return err
 }
 
@@ -219,7 +236,7 @@ func (c *Client) UpdatePeerURLs(ctx context.Context, id uint64, peerURLs ...stri
 
 // Status asks the member at endpoint about itself.
 func (c *Client) Status(ctx context.Context, endpoint string) (Status, error) {
-	ctx, cancel := withTimeout(ctx)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, endpointKey{}, endpoint), statusTimeout)
 	defer cancel()
 	resp, err := c.c.Status(ctx, endpoint)
 	if err != nil {

@@ -2,6 +2,7 @@ package etcdclient
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,4 +29,23 @@ func rpcCount(t *testing.T, rpc, code string) uint64 {
 		t.Fatal(err)
 	}
 	return m.GetHistogram().GetSampleCount()
+}
+
+// A traced context keeps the slowest call made under it: the pass log names it.
+func TestCallTraceKeepsTheSlowestCall(t *testing.T) {
+	c, _ := startOne(t)
+	ctx, trace := WithCallTrace(context.Background())
+	if _, _, err := c.MemberList(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls, slowest, took := trace.Summary()
+	if calls != 1 || !strings.HasPrefix(slowest, "Cluster/MemberList at ") || took <= 0 {
+		t.Fatalf("trace = %d calls, slowest %q in %s; want 1 call, Cluster/MemberList", calls, slowest, took)
+	}
+	if _, _, err := c.MemberList(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if calls, _, _ := trace.Summary(); calls != 1 {
+		t.Fatalf("an untraced call was recorded: %d calls", calls)
+	}
 }

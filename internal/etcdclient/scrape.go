@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -16,6 +17,7 @@ import (
 func scrape(ctx context.Context, metricsURL string, want ...string) (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
+	defer func(start time.Time) { traceCall(ctx, "scrape "+metricsURL, time.Since(start)) }(time.Now())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", metricsURL, err)

@@ -192,6 +192,7 @@ func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, add func(s
 	p := newProber(ns, naming.ClientService(c.Name), naming.Labels(c.Name), tlsCfg)
 	defer p.close()
 	add(fmt.Sprintf("time_to_available_%d", n), waitFor(t, fmt.Sprintf("EtcdCluster of %d serving", n), timeout, servingN(p, n)).Sub(t0))
+	saveMemberLogs(t, ns, naming.Labels(c.Name), "available")
 	if n != 3 {
 		return
 	}
@@ -213,6 +214,7 @@ func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, add func(s
 			return p.serving(n)
 		}).Sub(t0))
 		t.Logf("recovery_pod_deleted_%s stages (%s deleted at %s): %s", role, name, t0.UTC().Format("15:04:05.000"), st)
+		saveMemberLogs(t, ns, naming.Labels(c.Name), "recovered-"+role)
 		waitFor(t, "EtcdCluster converged", timeout, func() (bool, error) { return converged(c, n) })
 	}
 
@@ -246,6 +248,7 @@ func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, add func(s
 			return p.serving(n)
 		}).Sub(t0))
 		t.Logf("replace_member_pvc_lost_%s stages (%s lost at %s): %s", role, lost, t0.UTC().Format("15:04:05.000"), st)
+		saveMemberLogs(t, ns, naming.Labels(c.Name), "replaced-"+role)
 		waitFor(t, "EtcdCluster converged", timeout, func() (bool, error) { return converged(c, n) })
 	}
 }

@@ -10,6 +10,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -25,6 +26,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -235,7 +238,7 @@ func startOperator(t *testing.T, ns string, args ...string) *operator {
 	}
 	o := &operator{done: make(chan struct{}), log: logPath}
 	o.cmd = exec.Command(managerBin, append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false",
-		"--zap-time-encoding=rfc3339nano"}, args...)...)
+		"--zap-time-encoding=rfc3339nano", "--zap-log-level=" + cmp.Or(os.Getenv("BENCH_LOG_LEVEL"), "info")}, args...)...)
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+ns)
 	if img := os.Getenv("IMG"); img != "" {
 		o.cmd.Env = append(o.cmd.Env, "OPERATOR_IMAGE="+img) // backup Jobs and restore init containers
@@ -317,4 +320,35 @@ func clusterTLS(c *v1.EtcdCluster) (*tls.Config, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(sec.Data[pki.CACertKey])
 	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(c.Name, c.Namespace)), nil
+}
+
+// saveMemberLogs writes the etcd log of every pod of ns with labels into logDir, named after tag:
+// where a figure's time went inside etcd (a lost publish, a late election) shows only there.
+func saveMemberLogs(t *testing.T, ns string, labels map[string]string, tag string) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Logf("member logs not saved: %v", err)
+		return
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Logf("member logs not saved: %v", err)
+		return
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
+		t.Logf("member logs not saved: %v", err)
+		return
+	}
+	for _, pod := range pods.Items {
+		b, err := cs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: naming.EtcdContainer}).DoRaw(context.Background())
+		if err != nil {
+			t.Logf("log of %s not saved: %v", pod.Name, err)
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(logDir, fmt.Sprintf("%s-%s-%s.log", ns, tag, pod.Name)), b, 0o644); err != nil {
+			t.Logf("log of %s not saved: %v", pod.Name, err)
+		}
+	}
 }

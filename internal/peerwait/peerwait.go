@@ -11,6 +11,10 @@
 // and starts the next container only at a sync after the previous one ended, each up to a 1 s PLEG
 // relist away; a waiting init container would span two of those, the wait in the etcd container one.
 //
+// While it waits, the member stands in for its etcd on the peer port (--listen), accepting and closing
+// connections: members that all wait at once (a bootstrap, every pod re-created after an outage) then
+// see each other admit them at once instead of each waiting out its limit for the others.
+//
 // The wait is an optimisation, never a gate: it ends at its limit whatever the peers do (every peer
 // down, as after a full outage, must not keep a member from starting), and it never fails.
 package peerwait
@@ -63,23 +67,48 @@ func Wait(ctx context.Context, addrs []string, limit, interval time.Duration) st
 	}
 }
 
-// Main is `worker wait-peers [--limit=5s] HOST:PORT... -- COMMAND ARGS...`: it reports what it waited
+// standIn accepts connections on addr and closes them at once, until the returned stop: a peer that
+// connects learns that this pod admits it, which is all it waits for. etcd binds addr after the exec.
+func standIn(addr string, out io.Writer) (stop func()) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		_, _ = fmt.Fprintf(out, "cannot stand in on %s: %v\n", addr, err)
+		return func() {}
+	}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return // closed by stop
+			}
+			_ = conn.Close()
+		}
+	}()
+	return func() { _ = l.Close() }
+}
+
+// Main is `worker wait-peers [--limit=5s] [--listen=:PORT] HOST:PORT... -- COMMAND ARGS...`: it reports what it waited
 // for and returns the command to exec (the member's etcd), which runs whatever the peers did. A
 // signal during the wait (the pod is being deleted) returns no command.
 func Main(ctx context.Context, args []string, out io.Writer) ([]string, error) {
 	fs := flag.NewFlagSet(Command, flag.ContinueOnError)
 	fs.SetOutput(out)
 	limit := fs.Duration("limit", DefaultLimit, "give up and start the command after this long")
+	listen := fs.String("listen", "", "stand in for the command on this address while waiting (its peer port)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	rest := fs.Args()
 	sep := slices.Index(rest, "--")
 	if sep < 1 || sep == len(rest)-1 {
-		return nil, errors.New("usage: worker wait-peers [--limit=5s] HOST:PORT... -- COMMAND [ARGS...]")
+		return nil, errors.New("usage: worker wait-peers [--limit=5s] [--listen=:PORT] HOST:PORT... -- COMMAND [ARGS...]")
 	}
 	peers, command := rest[:sep], rest[sep+1:]
 	start := time.Now()
+	if *listen != "" {
+		stop := standIn(*listen, out)
+		defer stop() // before the exec, which binds the port again
+	}
 	a := Wait(ctx, peers, *limit, 50*time.Millisecond)
 	switch {
 	case ctx.Err() != nil:

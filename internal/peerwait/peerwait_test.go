@@ -3,6 +3,8 @@ package peerwait
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -98,5 +100,36 @@ func TestMainStartsNothingWhenStopped(t *testing.T) {
 	cancel()
 	if cmd, err := Main(ctx, []string{closedAddr(t), "--", "etcd"}, &bytes.Buffer{}); err != nil || cmd != nil {
 		t.Fatalf("Main = %v, %v; want nothing to run", cmd, err)
+	}
+}
+
+// Members that all wait at once (a bootstrap) stand in for each other's etcd: each sees the other
+// accept it well before the limit, instead of both waiting it out. After Main, "etcd" binds the port
+// the stand-in held, as the exec'd etcd does.
+func TestMembersWaitingForEachOtherStartAtOnce(t *testing.T) {
+	a, b := closedAddr(t), closedAddr(t)
+	start := time.Now()
+	done := make(chan error, 2)
+	for _, pair := range [][2]string{{a, b}, {b, a}} {
+		go func() {
+			cmd, _ := Main(context.Background(), []string{"--limit=10s", "--listen=" + pair[0], pair[1], "--", "etcd"}, io.Discard)
+			if !slices.Equal(cmd, []string{"etcd"}) {
+				done <- fmt.Errorf("Main = %v, want etcd", cmd)
+				return
+			}
+			etcd, err := net.Listen("tcp", pair[0]) // the stand-in is gone: the port is free
+			if err == nil {
+				t.Cleanup(func() { _ = etcd.Close() })
+			}
+			done <- err
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("both started after %s: they waited for each other's limit", took)
 	}
 }

@@ -19,6 +19,17 @@ func TestRestoreOnlyOnBootstrapAndFromARawSource(t *testing.T) {
 	if len(pod.Spec.InitContainers) != 2 {
 		t.Fatalf("%d init containers", len(pod.Spec.InitContainers))
 	}
+	// It also waits for its peers, on the worker its restore copied in: one copy, one volume.
+	if cmd := strings.Join(pod.Spec.Containers[0].Command, " "); !strings.Contains(cmd, "/restore-tools/worker wait-peers") {
+		t.Errorf("a restoring member does not wait for its peers: %s", cmd)
+	}
+	volumes := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		if volumes[v.Name] {
+			t.Errorf("volume %s twice", v.Name)
+		}
+		volumes[v.Name] = true
+	}
 	restore := pod.Spec.InitContainers[1]
 	args := strings.Join(restore.Args, " ")
 	for _, want := range []string{

@@ -363,15 +363,16 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 	return pod
 }
 
-// peerWait makes a member that joins running peers (a re-created pod, a replacement, a scale-up)
-// start etcd only once a peer accepts its connections, or after peerwait.DefaultLimit: it comes up with
-// a new IP that its peers' NetworkPolicy admits only once the network plugin has seen it, and etcd's
-// first publish before that is lost and costs ~7 s of not serving clients (internal/peerwait). The
-// worker, copied in by an init container, waits in the etcd container and then execs etcd. Members
-// of a bootstrapping cluster have no running peers to wait for; a policy that admits every source (a
-// take-over, or none at all) has nothing to wait for either.
+// peerWait makes a member start etcd only once a peer accepts its connections, or after
+// peerwait.DefaultLimit: it comes up with a new IP that its peers' NetworkPolicy admits only once the
+// network plugin has seen it, and etcd's first publish before that is lost and costs ~7 s of not
+// serving clients (internal/peerwait). That holds for a re-created pod, a replacement, a scale-up,
+// and a bootstrapping member that starts after the others (its volume came later). The worker,
+// copied in by an init container, waits in the etcd container, standing in for etcd on the peer port
+// so that members waiting at the same time admit each other at once, and then execs etcd. A policy
+// that admits every source (a take-over, or none at all) leaves nothing to wait for.
 func peerWait(pod *corev1.Pod, c *v1.EtcdCluster, in MemberPodInput) {
-	if in.Bootstrap || in.ForceNewCluster || in.OperatorImage == "" || !c.Spec.NetworkPolicy.IsEnabled() || Migrating(c) {
+	if in.ForceNewCluster || in.OperatorImage == "" || !c.Spec.NetworkPolicy.IsEnabled() || Migrating(c) {
 		return
 	}
 	var peers []string
@@ -385,8 +386,11 @@ func peerWait(pod *corev1.Pod, c *v1.EtcdCluster, in MemberPodInput) {
 	}
 	copySelf, tools, mount := workerCopy(in.OperatorImage)
 	etcd := &pod.Spec.Containers[0]
-	etcd.Command = slices.Concat([]string{copiedWorker, peerwait.Command}, peers, []string{"--"}, etcd.Command)
+	etcd.Command = slices.Concat([]string{copiedWorker, peerwait.Command, fmt.Sprintf("--listen=:%d", naming.PeerPort)}, peers, []string{"--"}, etcd.Command)
 	etcd.VolumeMounts = append(etcd.VolumeMounts, mount)
+	if slices.ContainsFunc(pod.Spec.InitContainers, func(ic corev1.Container) bool { return ic.Name == copySelf.Name }) {
+		return // a restoring member has the worker copied in already
+	}
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, copySelf)
 	pod.Spec.Volumes = append(pod.Spec.Volumes, tools)
 }

@@ -331,9 +331,10 @@ func TestUserCertificatesAreMountedFromTheUsersSecrets(t *testing.T) {
 	}
 }
 
-// A member joining running peers starts etcd once one accepts its connections (the NetworkPolicy admits
-// its new IP); nothing else waits, as there is nobody to wait for or nothing that blocks.
-func TestOnlyAMemberJoiningAdmittingPeersWaitsForThem(t *testing.T) {
+// A member with peers behind a NetworkPolicy starts etcd once one accepts its connections (the policy
+// admits its new IP), standing in on its peer port meanwhile; nothing else waits, as there is nobody
+// to wait for or nothing that blocks.
+func TestOnlyAMemberWithAdmittingPeersWaitsForThem(t *testing.T) {
 	join := MemberPodInput{Member: "demo-1", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-1", "demo-2"},
 		PeerURLs: map[string]string{"demo-2": "https://10.0.0.7:2380"}, OperatorImage: "op:1"}
 	pod := MemberPod(sample(), join)
@@ -344,12 +345,19 @@ func TestOnlyAMemberJoiningAdmittingPeersWaitsForThem(t *testing.T) {
 		t.Errorf("copy container without limits or not restricted: %+v %+v", copySelf.Resources, copySelf.SecurityContext)
 	}
 	etcd := pod.Spec.Containers[0]
-	want := "/restore-tools/worker wait-peers demo-0.demo-peer.ns.svc:2380 10.0.0.7:2380 -- /usr/local/bin/etcd"
+	want := "/restore-tools/worker wait-peers --listen=:2380 demo-0.demo-peer.ns.svc:2380 10.0.0.7:2380 -- /usr/local/bin/etcd"
 	if got := strings.Join(etcd.Command, " "); got != want {
 		t.Errorf("etcd container command %q, want %q", got, want)
 	}
 	if arg(pod, "--name") != "demo-1" {
 		t.Errorf("etcd's flags are not the container's args: %v", etcd.Args)
+	}
+	// A bootstrapping member waits too: the last to get its volume joins peers already running.
+	boot := join
+	boot.Bootstrap, boot.PeerURLs = true, nil
+	want = "/restore-tools/worker wait-peers --listen=:2380 demo-0.demo-peer.ns.svc:2380 demo-2.demo-peer.ns.svc:2380 -- /usr/local/bin/etcd"
+	if got := strings.Join(MemberPod(sample(), boot).Spec.Containers[0].Command, " "); got != want {
+		t.Errorf("bootstrapping member's command %q, want %q", got, want)
 	}
 
 	noPolicy := sample()
@@ -360,7 +368,6 @@ func TestOnlyAMemberJoiningAdmittingPeersWaitsForThem(t *testing.T) {
 		c  *v1.EtcdCluster
 		in func(MemberPodInput) MemberPodInput
 	}{
-		"bootstrap":         {sample(), func(in MemberPodInput) MemberPodInput { in.Bootstrap = true; return in }},
 		"force-new-cluster": {sample(), func(in MemberPodInput) MemberPodInput { in.ForceNewCluster = true; return in }},
 		"alone":             {sample(), func(in MemberPodInput) MemberPodInput { in.InitialCluster = []string{"demo-1"}; return in }},
 		"no policy":         {noPolicy, func(in MemberPodInput) MemberPodInput { return in }},

@@ -7,10 +7,12 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,7 +118,10 @@ func bareRun(t *testing.T, image string, n int, add func(string, time.Duration))
 
 	t0 := time.Now()
 	b.create(t)
-	add(fmt.Sprintf("bare_available_%d", n), waitFor(t, fmt.Sprintf("%d bare members serving", n), timeout, servingN(p, n)).Sub(t0))
+	st := &startStages{t0: t0, pods: map[string]*stages{}}
+	add(fmt.Sprintf("bare_available_%d", n), waitFor(t, fmt.Sprintf("%d bare members serving", n), timeout, servingNStaged(p, n, bareLabels, st)).Sub(t0))
+	t.Logf("bare_available_%d stages (created at %s, namespace %s):%s", n, t0.UTC().Format("15:04:05.000"), ns, st)
+	saveMemberLogs(t, ns, bareLabels, "available")
 	if n != 3 {
 		return
 	}
@@ -161,6 +166,37 @@ func servingN(p *prober, n int) func() (bool, error) {
 	return func() (bool, error) { return p.serving(n) }
 }
 
+// startStages times each of n new members' stages from t0 while it waits for them to serve, so the
+// log says which stage (a volume provisioned, the pod scheduled, etcd running) a cluster's start spends
+// its time in.
+type startStages struct {
+	t0   time.Time
+	pods map[string]*stages
+}
+
+func servingNStaged(p *prober, n int, labels map[string]string, st *startStages) func() (bool, error) {
+	return func() (bool, error) {
+		pods := &corev1.PodList{}
+		if err := k8s.List(context.Background(), pods, client.InNamespace(p.ns), client.MatchingLabels(labels)); err == nil {
+			for _, pod := range pods.Items {
+				if st.pods[pod.Name] == nil {
+					st.pods[pod.Name] = newStages(st.t0)
+				}
+				st.pods[pod.Name].observe(p, pod.Name, "")
+			}
+		}
+		return p.serving(n)
+	}
+}
+
+func (st *startStages) String() string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(st.pods)) {
+		fmt.Fprintf(&b, "\n  %s: %s", name, st.pods[name])
+	}
+	return b.String()
+}
+
 // --- the operator ------------------------------------------------------------------------------
 
 // operatorRun times an n-member EtcdCluster to serving; with n=3 it then times, for a follower and
@@ -191,7 +227,9 @@ func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, add func(s
 	})
 	p := newProber(ns, naming.ClientService(c.Name), naming.Labels(c.Name), tlsCfg)
 	defer p.close()
-	add(fmt.Sprintf("time_to_available_%d", n), waitFor(t, fmt.Sprintf("EtcdCluster of %d serving", n), timeout, servingN(p, n)).Sub(t0))
+	st := &startStages{t0: t0, pods: map[string]*stages{}}
+	add(fmt.Sprintf("time_to_available_%d", n), waitFor(t, fmt.Sprintf("EtcdCluster of %d serving", n), timeout, servingNStaged(p, n, naming.Labels(c.Name), st)).Sub(t0))
+	t.Logf("time_to_available_%d stages (created at %s, namespace %s):%s", n, t0.UTC().Format("15:04:05.000"), ns, st)
 	saveMemberLogs(t, ns, naming.Labels(c.Name), "available")
 	if n != 3 {
 		return

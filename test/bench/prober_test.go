@@ -224,7 +224,9 @@ func (s *stages) observe(p *prober, name string, old types.UID) {
 	if err != nil || pod.UID == old {
 		return
 	}
-	s.mark("gone")
+	if old != "" {
+		s.mark("gone")
+	}
 	s.mark("created")
 	if pod.Spec.NodeName != "" {
 		s.mark("scheduled")

@@ -11,6 +11,7 @@ package planner
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
@@ -326,14 +327,14 @@ func resumePending(in Input) Action {
 		}
 		why, msg := reason.AddingMember, fmt.Sprintf("adding %s as a learner", p.Member)
 		if p.Reason != "" {
-			why, msg = p.Reason, p.Message+" (retrying the recorded addition)"
+			why, msg = p.Reason, retried(p.Message, " (retrying the recorded addition)")
 		}
 		return Action{Kind: AddLearner, Members: []string{p.Member}, Reason: why, Message: msg}
 	default: // RemoveMember
 		if found {
 			why, msg := reason.RemovingMember, fmt.Sprintf("removing member %s", p.Member)
 			if p.Reason != "" {
-				why, msg = p.Reason, p.Message+" (retrying the recorded removal)"
+				why, msg = p.Reason, retried(p.Message, " (retrying the recorded removal)")
 			}
 			return Action{Kind: RemoveMember, Members: []string{p.Member}, ID: m.ID, Reason: why, Message: msg}
 		}
@@ -345,6 +346,12 @@ func resumePending(in Input) Action {
 		}
 		return Action{Kind: FinishRemove, Members: []string{p.Member}, Reason: reason.MemberRemoved, Message: msg}
 	}
+}
+
+// retried is the message of a recorded operation being retried. The action's message is recorded
+// again with each attempt, so the note is added once: retries must not grow the status.
+func retried(msg, note string) string {
+	return strings.TrimSuffix(msg, note) + note
 }
 
 func decideBootstrap(in Input) Action {

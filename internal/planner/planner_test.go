@@ -571,3 +571,26 @@ func TestFinishedRemovalTellsItsCause(t *testing.T) {
 		t.Fatalf("%s: %s", a.Kind, a.Message)
 	}
 }
+
+// A recorded operation is retried each second while etcd refuses it, and each attempt records the
+// action's message again: the retry note is added once, so the status does not grow with retries.
+func TestRetriedOperationsKeepTheirMessage(t *testing.T) {
+	for _, pending := range []Pending{
+		{Type: "AddMember", Member: "c-3", Reason: reason.ScalingUp, Message: "scaling 3 -> 4: adding learner c-3"},
+		{Type: "RemoveMember", Member: "c-3", ID: 4, Reason: reason.MemberUnhealthy, Message: "c-3 has been failing; replacing it"},
+	} {
+		in := healthyCluster(4) // c-3 is in etcd: its removal is retried
+		if pending.Type == "AddMember" {
+			in = healthyCluster(3) // c-3 is not yet: its addition is retried
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+		}
+		in.Pending = &pending
+		first := Decide(in)
+		for range 5 {
+			in.Pending.Message = Decide(in).Message // what the controller records with each attempt
+		}
+		if last := Decide(in).Message; last != first.Message || strings.Count(last, "retrying") != 1 {
+			t.Errorf("%s: message after retries %q, first %q", pending.Type, last, first.Message)
+		}
+	}
+}

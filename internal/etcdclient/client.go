@@ -181,7 +181,10 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (Member, error)
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	resp, err := c.c.MemberAddAsLearner(ctx, []string{peerURL})
-	if err != nil && rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCUnhealthy) {
+	if unsettled(err) {
+		resp, err = c.addLearnerAtEachMember(ctx, peerURL, err)
+	}
+	if unsettled(err) {
 		return Member{}, fmt.Errorf("add learner %s: %w", peerURL, ErrPeersNotSettled)
 	}
 	if err != nil {
@@ -189,6 +192,35 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (Member, error)
 	}
 	m := resp.Member
 	return Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: true}, nil
+}
+
+// unsettled says whether etcd refused a membership change by its strict reconfiguration check.
+func unsettled(err error) bool {
+	return err != nil && rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCUnhealthy)
+}
+
+// addLearnerAtEachMember asks each member alone to add the learner, until one accepts. etcd checks an
+// addition against the peer connections of the member that receives it, and one member's view can
+// stay stale for good: it marks a peer inactive when a message to that peer's old address fails after
+// its new connection came up, and only a reconnection marks it active again. A client that spreads
+// calls round-robin can keep landing on that member (the same number of calls each pass), so the
+// addition would be refused forever while another member would take it at once. Only refusals move
+// on to the next member: any other error may mean the addition was proposed.
+func (c *Client) addLearnerAtEachMember(ctx context.Context, peerURL string, refused error) (*clientv3.MemberAddResponse, error) {
+	err := refused
+	for _, ep := range c.c.Endpoints() {
+		one, derr := New([]string{ep}, c.tls)
+		if derr != nil {
+			return nil, derr
+		}
+		resp, aerr := one.c.MemberAddAsLearner(ctx, []string{peerURL})
+		_ = one.Close()
+		if !unsettled(aerr) {
+			return resp, aerr
+		}
+		err = aerr
+	}
+	return nil, err
 }
 
 // ErrPeersNotSettled means etcd's strict reconfiguration check refused a member addition because the

@@ -178,3 +178,36 @@ func TestAddLearnerRightAfterARestartIsNotYet(t *testing.T) {
 	}
 	t.Logf("refused %d times with ErrPeersNotSettled before etcd accepted the addition", notYet)
 }
+
+// etcd checks an addition against the peer connections of the member that receives it. Right after
+// m4 of 5 restarts, m4 has been connected to nobody for 5 s and refuses, while m0 (connected to m1–m3
+// all along, enough for the quorum of 6) accepts: an addition refused by one member is asked of the
+// others, so one member's stale view cannot hold it up.
+func TestAddLearnerRefusedByOneMemberIsAskedOfTheOthers(t *testing.T) {
+	ctx := context.Background()
+	ms := etcdtest.StartCluster(t, 5)
+	time.Sleep(6 * time.Second) // every member connected to every other for etcd's 5 s
+	ms[4].Restart(t, nil)
+	urls := etcdtest.ClientURLs(ms)
+
+	alone, err := New(urls[4:5], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = alone.Close() }()
+	if _, err := alone.AddLearner(ctx, etcdtest.NewMemberURLs(t, "refused").PeerURL); !errors.Is(err, ErrPeersNotSettled) {
+		t.Fatalf("the restarted member alone: %v, want ErrPeersNotSettled", err)
+	}
+
+	c, err := New([]string{urls[4], urls[0]}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := c.addLearnerAtEachMember(ctx, etcdtest.NewMemberURLs(t, "accepted").PeerURL, ErrPeersNotSettled)
+	if err != nil || resp.Member == nil || !resp.Member.IsLearner {
+		t.Fatalf("asked of each member (the restarted one first): %+v, %v", resp, err)
+	}
+}

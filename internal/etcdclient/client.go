@@ -182,7 +182,10 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (Member, error)
 	defer cancel()
 	resp, err := c.c.MemberAddAsLearner(ctx, []string{peerURL})
 	if unsettled(err) {
-		resp, err = c.addLearnerAtEachMember(ctx, peerURL, err)
+		err = c.atEachMember(err, func(one *clientv3.Client) (aerr error) {
+			resp, aerr = one.MemberAddAsLearner(ctx, []string{peerURL})
+			return aerr
+		})
 	}
 	if unsettled(err) {
 		return Member{}, fmt.Errorf("add learner %s: %w", peerURL, ErrPeersNotSettled)
@@ -199,28 +202,29 @@ func unsettled(err error) bool {
 	return err != nil && rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCUnhealthy)
 }
 
-// addLearnerAtEachMember asks each member alone to add the learner, until one accepts. etcd checks an
-// addition against the peer connections of the member that receives it, and one member's view can
-// stay stale for good: it marks a peer inactive when a message to that peer's old address fails after
-// its new connection came up, and only a reconnection marks it active again. A client that spreads
-// calls round-robin can keep landing on that member (the same number of calls each pass), so the
-// addition would be refused forever while another member would take it at once. Only refusals move
-// on to the next member: any other error may mean the addition was proposed.
-func (c *Client) addLearnerAtEachMember(ctx context.Context, peerURL string, refused error) (*clientv3.MemberAddResponse, error) {
+// atEachMember makes a membership call of each member alone (call, with a client of that member
+// only) until one does not refuse it by etcd's strict reconfiguration check; refused is the refusal
+// the spread client got. etcd checks a member addition or removal against the peer connections of
+// the member that receives it, and one member's view can stay stale for good: it marks a peer
+// inactive when a message to that peer's old address fails after its new connection came up, and
+// only a reconnection marks it active again. A client that spreads calls round-robin can keep landing
+// on that member (the same number of calls each pass), so the change would be refused forever while
+// another member would take it at once. Only refusals move on to the next member: any other error
+// may mean the change was proposed.
+func (c *Client) atEachMember(refused error, call func(one *clientv3.Client) error) error {
 	err := refused
 	for _, ep := range c.c.Endpoints() {
 		one, derr := New([]string{ep}, c.tls)
 		if derr != nil {
-			return nil, derr
+			return derr
 		}
-		resp, aerr := one.c.MemberAddAsLearner(ctx, []string{peerURL})
+		err = call(one.c)
 		_ = one.Close()
-		if !unsettled(aerr) {
-			return resp, aerr
+		if !unsettled(err) {
+			return err
 		}
-		err = aerr
 	}
-	return nil, err
+	return err
 }
 
 // ErrPeersNotSettled means etcd's strict reconfiguration check refused a member addition because the
@@ -249,7 +253,14 @@ func (c *Client) Promote(ctx context.Context, id uint64) error {
 func (c *Client) Remove(ctx context.Context, id uint64) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	if _, err := c.c.MemberRemove(ctx, id); err != nil {
+	_, err := c.c.MemberRemove(ctx, id)
+	if unsettled(err) {
+		err = c.atEachMember(err, func(one *clientv3.Client) error {
+			_, rerr := one.MemberRemove(ctx, id)
+			return rerr
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("remove member %x: %w", id, err)
 	}
 	return nil

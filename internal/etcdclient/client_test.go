@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
 )
 
@@ -179,35 +181,58 @@ func TestAddLearnerRightAfterARestartIsNotYet(t *testing.T) {
 	t.Logf("refused %d times with ErrPeersNotSettled before etcd accepted the addition", notYet)
 }
 
-// etcd checks an addition against the peer connections of the member that receives it. Right after
-// m4 of 5 restarts, m4 has been connected to nobody for 5 s and refuses, while m0 (connected to m1–m3
-// all along, enough for the quorum of 6) accepts: an addition refused by one member is asked of the
-// others, so one member's stale view cannot hold it up.
-func TestAddLearnerRefusedByOneMemberIsAskedOfTheOthers(t *testing.T) {
+// etcd checks a member addition or removal against the peer connections of the member that receives
+// it. Right after m4 of 5 restarts, m4 has been connected to nobody for 5 s and refuses, while m0
+// (connected to m1–m3 all along) accepts: a change refused by one member is asked of the others, so
+// one member's stale view cannot hold it up.
+func TestMembershipChangeRefusedByOneMemberIsAskedOfTheOthers(t *testing.T) {
 	ctx := context.Background()
 	ms := etcdtest.StartCluster(t, 5)
 	time.Sleep(6 * time.Second) // every member connected to every other for etcd's 5 s
 	ms[4].Restart(t, nil)
 	urls := etcdtest.ClientURLs(ms)
-
-	alone, err := New(urls[4:5], nil)
+	dial := func(endpoints ...string) *Client {
+		c, err := New(endpoints, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	alone, c := dial(urls[4]), dial(urls[4], urls[0]) // the restarted member first
+	list, _, err := c.MemberList(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = alone.Close() }()
+	m3 := findByName(t, list, "m3")
+
+	refused := errors.New("refused by the restarted member")
 	if _, err := alone.AddLearner(ctx, etcdtest.NewMemberURLs(t, "refused").PeerURL); !errors.Is(err, ErrPeersNotSettled) {
 		t.Fatalf("the restarted member alone: %v, want ErrPeersNotSettled", err)
 	}
+	var added *clientv3.MemberAddResponse
+	err = c.atEachMember(refused, func(one *clientv3.Client) (aerr error) {
+		added, aerr = one.MemberAddAsLearner(ctx, []string{etcdtest.NewMemberURLs(t, "accepted").PeerURL})
+		return aerr
+	})
+	if err != nil || added.Member == nil || !added.Member.IsLearner {
+		t.Fatalf("addition asked of each member: %+v, %v", added, err)
+	}
+	if err := alone.Remove(ctx, m3.ID); err == nil || !unsettled(errors.Unwrap(err)) {
+		t.Fatalf("the restarted member alone removing m3: %v, want a strict-reconfiguration refusal", err)
+	}
+	if err := c.atEachMember(refused, func(one *clientv3.Client) error { _, rerr := one.MemberRemove(ctx, m3.ID); return rerr }); err != nil {
+		t.Fatalf("removal asked of each member: %v", err)
+	}
+}
 
-	c, err := New([]string{urls[4], urls[0]}, nil)
-	if err != nil {
-		t.Fatal(err)
+func findByName(t *testing.T, ms []Member, name string) Member {
+	t.Helper()
+	for _, m := range ms {
+		if m.Name == name {
+			return m
+		}
 	}
-	defer func() { _ = c.Close() }()
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	resp, err := c.addLearnerAtEachMember(ctx, etcdtest.NewMemberURLs(t, "accepted").PeerURL, ErrPeersNotSettled)
-	if err != nil || resp.Member == nil || !resp.Member.IsLearner {
-		t.Fatalf("asked of each member (the restarted one first): %+v, %v", resp, err)
-	}
+	t.Fatalf("no member %s in %+v", name, ms)
+	return Member{}
 }

@@ -154,7 +154,7 @@ func (c *Client) MemberList(ctx context.Context) ([]Member, uint64, error) {
 // LocalMemberList is the membership as the member at endpoint knows it, without asking the leader:
 // it answers even when the cluster has lost quorum.
 func (c *Client) LocalMemberList(ctx context.Context, endpoint string) ([]Member, error) {
-	one, err := New([]string{endpoint}, c.tls)
+	one, err := c.alone(endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +167,10 @@ func (c *Client) LocalMemberList(ctx context.Context, endpoint string) ([]Member
 	}
 	return members(resp), nil
 }
+
+// alone is a client of the member at endpoint only (same TLS), for calls whose answer depends on
+// which member gives it; the caller closes it.
+func (c *Client) alone(endpoint string) (*Client, error) { return New([]string{endpoint}, c.tls) }
 
 func members(resp *clientv3.MemberListResponse) []Member {
 	out := make([]Member, 0, len(resp.Members))
@@ -214,7 +218,7 @@ func unsettled(err error) bool {
 func (c *Client) atEachMember(refused error, call func(one *clientv3.Client) error) error {
 	err := refused
 	for _, ep := range c.c.Endpoints() {
-		one, derr := New([]string{ep}, c.tls)
+		one, derr := c.alone(ep)
 		if derr != nil {
 			return derr
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -277,10 +278,21 @@ func workerCopy(operatorImage string) (corev1.Container, corev1.Volume, corev1.V
 		mount
 }
 
-// restoreInitContainers put the worker binary on a shared volume (copy-self), then run
-// `worker restore` in the member's own etcd image, so the data directory is made by the
-// etcdutl of the very version that will open it. Both steps are idempotent across restarts.
-func restoreInitContainers(c *v1.EtcdCluster, in MemberPodInput) ([]corev1.Container, []corev1.Volume) {
+// addWorkerCopy gives a member pod the worker binary (the copy init container and its volume) once,
+// whichever of its steps needs it first, and returns the mount of the copy for a container to run it.
+func addWorkerCopy(pod *corev1.Pod, operatorImage string) corev1.VolumeMount {
+	copySelf, tools, mount := workerCopy(operatorImage)
+	if !slices.ContainsFunc(pod.Spec.InitContainers, func(ic corev1.Container) bool { return ic.Name == copySelf.Name }) {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, copySelf)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, tools)
+	}
+	return mount
+}
+
+// restoreInitContainer runs `worker restore` (the copy at tools) in the member's own etcd image, so
+// the data directory is made by the etcdutl of the very version that will open it. It is
+// idempotent across restarts.
+func restoreInitContainer(c *v1.EtcdCluster, in MemberPodInput, tools corev1.VolumeMount) (corev1.Container, []corev1.Volume) {
 	r := in.Restore
 	args := []string{"restore",
 		"--snapshot=" + naming.DataDir + "/restore-snapshot.db",
@@ -295,15 +307,10 @@ func restoreInitContainers(c *v1.EtcdCluster, in MemberPodInput) ([]corev1.Conta
 	}
 	sargs, env, vols, mounts := storage(r.Source, "", restoreSourceDir, true)
 	args = append(args, sargs...)
-	copySelf, tools, mount := workerCopy(in.OperatorImage)
-	vols = append(vols, tools)
-	mounts = append(mounts, mount, corev1.VolumeMount{Name: "data", MountPath: naming.DataDir})
-	return []corev1.Container{
-		copySelf,
-		{
-			Name: RestoreContainer, Image: in.Image, ImagePullPolicy: corev1.PullIfNotPresent,
-			Command: []string{copiedWorker}, Args: args, Env: env, VolumeMounts: mounts,
-			SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		},
+	mounts = append(mounts, tools, corev1.VolumeMount{Name: "data", MountPath: naming.DataDir})
+	return corev1.Container{
+		Name: RestoreContainer, Image: in.Image, ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: []string{copiedWorker}, Args: args, Env: env, VolumeMounts: mounts,
+		SecurityContext: restrictedContainer(), TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}, vols
 }

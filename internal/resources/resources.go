@@ -351,8 +351,8 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		},
 	}
 	if in.Bootstrap && in.Restore != nil {
-		inits, vols := restoreInitContainers(c, in)
-		pod.Spec.InitContainers = inits
+		restore, vols := restoreInitContainer(c, in, addWorkerCopy(pod, in.OperatorImage))
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, restore)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
 	peerWait(pod, c, in)
@@ -384,15 +384,9 @@ func peerWait(pod *corev1.Pod, c *v1.EtcdCluster, in MemberPodInput) {
 	if len(peers) == 0 {
 		return
 	}
-	copySelf, tools, mount := workerCopy(in.OperatorImage)
 	etcd := &pod.Spec.Containers[0]
 	etcd.Command = slices.Concat([]string{copiedWorker, peerwait.Command, fmt.Sprintf("--listen=:%d", naming.PeerPort)}, peers, []string{"--"}, etcd.Command)
-	etcd.VolumeMounts = append(etcd.VolumeMounts, mount)
-	if slices.ContainsFunc(pod.Spec.InitContainers, func(ic corev1.Container) bool { return ic.Name == copySelf.Name }) {
-		return // a restoring member has the worker copied in already
-	}
-	pod.Spec.InitContainers = append(pod.Spec.InitContainers, copySelf)
-	pod.Spec.Volumes = append(pod.Spec.Volumes, tools)
+	etcd.VolumeMounts = append(etcd.VolumeMounts, addWorkerCopy(pod, in.OperatorImage))
 }
 
 // hostPort is the dial address of a peer URL (its host and port; the URL is the operator's own or

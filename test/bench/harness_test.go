@@ -45,6 +45,7 @@ var (
 	kubeconfig string
 	managerBin string
 	logDir     string // operator logs of this run, kept for reading timings afterwards
+	podLogs    kubernetes.Interface
 	fwEnv      *framework.Env
 )
 
@@ -56,6 +57,13 @@ func TestMain(m *testing.M) {
 	}
 	k8s, kubeconfig, managerBin, fwEnv = env.K8s, env.Kubeconfig, env.ManagerBin, env
 	if logDir, err = os.MkdirTemp("", "bench-logs"); err != nil {
+		panic(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		panic(err)
+	}
+	if podLogs, err = kubernetes.NewForConfig(cfg); err != nil {
 		panic(err)
 	}
 	fmt.Fprintf(os.Stderr, "bench: operator logs in %s\n", logDir)
@@ -326,23 +334,13 @@ func clusterTLS(c *v1.EtcdCluster) (*tls.Config, error) {
 // where a figure's time went inside etcd (a lost publish, a late election) shows only there.
 func saveMemberLogs(t *testing.T, ns string, labels map[string]string, tag string) {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Logf("member logs not saved: %v", err)
-		return
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Logf("member logs not saved: %v", err)
-		return
-	}
 	pods := &corev1.PodList{}
 	if err := k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
 		t.Logf("member logs not saved: %v", err)
 		return
 	}
 	for _, pod := range pods.Items {
-		b, err := cs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: naming.EtcdContainer}).DoRaw(context.Background())
+		b, err := podLogs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: naming.EtcdContainer}).DoRaw(context.Background())
 		if err != nil {
 			t.Logf("log of %s not saved: %v", pod.Name, err)
 			continue

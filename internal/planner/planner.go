@@ -437,7 +437,7 @@ func decideRunning(in Input) Action {
 	for _, k := range in.Known {
 		m, _ := findByName(e.Members, k.Name)
 		if dataLost(in, k.Name, m) {
-			if a, ok := safeRemoval(in, m, reason.MemberDataLost, fmt.Sprintf("the data of %s is gone; removing it so that a new member replaces it", k.Name)); ok {
+			if a, ok := safeRemoval(in, m, reason.MemberDataLost, fmt.Sprintf("the data of %s is lost with its volume or pod; removing it so that a new member replaces it", k.Name)); ok {
 				return a
 			}
 		}
@@ -560,14 +560,18 @@ func podsToRecreate(in Input, e *Etcd) []string {
 	return out
 }
 
-// dataLost says whether member name's data is gone: its PVC was deleted after the member started,
-// or, for in-memory members, its pod went. A member that never started has no data to lose.
+// dataLost says whether member name's data is gone or certain to go: its PVC was deleted after the
+// member started, or is being deleted while its pod is gone or stopping; for in-memory members, its pod
+// is gone or stopping. A deletion cannot be undone and a stopping pod never comes back, so waiting
+// for the pod's termination (seconds of etcd's graceful stop and the kubelet's cleanup) would only
+// delay the replacement. A member that never started has no data to lose.
 func dataLost(in Input, name string, m EtcdMember) bool {
 	pod, pvc := in.Pods[name], in.PVCs[name]
+	podGoing := !pod.Exists || pod.Deleting
 	if in.EphemeralData {
-		return !pod.Exists && m.Started
+		return podGoing && m.Started
 	}
-	return (!pvc.Exists && m.Started) || (pvc.Deleting && !pod.Exists)
+	return (!pvc.Exists && m.Started) || (pvc.Deleting && podGoing)
 }
 
 // pickRemoval chooses the member to remove when scaling down: an unhealthy one first, else the newest.

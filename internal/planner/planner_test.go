@@ -132,6 +132,22 @@ func TestDecide(t *testing.T) {
 		{name: "PVC deleting and pod gone counts as lost", in: with(healthyCluster(3), func(in *Input) {
 			in.Pods["c-2"], in.PVCs["c-2"] = PodState{}, PVCState{Exists: true, Deleting: true}
 		}), kind: RemoveMember, members: []string{"c-2"}, reason: "MemberDataLost", id: 3},
+		{name: "PVC and pod both being deleted count as lost while the pod still stops", in: with(healthyCluster(3), func(in *Input) {
+			in.Pods["c-2"], in.PVCs["c-2"] = PodState{Exists: true, Deleting: true}, PVCState{Exists: true, Deleting: true}
+		}), kind: RemoveMember, members: []string{"c-2"}, reason: "MemberDataLost", id: 3},
+		{name: "PVC being deleted under a running pod: the member serves on, nothing is removed", in: with(healthyCluster(3), func(in *Input) {
+			in.PVCs["c-2"] = PVCState{Exists: true, Deleting: true}
+		}), kind: None},
+		{name: "stopping leader whose PVC is deleted: leadership moves first", in: with(healthyCluster(3), func(in *Input) {
+			in.Pods["c-0"], in.PVCs["c-0"] = PodState{Exists: true, Deleting: true}, PVCState{Exists: true, Deleting: true}
+		}), kind: MoveLeader, members: []string{"c-0", "c-1"}, reason: "MemberDataLost"},
+		{name: "a stopping pod whose PVC stays is only a restart, never a loss", in: with(healthyCluster(3), func(in *Input) {
+			in.Pods["c-2"] = PodState{Exists: true, Deleting: true}
+		}), kind: None},
+		{name: "in-memory member whose pod is stopping is lost", in: with(healthyCluster(3), func(in *Input) {
+			in.EphemeralData, in.PVCs = true, map[string]PVCState{}
+			in.Pods["c-2"] = PodState{Exists: true, Deleting: true}
+		}), kind: RemoveMember, members: []string{"c-2"}, reason: "MemberDataLost", id: 3},
 		{name: "in-memory member whose pod went is lost", in: with(healthyCluster(3), func(in *Input) {
 			in.EphemeralData, in.PVCs = true, map[string]PVCState{}
 			in.Pods["c-0"] = PodState{}

@@ -541,7 +541,9 @@ spec:
   - {name: metrics, port: 9153, protocol: TCP}
 EOF
   # derived from local-path-provisioner $LPP_VERSION deploy/local-path-storage.yaml:
-  # local images, PV data under \$STATE/local-path, default StorageClass
+  # local images, PV data under \$STATE/local-path, default StorageClass; the client's request limit
+  # raised from client-go's 5/s: each volume takes ~10 requests (helper pod, its polls, logs, PV, events),
+  # so three volumes at once throttled it by 1–3 s a volume, unevenly between benchmark runs
   write_if_changed "$STATE/manifests/local-path-storage.yaml" <<EOF
 apiVersion: v1
 kind: Namespace
@@ -602,7 +604,7 @@ spec:
       - name: local-path-provisioner
         image: $LPP_IMAGE
         imagePullPolicy: Never
-        command: [local-path-provisioner, --debug, start, --config, /etc/config/config.json]
+        command: [local-path-provisioner, --debug, start, --config, /etc/config/config.json, --kube-client-qps=50, --kube-client-burst=100]
         ports: [{name: health, containerPort: 8080, protocol: TCP}]
         startupProbe:
           httpGet: {path: /health, port: health}

@@ -312,7 +312,9 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 			}
 		}
 	}
-	if len(suspects) == 0 || o.leaderID == 0 {
+	if _, answers := o.status[o.leaderID]; len(suspects) == 0 || o.leaderID == 0 || !answers {
+		// A leader that does not answer about itself (stopping, cut off) would not answer about its
+		// peers either: waiting on it only holds up the pass that must act on its loss.
 		return
 	}
 	leaderPod := o.pods[o.names[o.leaderID]]

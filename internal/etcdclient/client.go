@@ -31,6 +31,9 @@ const (
 	// (no raft round), in milliseconds; a member that has not answered within it is stopping, not
 	// yet serving or cut off, and waiting longer on it only delays the pass that must act on it.
 	statusTimeout = 2 * time.Second
+	// scrapeTimeout bounds reading a member's metrics, which it serves from memory: as for its
+	// status, a member that has not answered within it is stopping or cut off.
+	scrapeTimeout = 2 * time.Second
 )
 
 // endpointKey carries the endpoint a call is for, so a call that never connected is still named.

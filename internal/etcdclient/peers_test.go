@@ -2,7 +2,9 @@ package etcdclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -67,5 +69,39 @@ func waitFor(t *testing.T, cond func() (bool, string)) {
 			t.Fatalf("condition not met within 30s; last: %s", last)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A member that accepts connections but never answers (stopping, its process hung) costs a pass one
+// short scrape, not a full call timeout: the pass that must act on its loss waits behind it.
+func TestScrapeOfAMemberThatDoesNotAnswerGivesUpAtItsTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		var held []net.Conn // open, never answered; closed once the listener is
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, conn)
+		}
+	}()
+	start := time.Now()
+	_, err = PeerActivity(context.Background(), "http://"+l.Addr().String()+"/metrics", 1)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("PeerActivity of a silent member: %v, want a deadline error", err)
+	}
+	if took < scrapeTimeout || took >= callTimeout {
+		t.Fatalf("gave up after %s, want the scrape timeout %s (not the call timeout %s)", took, scrapeTimeout, callTimeout)
 	}
 }

@@ -529,6 +529,11 @@ func safeRemoval(in Input, m EtcdMember, why reason.Reason, msg string) (Action,
 			return Action{}, false
 		}
 		if m.ID == in.Etcd.LeaderID {
+			if in.Pods[m.Name].Deleting {
+				// A stopping etcd hands leadership over itself (and if it is killed, the others elect
+				// a leader): a transfer asked of it now races its own and can wait out a call timeout.
+				return Action{Kind: Wait, Reason: why, Message: msg + "; waiting for leadership to move as its etcd stops"}, true
+			}
 			to := pickTransferee(in.Etcd.Members, m.ID)
 			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, ID: to.ID, Reason: why, Message: msg + "; moving leadership away first"}, true
 		}

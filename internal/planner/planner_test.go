@@ -138,8 +138,15 @@ func TestDecide(t *testing.T) {
 		{name: "PVC being deleted under a running pod: the member serves on, nothing is removed", in: with(healthyCluster(3), func(in *Input) {
 			in.PVCs["c-2"] = PVCState{Exists: true, Deleting: true}
 		}), kind: None},
-		{name: "stopping leader whose PVC is deleted: leadership moves first", in: with(healthyCluster(3), func(in *Input) {
+		{name: "stopping leader whose PVC is deleted: its etcd hands leadership over as it stops", in: with(healthyCluster(3), func(in *Input) {
 			in.Pods["c-0"], in.PVCs["c-0"] = PodState{Exists: true, Deleting: true}, PVCState{Exists: true, Deleting: true}
+		}), kind: Wait, reason: "MemberDataLost"},
+		{name: "once another member leads, the stopping former leader is removed", in: with(healthyCluster(3), func(in *Input) {
+			in.Pods["c-0"], in.PVCs["c-0"] = PodState{Exists: true, Deleting: true}, PVCState{Exists: true, Deleting: true}
+			in.Etcd.LeaderID = 2
+		}), kind: RemoveMember, members: []string{"c-0"}, reason: "MemberDataLost", id: 1},
+		{name: "running leader whose PVC is gone: leadership moves first", in: with(healthyCluster(3), func(in *Input) {
+			in.PVCs["c-0"] = PVCState{}
 		}), kind: MoveLeader, members: []string{"c-0", "c-1"}, reason: "MemberDataLost"},
 		{name: "a stopping pod whose PVC stays is only a restart, never a loss", in: with(healthyCluster(3), func(in *Input) {
 			in.Pods["c-2"] = PodState{Exists: true, Deleting: true}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -81,14 +83,25 @@ func TestScaleUnderWrites(t *testing.T) {
 	t.Logf("members after 3→5→3: %v", names)
 }
 
-// Deleting a member's PVC and pod loses its data: the member is replaced under a new name.
+// Deleting a member's PVC and pod loses its data: the member is replaced under a new name. The
+// victim is the leader, the harder case (the chaos suite loses followers): the operator acts while
+// the leader's pod is still stopping and must let its etcd hand leadership over first.
 func TestLostVolumeIsReplacedByANewMember(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "")
 	cl := env.EtcdClient(t, c)
 	keys := framework.PutKeys(t, cl, "/replace/", 1000)
 
-	victim := env.Get(t, c).Status.Members[2].Name
+	var victim string
+	framework.WaitFor(t, "a leader in the status", convergeTimeout, func() error {
+		for _, m := range env.Get(t, c).Status.Members {
+			if m.Role == v1.RoleLeader {
+				victim = m.Name
+				return nil
+			}
+		}
+		return errors.New("no member reported as leader")
+	})
 	ctx := context.Background()
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: victim}, pvc); err != nil {

@@ -76,7 +76,9 @@ const (
 	MemberNotInCluster Reason = "MemberNotInCluster"
 	// StrayObject: a pod or PVC with the cluster's labels belongs to no member; it is deleted.
 	StrayObject Reason = "StrayObject"
-	// MemberDataLost: a member's volume is gone; the member is removed and replaced under a new name.
+	// MemberDataLost: a member's volume is gone, or being deleted while its pod stops (in-memory members:
+	// the pod stops); the member is removed and replaced under a new name, a stopping leader once its etcd
+	// has handed leadership over.
 	MemberDataLost Reason = "MemberDataLost"
 	// MemberUnhealthy: etcd reported a member failing for replaceFailedMemberAfter without interruption; it is replaced.
 	// Do: nothing; if members keep failing, look at their nodes and disks.

@@ -27,13 +27,11 @@ const (
 	dialTimeout = 5 * time.Second
 	// callTimeout bounds every call, so a partitioned member can never stall a reconcile.
 	callTimeout = 5 * time.Second
-	// statusTimeout bounds asking one member about itself. etcd answers that from its own state
-	// (no raft round), in milliseconds; a member that has not answered within it is stopping, not
-	// yet serving or cut off, and waiting longer on it only delays the pass that must act on it.
-	statusTimeout = 2 * time.Second
-	// scrapeTimeout bounds reading a member's metrics, which it serves from memory: as for its
-	// status, a member that has not answered within it is stopping or cut off.
-	scrapeTimeout = 2 * time.Second
+	// memberTimeout bounds asking one member about itself, its status or its metrics. etcd answers
+	// both from its own state (no raft round), in milliseconds; a member that has not answered within
+	// it is stopping, not yet serving or cut off, and waiting longer on it only delays the pass that
+	// must act on it.
+	memberTimeout = 2 * time.Second
 )
 
 // endpointKey carries the endpoint a call is for, so a call that never connected is still named.
@@ -286,7 +284,7 @@ func (c *Client) UpdatePeerURLs(ctx context.Context, id uint64, peerURLs ...stri
 
 // Status asks the member at endpoint about itself.
 func (c *Client) Status(ctx context.Context, endpoint string) (Status, error) {
-	ctx, cancel := context.WithTimeout(context.WithValue(ctx, endpointKey{}, endpoint), statusTimeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, endpointKey{}, endpoint), memberTimeout)
 	defer cancel()
 	resp, err := c.c.Status(ctx, endpoint)
 	if err != nil {

@@ -101,7 +101,7 @@ func TestScrapeOfAMemberThatDoesNotAnswerGivesUpAtItsTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("PeerActivity of a silent member: %v, want a deadline error", err)
 	}
-	if took < scrapeTimeout || took >= callTimeout {
-		t.Fatalf("gave up after %s, want the scrape timeout %s (not the call timeout %s)", took, scrapeTimeout, callTimeout)
+	if took < memberTimeout || took >= callTimeout {
+		t.Fatalf("gave up after %s, want the member timeout %s (not the call timeout %s)", took, memberTimeout, callTimeout)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // families named in want. Members serve their metrics without TLS on a port the NetworkPolicy opens
 // only to the operator and monitoring.
 func scrape(ctx context.Context, metricsURL string, want ...string) (map[string]*dto.MetricFamily, error) {
-	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, memberTimeout)
 	defer cancel()
 	defer func(start time.Time) { traceCall(ctx, "scrape "+metricsURL, time.Since(start)) }(time.Now())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)

@@ -27,7 +27,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -59,11 +58,7 @@ func TestMain(m *testing.M) {
 	if logDir, err = os.MkdirTemp("", "bench-logs"); err != nil {
 		panic(err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		panic(err)
-	}
-	if podLogs, err = kubernetes.NewForConfig(cfg); err != nil {
+	if podLogs, err = kubernetes.NewForConfig(env.Config); err != nil {
 		panic(err)
 	}
 	fmt.Fprintf(os.Stderr, "bench: operator logs in %s\n", logDir)

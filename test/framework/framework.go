@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,7 +42,9 @@ import (
 
 // Env is a connection to the local cluster and a freshly built manager binary.
 type Env struct {
-	K8s        client.Client
+	K8s client.Client
+	// Config is K8s's REST configuration, for the clients controller-runtime's does not cover (pod logs).
+	Config     *rest.Config
 	Kubeconfig string
 	ManagerBin string
 	dir        string
@@ -64,6 +67,7 @@ func Connect(repoRoot string) (*Env, error) {
 	// requests a second (burst 10) stretched a poll to 0.4–0.8 s, and more for the loop that asks more,
 	// so that a benchmark's two sides were timed at different resolutions.
 	cfg.QPS, cfg.Burst = 100, 200
+	e.Config = cfg
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1.AddToScheme(scheme)

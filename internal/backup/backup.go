@@ -53,10 +53,11 @@ type Result struct {
 	Size     int64  `json:"size"`
 	SHA256   string `json:"sha256"`
 	Location string `json:"location"`
-	// Seconds the whole backup took in the Job (dial, member choice, snapshot and upload), and the
-	// process's peak anonymous and total resident memory: the benchmarks read them from the
-	// termination message.
+	// Seconds the whole backup took in the Job (dial, member choice, snapshot and upload), the CPU
+	// seconds the process used (user and system), and its peak anonymous and total resident
+	// memory: the benchmarks read them from the termination message.
 	Seconds       float64 `json:"seconds,omitempty"`
+	CPUSeconds    float64 `json:"cpuSeconds,omitempty"`
 	PeakAnonBytes int64   `json:"peakAnonBytes,omitempty"`
 	PeakRSSBytes  int64   `json:"peakRSSBytes,omitempty"`
 }

@@ -242,6 +242,35 @@ func TestS3FailuresLeaveNothing(t *testing.T) {
 	}
 }
 
+// A restore names a snapshot that may not exist (a typo, a deleted object): Fetch says so at once,
+// permanently and under the right reason, and leaves no file for etcdutl.
+func TestFetchOfAMissingSnapshotIsRefusedAtOnce(t *testing.T) {
+	mio := miniotest.Start(t)
+	bucket := mio.MakeBucket(t, "backups")
+	ctx := context.Background()
+	cases := map[string]struct {
+		bucket string
+		reason reason.Reason
+	}{
+		"missing object": {bucket, reason.SnapshotNotFound},
+		"missing bucket": {"no-such-bucket", reason.BucketNotFound},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			src := &S3{Endpoint: mio.URL, Region: "us-east-1", Bucket: tc.bucket, Key: "nothing-here.db", PathStyle: true,
+				AccessKey: mio.AccessKey, SecretKey: mio.SecretKey}
+			snap := filepath.Join(t.TempDir(), "snapshot.db")
+			err := Fetch(ctx, src, snap, Expect{})
+			if f := reasonOf(t, err); f.Reason != tc.reason || !f.Permanent {
+				t.Fatalf("got %v, want permanent %s", err, tc.reason)
+			}
+			if _, err := os.Stat(snap); !os.IsNotExist(err) {
+				t.Fatalf("a file was left for a snapshot that does not exist: %v", err)
+			}
+		})
+	}
+}
+
 func TestFileWriteIsAllOrNothing(t *testing.T) {
 	dir := t.TempDir()
 	f := &File{Path: filepath.Join(dir, "sub", "b.db"), Location: "pvc://c/sub/b.db"}

@@ -150,16 +150,14 @@ func (s *S3) Open(ctx context.Context) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	obj, err := c.GetObject(ctx, s.Bucket, s.Key, minio.GetObjectOptions{})
+	// The raw response body: minio.Object's reads go through a goroutine each, which cost ~0.3 s
+	// per GiB on the restore's critical path; the request is made here, so a missing object or
+	// bucket fails here.
+	body, _, _, err := minio.Core{Client: c}.GetObject(ctx, s.Bucket, s.Key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, classify(err, "open "+s.Location(), reason.DownloadFailed)
 	}
-	// GetObject is lazy: Stat makes the request, so a missing object or bucket fails here.
-	if _, err := obj.Stat(); err != nil {
-		_ = obj.Close()
-		return nil, classify(err, "open "+s.Location(), reason.DownloadFailed)
-	}
-	return obj, nil
+	return body, nil
 }
 
 // Delete removes the object (retention); a missing object is not an error.

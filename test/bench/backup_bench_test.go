@@ -117,8 +117,8 @@ func TestBackupBench(t *testing.T) {
 		samples["backup_job"] = append(samples["backup_job"], res.Seconds)
 		samples["backup_job_peak_memory_mib"] = append(samples["backup_job_peak_memory_mib"], float64(res.PeakAnonBytes)/(1<<20))
 		samples["backup_job_peak_rss_mib"] = append(samples["backup_job_peak_rss_mib"], float64(res.PeakRSSBytes)/(1<<20))
-		t.Logf("rep %d: etcdctl %.1fs (and upload %.1fs, peak RSS %.1f MiB), backup Job %.1fs (%d bytes, peak anonymous memory %.1f MiB, peak RSS %.1f MiB)", r,
-			samples["etcdctl_save"][r-1], samples["etcdctl_save_upload"][r-1], rss, res.Seconds, res.Size, float64(res.PeakAnonBytes)/(1<<20), float64(res.PeakRSSBytes)/(1<<20))
+		t.Logf("rep %d: etcdctl %.1fs (and upload %.1fs, peak RSS %.1f MiB), backup Job %.1fs (%.1fs CPU, %d bytes, peak anonymous memory %.1f MiB, peak RSS %.1f MiB)", r,
+			samples["etcdctl_save"][r-1], samples["etcdctl_save_upload"][r-1], rss, res.Seconds, res.CPUSeconds, res.Size, float64(res.PeakAnonBytes)/(1<<20), float64(res.PeakRSSBytes)/(1<<20))
 		lastBackup = name
 
 		data := filepath.Join(snapDir, "restored")
@@ -152,6 +152,8 @@ func TestBackupBench(t *testing.T) {
 		p := newProber(ns, naming.ClientService(rc.Name), naming.Labels(rc.Name), rcTLS)
 		done := waitFor(t, rc.Name+" serving", 10*time.Minute, servingN(p, 1))
 		p.close()
+		logPodTimeline(t, ns, naming.Labels(rc.Name), start, rc.Name)
+		logContainerLog(t, ns, naming.Labels(rc.Name), resources.RestoreContainer, rc.Name)
 		samples["restore"] = append(samples["restore"], done.Sub(start).Seconds())
 		samples["bare_restore"] = append(samples["bare_restore"], bareRestore(t, mio, backupObject(t, lastBackup, ns)))
 		t.Logf("restore %d: %.1fs (bare pod restoring the same object by hand: %.1fs; etcdutl alone on the host: %.1fs)", r,
@@ -193,7 +195,9 @@ func bareRestore(t *testing.T, mio *framework.MinIO, key string) float64 {
 	waitQuiet(t)
 	start := time.Now()
 	b.createRestoring(t, url.String())
-	return waitFor(t, "bare restore serving", 10*time.Minute, servingN(p, 1)).Sub(start).Seconds()
+	done := waitFor(t, "bare restore serving", 10*time.Minute, servingN(p, 1))
+	logPodTimeline(t, ns, bareLabels, start, "bare restore")
+	return done.Sub(start).Seconds()
 }
 
 func benchReps() int {
@@ -289,7 +293,7 @@ func jobResult(t *testing.T, b *v1.EtcdBackup) *backup.Result {
 func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64) {
 	date := time.Now().UTC().Format(time.RFC3339)
 	db := fmt.Sprintf("%.2f GiB", float64(dbSize)/(1<<30))
-	timeGoal, memGoalRatio := 1.1, 1.0
+	timeGoal, memGoalRatio, restoreGoal := 1.1, 1.0, 1.5 // issue 17
 	mem := slices.Max(samples["backup_job_peak_memory_mib"])
 	restoredServing := "the member pod Ready, a linearizable read through its endpoint and a ready endpoint of the client Service"
 	rows := []result{
@@ -306,8 +310,8 @@ func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64
 			Notes: "peak anonymous resident memory (RssAnon sampled every 50 ms: heap, stacks, buffers) of the backup Job's worker process over the runs, streaming a " + db + " snapshot to MinIO in 6 MiB multipart parts, two in flight; the binary's file-backed pages are in backup_job_peak_rss_mib; baseline: the 64 MiB goal, so ratio = value / 64",
 			Goal:  &memGoalRatio, Samples: roundAll(samples["backup_job_peak_memory_mib"])},
 		{Metric: "restore_time_1gib", Value: round2(median(samples["restore"])), Unit: "s", Baseline: round2(median(samples["etcdutl_restore"])),
-			Notes:   "seconds from creating a 1-member EtcdCluster with spec.bootstrap.restore naming the " + db + " backup in MinIO until it serves (" + restoredServing + "; download with SHA-256 check, etcdutl restore in the etcd image, etcd start, TLS); baseline: `etcdutl snapshot restore` (v3.6.16) of the same database on the host's local disk (the issue's baseline: no download, no pod, no etcd start)",
-			Samples: roundAll(samples["restore"]), BaselineSamples: roundAll(samples["etcdutl_restore"])},
+			Notes: "seconds from creating a 1-member EtcdCluster with spec.bootstrap.restore naming the " + db + " backup in MinIO until it serves (" + restoredServing + "; download with SHA-256 check, etcdutl restore in the etcd image, etcd start, TLS); baseline: `etcdutl snapshot restore` (v3.6.16) of the same database on the host's local disk (the issue's baseline: no download, no pod, no etcd start)",
+			Goal:  &restoreGoal, Samples: roundAll(samples["restore"]), BaselineSamples: roundAll(samples["etcdutl_restore"])},
 		{Metric: "restore_time_1gib_vs_bare", Value: round2(median(samples["restore"])), Unit: "s", Baseline: round2(median(samples["bare_restore"])),
 			Notes:   "the operator's restore as in restore_time_1gib; baseline: the same object restored by hand into a bare 1-member etcd (TLS, the operator's probes, a local-path PVC): an init container downloads it with busybox wget from a presigned URL of the same MinIO, another runs the etcd image's etcdutl snapshot restore, then etcd starts; timed from creating its objects until " + restoredServing + ", checked by the same prober",
 			Samples: roundAll(samples["restore"]), BaselineSamples: roundAll(samples["bare_restore"])},

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -343,5 +344,54 @@ func saveMemberLogs(t *testing.T, ns string, labels map[string]string, tag strin
 		if err := os.WriteFile(filepath.Join(logDir, fmt.Sprintf("%s-%s-%s.log", ns, tag, pod.Name)), b, 0o644); err != nil {
 			t.Logf("log of %s not saved: %v", pod.Name, err)
 		}
+	}
+}
+
+// logPodTimeline logs, for every pod of ns with labels, when it was created, scheduled, each
+// container started and ended, and when it turned Ready, in seconds after start: where a figure's
+// seconds went between the API objects. Kubernetes keeps these times to the second only.
+func logPodTimeline(t *testing.T, ns string, labels map[string]string, start time.Time, tag string) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
+		t.Logf("%s: no timeline: %v", tag, err)
+		return
+	}
+	at := func(ts metav1.Time) string { return fmt.Sprintf("%+.0fs", ts.Sub(start).Seconds()) }
+	for _, pod := range pods.Items {
+		line := []string{"created " + at(pod.CreationTimestamp)}
+		for _, c := range pod.Status.Conditions {
+			if (c.Type == corev1.PodScheduled || c.Type == corev1.PodReady) && c.Status == corev1.ConditionTrue {
+				line = append(line, strings.ToLower(string(c.Type))+" "+at(c.LastTransitionTime))
+			}
+		}
+		for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+			switch s := cs.State; {
+			case s.Terminated != nil:
+				line = append(line, fmt.Sprintf("%s %s–%s", cs.Name, at(s.Terminated.StartedAt), at(s.Terminated.FinishedAt)))
+			case s.Running != nil:
+				line = append(line, fmt.Sprintf("%s %s–", cs.Name, at(s.Running.StartedAt)))
+			}
+		}
+		t.Logf("%s: pod %s: %s", tag, pod.Name, strings.Join(line, ", "))
+	}
+}
+
+// logContainerLog logs the output of container in the pods of ns with labels (a short one: a
+// worker's summary line).
+func logContainerLog(t *testing.T, ns string, labels map[string]string, container, tag string) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
+		t.Logf("%s: no log: %v", tag, err)
+		return
+	}
+	for _, pod := range pods.Items {
+		b, err := podLogs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
+		if err != nil {
+			t.Logf("%s: no log of %s/%s: %v", tag, pod.Name, container, err)
+			continue
+		}
+		t.Logf("%s: %s/%s: %s", tag, pod.Name, container, strings.TrimSpace(string(b)))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +137,7 @@ func bareRollingUpgrade(t *testing.T, from, to string, add func(string, float64)
 	w.Finish()
 	stopFollowing()
 	add("bare_upgrade_p99_write_latency", p99ms(w.Latencies()))
+	t.Logf("bare: upgrade began %s; its slowest writes: %s", t0.UTC().Format("15:04:05.000"), strings.Join(w.Slowest(8), ", "))
 }
 
 // operatorUpgrade runs the writer on a converged 3-member EtcdCluster, first at steady state, then
@@ -193,6 +195,7 @@ func operatorUpgradeIn(t *testing.T, ns string, c *v1.EtcdCluster, add func(stri
 	stopFollowing()
 	add("upgrade_failed_writes", float64(failed))
 	add("upgrade_p99_write_latency", p99ms(w.Latencies()))
+	t.Logf("operator: upgrade began %s; its slowest writes: %s", t0.UTC().Format("15:04:05.000"), strings.Join(w.Slowest(8), ", "))
 	lost, err := framework.LostKeys(cl, "/upgrade/", acked)
 	if err != nil {
 		t.Fatal(err)

@@ -503,6 +503,7 @@ type Writer struct {
 	acked     []string
 	failed    int
 	latencies []time.Duration
+	starts    []time.Time // when each acknowledged put began
 }
 
 func StartWriter(cl *clientv3.Client, prefix string) *Writer {
@@ -528,6 +529,7 @@ func StartWriter(cl *clientv3.Client, prefix string) *Writer {
 			if err == nil {
 				w.acked = append(w.acked, key)
 				w.latencies = append(w.latencies, took)
+				w.starts = append(w.starts, start)
 				i++
 			} else {
 				w.failed++
@@ -562,6 +564,23 @@ func (w *Writer) Latencies() []time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]time.Duration(nil), w.latencies...)
+}
+
+// Slowest are the n slowest acknowledged puts, slowest first, each as the time it began and its
+// latency: to match a latency percentile with what happened in the cluster at that moment.
+func (w *Writer) Slowest(n int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	idx := make([]int, len(w.latencies))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return w.latencies[idx[a]] > w.latencies[idx[b]] })
+	var out []string
+	for _, i := range idx[:min(n, len(idx))] {
+		out = append(out, fmt.Sprintf("%s %.1fms", w.starts[i].UTC().Format("15:04:05.000"), float64(w.latencies[i])/float64(time.Millisecond)))
+	}
+	return out
 }
 
 // CheckKeys asserts that every key is readable with its value (a linearizable read).

@@ -62,6 +62,8 @@ type clusterMemory struct {
 	// windows measured, oldest first (observeTuning).
 	tuneBase    *tuningReading
 	tuneWindows []planner.TuningWindow
+	// leaderView is the leader's last read view of its peers (observeFailures).
+	leaderView *leaderView
 	// failures counts consecutive failed attempts of action, which is not tried again before nextTry.
 	failures int
 	action   string
@@ -189,3 +191,31 @@ func (cm *clusterMemory) actionFailed(action string, now time.Time) time.Duratio
 }
 
 func (cm *clusterMemory) actionSucceeded() { cm.action, cm.failures, cm.nextTry = "", 0, time.Time{} }
+
+// leaderViewMaxAge is how long the leader's view of its peers is reused. A pass runs on every event
+// of the cluster's pods (three or four a second while a member restarts), and each read renders the
+// whole /metrics page of the member that serves every write. A member is replaced only after
+// minutes of evidence (ReplaceAfter), so a view a second old decides the same.
+const leaderViewMaxAge = time.Second
+
+// leaderView is which peers the leader had a raft connection to, when.
+type leaderView struct {
+	leader uint64
+	at     time.Time
+	active map[uint64]bool
+}
+
+// peersOfLeader is leader's view of its peers: the one read less than leaderViewMaxAge before now
+// (wall-clock time: this bounds load, it decides nothing), else a fresh one from read.
+func (cm *clusterMemory) peersOfLeader(leader uint64, now time.Time, read func() (map[uint64]bool, error)) (map[uint64]bool, error) {
+	if v := cm.leaderView; v != nil && v.leader == leader && !now.Before(v.at) && now.Sub(v.at) < leaderViewMaxAge {
+		return v.active, nil
+	}
+	active, err := read()
+	if err != nil {
+		cm.leaderView = nil
+		return nil, err
+	}
+	cm.leaderView = &leaderView{leader: leader, at: now, active: active}
+	return active, nil
+}

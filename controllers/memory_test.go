@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -78,5 +80,40 @@ func TestMemoryOfARecreatedClusterStartsAfresh(t *testing.T) {
 	m.forget(key)
 	if len(m.clusters) != 0 {
 		t.Fatal("forget kept state")
+	}
+}
+
+func TestTheLeadersViewOfItsPeersIsReadAtMostOnceASecond(t *testing.T) {
+	cm := &clusterMemory{}
+	reads := 0
+	read := func(active map[uint64]bool, err error) func() (map[uint64]bool, error) {
+		return func() (map[uint64]bool, error) { reads++; return active, err }
+	}
+	t0 := time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)
+	first := map[uint64]bool{2: true, 3: true}
+	second := map[uint64]bool{2: true}
+
+	steps := []struct {
+		name   string
+		leader uint64
+		at     time.Duration
+		read   func() (map[uint64]bool, error)
+		want   map[uint64]bool
+		err    bool
+		reads  int
+	}{
+		{"first pass reads", 1, 0, read(first, nil), first, false, 1},
+		{"a pass 300 ms later reuses it", 1, 300 * time.Millisecond, read(second, nil), first, false, 1},
+		{"another leader is read afresh", 2, 400 * time.Millisecond, read(second, nil), second, false, 2},
+		{"a second later it is read again", 2, 1400 * time.Millisecond, read(first, nil), first, false, 3},
+		{"a failed read is not kept", 2, 2500 * time.Millisecond, read(nil, errors.New("no answer")), nil, true, 4},
+		{"so the next pass reads again", 2, 2600 * time.Millisecond, read(second, nil), second, false, 5},
+		{"a clock that went back reads again", 2, 2 * time.Second, read(first, nil), first, false, 6},
+	}
+	for _, s := range steps {
+		got, err := cm.peersOfLeader(s.leader, t0.Add(s.at), s.read)
+		if (err != nil) != s.err || !maps.Equal(got, s.want) || reads != s.reads {
+			t.Fatalf("%s: got %v, %v after %d reads; want %v (error %t) after %d", s.name, got, err, reads, s.want, s.err, s.reads)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -321,7 +322,9 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 	if leaderPod == nil || leaderPod.Status.PodIP == "" {
 		return
 	}
-	active, err := etcdclient.PeerActivity(ctx, naming.MetricsURL(leaderPod.Status.PodIP), o.leaderID)
+	active, err := p.mem.peersOfLeader(o.leaderID, time.Now(), func() (map[uint64]bool, error) {
+		return etcdclient.PeerActivity(ctx, naming.MetricsURL(leaderPod.Status.PodIP), o.leaderID)
+	})
 	if err != nil {
 		// No evidence either way: nobody is declared failing on the operator's own failure.
 		log.FromContext(ctx).V(1).Info("cannot read the leader's view of its peers", "error", err.Error())

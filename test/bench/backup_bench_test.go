@@ -121,6 +121,12 @@ func TestBackupBench(t *testing.T) {
 			samples["etcdctl_save"][r-1], samples["etcdctl_save_upload"][r-1], rss, res.Seconds, res.CPUSeconds, res.Size, float64(res.PeakAnonBytes)/(1<<20), float64(res.PeakRSSBytes)/(1<<20))
 		lastBackup = name
 
+		// The same worker binary run from the host, where etcdctl runs: what the Job's seconds owe to
+		// running in a pod (pod-to-pod traffic, its CPU share) rather than to the worker itself.
+		host := hostBackup(t, mio, ns, endpoint, certDir, naming.ClientServiceHost(c.Name, c.Namespace), fmt.Sprintf("host/%d.db", r))
+		samples["worker_from_host"] = append(samples["worker_from_host"], host.Seconds)
+		t.Logf("rep %d: the worker binary from the host: %.1fs (%.1fs CPU)", r, host.Seconds, host.CPUSeconds)
+
 		data := filepath.Join(snapDir, "restored")
 		_ = os.RemoveAll(data)
 		start = time.Now()
@@ -269,6 +275,31 @@ func run(t *testing.T, bin string, args ...string) float64 {
 	return 0
 }
 
+// hostBackup runs bin/worker backup from the host into the bench bucket under key and returns its report.
+func hostBackup(t *testing.T, mio *framework.MinIO, ns, endpoint, certDir, serverName, key string) *backup.Result {
+	t.Helper()
+	sec := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: mio.Secret}, sec); err != nil {
+		t.Fatal(err)
+	}
+	termLog := filepath.Join(t.TempDir(), "report")
+	cmd := exec.Command(filepath.Join("..", "..", "bin", "worker"), "backup", "--endpoints="+endpoint, "--tls-dir="+certDir, "--server-name="+serverName,
+		"--s3-endpoint="+mio.HostURL, "--s3-bucket="+benchBucket, "--s3-key="+key, "--s3-path-style", "--termination-log="+termLog)
+	cmd.Env = append(os.Environ(), backup.EnvAccessKey+"="+string(sec.Data["accessKeyID"]), backup.EnvSecretKey+"="+string(sec.Data["secretAccessKey"]))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("worker backup from the host: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(termLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, ok := backup.ParseReport(string(b))
+	if !ok || rep.Result == nil {
+		t.Fatalf("worker backup from the host reported %s", b)
+	}
+	return rep.Result
+}
+
 // jobResult reads the report the backup Job's pod left in its termination message.
 func jobResult(t *testing.T, b *v1.EtcdBackup) *backup.Result {
 	t.Helper()
@@ -323,13 +354,13 @@ func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64
 		r.BaselineMin, r.BaselineMax = bounds(r.BaselineSamples)
 		writeResult(t, *r)
 	}
-	if err := framework.WriteBenchmarksSection(filepath.Join("..", "..", "BENCHMARKS.md"), "backup", backupMarkdown(rows, db, len(samples["restore"]))); err != nil {
+	if err := framework.WriteBenchmarksSection(filepath.Join("..", "..", "BENCHMARKS.md"), "backup", backupMarkdown(rows, db, len(samples["restore"]), samples["worker_from_host"])); err != nil {
 		t.Fatal(err)
 	}
 	writeMarkdown(t, resultsDir())
 }
 
-func backupMarkdown(rows []result, db string, reps int) string {
+func backupMarkdown(rows []result, db string, reps int, fromHost []float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Backup and restore\n\n")
 	fmt.Fprintf(&b, "A %s database (1 MiB random values, 1 member, etcd v3.6.16, TLS) on the same local cluster; median of %d runs (memory: the maximum).\n\n", db, reps)
@@ -349,6 +380,9 @@ func backupMarkdown(rows []result, db string, reps int) string {
   completed multipart upload into MinIO, also in the cluster) ÷ ` + "`etcdctl snapshot save`" + ` from the host to local disk.
 - ` + "`backup_time_vs_etcdctl_and_upload`" + `: the same Job ÷ ` + "`etcdctl snapshot save`" + ` plus the upload of its file to the same
   MinIO from the host: both sides end with the snapshot stored in MinIO.
+- The Job's own binary run from the host, like etcdctl, against the same member and bucket (a diagnostic, not a
+  figure of the operator): ` + fmt.Sprintf("%.1f s (%.1f–%.1f)", median(fromHost), slices.Min(fromHost), slices.Max(fromHost)) + `. What the Job takes beyond that is
+  what running in a pod costs here (pod-to-pod traffic through the bridge and its filters, the pod's CPU share).
 - ` + "`backup_job_peak_rss_mib`" + `: the Job's worker process's peak total RSS (its binary's mapped pages included), the
   maximum over the runs, against ` + "`etcdctl snapshot save`" + `'s (median) of the same database.
 - ` + "`backup_job_peak_memory_mib`" + `: the same process's peak anonymous memory (heap, stacks, buffers); its ratio is

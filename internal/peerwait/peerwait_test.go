@@ -133,3 +133,38 @@ func TestMembersWaitingForEachOtherStartAtOnce(t *testing.T) {
 		t.Fatalf("both started after %s: they waited for each other's limit", took)
 	}
 }
+
+// A staggered member keeps standing in for its turn after a peer accepted it: a peer that starts its
+// etcd meanwhile finds the port answering at once, not an etcd that holds its connection.
+func TestStaggerKeepsStandingInBeforeTheCommand(t *testing.T) {
+	up := listen(t, "127.0.0.1:0").Addr().String()
+	own := closedAddr(t)
+	const stagger = 400 * time.Millisecond
+	start := time.Now()
+	done := make(chan []string, 1)
+	go func() {
+		cmd, _ := Main(context.Background(), []string{"--listen=" + own, "--stagger=" + stagger.String(), up, "--", "etcd"}, io.Discard)
+		done <- cmd
+	}()
+	time.Sleep(stagger / 2)
+	conn, err := net.DialTimeout("tcp", own, time.Second)
+	if err != nil {
+		t.Fatalf("nothing stands in on %s during the stagger: %v", own, err)
+	}
+	_ = conn.Close()
+	if cmd := <-done; !slices.Equal(cmd, []string{"etcd"}) {
+		t.Fatalf("Main = %v, want etcd", cmd)
+	}
+	if took := time.Since(start); took < stagger {
+		t.Fatalf("the command came after %s, before its turn (%s)", took, stagger)
+	}
+}
+
+func TestAStopDuringTheStaggerStartsNothing(t *testing.T) {
+	up := listen(t, "127.0.0.1:0").Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if cmd, err := Main(ctx, []string{"--stagger=5s", up, "--", "etcd"}, io.Discard); err != nil || cmd != nil {
+		t.Fatalf("Main = %v, %v; want nothing to run", cmd, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -384,10 +385,19 @@ func peerWait(pod *corev1.Pod, c *v1.EtcdCluster, in MemberPodInput) {
 	if len(peers) == 0 {
 		return
 	}
+	wait := []string{copiedWorker, peerwait.Command, fmt.Sprintf("--listen=:%d", naming.PeerPort)}
+	if i := slices.Index(in.InitialCluster, in.Member); in.Bootstrap && i > 0 {
+		wait = append(wait, fmt.Sprintf("--stagger=%s", time.Duration(i)*bootstrapStagger))
+	}
 	etcd := &pod.Spec.Containers[0]
-	etcd.Command = slices.Concat([]string{copiedWorker, peerwait.Command, fmt.Sprintf("--listen=:%d", naming.PeerPort)}, peers, []string{"--"}, etcd.Command)
+	etcd.Command = slices.Concat(wait, peers, []string{"--"}, etcd.Command)
 	etcd.VolumeMounts = append(etcd.VolumeMounts, addWorkerCopy(pod, in.OperatorImage))
 }
+
+// bootstrapStagger is how far apart the members of a new cluster start etcd once their peers admit
+// them, in the order of --initial-cluster: far enough for one etcd's bootstrap (tens of milliseconds
+// here) to end before the next one asks it whether it already belongs to a cluster (internal/peerwait).
+const bootstrapStagger = 150 * time.Millisecond
 
 // hostPort is the dial address of a peer URL (its host and port; the URL is the operator's own or
 // one etcd reported).

@@ -352,12 +352,18 @@ func TestOnlyAMemberWithAdmittingPeersWaitsForThem(t *testing.T) {
 	if arg(pod, "--name") != "demo-1" {
 		t.Errorf("etcd's flags are not the container's args: %v", etcd.Args)
 	}
-	// A bootstrapping member waits too: the last to get its volume joins peers already running.
-	boot := join
-	boot.Bootstrap, boot.PeerURLs = true, nil
-	want = "/restore-tools/worker wait-peers --listen=:2380 demo-0.demo-peer.ns.svc:2380 demo-2.demo-peer.ns.svc:2380 -- /usr/local/bin/etcd"
-	if got := strings.Join(MemberPod(sample(), boot).Spec.Containers[0].Command, " "); got != want {
-		t.Errorf("bootstrapping member's command %q, want %q", got, want)
+	// A bootstrapping member waits too: the last to get its volume joins peers already running. The
+	// members of a new cluster then start etcd in turn, 150 ms apart, in --initial-cluster order.
+	for member, want := range map[string]string{
+		"demo-0": "/restore-tools/worker wait-peers --listen=:2380 demo-1.demo-peer.ns.svc:2380 demo-2.demo-peer.ns.svc:2380 -- /usr/local/bin/etcd",
+		"demo-1": "/restore-tools/worker wait-peers --listen=:2380 --stagger=150ms demo-0.demo-peer.ns.svc:2380 demo-2.demo-peer.ns.svc:2380 -- /usr/local/bin/etcd",
+		"demo-2": "/restore-tools/worker wait-peers --listen=:2380 --stagger=300ms demo-0.demo-peer.ns.svc:2380 demo-1.demo-peer.ns.svc:2380 -- /usr/local/bin/etcd",
+	} {
+		boot := join
+		boot.Member, boot.Bootstrap, boot.PeerURLs = member, true, nil
+		if got := strings.Join(MemberPod(sample(), boot).Spec.Containers[0].Command, " "); got != want {
+			t.Errorf("bootstrapping %s's command %q, want %q", member, got, want)
+		}
 	}
 
 	noPolicy := sample()

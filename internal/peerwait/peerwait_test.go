@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/loopback"
 )
 
 func listen(t *testing.T, addr string) net.Listener {
@@ -24,15 +26,7 @@ func listen(t *testing.T, addr string) net.Listener {
 
 // closedAddr is a loopback address nothing listens on (connections are refused, as by a plugin
 // that rejects an unadmitted source).
-func closedAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
+func closedAddr(t *testing.T) string { return loopback.FreeAddr(t) }
 
 func TestEndsAtTheFirstPeerThatAccepts(t *testing.T) {
 	up := listen(t, "127.0.0.1:0").Addr().String()

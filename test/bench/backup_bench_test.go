@@ -123,7 +123,7 @@ func TestBackupBench(t *testing.T) {
 
 		// The same worker binary run from the host, where etcdctl runs: what the Job's seconds owe to
 		// running in a pod (pod-to-pod traffic, its CPU share) rather than to the worker itself.
-		host := hostBackup(t, mio, ns, endpoint, certDir, naming.ClientServiceHost(c.Name, c.Namespace), fmt.Sprintf("host/%d.db", r))
+		host := hostBackup(t, mio, endpoint, certDir, naming.ClientServiceHost(c.Name, c.Namespace), fmt.Sprintf("host/%d.db", r))
 		samples["worker_from_host"] = append(samples["worker_from_host"], host.Seconds)
 		t.Logf("rep %d: the worker binary from the host: %.1fs (%.1fs CPU)", r, host.Seconds, host.CPUSeconds)
 
@@ -276,16 +276,12 @@ func run(t *testing.T, bin string, args ...string) float64 {
 }
 
 // hostBackup runs bin/worker backup from the host into the bench bucket under key and returns its report.
-func hostBackup(t *testing.T, mio *framework.MinIO, ns, endpoint, certDir, serverName, key string) *backup.Result {
+func hostBackup(t *testing.T, mio *framework.MinIO, endpoint, certDir, serverName, key string) *backup.Result {
 	t.Helper()
-	sec := &corev1.Secret{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: mio.Secret}, sec); err != nil {
-		t.Fatal(err)
-	}
 	termLog := filepath.Join(t.TempDir(), "report")
 	cmd := exec.Command(filepath.Join("..", "..", "bin", "worker"), "backup", "--endpoints="+endpoint, "--tls-dir="+certDir, "--server-name="+serverName,
 		"--s3-endpoint="+mio.HostURL, "--s3-bucket="+benchBucket, "--s3-key="+key, "--s3-path-style", "--termination-log="+termLog)
-	cmd.Env = append(os.Environ(), backup.EnvAccessKey+"="+string(sec.Data["accessKeyID"]), backup.EnvSecretKey+"="+string(sec.Data["secretAccessKey"]))
+	cmd.Env = append(os.Environ(), backup.EnvAccessKey+"="+mio.AccessKey, backup.EnvSecretKey+"="+mio.SecretKey)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("worker backup from the host: %v\n%s", err, out)
 	}

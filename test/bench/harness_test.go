@@ -330,20 +330,29 @@ func clusterTLS(c *v1.EtcdCluster) (*tls.Config, error) {
 // where a figure's time went inside etcd (a lost publish, a late election) shows only there.
 func saveMemberLogs(t *testing.T, ns string, labels map[string]string, tag string) {
 	t.Helper()
+	eachContainerLog(t, ns, labels, naming.EtcdContainer, "member logs not saved", func(pod string, b []byte) {
+		if err := os.WriteFile(filepath.Join(logDir, fmt.Sprintf("%s-%s-%s.log", ns, tag, pod)), b, 0o644); err != nil {
+			t.Logf("log of %s not saved: %v", pod, err)
+		}
+	})
+}
+
+// eachContainerLog hands the log of container in every pod of ns with labels to use; what cannot
+// be read is logged after why, and skipped.
+func eachContainerLog(t *testing.T, ns string, labels map[string]string, container, why string, use func(pod string, log []byte)) {
+	t.Helper()
 	pods := &corev1.PodList{}
 	if err := k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
-		t.Logf("member logs not saved: %v", err)
+		t.Logf("%s: %v", why, err)
 		return
 	}
 	for _, pod := range pods.Items {
-		b, err := podLogs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: naming.EtcdContainer}).DoRaw(context.Background())
+		b, err := podLogs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
 		if err != nil {
-			t.Logf("log of %s not saved: %v", pod.Name, err)
+			t.Logf("%s: %s/%s: %v", why, pod.Name, container, err)
 			continue
 		}
-		if err := os.WriteFile(filepath.Join(logDir, fmt.Sprintf("%s-%s-%s.log", ns, tag, pod.Name)), b, 0o644); err != nil {
-			t.Logf("log of %s not saved: %v", pod.Name, err)
-		}
+		use(pod.Name, b)
 	}
 }
 
@@ -381,17 +390,7 @@ func logPodTimeline(t *testing.T, ns string, labels map[string]string, start tim
 // worker's summary line).
 func logContainerLog(t *testing.T, ns string, labels map[string]string, container, tag string) {
 	t.Helper()
-	pods := &corev1.PodList{}
-	if err := k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
-		t.Logf("%s: no log: %v", tag, err)
-		return
-	}
-	for _, pod := range pods.Items {
-		b, err := podLogs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
-		if err != nil {
-			t.Logf("%s: no log of %s/%s: %v", tag, pod.Name, container, err)
-			continue
-		}
-		t.Logf("%s: %s/%s: %s", tag, pod.Name, container, strings.TrimSpace(string(b)))
-	}
+	eachContainerLog(t, ns, labels, container, tag+": no log", func(pod string, b []byte) {
+		t.Logf("%s: %s/%s: %s", tag, pod, container, strings.TrimSpace(string(b)))
+	})
 }

@@ -22,9 +22,11 @@ type MinIO struct {
 	// Endpoint is the in-cluster URL backup Jobs use; the host reaches the pod at HostURL.
 	Endpoint string
 	HostURL  string
-	// Secret holds the credentials under the keys s3.credentialsSecret expects.
-	Secret string
-	Client *minio.Client
+	// Secret holds the credentials under the keys s3.credentialsSecret expects; AccessKey and
+	// SecretKey are its values, for clients run from the host.
+	Secret               string
+	AccessKey, SecretKey string
+	Client               *minio.Client
 }
 
 // DeployMinIO applies hack/minio into ns, waits for it and makes bucket.
@@ -56,9 +58,10 @@ func (e *Env) DeployMinIO(t *testing.T, ns, bucket string) *MinIO {
 	if err := e.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "minio-credentials"}, sec); err != nil {
 		t.Fatal(err)
 	}
-	m := &MinIO{Endpoint: fmt.Sprintf("http://minio.%s.svc:9000", ns), HostURL: fmt.Sprintf("http://%s:9000", ip), Secret: sec.Name}
+	m := &MinIO{Endpoint: fmt.Sprintf("http://minio.%s.svc:9000", ns), HostURL: fmt.Sprintf("http://%s:9000", ip), Secret: sec.Name,
+		AccessKey: string(sec.Data["accessKeyID"]), SecretKey: string(sec.Data["secretAccessKey"])}
 	var err error
-	if m.Client, err = miniotest.NewClient(m.HostURL, string(sec.Data["accessKeyID"]), string(sec.Data["secretAccessKey"])); err != nil {
+	if m.Client, err = miniotest.NewClient(m.HostURL, m.AccessKey, m.SecretKey); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {

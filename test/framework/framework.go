@@ -193,6 +193,7 @@ func (e *Env) startOperator(t *testing.T, bin, ns string, attr *syscall.SysProcA
 	go func() { o.err = o.cmd.Wait(); close(o.done) }()
 	t.Cleanup(func() {
 		o.Stop()
+		o.save(ns)
 		if !t.Failed() {
 			// Every test that runs an operator ends with the check that no secret of its namespace
 			// reached the operator's log, an Event, a status or a Job's or Pod's args and env.
@@ -212,6 +213,17 @@ func (e *Env) startOperator(t *testing.T, bin, ns string, attr *syscall.SysProcA
 		}
 	})
 	return o
+}
+
+// save writes the operator's whole log to $E2E_LOG_DIR/<namespace>-<pid>.log when that is set: a
+// failure prints only the log's tail, and a flaky failure is understood from a passing run's log too.
+func (o *Operator) save(ns string) {
+	dir := os.Getenv("E2E_LOG_DIR")
+	if dir == "" || o.cmd.Process == nil {
+		return
+	}
+	_ = os.MkdirAll(dir, 0o755)
+	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.log", ns, o.cmd.Process.Pid)), []byte(o.Logs()), 0o644)
 }
 
 func tail(s string, n int) string {

@@ -49,10 +49,13 @@ type diskReadings struct {
 // at most once per slowWindow, and judges the window since the baseline reading (planner.SlowMembers)
 // once it holds enough samples (fullSlowWindow); a member slow on slowWindowsToReport windows in a row
 // is slow until slowWindowsToClear windows in a row are not. Until the next judged window the last
-// verdict stands. A member that did not answer, could
-// not be read, restarted or is reported failing gets no verdict: slowness rests on measurements, and a
-// member that is down is the failed-member path's business. read is etcdclient.ReadDiskLatency
-// outside tests.
+// verdict stands. A member without a window this time, because it did not answer, could not be read
+// now or at the baseline, or is reported failing, keeps its verdict and streak: a failed read is no
+// evidence that its disk recovered, and a member frozen by its disk most of the time fails reads now
+// and then, which cleared its verdict and so restarted slowMemberReplacement.after's clock, over and
+// over (an e2e run saw it reported twice in 2.5 minutes and never replaced). A restarted member's
+// histograms start again and its verdict with them: a new process is new evidence. read is
+// etcdclient.ReadDiskLatency outside tests.
 func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(context.Context, string) (etcdclient.DiskLatency, error)) {
 	cm := p.mem
 	o.slow = cm.slow
@@ -81,7 +84,7 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 		cm.disk, cm.slow, cm.slowStreaks, o.slow = &now, nil, nil, nil
 		return
 	}
-	windows := diskWindows(prev, &now, o.names)
+	windows, restarted := diskWindows(prev, &now, o.names)
 	if age < fullSlowWindow && !enoughSamples(windows) {
 		return // a thin window: keep the baseline and the last verdict, and read again later
 	}
@@ -101,12 +104,32 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 			slow[id] = cm.slow[id]
 		}
 	}
+	for id, streak := range cm.slowStreaks {
+		if name := o.names[id]; name == "" || restarted[id] || windowed(windows, name) {
+			continue // no longer a member, a new process, or judged now
+		}
+		streaks[id] = streak
+		if why := cm.slow[id]; why != "" {
+			slow[id] = why
+		}
+	}
 	cm.slowStreaks, cm.slow, o.slow = streaks, slow, slow
 }
 
-// diskWindows is what happened between two readings, per member read both times and not restarted.
-func diskWindows(prev, now *diskReadings, names map[uint64]string) []planner.DiskWindow {
-	var windows []planner.DiskWindow
+// windowed says whether the member named name has a window.
+func windowed(windows []planner.DiskWindow, name string) bool {
+	for _, w := range windows {
+		if w.Member == name {
+			return true
+		}
+	}
+	return false
+}
+
+// diskWindows is what happened between two readings, per member read both times and not restarted;
+// restarted are the members read both times whose counts went back.
+func diskWindows(prev, now *diskReadings, names map[uint64]string) (windows []planner.DiskWindow, restarted map[uint64]bool) {
+	restarted = map[uint64]bool{}
 	for id, cur := range now.members {
 		before, ok := prev.members[id]
 		if !ok {
@@ -115,7 +138,8 @@ func diskWindows(prev, now *diskReadings, names map[uint64]string) []planner.Dis
 		wal, err1 := cur.WALFsync.Since(before.WALFsync)
 		commit, err2 := cur.BackendCommit.Since(before.BackendCommit)
 		if err1 != nil || err2 != nil {
-			continue // restarted since the last reading
+			restarted[id] = true
+			continue
 		}
 		windows = append(windows, planner.DiskWindow{
 			Member:      names[id],
@@ -123,7 +147,7 @@ func diskWindows(prev, now *diskReadings, names map[uint64]string) []planner.Dis
 			WALFsyncs: wal.Count, Commits: commit.Count,
 		})
 	}
-	return windows
+	return windows, restarted
 }
 
 // enoughSamples says whether every member of the window made enough WAL fsyncs for its p99 to mean

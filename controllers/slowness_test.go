@@ -65,7 +65,8 @@ func (f *fakeDisks) read(_ context.Context, url string) (etcdclient.DiskLatency,
 
 // A member is slow only after two slow windows in a row, each measured from two readings of its own
 // histograms: not on the first reading, not again before the window is long enough, not across a
-// restart or a long gap, not when it cannot be read, and no longer once two windows in a row show it fast. slowSince follows, and the Warning
+// restart or a long gap, and no longer once two windows in a row show it fast; a pass that cannot
+// read it leaves its verdict as it was. slowSince follows, and the Warning
 // event is sent once per episode.
 func TestSlownessWindows(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
@@ -143,35 +144,46 @@ func TestSlownessWindows(t *testing.T) {
 	since, why = pass(150 * time.Second)
 	expectSlow("slow again after the restart", since, why, true)
 
-	// The operator cannot read it: no evidence, not slow.
+	// The operator cannot read it, then reads it without a baseline, then etcd reports it failing: no
+	// new evidence, so the verdict stands and slowSince, the clock of slowMemberReplacement.after, does
+	// not move. A disk that freezes a member most of the time makes its reads fail now and then.
+	slowFrom := since.Time
 	disks.down["10.0.0.2"] = true
 	since, why = pass(180 * time.Second)
-	expectSlow("unreadable", since, why, false)
+	expectSlow("unreadable", since, why, true)
 	disks.down["10.0.0.2"] = false
-	pass(210 * time.Second)
+	since, why = pass(210 * time.Second)
+	expectSlow("read again, with no baseline to measure from", since, why, true)
+	o.failing[2] = "unreachable from the leader"
+	since, why = pass(240 * time.Second)
+	expectSlow("reported failing", since, why, true)
+	delete(o.failing, 2)
+	if !since.Time.Equal(slowFrom) {
+		t.Fatalf("slowSince moved from %s to %s while the member had no window", slowFrom, since.Time)
+	}
 
 	// Readings further apart than maxSlowWindow describe nothing current.
-	since, why = pass(210*time.Second + maxSlowWindow + time.Second)
+	since, why = pass(240*time.Second + maxSlowWindow + time.Second)
 	expectSlow("after a long gap", since, why, false)
 
 	// Fast again: the next window clears it.
-	pass(240*time.Second + maxSlowWindow)
-	since, why = pass(270*time.Second + maxSlowWindow)
+	pass(270*time.Second + maxSlowWindow)
+	since, why = pass(300*time.Second + maxSlowWindow)
 	expectSlow("slow before it recovers", since, why, true)
 	disks.slow["10.0.0.2"] = false
-	since, why = pass(300*time.Second + maxSlowWindow)
+	since, why = pass(330*time.Second + maxSlowWindow)
 	expectSlow("one fast window does not clear it", since, why, true)
 	disks.slow["10.0.0.2"] = true
-	since, why = pass(330*time.Second + maxSlowWindow)
+	since, why = pass(360*time.Second + maxSlowWindow)
 	expectSlow("slow again", since, why, true)
 	disks.slow["10.0.0.2"] = false
-	pass(360*time.Second + maxSlowWindow)
-	since, why = pass(390*time.Second + maxSlowWindow)
+	pass(390*time.Second + maxSlowWindow)
+	since, why = pass(420*time.Second + maxSlowWindow)
 	expectSlow("two fast windows in a row clear it", since, why, false)
 
 	// Under a light load a window grows until every member made enough fsyncs (or fullSlowWindow).
 	disks.slow["10.0.0.2"], disks.perTick = true, 20
-	base := 390*time.Second + maxSlowWindow
+	base := 420*time.Second + maxSlowWindow
 	for _, at := range []time.Duration{30, 60} {
 		since, why = pass(base + at*time.Second)
 		expectSlow(fmt.Sprintf("a thin window of %ds", at), since, why, false)
@@ -187,5 +199,13 @@ func TestSlownessWindows(t *testing.T) {
 	expectSlow("the second full window", since, why, true)
 	if !strings.Contains(why, "over the last 1m30s (2 windows in a row)") {
 		t.Fatalf("verdict %q, want it over the 90 s window", why)
+	}
+
+	// Once it is no longer a member, nothing of it is kept.
+	delete(o.names, 2)
+	delete(o.status, 2)
+	pass(base + 270*time.Second)
+	if _, kept := cm.slowStreaks[2]; kept || cm.slow[2] != "" {
+		t.Fatalf("a removed member's verdict is kept: streak %v, verdict %q", cm.slowStreaks, cm.slow[2])
 	}
 }

@@ -202,6 +202,26 @@ func slowPolicyText(c *v1.EtcdCluster, since time.Time) string {
 	return "spec.maintenance.slowMemberReplacement.policy is Report: look at its node's disk; to replace it, cordon the node and delete its PVC and pod"
 }
 
+// slowReplacementDue is how long until the first member reported slow is due for replacement under
+// the Replace policy, or 0 when none is (no policy, no slow member, or one already due: a pass that
+// did not replace it waits on something else, such as a member's health).
+func slowReplacementDue(c *v1.EtcdCluster, now time.Time) time.Duration {
+	policy := slowPolicy(c)
+	if !policy.Replace {
+		return 0
+	}
+	var first time.Duration
+	for _, m := range c.Status.Members {
+		if m.SlowSince == nil {
+			continue
+		}
+		if due := m.SlowSince.Add(policy.After).Sub(now); due > 0 && (first == 0 || due < first) {
+			first = due
+		}
+	}
+	return first
+}
+
 // slowPolicy is spec.maintenance.slowMemberReplacement for the planner.
 func slowPolicy(c *v1.EtcdCluster) planner.SlowPolicy {
 	r := c.Spec.Maintenance.SlowMemberReplacement

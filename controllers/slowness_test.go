@@ -209,3 +209,35 @@ func TestSlownessWindows(t *testing.T) {
 		t.Fatalf("a removed member's verdict is kept: streak %v, verdict %q", cm.slowStreaks, cm.slow[2])
 	}
 }
+
+// An idle cluster is looked at again when a slow member's replacement falls due, not up to
+// requeueIdle later; a member already due, or the Report policy, leaves the idle pace as it is.
+func TestIdleRequeueMeetsTheSlowReplacementDeadline(t *testing.T) {
+	now := time.Date(2026, 11, 27, 17, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(d)); return &t }
+	for _, tc := range []struct {
+		name   string
+		policy string
+		since  []*metav1.Time
+		want   time.Duration
+	}{
+		{"no slow member", v1.SlowMemberReplace, []*metav1.Time{nil, nil}, requeueIdle},
+		{"due in 10 s", v1.SlowMemberReplace, []*metav1.Time{nil, at(-20 * time.Second)}, 10 * time.Second},
+		{"the first of two", v1.SlowMemberReplace, []*metav1.Time{at(-5 * time.Second), at(-25 * time.Second)}, 5 * time.Second},
+		{"due later than the idle pace", v1.SlowMemberReplace, []*metav1.Time{at(0)}, requeueIdle},
+		{"already due", v1.SlowMemberReplace, []*metav1.Time{at(-time.Minute)}, requeueIdle},
+		{"Report policy", v1.SlowMemberReport, []*metav1.Time{at(-20 * time.Second)}, requeueIdle},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &v1.EtcdCluster{}
+			c.Spec.Maintenance.SlowMemberReplacement = v1.SlowMemberReplacementSpec{Policy: tc.policy, After: "30s"}
+			for i, since := range tc.since {
+				c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: fmt.Sprintf("etcd-%d", i), SlowSince: since})
+			}
+			p := &pass{c: c, mem: &clusterMemory{}, now: now}
+			if got := p.idleRequeue(); got != tc.want {
+				t.Fatalf("idle requeue %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

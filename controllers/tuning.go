@@ -67,14 +67,21 @@ func (p *pass) observeTuning(ctx context.Context, o *observation, read func(cont
 }
 
 // idleRequeue is when an idle cluster is looked at again: requeueIdle, or sooner when the next
-// auto-tuning reading falls due, so that its windows last a minute rather than up to 90 s.
+// auto-tuning reading falls due, so that its windows last a minute rather than up to 90 s, or when a
+// slow member's replacement falls due, so that it is replaced at the time its event announced rather
+// than up to requeueIdle later.
 func (p *pass) idleRequeue() time.Duration {
-	if b := p.mem.tuneBase; b != nil {
-		if due := b.at.Add(tuningWindow).Sub(p.now); due > 0 && due < requeueIdle {
-			return due
+	next := requeueIdle
+	sooner := func(due time.Duration) {
+		if due > 0 && due < next {
+			next = due
 		}
 	}
-	return requeueIdle
+	if b := p.mem.tuneBase; b != nil {
+		sooner(b.at.Add(tuningWindow).Sub(p.now))
+	}
+	sooner(slowReplacementDue(p.c, p.now))
+	return next
 }
 
 // tuningWindowBetween is what happened between two readings. Members read only once, or restarted

@@ -567,7 +567,9 @@ const (
 // metrics, the p99 of its WAL fsyncs or backend commits is above 100 ms and above ten times the median
 // of its peers' (with at least 50 observations behind each figure: an idle cluster proves nothing).
 // A member slow on two windows in a row is reported (Degraded, reason MemberSlow, and a Warning event
-// with the figures) until two windows in a row are not slow. A member the operator cannot reach is never slow: that is the failed-member path.
+// with the figures) until two windows in a row are not slow. A member the operator cannot reach is never found slow
+// (that is the failed-member path); one already reported stays reported while it cannot be measured, until two
+// windows in a row measure it fast or it restarts.
 type SlowMemberReplacementSpec struct {
 	// Policy Report (default) reports a slow member; Replace also removes a member that stayed slow
 	// for After and adds a new one in its place, like a failed member: only while every other member

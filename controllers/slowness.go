@@ -90,9 +90,10 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 	}
 	cm.disk = &now
 	verdicts := planner.SlowMembers(windows)
-	streaks, slow := map[uint64]int{}, map[uint64]string{}
+	streaks, slow, judged := map[uint64]int{}, map[uint64]string{}, map[uint64]bool{}
 	for _, w := range windows {
 		id := o.ids[w.Member]
+		judged[id] = true
 		before, reported := cm.slowStreaks[id], cm.slow[id] != ""
 		if why, ok := verdicts[w.Member]; ok {
 			streaks[id] = max(before, 0) + 1
@@ -104,8 +105,8 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 			slow[id] = cm.slow[id]
 		}
 	}
-	for id, streak := range cm.slowStreaks {
-		if name := o.names[id]; name == "" || restarted[id] || windowed(windows, name) {
+	for id, streak := range cm.slowStreaks { // a reported member always has a streak
+		if o.names[id] == "" || restarted[id] || judged[id] {
 			continue // no longer a member, a new process, or judged now
 		}
 		streaks[id] = streak
@@ -114,16 +115,6 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 		}
 	}
 	cm.slowStreaks, cm.slow, o.slow = streaks, slow, slow
-}
-
-// windowed says whether the member named name has a window.
-func windowed(windows []planner.DiskWindow, name string) bool {
-	for _, w := range windows {
-		if w.Member == name {
-			return true
-		}
-	}
-	return false
 }
 
 // diskWindows is what happened between two readings, per member read both times and not restarted;

@@ -24,13 +24,12 @@ func listen(t *testing.T, addr string) net.Listener {
 	return l
 }
 
-// closedAddr is a loopback address nothing listens on (connections are refused, as by a plugin
-// that rejects an unadmitted source).
-func closedAddr(t *testing.T) string { return loopback.FreeAddr(t) }
+// Addresses from loopback.FreeAddr have nothing listening: connections to them are refused, as by a
+// plugin that rejects an unadmitted source.
 
 func TestEndsAtTheFirstPeerThatAccepts(t *testing.T) {
 	up := listen(t, "127.0.0.1:0").Addr().String()
-	got := Wait(context.Background(), []string{closedAddr(t), up}, 10*time.Second, 50*time.Millisecond)
+	got := Wait(context.Background(), []string{loopback.FreeAddr(t), up}, 10*time.Second, 50*time.Millisecond)
 	if got != up {
 		t.Fatalf("Wait = %q, want %q", got, up)
 	}
@@ -38,7 +37,7 @@ func TestEndsAtTheFirstPeerThatAccepts(t *testing.T) {
 
 // The restarted member's case: refused until the peers admit it, then accepted.
 func TestWaitsUntilAPeerStartsAccepting(t *testing.T) {
-	addr := closedAddr(t)
+	addr := loopback.FreeAddr(t)
 	admitted := make(chan struct{})
 	go func() {
 		time.Sleep(400 * time.Millisecond)
@@ -59,7 +58,7 @@ func TestWaitsUntilAPeerStartsAccepting(t *testing.T) {
 // Every peer down (a full outage): the member must start anyway once the limit has passed.
 func TestGivesUpAtTheLimit(t *testing.T) {
 	start := time.Now()
-	if got := Wait(context.Background(), []string{closedAddr(t), closedAddr(t)}, 300*time.Millisecond, 50*time.Millisecond); got != "" {
+	if got := Wait(context.Background(), []string{loopback.FreeAddr(t), loopback.FreeAddr(t)}, 300*time.Millisecond, 50*time.Millisecond); got != "" {
 		t.Fatalf("Wait = %q, want none", got)
 	}
 	if took := time.Since(start); took < 300*time.Millisecond || took > 3*time.Second {
@@ -69,7 +68,7 @@ func TestGivesUpAtTheLimit(t *testing.T) {
 
 func TestMainAlwaysStartsTheCommand(t *testing.T) {
 	var out bytes.Buffer
-	cmd, err := Main(context.Background(), []string{"--limit=200ms", closedAddr(t), "--", "/usr/local/bin/etcd", "--name=m-1"}, &out)
+	cmd, err := Main(context.Background(), []string{"--limit=200ms", loopback.FreeAddr(t), "--", "/usr/local/bin/etcd", "--name=m-1"}, &out)
 	if err != nil || !slices.Equal(cmd, []string{"/usr/local/bin/etcd", "--name=m-1"}) {
 		t.Fatalf("Main = %v, %v", cmd, err)
 	}
@@ -92,7 +91,7 @@ func TestMainAlwaysStartsTheCommand(t *testing.T) {
 func TestMainStartsNothingWhenStopped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if cmd, err := Main(ctx, []string{closedAddr(t), "--", "etcd"}, &bytes.Buffer{}); err != nil || cmd != nil {
+	if cmd, err := Main(ctx, []string{loopback.FreeAddr(t), "--", "etcd"}, &bytes.Buffer{}); err != nil || cmd != nil {
 		t.Fatalf("Main = %v, %v; want nothing to run", cmd, err)
 	}
 }
@@ -101,7 +100,7 @@ func TestMainStartsNothingWhenStopped(t *testing.T) {
 // accept it well before the limit, instead of both waiting it out. After Main, "etcd" binds the port
 // the stand-in held, as the exec'd etcd does.
 func TestMembersWaitingForEachOtherStartAtOnce(t *testing.T) {
-	a, b := closedAddr(t), closedAddr(t)
+	a, b := loopback.FreeAddr(t), loopback.FreeAddr(t)
 	start := time.Now()
 	done := make(chan error, 2)
 	for _, pair := range [][2]string{{a, b}, {b, a}} {
@@ -132,7 +131,7 @@ func TestMembersWaitingForEachOtherStartAtOnce(t *testing.T) {
 // etcd meanwhile finds the port answering at once, not an etcd that holds its connection.
 func TestStaggerKeepsStandingInBeforeTheCommand(t *testing.T) {
 	up := listen(t, "127.0.0.1:0").Addr().String()
-	own := closedAddr(t)
+	own := loopback.FreeAddr(t)
 	const stagger = 400 * time.Millisecond
 	start := time.Now()
 	done := make(chan []string, 1)

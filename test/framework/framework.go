@@ -295,7 +295,9 @@ func (e *Env) DumpEvents(t *testing.T, ns string) {
 	}
 	t.Logf("events in %s:\n%s", ns, tail(b.String(), 8192))
 	pods := &corev1.PodList{}
-	_ = e.K8s.List(context.Background(), pods, client.InNamespace(ns))
+	if err := e.K8s.List(context.Background(), pods, client.InNamespace(ns)); err != nil {
+		t.Logf("list pods in %s: %v", ns, err)
+	}
 	for _, p := range pods.Items {
 		t.Logf("pod %s phase=%s ip=%s", p.Name, p.Status.Phase, p.Status.PodIP)
 	}

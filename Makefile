@@ -265,6 +265,12 @@ BENCH_RUN ?= .
 bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster; rewrites bench/results and BENCHMARKS.md.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run '$(BENCH_RUN)' -skip '^TestBenchScale$$' -count=1 -timeout 150m -v $(BENCH_ARGS)
 
+# The operator's informer cache with 1,000 unrelated Secrets, Pods and ConfigMaps, filtered and not (envtest);
+# writes bench/results/operator_cache_heap_1000_unrelated.json.
+.PHONY: bench-cache
+bench-cache: envtest-assets ## Heap of the operator's cache beside 1,000 unrelated objects, filtered vs unfiltered (BENCH_REPS runs, 3).
+	BENCH_RESULTS=$(CURDIR)/bench/results BENCH_REPS=$${BENCH_REPS:-3} go test ./controllers/ -run '^TestCacheHoldsOnlyTheOperatorsObjects$$' -count=1 -v
+
 # The scale curve: one operator with SCALE_STEPS (10,50,100) 1-member EtcdClusters beside 1,000 unrelated Secrets
 # and ConfigMaps; writes bench/results/scale_*.json and the Scale section of BENCHMARKS.md (≈ 15 min to measure, then minutes to delete 100 volumes).
 SCALE_STEPS ?= 10,50,100

@@ -157,7 +157,9 @@ func TestCreateBuildsASecureBootstrap(t *testing.T) {
 		return nil
 	})
 	pods := &corev1.PodList{}
-	_ = k8s.List(ctx, pods, client.InNamespace(ns))
+	if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		t.Fatalf("list pods: %v", err)
+	}
 	for _, p := range pods.Items {
 		args := strings.Join(p.Spec.Containers[0].Args, " ")
 		for _, want := range []string{"--initial-cluster-state=new", "--client-cert-auth=true", "--peer-client-cert-auth=true",
@@ -268,7 +270,9 @@ func TestUnsupportedVersionIsRefusedWithACondition(t *testing.T) {
 		return nil
 	})
 	pods := &corev1.PodList{}
-	_ = k8s.List(ctx, pods, client.InNamespace(ns))
+	if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		t.Fatalf("list pods: %v", err)
+	}
 	if len(pods.Items) != 0 {
 		t.Fatalf("%d pods started for an unsupported version", len(pods.Items))
 	}

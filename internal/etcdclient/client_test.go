@@ -42,7 +42,9 @@ func TestMembershipLifecycleOnRealEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	members, _, _ = c.MemberList(ctx)
+	if members, _, err = c.MemberList(ctx); err != nil {
+		t.Fatalf("member list: %v", err)
+	}
 	if len(members) != 2 || !findMember(members, added.ID).IsLearner || findMember(members, added.ID).Started() {
 		t.Fatalf("after AddLearner: %+v", members)
 	}
@@ -63,7 +65,9 @@ func TestMembershipLifecycleOnRealEtcd(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	members, _, _ = c.MemberList(ctx)
+	if members, _, err = c.MemberList(ctx); err != nil {
+		t.Fatalf("member list: %v", err)
+	}
 	if m := findMember(members, added.ID); m.IsLearner || m.Name != "m1" {
 		t.Fatalf("after promote: %+v", members)
 	}

@@ -41,8 +41,6 @@ const (
 	// memGoal is the backup Job's peak anonymous memory goal in MiB, rssGoal its peak total RSS goal.
 	memGoal = 64
 	rssGoal = 48
-	// backupCommand is what measures these figures.
-	backupCommand = "BENCH_REPS=5 make bench BENCH_RUN='^TestBackupBench$' (go test -tags bench ./test/bench/ -run '^TestBackupBench$' -count=1 -v)"
 )
 
 // TestBackupBench: a 1-member EtcdCluster holding a ≥ 1 GiB database of incompressible values is
@@ -345,7 +343,7 @@ func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64
 	}
 	for i := range rows {
 		r := &rows[i]
-		r.Ratio, r.Date, r.Command = round2(r.Value/r.Baseline), date, backupCommand
+		r.Ratio, r.Date, r.Command = round2(r.Value/r.Baseline), date, benchCommand(t)
 		r.Min, r.Max = bounds(r.Samples)
 		r.BaselineMin, r.BaselineMax = bounds(r.BaselineSamples)
 		writeResult(t, *r)

@@ -97,7 +97,7 @@ func TestBenchOperatorCost(t *testing.T) {
 	minutes := costWindow.Minutes()
 	t.Logf("idle: %.0f API writes, %.2f CPU s; under load (%d puts): %.0f API writes; RSS %.1f MiB", idleWrites, idleCPU, puts, loadWrites, rss)
 
-	const cmd = "make bench BENCH_RUN=TestBenchOperatorCost"
+	cmd := benchCommand(t)
 	date := time.Now().UTC().Format(time.RFC3339)
 	writeCount := func(metric string, v float64, unit, notes string, goal *float64) {
 		writeResult(t, result{Metric: metric, Value: round2(v), Unit: unit, Ratio: round2(v), Date: date, Command: cmd,

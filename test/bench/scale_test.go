@@ -195,7 +195,7 @@ func histogramQuantile(q float64, now, before map[float64]float64) float64 {
 }
 
 func writeScaleResults(t *testing.T, steps []scaleStep) {
-	const cmd = "make bench-scale"
+	cmd := framework.BenchCommand([]string{"SCALE_STEPS"}, "make bench-scale")
 	date := time.Now().UTC().Format(time.RFC3339)
 	rssGoal, p99Goal, cpuGoal := 128.0, 1.0, 1.0
 	for _, s := range steps {

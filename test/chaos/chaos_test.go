@@ -79,15 +79,13 @@ var faults = map[string]fault{
 	"full-disk":         fullDisk,
 }
 
-// randomFaults are the ones a random schedule draws from (scale-1-3 needs a 1-member cluster).
-var randomFaults = []string{"kill-follower", "kill-leader", "kill-operator", "pvc-lost", "partition", "kubelet-stop", "scale-3-5-3-crash", "upgrade-downgrade"}
-
 // TestChaos runs the workload against an operator-managed cluster for CHAOS_DURATION (default 3m)
-// while faults hit it: first the CHAOS_FAULTS schedule (a comma list; default: every fault that fits
-// a short run), then faults drawn at random with CHAOS_SEED (default: the clock; printed, so a run
+// while faults hit it: first the CHAOS_FAULTS schedule (a comma list; default: DefaultSchedule, every
+// fault kind once), then faults drawn at random with CHAOS_SEED (default: the clock; printed, so a run
 // can be replayed). It fails on any linearizability violation, any lost acknowledged write, any write
-// nobody made, or a cluster that does not converge within convergeBound after a fault.
-// CHAOS_RESULTS names a directory for the bench results.
+// nobody made, a history with too few answered operations (MinAcknowledged, and some in every phase),
+// or a cluster that does not converge within convergeBound after a fault.
+// CHAOS_RESULTS names a directory for the bench results: every run's, failed ones too.
 func TestChaos(t *testing.T) {
 	duration := 3 * time.Minute
 	if d := os.Getenv("CHAOS_DURATION"); d != "" {
@@ -96,19 +94,28 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("CHAOS_DURATION: %v", err)
 		}
 	}
-	schedule := []string{"scale-1-3", "kill-follower", "kill-leader", "kill-operator", "partition", "pvc-lost", "kubelet-stop"}
+	schedule := DefaultSchedule
 	if s := os.Getenv("CHAOS_FAULTS"); s != "" {
 		schedule = strings.Split(s, ",")
 	}
-	rep := chaos(t, duration, schedule, true, func(*v1.EtcdCluster) {})
-	if out := os.Getenv("CHAOS_RESULTS"); out != "" && !t.Failed() {
-		command := fmt.Sprintf("make chaos DURATION=%s (CHAOS_SEED=%d)", duration, rep.Seed)
+	// The results are written before the run's failures are reported (record), so a failed run is
+	// recorded as it was: its violations and lost writes are what the results are for.
+	record := func(rep Report) {
+		out := os.Getenv("CHAOS_RESULTS")
+		if out == "" {
+			return
+		}
+		command := fmt.Sprintf("make chaos DURATION=%s CHAOS_SEED=%d CHAOS_FAULTS=%s", duration, rep.Seed, strings.Join(schedule, ","))
 		if err := WriteResults(out, rep.Results(command, time.Now())); err != nil {
 			t.Error(err)
 		}
 		if err := framework.WriteBenchmarksSection(filepath.Join("..", "..", "BENCHMARKS.md"), "chaos", rep.Markdown(command, time.Now())); err != nil {
 			t.Error(err)
 		}
+	}
+	rep := chaos(t, duration, schedule, true, func(*v1.EtcdCluster) {}, record)
+	if missing := rep.Missing(schedule); len(missing) > 0 && rep.Failure == "" {
+		t.Errorf("faults of the schedule that did not run: %v", missing)
 	}
 }
 
@@ -118,13 +125,14 @@ func TestChaos(t *testing.T) {
 func TestChaosFullDisk(t *testing.T) {
 	chaos(t, 0, []string{"full-disk", "kill-follower"}, false, func(c *v1.EtcdCluster) {
 		c.Spec.Storage.Medium = v1.StorageMediumMemory
-	})
+	}, nil)
 }
 
 // chaos runs the schedule, then random faults until duration has passed, under the workload, and
 // checks the history; withKube adds a kube-apiserver on the cluster and its workload (kube_test.go);
-// mutate adjusts the cluster before it is created.
-func chaos(t *testing.T, duration time.Duration, schedule []string, withKube bool, mutate func(*v1.EtcdCluster)) Report {
+// mutate adjusts the cluster before it is created; record, when set, gets the report before any
+// failure of the run is reported.
+func chaos(t *testing.T, duration time.Duration, schedule []string, withKube bool, mutate func(*v1.EtcdCluster), record func(Report)) Report {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		var err error
@@ -184,7 +192,7 @@ func chaos(t *testing.T, duration time.Duration, schedule []string, withKube boo
 		if i < len(schedule) {
 			name = schedule[i]
 		} else {
-			name = randomFaults[r.rng.IntN(len(randomFaults))]
+			name = RandomFaults[r.rng.IntN(len(RandomFaults))]
 		}
 		failure = r.inject(name)
 		time.Sleep(5 * time.Second) // let the workload see the converged cluster before the next fault
@@ -217,11 +225,24 @@ func chaos(t *testing.T, duration time.Duration, schedule []string, withKube boo
 
 	rep := Summarise(seed, history, r.phases, runFor)
 	rep.Settled, rep.Lost, rep.Phantom, rep.Linearizable = res.Settled, len(res.Lost), len(res.Phantom), string(result)
+	for _, p := range r.phases[1:] { // after steady
+		rep.Faults = append(rep.Faults, p.Name)
+	}
+	if failure != nil {
+		rep.Failure = failure.Error()
+	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	t.Logf("chaos report:\n%s", b)
+	t.Logf("faults run, in order: %v", rep.Faults)
+	if record != nil {
+		record(rep)
+	}
 
 	if failure != nil {
 		t.Errorf("seed %d: %v", seed, failure)
+	}
+	if err := rep.Progress(MinAcknowledged, len(final)); err != nil {
+		t.Errorf("seed %d: %v", seed, err)
 	}
 	if checkErr != nil {
 		t.Errorf("seed %d: %v", seed, checkErr)

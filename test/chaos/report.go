@@ -1,11 +1,9 @@
 package chaos
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +44,47 @@ type Report struct {
 	Lost          int          `json:"lost_acknowledged_writes"`
 	Phantom       int          `json:"phantom_writes"`
 	Linearizable  string       `json:"linearizable"`
+	// Faults are the faults that ran, in order; Failure the fault or convergence that failed, if any.
+	Faults  []string `json:"faults"`
+	Failure string   `json:"failure,omitempty"`
+}
+
+// RandomFaults are the faults a random schedule draws from (scale-1-3 needs a 1-member cluster,
+// full-disk a memory-backed volume: TestChaosFullDisk runs it).
+var RandomFaults = []string{"kill-follower", "kill-leader", "kill-operator", "pvc-lost", "partition", "kubelet-stop", "scale-3-5-3-crash", "upgrade-downgrade"}
+
+// DefaultSchedule runs every fault kind once before any random one, so that a run of any duration
+// (the 3 minutes of CI too) covers them all: a random draw in a short run would leave the slow ones
+// (scale, upgrade) out of most runs.
+var DefaultSchedule = append([]string{"scale-1-3"}, RandomFaults...)
+
+// MinAcknowledged is the fewest operations with an answer a run must hold: porcupine finds an
+// empty (or nearly empty) history linearizable, which says nothing.
+const MinAcknowledged = 1000
+
+// Progress says whether the run checked anything: at least minAcked operations answered (final
+// reads aside), and some answered in every phase, each fault included.
+func (r Report) Progress(minAcked, finalReads int) error {
+	if acked := r.Ops - r.Indeterminate - finalReads; acked < minAcked {
+		return fmt.Errorf("%d operations answered during the run, want at least %d: the workload barely ran", acked, minAcked)
+	}
+	for _, p := range r.Phases {
+		if p.Ops-p.Indeterminate == 0 {
+			return fmt.Errorf("no operation answered during the %d %s phase(s) (%d called): nothing was checked under that fault", p.Count, p.Name, p.Ops)
+		}
+	}
+	return nil
+}
+
+// Missing are the faults of want that the run did not get through.
+func (r Report) Missing(want []string) []string {
+	var out []string
+	for _, f := range want {
+		if !slices.Contains(r.Faults, f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // Summarise computes availability (the fraction of whole seconds of the run in which some
@@ -136,10 +175,12 @@ func (r Report) Results(command string, now time.Time) []Result {
 	out := []Result{
 		count("chaos_linearizability_violations", b2f(r.Linearizable != "Ok"), "count"),
 		count("chaos_lost_acknowledged_writes", float64(r.Lost), "count"),
-		count("chaos_operations", float64(r.Ops), "count"),
+		{Metric: "chaos_operations", Value: float64(r.Ops), Unit: "count", Ratio: float64(r.Ops), Date: date, Command: command,
+			Notes: r.faultNotes()},
 		count("chaos_leader_elections", float64(r.Elections), "count"),
 		count("chaos_availability", r.Availability, "fraction of seconds with a linearizable read"),
-		count("chaos_seed", float64(r.Seed), "seed"),
+		{Metric: "chaos_seed", Value: float64(r.Seed), Unit: "seed", Ratio: float64(r.Seed), Date: date, Command: command,
+			Seed: strconv.FormatUint(r.Seed, 10), Notes: "the run's seed exactly in seed (value, a float, loses its last digits)"},
 	}
 	var steady PhaseStats
 	for _, p := range r.Phases {
@@ -166,6 +207,15 @@ func (r Report) Results(command string, now time.Time) []Result {
 	return out
 }
 
+// faultNotes says what the run went through, and how it ended.
+func (r Report) faultNotes() string {
+	s := fmt.Sprintf("operations by the chaos workload; faults run, in order: %s; porcupine: %s", strings.Join(r.Faults, ", "), r.Linearizable)
+	if r.Failure != "" {
+		s += "; the run failed: " + r.Failure
+	}
+	return s
+}
+
 // metricName spells a fault's name as the project's metric names are spelled.
 func metricName(fault string) string { return strings.ReplaceAll(fault, "-", "_") }
 
@@ -178,16 +228,9 @@ func b2f(b bool) float64 {
 
 // WriteResults writes each result to dir/<metric>.json.
 func WriteResults(dir string, results []Result) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	for _, res := range results {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
+		if err := framework.WriteBenchResult(dir, res); err != nil {
 			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, res.Metric+".json"), append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", res.Metric, err)
 		}
 	}
 	return nil
@@ -200,6 +243,10 @@ func (r Report) Markdown(command string, now time.Time) string {
 	fmt.Fprintf(&b, "`%s`, %s: %d operations in %.0f s by 6 clients over 10 keys (puts, linearizable gets, compare-and-swap "+
 		"transactions) while faults hit the cluster one after another, each healed and followed by convergence (the operator "+
 		"reports it and the pods, etcd's members and their leader agree).\n\n", command, now.UTC().Format("2006-01-02"), r.Ops, r.Duration)
+	fmt.Fprintf(&b, "- faults run, in order: %s\n", strings.Join(r.Faults, ", "))
+	if r.Failure != "" {
+		fmt.Fprintf(&b, "- **the run failed**: %s\n", r.Failure)
+	}
 	fmt.Fprintf(&b, "- porcupine (per-key register model): **%s**; acknowledged writes lost: **%d**; writes nobody made: **%d**\n", r.Linearizable, r.Lost, r.Phantom)
 	fmt.Fprintf(&b, "- indeterminate writes (failed or timed out): %d, of which etcd's event log showed %d had taken effect\n", r.Indeterminate, r.Settled)
 	fmt.Fprintf(&b, "- availability: %.3f of the seconds had a successful linearizable read; leader elections (rise of the raft term): %d\n\n", r.Availability, r.Elections)

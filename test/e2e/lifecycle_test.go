@@ -75,7 +75,7 @@ func TestScaleUnderWrites(t *testing.T) {
 	if len(acked) < 100 {
 		t.Fatalf("the writer barely wrote (%d keys): the cluster was unavailable", len(acked))
 	}
-	framework.CheckKeys(t, cl, "/scale/", acked)
+	framework.CheckWrites(t, cl, w)
 	names := []string{}
 	for _, m := range env.Get(t, c).Status.Members {
 		names = append(names, m.Name)

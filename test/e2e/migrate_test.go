@@ -554,7 +554,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	cl.SetEndpoints(ours...)
 
 	framework.CheckKeys(t, cl, "/seed/", seed)
-	framework.CheckKeys(t, cl, "/during/", acked)
+	framework.CheckWrites(t, cl, w)
 	after, err := cl.Get(ctx, seed[0])
 	if err != nil {
 		t.Fatal(err)

@@ -303,7 +303,7 @@ func TestCertificateRenewalAndCARotationUnderWrites(t *testing.T) {
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	acked, failed := env.StopWriter(t, w, stop, cl, c)
 	t.Logf("writer: %d acknowledged, %d failed attempts (each retried until acknowledged)", len(acked), failed)
-	framework.CheckKeys(t, cl, "/rotation/", acked)
+	framework.CheckWrites(t, cl, w)
 
 	caAfter := &corev1.Secret{}
 	if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: naming.CASecret(c.Name)}, caAfter); err != nil {

@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -83,27 +86,84 @@ func sameDataAt(t *testing.T, cl *clientv3.Client, endpoints []string) []uint32 
 }
 
 // 3.6 → 3.7 under a continuous writer: one member at a time, followers first, leader last; no
-// acknowledged write lost; every member ends with the same data.
+// acknowledged write lost, writes acknowledged throughout; every member ends with the same data.
 func TestUpgrade36To37UnderWrites(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "3.6.16")
 	cl := env.EtcdClient(t, c)
+	stop := followPods(cl, c)
 	w := framework.StartWriter(cl, "/upgrade/")
 	uids := env.MemberPodUIDs(t, c)
+	leader := leaderName(t, cl)
+	restarts := watchRestarts(c, uids)
 
+	w.FaultBegins()
 	setVersion(t, c, "3.7.3")
 	waitAllAt(t, c, "3.7.3", 5*time.Minute, nil)
 	env.WaitConverged(t, c, 3, convergeTimeout)
-	env.RefreshEndpoints(t, cl, c)
-	time.Sleep(2 * time.Second)
-	acked, failed := w.Finish()
-	t.Logf("writer: %d acknowledged, %d failed during 3.6.16 → 3.7.3", len(acked), failed)
-	framework.CheckKeys(t, cl, "/upgrade/", acked)
+	acked, failed := env.StopWriter(t, w, stop, cl, c)
+	order := restarts()
+	t.Logf("writer: %d acknowledged, %d failed during 3.6.16 → 3.7.3; members restarted in the order %v, %s the leader before", len(acked), failed, order, leader)
+	framework.CheckWrites(t, cl, w)
 	sameDataEverywhere(t, cl, c)
 	for name, uid := range env.MemberPodUIDs(t, c) {
 		if uids[name] == uid {
 			t.Errorf("pod %s was not restarted by the upgrade", name)
 		}
+	}
+	if len(order) != len(uids) || order[len(order)-1] != leader {
+		t.Errorf("members restarted in the order %v; want both followers first and the leader %s last", order, leader)
+	}
+}
+
+// leaderName is the name of the member etcd reports as its leader.
+func leaderName(t *testing.T, cl *clientv3.Client) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	members, err := cl.MemberList(ctx)
+	if err != nil {
+		t.Fatalf("member list: %v", err)
+	}
+	for _, ep := range cl.Endpoints() {
+		st, err := cl.Status(ctx, ep)
+		if err != nil || st.Leader == 0 {
+			continue
+		}
+		for _, m := range members.Members {
+			if m.ID == st.Leader {
+				return m.Name
+			}
+		}
+	}
+	t.Fatalf("no member of %v names a leader among %v", cl.Endpoints(), members.Members)
+	return ""
+}
+
+// watchRestarts records, every 250 ms, the order in which the member pods of c are replaced (a pod
+// of the same name with a UID other than the one in uids); the returned func stops it and gives the
+// order. A restart waits for the previous member to be Ready again, far longer than a poll.
+func watchRestarts(c *v1.EtcdCluster, uids map[string]string) func() []string {
+	var mu sync.Mutex
+	var order []string
+	stop := framework.Every(250*time.Millisecond, func() {
+		pods := &corev1.PodList{}
+		if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+			return // a missed poll: the next one sees the same replacement
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range pods.Items {
+			if old, ok := uids[p.Name]; ok && old != string(p.UID) && !slices.Contains(order, p.Name) {
+				order = append(order, p.Name)
+			}
+		}
+	})
+	return func() []string {
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), order...)
 	}
 }
 
@@ -155,6 +215,7 @@ func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, durin
 	termBefore := raftTerm(t, cl, c)
 	uids := env.MemberPodUIDs(t, c)
 
+	w.FaultBegins()
 	setVersion(t, c, to)
 	waitAllAt(t, c, to, 10*time.Minute, func(s v1.EtcdClusterStatus) {
 		if during != nil {
@@ -169,7 +230,7 @@ func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, durin
 	elections := raftTerm(t, cl, c) - termBefore
 	t.Logf("%s → %s: writer %d acknowledged, %d failed attempts (each retried until acknowledged); %d leader elections for %d member restarts",
 		from, to, len(acked), failed, elections, restarts)
-	framework.CheckKeys(t, cl, "/versions/", acked)
+	framework.CheckWrites(t, cl, w)
 	sameDataEverywhere(t, cl, c)
 	if elections > uint64(restarts) {
 		t.Errorf("%d leader elections for %d member restarts", elections, restarts)
@@ -260,7 +321,7 @@ func TestFailedUpgradeIsRolledBack(t *testing.T) {
 	acked, failed := w.Finish()
 	t.Logf("writer: %d acknowledged, %d failed attempts during the failed step", len(acked), failed)
 	env.RefreshEndpoints(t, cl, c)
-	framework.CheckKeys(t, cl, "/failed/", acked)
+	framework.CheckWrites(t, cl, w)
 
 	// Going back to the running version clears the block.
 	setVersion(t, c, "3.6.16")

@@ -155,6 +155,7 @@ func TestUserProvidedCertificatesRenewedUnderWrites(t *testing.T) {
 	oldServer, oldPeer := secretSerial(t, c, "user-server"), secretSerial(t, c, "user-peer")
 	time.Sleep(5 * time.Second) // some writes before the renewal
 	start = time.Now()
+	w.FaultBegins()
 	issueAll(12 * time.Hour) // cert-manager's renewal: new keys and leaves, the same CA
 	if secretSerial(t, c, "user-server") == oldServer || secretSerial(t, c, "user-peer") == oldPeer {
 		t.Fatal("the renewal changed no certificate")
@@ -183,7 +184,7 @@ func TestUserProvidedCertificatesRenewedUnderWrites(t *testing.T) {
 	time.Sleep(5 * time.Second)             // writes after the renewal
 	acked, failed := env.StopWriter(t, w, stop, cl, c)
 	t.Logf("writer: %d acknowledged, %d failed attempts (each retried until acknowledged)", len(acked), failed)
-	framework.CheckKeys(t, cl, "/renewal/", acked)
+	framework.CheckWrites(t, cl, w)
 
 	// A client certificate of the same Issuer cannot speak the peer protocol: the CN is the user's,
 	// so members check that a peer certificate is valid for a name under the peer wildcard.

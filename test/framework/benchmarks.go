@@ -1,7 +1,10 @@
 package framework
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -42,8 +45,39 @@ type BenchResult struct {
 	BaselineSamples []float64 `json:"baseline_samples"`
 	// Min and Max bound the samples (and BaselineMin/BaselineMax the baseline's): a median says little
 	// without its spread.
+	// Seed is a random seed exactly (Value, a float64, keeps only 15–17 of its digits).
+	Seed        string  `json:"seed,omitempty"`
 	Min         float64 `json:"min"`
 	Max         float64 `json:"max"`
 	BaselineMin float64 `json:"baseline_min,omitempty"`
 	BaselineMax float64 `json:"baseline_max,omitempty"`
+}
+
+// WriteBenchResult writes dir/<metric>.json: the one writer of every bench result, so each file
+// there comes from a run.
+func WriteBenchResult(dir string, r BenchResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	out, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, r.Metric+".json"), append(out, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", r.Metric, err)
+	}
+	return nil
+}
+
+// BenchCommand is the command that reproduces a result: the environment variables of env that are
+// set (in that order, as they were), then command with its -run pattern. A result recorded with
+// settings its command does not name cannot be reproduced.
+func BenchCommand(env []string, command string) string {
+	var set []string
+	for _, name := range env {
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			set = append(set, name+"="+v)
+		}
+	}
+	return strings.TrimSpace(strings.Join(set, " ") + " " + command)
 }

@@ -295,7 +295,9 @@ func (e *Env) DumpEvents(t *testing.T, ns string) {
 	}
 	t.Logf("events in %s:\n%s", ns, tail(b.String(), 8192))
 	pods := &corev1.PodList{}
-	_ = e.K8s.List(context.Background(), pods, client.InNamespace(ns))
+	if err := e.K8s.List(context.Background(), pods, client.InNamespace(ns)); err != nil {
+		t.Logf("list pods in %s: %v", ns, err)
+	}
 	for _, p := range pods.Items {
 		t.Logf("pod %s phase=%s ip=%s", p.Name, p.Status.Phase, p.Status.PodIP)
 	}
@@ -479,6 +481,7 @@ func Every(period time.Duration, fn func()) (stop func()) {
 // cl at the current pods for the checks that follow.
 func (e *Env) StopWriter(t *testing.T, w *Writer, stopFollowing func(), cl *clientv3.Client, c *v1.EtcdCluster) (acked []string, failed int) {
 	t.Helper()
+	w.FaultEnds()
 	time.Sleep(2 * time.Second)
 	acked, failed = w.Finish()
 	stopFollowing()
@@ -516,10 +519,14 @@ type Writer struct {
 	failed    int
 	latencies []time.Duration
 	starts    []time.Time // when each acknowledged put began
+	acks      []time.Time // when each acknowledged put returned
+	// from and to bound the fault window the writer must make progress through (CheckWrites): from
+	// its start (or FaultBegins) until FaultEnds (or Finish).
+	from, to time.Time
 }
 
 func StartWriter(cl *clientv3.Client, prefix string) *Writer {
-	w := &Writer{cl: cl, prefix: prefix, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Writer{cl: cl, prefix: prefix, stop: make(chan struct{}), done: make(chan struct{}), from: time.Now()}
 	go func() {
 		defer close(w.done)
 		for i := 0; ; {
@@ -542,6 +549,7 @@ func StartWriter(cl *clientv3.Client, prefix string) *Writer {
 				w.acked = append(w.acked, key)
 				w.latencies = append(w.latencies, took)
 				w.starts = append(w.starts, start)
+				w.acks = append(w.acks, start.Add(took))
 				i++
 			} else {
 				w.failed++
@@ -568,7 +576,85 @@ func (w *Writer) Finish() (acked []string, failed int) {
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.to.IsZero() {
+		w.to = time.Now()
+	}
 	return w.acked, w.failed
+}
+
+// FaultBegins marks now as the start of the window the writer must make progress through; without
+// it, the window starts when the writer did.
+func (w *Writer) FaultBegins() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.from = time.Now()
+}
+
+// FaultEnds marks now as the end of that window (the cluster converged again); without it, the
+// window ends when the writer is finished.
+func (w *Writer) FaultEnds() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.to.IsZero() {
+		w.to = time.Now()
+	}
+}
+
+// MaxWriteGap is the longest a writer may go without an acknowledged put during its fault window,
+// and MinWindowAcks the fewest acknowledged puts the window must hold: a test "under writes" whose
+// writer stalled (or never wrote) checks nothing about the writes the fault could have lost. A
+// rolling step of a 3-member cluster keeps quorum, so writes pause at most for a leader election
+// and the client's retry (5 s per attempt); 30 s leaves room for a loaded CI machine.
+const (
+	MaxWriteGap   = 30 * time.Second
+	MinWindowAcks = 20
+)
+
+// Progress says whether the writer made progress throughout its fault window: at least minAcks
+// puts acknowledged inside it, and no stretch of it longer than maxGap without one (from its start
+// to the first, between two, from the last to its end). Call after Finish.
+func (w *Writer) Progress(maxGap time.Duration, minAcks int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return progress(w.acks, w.from, w.to, maxGap, minAcks)
+}
+
+func progress(acks []time.Time, from, to time.Time, maxGap time.Duration, minAcks int) error {
+	if to.IsZero() {
+		return fmt.Errorf("the writer's window has no end: call Finish first")
+	}
+	n, last := 0, from
+	for _, at := range acks {
+		if at.Before(from) || at.After(to) {
+			continue
+		}
+		if gap := at.Sub(last); gap > maxGap {
+			return fmt.Errorf("no write acknowledged for %s (from %s to %s), more than %s, in the fault window %s–%s",
+				gap.Round(time.Millisecond), last.UTC().Format("15:04:05.000"), at.UTC().Format("15:04:05.000"), maxGap, from.UTC().Format("15:04:05.000"), to.UTC().Format("15:04:05.000"))
+		}
+		n, last = n+1, at
+	}
+	if gap := to.Sub(last); gap > maxGap {
+		return fmt.Errorf("no write acknowledged for the last %s of the fault window %s–%s (%d acknowledged in it), more than %s",
+			gap.Round(time.Millisecond), from.UTC().Format("15:04:05.000"), to.UTC().Format("15:04:05.000"), n, maxGap)
+	}
+	if n < minAcks {
+		return fmt.Errorf("%d writes acknowledged in the fault window %s–%s, want at least %d", n, from.UTC().Format("15:04:05.000"), to.UTC().Format("15:04:05.000"), minAcks)
+	}
+	return nil
+}
+
+// CheckWrites is the check of a test under writes: the writer (finished) made progress throughout
+// its fault window (MaxWriteGap, MinWindowAcks), and every put it saw acknowledged is readable.
+func CheckWrites(t *testing.T, cl *clientv3.Client, w *Writer) {
+	t.Helper()
+	if err := w.Progress(MaxWriteGap, MinWindowAcks); err != nil {
+		t.Fatalf("writer under %s: %v", w.prefix, err)
+	}
+	w.mu.Lock()
+	acked := append([]string(nil), w.acked...)
+	w.mu.Unlock()
+	CheckKeys(t, cl, w.prefix, acked)
 }
 
 // Latencies of the acknowledged puts, in order; call after Finish.
@@ -598,6 +684,9 @@ func (w *Writer) Slowest(n int) []string {
 // CheckKeys asserts that every key is readable with its value (a linearizable read).
 func CheckKeys(t *testing.T, cl *clientv3.Client, prefix string, keys []string) {
 	t.Helper()
+	if len(keys) == 0 {
+		t.Fatalf("no keys to check under %s: a check of nothing", prefix)
+	}
 	lost, err := LostKeys(cl, prefix, keys)
 	if err != nil {
 		t.Fatal(err)

@@ -209,7 +209,7 @@ func (p *pass) recordObservation(action planner.Action) {
 	default:
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, action.Message)
 	}
-	if r := c.Status.TLS.CARotation; r != nil {
+	if r := c.Status.TLS.CARotation; r != nil && action.Reason != reason.RotatingCA { // the rotation's own steps name it
 		setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s), phase %s: %s", r.Trigger, r.Phase, action.Message))
 	}
 

@@ -81,6 +81,12 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		recordTuning(c, a.Tuning, p.now)
 		return p.writeStatus(ctx)
 
+	case planner.AdvanceCARotation:
+		// Recorded before the next pass writes the certificates of the next phase and restarts the
+		// members with them.
+		p.advanceCARotation(a.Phase)
+		return p.writeStatus(ctx)
+
 	case planner.RaiseQuota:
 		// Recorded first: the members are then rolled with it, as for any configuration change.
 		c.Status.QuotaBackendBytes = a.Quota

@@ -222,9 +222,6 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.recordObservation(action)
 	p.recordMigration(action)
 	metrics.SetCluster(clusterMetrics(c, obs))
-	if p.advanceCARotation(action) {
-		return ctrl.Result{RequeueAfter: requeueStep}, nil
-	}
 	if p.trust != nil && p.trust.blocks {
 		// Nothing is started or changed on certificates that cannot work. The user's Secrets are not
 		// watched (they are read on demand), so look again soon for the fix.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +72,9 @@ type observation struct {
 	survivors []planner.Survivor
 	// volumeRefusal says why the member volumes cannot grow to spec.storage.size ("" if they can).
 	volumeRefusal string
+	// wrongAnswers are the answers refused because another cluster, or another member than the one
+	// asked, gave them (etcdclient.ErrWrongCluster): nothing is done on their word.
+	wrongAnswers []string
 }
 
 func (p *pass) observe(ctx context.Context) (*observation, error) {
@@ -172,11 +176,17 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	var clusterID uint64
 	var cl *etcdclient.Client
 	for _, cand := range candidates {
+		// Every answer must come from the cluster recorded in status (an address of a member may be
+		// reused by another cluster's pod); none is known before the first member list.
+		cand.cl.ExpectCluster(parseID(c.Status.ClusterID))
+	}
+	for _, cand := range candidates {
 		cl = cand.cl
 		for range cand.endpoints {
 			if members, clusterID, err = cl.MemberList(ctx); err == nil {
 				break
 			}
+			o.noteWrongAnswer(err)
 		}
 		if err == nil {
 			break
@@ -234,7 +244,14 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		}
 	}
 	var term uint64
-	for id, st := range o.statusOfEach(ctx, asks) {
+	statuses := o.statusOfEach(ctx, asks)
+	for _, cand := range candidates {
+		// Asked once each above: an address that answered for another cluster gets no call of this pass.
+		if dropped := cand.cl.DropRefused(); len(dropped) > 0 {
+			log.FromContext(ctx).Info("refusing endpoints of another etcd cluster", "endpoints", dropped)
+		}
+	}
+	for id, st := range statuses {
 		o.status[id] = st
 		// During an election members can name different leaders; the newest term's is the one.
 		if st.Leader != 0 && st.RaftTerm >= term {
@@ -257,17 +274,31 @@ func (o *observation) statusOfEach(ctx context.Context, asks map[uint64]string) 
 	for id, ep := range asks {
 		wg.Go(func() {
 			st, err := o.at(ep).Status(ctx, ep)
-			if err != nil {
-				log.FromContext(ctx).V(1).Info("member does not answer", "member", o.names[id], "error", err.Error())
-				return
-			}
 			mu.Lock()
 			defer mu.Unlock()
+			if err != nil {
+				log.FromContext(ctx).V(1).Info("member does not answer", "member", o.names[id], "error", err.Error())
+				o.noteWrongAnswer(err)
+				return
+			}
+			if st.ID != id {
+				// Another member of the same cluster holds the address now: its answer is not this member's.
+				o.wrongAnswers = append(o.wrongAnswers, fmt.Sprintf("%s answered as member %x, not as %s (%x)", ep, st.ID, o.names[id], id))
+				return
+			}
 			out[id] = st
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// noteWrongAnswer keeps err when it is an answer of another cluster; the caller holds any lock.
+func (o *observation) noteWrongAnswer(err error) {
+	var wrong *etcdclient.WrongClusterError
+	if errors.As(err, &wrong) {
+		o.wrongAnswers = append(o.wrongAnswers, wrong.Error())
+	}
 }
 
 // at is the client to ask the member at endpoint ep alone: the old members' client for an old
@@ -436,6 +467,22 @@ func memberHealthy(o *observation, id uint64) bool {
 	return o.etcd != nil && answered && o.failing[id] == ""
 }
 
+// trustEpoch is the CA-rotation epoch pod was built at (planner.PodState.TrustEpoch). A pod of an
+// earlier operator carries no epoch: its configuration hash, which includes the epoch, tells
+// whether it is current; else it is not known (-1) and a rotation restarts it.
+func trustEpoch(pod *corev1.Pod, c *v1.EtcdCluster, hash string) int32 {
+	if s, ok := pod.Annotations[naming.AnnotationTrustEpoch]; ok {
+		if e, err := strconv.ParseInt(s, 10, 32); err == nil {
+			return int32(e)
+		}
+		return -1
+	}
+	if pod.Annotations[naming.AnnotationConfigHash] == hash {
+		return c.Status.TLS.TrustEpoch
+	}
+	return -1
+}
+
 func (p *pass) plannerInput() planner.Input {
 	c, o := p.c, p.obs
 	in := planner.Input{
@@ -498,7 +545,13 @@ func (p *pass) plannerInput() planner.Input {
 		failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
 			ConfigHash: pod.Annotations[naming.AnnotationConfigHash], Tuned: pod.Annotations[naming.AnnotationTuned], ForceNewCluster: resources.ForcesNewCluster(pod),
-			StaleQuota: !resources.RunsQuota(pod, c), SnapshotCount: resources.RunningSnapshotCount(pod), NotReady: !podReady(pod)}
+			StaleQuota: !resources.RunsQuota(pod, c), SnapshotCount: resources.RunningSnapshotCount(pod), NotReady: !podReady(pod), TrustEpoch: trustEpoch(pod, c, in.ConfigHash)}
+	}
+	if r := c.Status.TLS.CARotation; r != nil {
+		in.CARotation = &planner.CARotation{Phase: string(r.Phase), Trigger: r.Trigger, Epoch: c.Status.TLS.TrustEpoch}
+		if p.trust != nil {
+			in.CARotation.Blocked = p.trust.message
+		}
 	}
 	for name, pvc := range o.pvcs {
 		in.PVCs[name] = pvcState(pvc)

@@ -162,6 +162,12 @@ func (p *pass) recordObservation(action planner.Action) {
 	case quorumLost:
 		cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost)
 		setCondition(c, v1.ConditionDegraded, true, reason.Reason(cond.Reason), cond.Message)
+	case len(o.wrongAnswers) > 0:
+		msg := fmt.Sprintf("refused answers not from this cluster (%s): %s; nothing is done on their word", c.Status.ClusterID, strings.Join(o.wrongAnswers, "; "))
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != string(reason.WrongCluster) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.WrongCluster), msg)
+		}
+		setCondition(c, v1.ConditionDegraded, true, reason.WrongCluster, msg)
 	case p.trust != nil:
 		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != string(p.trust.reason) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(p.trust.reason), p.trust.message)
@@ -203,7 +209,7 @@ func (p *pass) recordObservation(action planner.Action) {
 	default:
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, action.Message)
 	}
-	if r := c.Status.TLS.CARotation; r != nil {
+	if r := c.Status.TLS.CARotation; r != nil && action.Reason != reason.RotatingCA { // the rotation's own steps name it
 		setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s), phase %s: %s", r.Trigger, r.Phase, action.Message))
 	}
 

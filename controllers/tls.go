@@ -16,7 +16,6 @@ import (
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
@@ -302,33 +301,25 @@ func (p *pass) startCARotation(ctx context.Context) bool {
 	return true
 }
 
-// advanceCARotation moves a CA rotation to its next phase once the current one is done: its Secrets
-// written (ensureTLS ran in this pass) and every member restarted with them and healthy (the planner
-// has nothing left to do). The phase is recorded before the next pass acts on it. It says whether it
-// recorded a change.
-func (p *pass) advanceCARotation(action planner.Action) bool {
+// advanceCARotation records the next phase of the CA rotation, as the planner decided it
+// (planner.AdvanceCARotation: the current phase's Secrets are written and every member was restarted
+// with them and is healthy), or its end when next is empty. The phase is recorded before the next
+// pass acts on it.
+func (p *pass) advanceCARotation(next string) {
 	c := p.c
 	r := c.Status.TLS.CARotation
-	if r == nil || action.Kind != planner.None || p.trust != nil {
-		return false
+	if r == nil {
+		return
 	}
-	var next v1.CARotationPhase
-	switch r.Phase {
-	case v1.CATrustNew:
-		next = v1.CASignWithNew
-	case v1.CASignWithNew:
-		next = v1.CADropOld
-	default:
+	if next == "" {
 		c.Status.TLS.CARotation = nil
 		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.CARotated), "CA rotation (%s) done: every member trusts and presents certificates of the new CA only", r.Trigger)
 		setCondition(c, v1.ConditionProgressing, false, reason.Ready, "CA rotation done")
-		return true
+		return
 	}
-	c.Status.TLS.CARotation = &v1.CARotation{Phase: next, Trigger: r.Trigger}
+	c.Status.TLS.CARotation = &v1.CARotation{Phase: v1.CARotationPhase(next), Trigger: r.Trigger}
 	c.Status.TLS.TrustEpoch++
-	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.RotatingCA), "CA rotation (%s): phase %s done on every member, starting %s", r.Trigger, r.Phase, next)
 	setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", r.Trigger, next))
-	return true
 }
 
 // checkUserTLS reads the user's certificate Secrets (spec.tls.secrets) and checks that the members

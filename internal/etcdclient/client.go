@@ -8,7 +8,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,6 +81,89 @@ type Status struct {
 type Client struct {
 	c   *clientv3.Client
 	tls *tls.Config
+	// guard is shared with the one-member clients made from this one (alone).
+	guard *clusterGuard
+}
+
+// ErrWrongCluster is an answer that comes from another etcd cluster than the one expected
+// (ExpectCluster): an address of a member reused by another cluster's pod, say. It is never acted on.
+var ErrWrongCluster = errors.New("answered by another etcd cluster")
+
+// WrongClusterError is one answer refused with ErrWrongCluster.
+type WrongClusterError struct {
+	// At is the address that answered (the endpoint, or host:port when the call was not pinned to one).
+	At              string
+	Want, Got       uint64
+	AnsweringMember uint64
+}
+
+func (e *WrongClusterError) Error() string {
+	return fmt.Sprintf("%s answered as member %x of cluster %x, not of cluster %x", e.At, e.AnsweringMember, e.Got, e.Want)
+}
+
+func (e *WrongClusterError) Unwrap() error { return ErrWrongCluster }
+
+// clusterGuard checks the cluster ID in the header of every answer against the expected one, and
+// remembers the addresses that answered for another cluster until the endpoints are set again.
+type clusterGuard struct {
+	want    atomic.Uint64
+	mu      sync.Mutex
+	refused map[string]bool // endpoint URLs and host:port addresses
+}
+
+func (g *clusterGuard) check(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var to peer.Peer
+	if err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Peer(&to))...); err != nil {
+		return err
+	}
+	want := g.want.Load()
+	r, ok := reply.(interface {
+		GetHeader() *etcdserverpb.ResponseHeader
+	})
+	if want == 0 || !ok || r.GetHeader() == nil || r.GetHeader().ClusterId == want {
+		return nil
+	}
+	h := r.GetHeader()
+	wrong := &WrongClusterError{Want: want, Got: h.ClusterId, AnsweringMember: h.MemberId}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if to.Addr != nil {
+		wrong.At = to.Addr.String()
+		g.refused[wrong.At] = true
+	}
+	if ep, _ := ctx.Value(endpointKey{}).(string); ep != "" {
+		wrong.At = ep
+		g.refused[ep] = true
+	}
+	return wrong
+}
+
+// ExpectCluster makes every call refuse an answer whose header names another cluster than id
+// (ErrWrongCluster); 0 checks nothing (a cluster whose ID is not known yet).
+func (c *Client) ExpectCluster(id uint64) { c.guard.want.Store(id) }
+
+// DropRefused removes from the endpoints those that answered for another cluster (ExpectCluster),
+// so that no call of this client reaches them until the endpoints are set again, and returns them.
+// Call it after asking every member (Status) and before acting.
+func (c *Client) DropRefused() []string {
+	c.guard.mu.Lock()
+	defer c.guard.mu.Unlock()
+	var keep, dropped []string
+	for _, ep := range c.c.Endpoints() {
+		host := ep
+		if u, err := url.Parse(ep); err == nil && u.Host != "" {
+			host = u.Host
+		}
+		if c.guard.refused[ep] || c.guard.refused[host] {
+			dropped = append(dropped, ep)
+		} else {
+			keep = append(keep, ep)
+		}
+	}
+	if len(dropped) > 0 {
+		c.c.SetEndpoints(keep...)
+	}
+	return dropped
 }
 
 // New dials endpoints (client URLs). tlsConfig is nil for plain-text clusters.
@@ -85,6 +171,10 @@ func New(endpoints []string, tlsConfig *tls.Config) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("no etcd endpoints to dial")
 	}
+	return newClient(endpoints, tlsConfig, &clusterGuard{refused: map[string]bool{}})
+}
+
+func newClient(endpoints []string, tlsConfig *tls.Config, guard *clusterGuard) (*Client, error) {
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:            endpoints,
 		TLS:                  tlsConfig,
@@ -92,18 +182,24 @@ func New(endpoints []string, tlsConfig *tls.Config) (*Client, error) {
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		Logger:               zap.NewNop(),
-		DialOptions:          []grpc.DialOption{grpc.WithChainUnaryInterceptor(observeRPC)},
+		DialOptions:          []grpc.DialOption{grpc.WithChainUnaryInterceptor(observeRPC, guard.check)},
 		// Not RejectOldCluster: its version probe fails the whole dial when any one endpoint is down,
 		// which is exactly when the operator must act.
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dial etcd %v: %w", endpoints, err)
 	}
-	return &Client{c: c, tls: tlsConfig}, nil
+	return &Client{c: c, tls: tlsConfig, guard: guard}, nil
 }
 
-// SetEndpoints replaces the endpoints (member pods come and go) without dialing anew.
-func (c *Client) SetEndpoints(endpoints ...string) { c.c.SetEndpoints(endpoints...) }
+// SetEndpoints replaces the endpoints (member pods come and go) without dialing anew. Addresses
+// refused before (DropRefused) are asked again: a pod of this cluster may hold one now.
+func (c *Client) SetEndpoints(endpoints ...string) {
+	c.guard.mu.Lock()
+	c.guard.refused = map[string]bool{}
+	c.guard.mu.Unlock()
+	c.c.SetEndpoints(endpoints...)
+}
 
 // Close releases the connections.
 func (c *Client) Close() error { return c.c.Close() }
@@ -171,7 +267,9 @@ func (c *Client) LocalMemberList(ctx context.Context, endpoint string) ([]Member
 
 // alone is a client of the member at endpoint only (same TLS), for calls whose answer depends on
 // which member gives it; the caller closes it.
-func (c *Client) alone(endpoint string) (*Client, error) { return New([]string{endpoint}, c.tls) }
+func (c *Client) alone(endpoint string) (*Client, error) {
+	return newClient([]string{endpoint}, c.tls, c.guard)
+}
 
 func members(resp *clientv3.MemberListResponse) []Member {
 	out := make([]Member, 0, len(resp.Members))
@@ -384,7 +482,11 @@ const defragTimeout = 5 * time.Minute
 // Defragment rewrites the database of the member at endpoint without its free pages, returning
 // them to the file system. The member serves nothing meanwhile.
 func (c *Client) Defragment(ctx context.Context, endpoint string) error {
-	ctx, cancel := context.WithTimeout(ctx, defragTimeout)
+	// Asked first, so that no member of another cluster is defragmented (ExpectCluster).
+	if _, err := c.Status(ctx, endpoint); err != nil {
+		return fmt.Errorf("defragment %s: %w", endpoint, err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, endpointKey{}, endpoint), defragTimeout)
 	defer cancel()
 	if _, err := c.c.Defragment(ctx, endpoint); err != nil {
 		return fmt.Errorf("defragment %s: %w", endpoint, err)
@@ -479,11 +581,15 @@ func (c *Client) grantAndRevoke(ctx context.Context) error {
 // MoveLeader asks the leader, reachable at leaderEndpoint, to hand leadership to transferee.
 // etcd accepts this request only on the leader, so it is sent to that endpoint alone.
 func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, transferee uint64) error {
-	one, err := New([]string{leaderEndpoint}, c.tls)
+	one, err := c.alone(leaderEndpoint)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = one.Close() }()
+	// Asked first, so that a move is never sent to a member of another cluster (ExpectCluster).
+	if _, err := one.Status(ctx, leaderEndpoint); err != nil {
+		return fmt.Errorf("move leader to %x via %s: %w", transferee, leaderEndpoint, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 3*callTimeout)
 	defer cancel()
 	if _, err := one.c.MoveLeader(ctx, transferee); err != nil {

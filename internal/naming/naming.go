@@ -49,6 +49,9 @@ const (
 	// AnnotationTuned on a member pod lists the auto-tuned etcd options it was built with
 	// ("snapshotCount=40000"); absent when none was tuned.
 	AnnotationTuned = "etcd.autopilot.dev/tuned"
+	// AnnotationTrustEpoch on a member pod is the CA-rotation epoch (status.tls.trustEpoch) it was
+	// built at: a CA rotation's phase is done once every member runs a pod of the current one.
+	AnnotationTrustEpoch = "etcd.autopilot.dev/trust-epoch"
 	// AnnotationRotateCA on an EtcdCluster asks for a CA rotation: each new value starts one.
 	AnnotationRotateCA = "etcd.autopilot.dev/rotate-ca"
 	// AnnotationRenewCertificates on an EtcdCluster asks for every leaf certificate to be re-issued

@@ -41,6 +41,9 @@ type PodState struct {
 	// NotReady: the pod exists but Kubernetes does not count it Ready, so the client Service does not
 	// route to it (its readiness probe lags etcd's own health by up to a probe period).
 	NotReady bool
+	// TrustEpoch is the CA-rotation epoch the pod was built at (status.tls.trustEpoch); -1 when
+	// not known.
+	TrustEpoch int32
 }
 
 // PVCState is what Kubernetes shows of a member's PVC.
@@ -194,6 +197,8 @@ type Input struct {
 	// PeerTLS is set from the end of a take-over of a plain-text cluster into peer TLS until every
 	// member's peer URL is TLS.
 	PeerTLS *PeerTLSMove
+	// CARotation is the CA rotation under way, nil when none is.
+	CARotation *CARotation
 	// NewestBackup is the EtcdBackup FromBackup restores: the newest verified successful backup of
 	// this cluster, else the newest successful one; "" when there is none.
 	NewestBackup string
@@ -253,6 +258,8 @@ const (
 	RaiseQuota Kind = "RaiseQuota"
 	// Retune records the Tuning changes in status; the members are then rolled with them.
 	Retune Kind = "Retune"
+	// AdvanceCARotation records the next Phase of the CA rotation under way ("" when it is done).
+	AdvanceCARotation Kind = "AdvanceCARotation"
 )
 
 // Action is the one step to take now.
@@ -474,6 +481,11 @@ func decideRunning(in Input) Action {
 	if !healthy || learners > 0 {
 		return Action{Kind: Wait, Reason: reason.WaitingForHealth, Message: fmt.Sprintf("waiting for every member to be healthy (%s)", unhealthyNames(e.Members))}
 	}
+	return withCARotation(in, e, decideSteady(in, e, voters))
+}
+
+// decideSteady is the next step of a cluster whose members are all healthy voters.
+func decideSteady(in Input, e *Etcd, voters int) Action {
 	if a, ok := decideVolumes(in, e); ok {
 		return a
 	}

@@ -127,6 +127,9 @@ const (
 	DefragmentRequested Reason = "DefragmentRequested"
 	// RotatingCA: a CA rotation is under way (TrustNew, SignWithNew, DropOld), each phase restarting every member once.
 	RotatingCA Reason = "RotatingCA"
+	// WrongCluster: an address where a member of this cluster should answer was answered by another etcd cluster (another cluster ID than status.clusterID), or by another member than the one expected; the operator refuses the answer and sends that address nothing until the member's pod changes.
+	// Do: find the pod that holds that IP (kubectl get pods -A -o wide); usually a stale pod IP, which clears once the member's pod is re-created.
+	WrongCluster Reason = "WrongCluster"
 )
 
 // EtcdCluster: loss of quorum (condition QuorumLost; Degraded carries the same reason while it is True).

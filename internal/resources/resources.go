@@ -358,6 +358,7 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 	}
 	peerWait(pod, c, in)
 	pod.Annotations[naming.AnnotationConfigHash] = ConfigHash(c)
+	pod.Annotations[naming.AnnotationTrustEpoch] = strconv.Itoa(int(c.Status.TLS.TrustEpoch))
 	if tuned := TunedAnnotation(c); tuned != "" {
 		pod.Annotations[naming.AnnotationTuned] = tuned
 	}

@@ -323,7 +323,7 @@ func TestSlowVerdictSurvivesAFailedMemberList(t *testing.T) {
 	if n := len(rec.Events); n != 1 {
 		t.Fatalf("%d Warning events, want one for the whole episode", n)
 	}
-	if since = pass(150*time.Second+maxSlowWindow, observed(true, "etcd-1")); since != nil {
+	if since = pass(170*time.Second+maxSlowWindow, observed(true, "etcd-1")); since != nil {
 		t.Fatalf("etcd-1 left the cluster (a member list without it) but is still slow since %s", since)
 	}
 	if _, kept := cm.slowStreaks[2]; kept || cm.slow[2] != "" {

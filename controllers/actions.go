@@ -95,7 +95,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 	case planner.StartMigration, planner.CompleteMigration, planner.DeleteOldStatefulSet, planner.StartPeerTLS, planner.UpdatePeerURLs, planner.SecurePeers:
 		return p.actMigration(ctx, a)
 
-	case planner.StartRecovery, planner.FenceMembers, planner.AdvanceRecovery, planner.RestartFromBackup, planner.FinishRecovery:
+	case planner.StartRecovery, planner.StopMembers, planner.FenceMembers, planner.AdvanceRecovery, planner.RestartFromBackup, planner.FinishRecovery:
 		return p.actRecovery(ctx, a)
 
 	case planner.CreateMembers:

@@ -44,6 +44,9 @@ type observation struct {
 	alarms []etcdclient.Alarm
 	// failing is etcd's own evidence against a member (see planner.EtcdMember.Failing), by ID.
 	failing map[uint64]string
+	// unjudged are the members whose evidence could not be gathered this pass (the alarms or the
+	// leader's view of its peers could not be read): not failing here, but not cleared either.
+	unjudged map[uint64]bool
 	// slow is etcd's own evidence that a member's disk is much slower than its peers'
 	// (planner.EtcdMember.Slow), by ID: the verdict of the last window (observeSlowness).
 	slow map[uint64]string
@@ -318,8 +321,8 @@ func (o *observation) at(ep string) *etcdclient.Client {
 // a CORRUPT alarm raised on it, and whether the leader still reaches it over raft. A NOSPACE alarm is
 // cluster-wide (every member reports it) and says nothing about any one member.
 func (p *pass) observeFailures(ctx context.Context, o *observation) {
-	o.failing = map[uint64]string{}
-	alarmed, suspects := false, map[uint64]bool{}
+	o.failing, o.unjudged = map[uint64]string{}, map[uint64]bool{}
+	alarmed, alarmsUnread, suspects := false, false, map[uint64]bool{}
 	for _, m := range o.members {
 		st, answered := o.status[m.ID]
 		if len(st.Errors) > 0 {
@@ -336,6 +339,7 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 		alarms, err := o.etcd.Alarms(ctx)
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("cannot list alarms", "error", err.Error())
+			alarmsUnread = true
 		}
 		o.alarms = alarms
 		for _, a := range alarms {
@@ -344,7 +348,19 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 			}
 		}
 	}
-	if _, answers := o.status[o.leaderID]; len(suspects) == 0 || o.leaderID == 0 || !answers {
+	if alarmsUnread {
+		for _, m := range o.members {
+			o.unjudged[m.ID] = true // a CORRUPT alarm may be raised on any of them
+		}
+	}
+	if len(suspects) == 0 {
+		return
+	}
+	// Until the leader's view is read, the suspects are neither failing nor cleared.
+	for id := range suspects {
+		o.unjudged[id] = true
+	}
+	if _, answers := o.status[o.leaderID]; o.leaderID == 0 || !answers {
 		// A leader that does not answer about itself (stopping, cut off) would not answer about its
 		// peers either: waiting on it only holds up the pass that must act on its loss.
 		return
@@ -360,6 +376,11 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 		// No evidence either way: nobody is declared failing on the operator's own failure.
 		log.FromContext(ctx).V(1).Info("cannot read the leader's view of its peers", "error", err.Error())
 		return
+	}
+	for id := range suspects {
+		if !alarmsUnread {
+			delete(o.unjudged, id) // the leader's view judged them
+		}
 	}
 	for _, id := range cutOff(suspects, active, o.leaderID) {
 		if o.failing[id] == "" {
@@ -513,7 +534,7 @@ func (p *pass) plannerInput() planner.Input {
 		in.QuorumLoss = planner.FromSurvivor // objects stored before the field existed
 	}
 	if r := recovering(c); r != nil {
-		in.Recovery = &planner.Recovery{Source: r.Source, Phase: r.Phase, Survivor: r.Survivor, Backup: r.Backup}
+		in.Recovery = &planner.Recovery{Source: r.Source, Phase: r.Phase, Survivor: r.Survivor, Backup: r.Backup, CommittedIndex: uint64(max(r.CommittedIndex, 0))}
 	}
 	// Unreadable durations never get here (refuseInvalidSpec stops the pass first); each parse
 	// falls back to the default (also for objects stored before the field existed) with its error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +21,7 @@ import (
 )
 
 // observeSurvivors asks every running member what it knows of itself while none answers a
-// linearizable call: its status (leader, applied index) and its own view of the membership. These
+// linearizable call: its status (leader, committed and applied index) and its own view of the membership. These
 // calls need no quorum; they are the evidence a quorum-loss recovery is decided on.
 func (p *pass) observeSurvivors(ctx context.Context, cl *etcdclient.Client, o *observation) {
 	if !p.c.Status.Bootstrapped {
@@ -41,7 +42,8 @@ func (p *pass) observeSurvivors(ctx context.Context, cl *etcdclient.Client, o *o
 			log.FromContext(ctx).V(1).Info("member does not list its members", "member", name, "error", err.Error())
 			continue
 		}
-		s := planner.Survivor{Name: name, ID: st.ID, Leader: st.Leader, Learner: st.IsLearner, AppliedIndex: st.RaftAppliedIndex}
+		s := planner.Survivor{Name: name, ID: st.ID, Leader: st.Leader, Learner: st.IsLearner,
+			CommittedIndex: st.RaftIndex, AppliedIndex: st.RaftAppliedIndex}
 		for _, m := range local {
 			s.Members = append(s.Members, planner.EtcdMember{ID: m.ID, Name: memberNameFromPeerURLs(p.c, m.PeerURLs), Learner: m.IsLearner, Started: m.Started()})
 		}
@@ -133,7 +135,8 @@ func (p *pass) actRecovery(ctx context.Context, a planner.Action) error {
 	c := p.c
 	switch a.Kind {
 	case planner.StartRecovery:
-		r := &v1.QuorumRecovery{Source: a.Source, Phase: planner.PhaseFencing, Backup: a.Backup, Reason: a.Message, StartedAt: metav1.NewTime(p.now)}
+		r := &v1.QuorumRecovery{Source: a.Source, Phase: planner.PhaseFencing, Backup: a.Backup, Reason: a.Message, StartedAt: metav1.NewTime(p.now),
+			CommittedIndex: int64(min(a.Index, math.MaxInt64))}
 		kept := c.Status.Members[:0:0]
 		for _, m := range c.Status.Members {
 			if len(a.Members) > 0 && m.Name == a.Members[0] {
@@ -158,6 +161,16 @@ func (p *pass) actRecovery(ctx context.Context, a planner.Action) error {
 		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.QuorumLost), a.Message)
 		failpoint.Hit(failpoint.AfterRecoveryStart)
 		return p.dropRecoveryRequest(ctx)
+
+	case planner.StopMembers:
+		for _, m := range a.Members {
+			if pod := p.obs.pods[m]; pod != nil {
+				if err := p.deleteObserved(ctx, pod); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 
 	case planner.FenceMembers:
 		for _, m := range a.Members {

@@ -81,7 +81,10 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 		age = p.now.Sub(prev.at)
 	}
 	if prev == nil || age > maxSlowWindow {
-		cm.disk, cm.slow, cm.slowStreaks, o.slow = &now, nil, nil, nil
+		// No window: these readings are the next baseline. The verdicts and streaks stand: a gap (the
+		// operator away, or etcd out of its sight, its member list failing) is no evidence that a
+		// disk recovered, and dropping them restarted slowMemberReplacement.after's clock.
+		cm.disk = &now
 		return
 	}
 	windows, restarted := diskWindows(prev, &now, o.names)
@@ -162,10 +165,15 @@ func seconds(s float64) time.Duration {
 }
 
 // trackSlowness keeps, per member, since when it has been slow (status.members[].slowSince), before
-// the decision that may replace it, and announces a member found slow with a Warning event. Like
-// unhealthySince, the clock restarts when the operator loses its measurements (observeSlowness).
+// the decision that may replace it, and announces a member found slow with a Warning event. The clock
+// restarts only when the member is judged not slow, restarted, or left: a pass whose member list
+// failed sees no member at all, which says nothing of anyone's disk, so it changes nothing; a member
+// is forgotten only when a member list that answered leaves it out.
 func (p *pass) trackSlowness() {
 	c, o := p.c, p.obs
+	if o.etcd == nil {
+		return
+	}
 	for i := range c.Status.Members {
 		ms := &c.Status.Members[i]
 		id, inEtcd := o.ids[ms.Name]

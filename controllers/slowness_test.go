@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,14 +66,15 @@ func (f *fakeDisks) read(_ context.Context, url string) (etcdclient.DiskLatency,
 
 // A member is slow only after two slow windows in a row, each measured from two readings of its own
 // histograms: not on the first reading, not again before the window is long enough, not across a
-// restart or a long gap, and no longer once two windows in a row show it fast; a pass that cannot
+// restart or a long gap (which keeps a verdict as it was), and no longer once two windows in a row show it fast; a pass that cannot
 // read it leaves its verdict as it was. slowSince follows, and the Warning
 // event is sent once per episode.
 func TestSlownessWindows(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
 	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns"}}
 	c.Spec.Maintenance.SlowMemberReplacement.After = "1m"
-	o := &observation{pods: map[string]*corev1.Pod{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}, ids: map[string]uint64{}, failing: map[uint64]string{}}
+	o := &observation{pods: map[string]*corev1.Pod{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}, ids: map[string]uint64{}, failing: map[uint64]string{},
+		etcd: &etcdclient.Client{}} // a marker: the member list answered
 	for i, name := range []string{"etcd-0", "etcd-1", "etcd-2"} {
 		id := uint64(i + 1)
 		o.names[id], o.ids[name], o.status[id] = name, id, etcdclient.Status{}
@@ -162,9 +164,13 @@ func TestSlownessWindows(t *testing.T) {
 		t.Fatalf("slowSince moved from %s to %s while the member had no window", slowFrom, since.Time)
 	}
 
-	// Readings further apart than maxSlowWindow describe nothing current.
+	// Readings further apart than maxSlowWindow describe nothing current: they are the next baseline,
+	// and the verdict stands (a gap is no evidence that the disk recovered).
 	since, why = pass(240*time.Second + maxSlowWindow + time.Second)
-	expectSlow("after a long gap", since, why, false)
+	expectSlow("after a long gap", since, why, true)
+	if !since.Time.Equal(slowFrom) {
+		t.Fatalf("slowSince moved from %s to %s across a gap", slowFrom, since.Time)
+	}
 
 	// Fast again: the next window clears it.
 	pass(270*time.Second + maxSlowWindow)
@@ -239,5 +245,88 @@ func TestIdleRequeueMeetsTheSlowReplacementDeadline(t *testing.T) {
 				t.Fatalf("idle requeue %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// Issue 30 item 6. A pass whose member list fails sees no member at all: that is no evidence that a
+// slow member recovered or left, so its verdict and slowSince (the clock of
+// slowMemberReplacement.after) stand, through short and long outages alike, and no second Warning
+// is sent. Only a member list that answers without the member forgets it.
+func TestSlowVerdictSurvivesAFailedMemberList(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns"}}
+	c.Spec.Maintenance.SlowMemberReplacement.After = "10m"
+	names := []string{"etcd-0", "etcd-1", "etcd-2"}
+	ips := []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}
+	for _, name := range names {
+		c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: name})
+	}
+	disks := &fakeDisks{wal: map[string][3]uint64{}, commit: map[string][3]uint64{}, slow: map[string]bool{"10.0.0.2": true}, down: map[string]bool{}}
+	rec := record.NewFakeRecorder(10)
+	r := &EtcdClusterReconciler{Recorder: rec}
+	cm := &clusterMemory{}
+	// observed is what a pass sees: every member listed (or all but those in gone), or, when listed is
+	// false, a member list that failed (pods, but no etcd view at all).
+	observed := func(listed bool, gone ...string) *observation {
+		o := &observation{pods: map[string]*corev1.Pod{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}, ids: map[string]uint64{}, failing: map[uint64]string{}}
+		for i, name := range names {
+			o.pods[name] = &corev1.Pod{Status: corev1.PodStatus{PodIP: ips[i]}}
+			if !listed || slices.Contains(gone, name) {
+				continue
+			}
+			id := uint64(i + 1)
+			o.names[id], o.ids[name], o.status[id] = name, id, etcdclient.Status{}
+		}
+		if listed {
+			o.etcd = &etcdclient.Client{} // a marker: the member list answered
+		}
+		return o
+	}
+	// pass runs the slowness steps of a reconcile: observeSlowness only once etcd answered.
+	pass := func(at time.Duration, o *observation) *metav1.Time {
+		t.Helper()
+		disks.tick()
+		p := &pass{r: r, c: c, mem: cm, now: t0.Add(at), obs: o}
+		if o.etcd != nil {
+			p.observeSlowness(context.Background(), o, disks.read)
+		}
+		p.trackSlowness()
+		return c.Status.Members[1].SlowSince
+	}
+	for _, at := range []time.Duration{0, 30, 60} {
+		pass(at*time.Second, observed(true))
+	}
+	since := pass(90*time.Second, observed(true))
+	if since == nil {
+		t.Fatal("etcd-1 not reported slow after two slow windows")
+	}
+	first := since.Time
+	for _, step := range []struct {
+		what string
+		at   time.Duration
+		o    *observation
+	}{
+		{"the member list fails", 100 * time.Second, observed(false)},
+		{"it answers again", 120 * time.Second, observed(true)},
+		{"it fails for longer than a slowness window may last", 130 * time.Second, observed(false)},
+		{"still failing", 130*time.Second + maxSlowWindow, observed(false)},
+		{"it answers again after the long outage: a new baseline, no window", 140*time.Second + maxSlowWindow, observed(true)},
+	} {
+		since = pass(step.at, step.o)
+		if since == nil || !since.Time.Equal(first) {
+			t.Fatalf("%s: slowSince %v, want it to stand at %s", step.what, since, first)
+		}
+		if step.o.etcd != nil && step.o.slow[2] == "" {
+			t.Fatalf("%s: the verdict on etcd-1 was dropped", step.what)
+		}
+	}
+	if n := len(rec.Events); n != 1 {
+		t.Fatalf("%d Warning events, want one for the whole episode", n)
+	}
+	if since = pass(170*time.Second+maxSlowWindow, observed(true, "etcd-1")); since != nil {
+		t.Fatalf("etcd-1 left the cluster (a member list without it) but is still slow since %s", since)
+	}
+	if _, kept := cm.slowStreaks[2]; kept || cm.slow[2] != "" {
+		t.Fatalf("a removed member's verdict is kept: streak %v, verdict %q", cm.slowStreaks, cm.slow[2])
 	}
 }

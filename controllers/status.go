@@ -324,15 +324,25 @@ func downgradeReported(o *observation) bool {
 // trackFailures keeps, per member, since when etcd has reported it failing (status.members[].unhealthySince),
 // before the decision that may replace it. The clock runs only while the operator keeps seeing etcd:
 // after a gap (operator down or partitioned, or the whole cluster silent) every member starts a
-// fresh grace period, so nobody is removed on what one pass could not see.
+// fresh grace period, so nobody is removed on what one pass could not see. A pass that saw nothing
+// of a member (the member list failed, or the leader's view of its peers could not be read) changes
+// nothing: clearing the clock there postponed the replacement for as long as observations failed
+// now and then. A member is forgotten only when a member list that answered leaves it out.
 func (p *pass) trackFailures() {
 	c, o := p.c, p.obs
-	continuous := o.etcd != nil && p.mem.sawEtcd(p.now)
+	if o.etcd == nil {
+		return // the gap, if it grows long, restarts the clocks when etcd answers again
+	}
+	continuous := p.mem.sawEtcd(p.now)
 	for i := range c.Status.Members {
 		ms := &c.Status.Members[i]
 		id, inEtcd := o.ids[ms.Name]
 		switch {
-		case o.etcd == nil || !inEtcd || o.failing[id] == "":
+		case !inEtcd:
+			ms.UnhealthySince = nil
+		case o.failing[id] == "" && o.unjudged[id] && continuous:
+			// No evidence either way this pass: the clock stands.
+		case o.failing[id] == "":
 			ms.UnhealthySince = nil
 		case ms.UnhealthySince == nil || !continuous:
 			t := metav1.NewTime(p.now)

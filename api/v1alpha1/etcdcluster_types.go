@@ -757,10 +757,17 @@ type QuorumRecovery struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Restored backup",xDescriptors={"urn:alm:descriptor:text"}
 	Backup string `json:"backup,omitempty"`
-	// LostMembers are the members left behind: their pods and volumes are deleted.
+	// LostMembers are the members left behind: their pods and volumes are deleted (from a survivor,
+	// their volumes only once it serves with at least CommittedIndex).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Lost members"
 	LostMembers []string `json:"lostMembers,omitempty"`
+	// CommittedIndex is the highest raft index any surviving member reported committed when the
+	// recovery started (FromSurvivor): no other member's volume is deleted before the survivor
+	// serves with an applied index at least this high.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CommittedIndex int64 `json:"committedIndex,omitempty"`
 	// Reason says why the recovery started.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Recovery reason",xDescriptors={"urn:alm:descriptor:text"}

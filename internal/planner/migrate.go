@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
@@ -89,8 +90,23 @@ func decideMigration(in Input) Action {
 			return Action{Kind: ForgetMember, Members: []string{k.Name}, Reason: reason.MemberNotInCluster, Message: fmt.Sprintf("%s is not in the etcd member list; deleting its pod and volume", k.Name)}
 		}
 	}
+	// One of the operator's members lost for good is replaced as outside a migration: removed under
+	// the same quorum rule, then a new member joins in its place (ours < Replicas below). Waiting
+	// for it would hold the migration, and the cluster short of a member, for ever.
+	for _, k := range in.Known {
+		m, _ := findByName(e.Members, k.Name)
+		if dataLost(in, k.Name, m) {
+			return replaceOurs(in, m, reason.MemberDataLost, fmt.Sprintf("the data of %s is lost with its volume or pod; removing it so that a new member replaces it", k.Name))
+		}
+	}
 	if recreate := podsToRecreate(in, e); len(recreate) > 0 {
 		return Action{Kind: CreateMembers, Members: recreate, Version: in.TargetVersion, Reason: reason.Migrating, Message: fmt.Sprintf("starting %v, joining the running cluster", recreate)}
+	}
+	for _, k := range in.Known {
+		m, _ := findByName(e.Members, k.Name)
+		if m.Failing != "" && k.FailingSince != nil && in.Now.Sub(*k.FailingSince) >= in.ReplaceAfter {
+			return replaceOurs(in, m, reason.MemberUnhealthy, fmt.Sprintf("%s has been failing since %s (%s); replacing it", k.Name, k.FailingSince.UTC().Format(time.RFC3339), m.Failing))
+		}
 	}
 	for _, m := range e.Members {
 		if m.Learner && isKnown(in.Known, m.Name) && m.Started && m.Healthy {
@@ -142,6 +158,18 @@ func decideMigration(in Input) Action {
 		return Action{Kind: Wait, Reason: reason.MigrationStopped, Message: fmt.Sprintf("removing old member %s would leave fewer healthy voting members than a quorum", displayName(victim))}
 	}
 	return a
+}
+
+// replaceOurs removes m, one of the operator's members lost for good, when that keeps quorum; when it
+// does not, the migration stops and says how to get out.
+func replaceOurs(in Input, m EtcdMember, why reason.Reason, msg string) Action {
+	if a, ok := safeRemoval(in, m, why, msg); ok {
+		return a
+	}
+	return Action{Kind: Wait, Reason: reason.MigrationStopped, Message: fmt.Sprintf("%s, but removing it now would leave fewer healthy voting members than a quorum (%s): "+
+		"the migration is stopped. Bring the unhealthy members back and the operator replaces it; if a majority cannot come back, quorum is lost and is the old side's to recover: "+
+		"set spec.maintenance.paused to true, recover the old cluster with its own tools, remove this member from it (etcdctl member remove %x), then set spec.maintenance.paused to false",
+		msg, unhealthyNames(in.Etcd.Members), m.ID)}
 }
 
 // preflight refuses a source the operator cannot take over safely, saying what to fix, and otherwise

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 const sourceCluster = 0xc1
@@ -72,6 +73,17 @@ func removeMember(in *Input, id uint64) {
 func fourOfSixDown(in *Input) {
 	for _, n := range []string{"old-1", "old-2", "c-1", "c-2"} {
 		member(in, n).Healthy = false
+	}
+}
+
+// oursFailingSince has etcd report the operator's member nm failing, observed since since.
+func oursFailingSince(in *Input, nm string, since time.Time) {
+	m := member(in, nm)
+	m.Healthy, m.Failing = false, "the leader has no raft connection to it"
+	for i := range in.Known {
+		if in.Known[i].Name == nm {
+			in.Known[i].FailingSince = &since
+		}
 	}
 }
 
@@ -164,6 +176,49 @@ func TestDecideMigration(t *testing.T) {
 		{name: "an old member down: no removal", in: with(allJoined(), func(in *Input) { in.Etcd.LeaderID = 1; member(in, "old-2").Healthy = false }), kind: Wait, reason: "MigrationStopped"},
 		{name: "a survivor still answers the member list without quorum: stopped, not waiting on one member", in: with(allJoined(), fourOfSixDown), kind: Wait, reason: "MigrationStopped"},
 		{name: "one of ours down: no removal", in: with(allJoined(), func(in *Input) { in.Etcd.LeaderID = 1; member(in, "c-2").Healthy = false }), kind: Wait, reason: "Migrating"},
+		// Issue 30 item 5: one of the operator's own members lost for good is replaced through the
+		// same quorum rules as outside a migration, never waited for.
+		{name: "one of ours lost its data: removed so that a new member replaces it", in: with(allJoined(), func(in *Input) {
+			in.Etcd.LeaderID = 101
+			dataGone("c-1")(in)
+			member(in, "c-1").Healthy = false
+		}), kind: RemoveMember, members: []string{"c-1"}, id: 2, reason: "MemberDataLost"},
+		{name: "a learner of ours lost its data: removed", in: with(started(), func(in *Input) {
+			joined(in, 0, true)
+			dataGone("c-0")(in)
+			member(in, "c-0").Healthy = false
+		}), kind: RemoveMember, members: []string{"c-0"}, id: 1, reason: "MemberDataLost"},
+		{name: "its removal made: the lost member is deleted", in: with(allJoined(), func(in *Input) {
+			in.Etcd.LeaderID = 101
+			dataGone("c-1")(in)
+			removeMember(in, 2)
+			in.Pending = &Pending{Type: "RemoveMember", Member: "c-1", ID: 2}
+		}), kind: FinishRemove, members: []string{"c-1"}},
+		{name: "removed and forgotten: a new member joins in its place", in: with(allJoined(), func(in *Input) {
+			in.Etcd.LeaderID = 101
+			removeMember(in, 2)
+			in.Known = []KnownMember{{Name: "c-0"}, {Name: "c-2"}}
+			dataGone("c-1")(in)
+		}), kind: AddLearner, members: []string{"c-3"}},
+		{name: "one of ours lost its data while a majority is unhealthy: stopped, with the way out", in: with(allJoined(), func(in *Input) {
+			in.Etcd.LeaderID = 101
+			dataGone("c-1")(in)
+			for _, n := range []string{"c-1", "c-2", "old-1", "old-2"} {
+				member(in, n).Healthy = false
+			}
+		}), kind: Wait, reason: "MigrationStopped"},
+		{name: "one of ours failing for long: replaced", in: with(allJoined(), func(in *Input) {
+			in.Etcd.LeaderID, in.ReplaceAfter = 101, 5*time.Minute
+			oursFailingSince(in, "c-1", now.Add(-6*time.Minute))
+		}), kind: RemoveMember, members: []string{"c-1"}, id: 2, reason: "MemberUnhealthy"},
+		{name: "one of ours failing, not for long yet: waited for", in: with(allJoined(), func(in *Input) {
+			in.Etcd.LeaderID, in.ReplaceAfter = 101, 5*time.Minute
+			oursFailingSince(in, "c-1", now.Add(-time.Minute))
+		}), kind: Wait, reason: "Migrating"},
+		{name: "an old member failing for long is the old side's: stopped, never removed", in: with(allJoined(), func(in *Input) {
+			in.Etcd.LeaderID, in.ReplaceAfter = 1, 5*time.Minute
+			member(in, "old-1").Healthy, member(in, "old-1").Failing = false, "the leader has no raft connection to it"
+		}), kind: Wait, reason: "MigrationStopped"},
 		{name: "a stranger joined", in: with(allJoined(), func(in *Input) {
 			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 999, Name: "intruder", Started: true, Healthy: true})
 		}), kind: Wait, reason: "MigrationStopped"},
@@ -173,6 +228,13 @@ func TestDecideMigration(t *testing.T) {
 
 	if a := Decide(with(source(), func(in *Input) { in.Migration.StatefulSet = "legacy" })); !strings.Contains(a.Message, "old-0 is not a pod of StatefulSet legacy") {
 		t.Fatalf("a foreign member reported as %q", a.Message)
+	}
+	lostOurs := with(allJoined(), func(in *Input) {
+		dataGone("c-1")(in)
+		fourOfSixDown(in)
+	})
+	if a := Decide(lostOurs); !strings.Contains(a.Message, "the data of c-1 is lost") || !strings.Contains(a.Message, "etcdctl member remove 2") || !strings.Contains(a.Message, "spec.maintenance.paused") {
+		t.Fatalf("one of ours lost without quorum reported as %q", a.Message)
 	}
 	if a := Decide(with(allJoined(), fourOfSixDown)); !strings.Contains(a.Message, "no quorum (2 of 6 voting members healthy)") {
 		t.Fatalf("a lost quorum reported as %q", a.Message)

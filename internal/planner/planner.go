@@ -236,6 +236,9 @@ const (
 	// StartRecovery records a quorum-loss recovery (Source, survivor in Members or Backup) before
 	// anything irreversible happens.
 	StartRecovery Kind = "StartRecovery"
+	// StopMembers deletes the pods of the members a recovery leaves behind, keeping their volumes
+	// until the survivor serves with everything any of them knew committed.
+	StopMembers Kind = "StopMembers"
 	// FenceMembers deletes the pods and volumes of the members a recovery leaves behind.
 	FenceMembers Kind = "FenceMembers"
 	// AdvanceRecovery records the recovery's next Phase.
@@ -283,6 +286,8 @@ type Action struct {
 	Tuning []TunedChange
 	// Source, Backup and Phase describe a recovery step.
 	Source, Backup, Phase string
+	// Index is, on StartRecovery, the highest committed raft index any survivor reported.
+	Index uint64
 	// Reason is a CamelCase word for conditions and events; Message explains it to a human.
 	Reason  reason.Reason
 	Message string

@@ -32,9 +32,12 @@ type Survivor struct {
 	Name string
 	ID   uint64
 	// Leader is the leader it follows, 0 when it has none.
-	Leader       uint64
-	Learner      bool
-	AppliedIndex uint64
+	Leader  uint64
+	Learner bool
+	// CommittedIndex is the last raft entry it knows committed (etcd Status RaftIndex): what
+	// --force-new-cluster keeps of its log. AppliedIndex lags it under a slow backend.
+	CommittedIndex uint64
+	AppliedIndex   uint64
 	// Members is its own (serializable) view of the membership: ID, Name, Learner, Started.
 	Members []EtcdMember
 }
@@ -45,6 +48,9 @@ type Recovery struct {
 	Phase    string
 	Survivor string
 	Backup   string
+	// CommittedIndex is the highest committed index any survivor reported when the recovery
+	// started: the other members' volumes are kept until the survivor serves at least this index.
+	CommittedIndex uint64
 }
 
 // decideQuorumLoss recognises a quorum that can never come back on its own: no member has a
@@ -107,8 +113,8 @@ func decideQuorumLoss(in Input) (Action, bool) {
 			return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s, and only learners survive (%s): they may lack committed writes; restore from a backup: "+
 				"kubectl annotate etcdcluster <name> %s=%s", what, survivorNames(in.Survivors), RecoverAnnotation, FromBackup)}, true
 		}
-		return Action{Kind: StartRecovery, Members: []string{best.Name}, Source: FromSurvivor, Reason: reason.QuorumLost,
-			Message: fmt.Sprintf("%s; recovering from %s, the surviving member with the most applied log (index %d)", what, best.Name, best.AppliedIndex)}, true
+		return Action{Kind: StartRecovery, Members: []string{best.Name}, Source: FromSurvivor, Index: highestCommitted(in.Survivors), Reason: reason.QuorumLost,
+			Message: fmt.Sprintf("%s; recovering from %s, the surviving member with the most committed log (committed index %d, applied %d)", what, best.Name, best.CommittedIndex, best.AppliedIndex)}, true
 	case FromBackup:
 		if in.NewestBackup == "" {
 			return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s, and spec.maintenance.quorumLoss is FromBackup but this cluster has no successful EtcdBackup; "+
@@ -117,7 +123,7 @@ func decideQuorumLoss(in Input) (Action, bool) {
 		return Action{Kind: StartRecovery, Source: FromBackup, Backup: in.NewestBackup, Reason: reason.QuorumLost,
 			Message: fmt.Sprintf("%s; rebuilding the cluster from EtcdBackup %s", what, in.NewestBackup)}, true
 	default:
-		return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s; spec.maintenance.quorumLoss is %s: to recover from %s (the surviving member with the most applied log), "+
+		return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s; spec.maintenance.quorumLoss is %s: to recover from %s (the surviving member with the most committed log), "+
 			"kubectl annotate etcdcluster <name> %s=%s, or %s=%s to rebuild from the newest backup", what, policy, best.Name, RecoverAnnotation, FromSurvivor, RecoverAnnotation, FromBackup)}, true
 	}
 }
@@ -127,18 +133,16 @@ func decideRecovery(in Input) Action {
 	r := in.Recovery
 	switch r.Phase {
 	case PhaseFencing:
-		// Every member other than the survivor goes, with its volume: none of them may ever talk
-		// to the new cluster with the old membership.
-		var fence []string
-		for _, name := range sortedKeys(in.Pods, in.PVCs) {
-			if name == r.Survivor {
-				continue
+		// Every member other than the survivor stops: none of them may ever talk to the new cluster
+		// with the old membership. From a survivor, their volumes stay until it serves with all
+		// they knew committed (fenceVolumes): until then they are what a human could still recover
+		// from. A backup replaces every member's data, by the policy chosen.
+		if r.Source == FromSurvivor {
+			if stop := othersRunning(in, r.Survivor); len(stop) > 0 {
+				return Action{Kind: StopMembers, Members: stop, Reason: reason.Recovering,
+					Message: fmt.Sprintf("deleting the pods of %v so that no old member rejoins; their volumes are kept until %s serves", stop, r.Survivor)}
 			}
-			if p, ok := in.Pods[name]; (ok && !p.Deleting) || (in.PVCs[name].Exists && !in.PVCs[name].Deleting) {
-				fence = append(fence, name)
-			}
-		}
-		if len(fence) > 0 {
+		} else if fence := othersLeft(in, r.Survivor); len(fence) > 0 {
 			return Action{Kind: FenceMembers, Members: fence, Reason: reason.Recovering, Message: fmt.Sprintf("deleting the pods and volumes of %v so that no old member rejoins", fence)}
 		}
 		next := PhaseForcingNewCluster
@@ -173,6 +177,9 @@ func decideRecovery(in Input) Action {
 			return Action{Kind: Wait, Reason: reason.Recovering, Message: fmt.Sprintf("waiting for %s to start as a one-member cluster", r.Survivor)}
 		}
 		if alone && in.Etcd.Members[0].Healthy {
+			if a, ok := fenceVolumes(in, in.Etcd.Members[0]); ok {
+				return a
+			}
 			return Action{Kind: FinishRecovery, Members: []string{r.Survivor}, Reason: reason.Recovered,
 				Message: fmt.Sprintf("quorum is back: %s serves as a one-member cluster with its data; new members join as learners", r.Survivor)}
 		}
@@ -183,6 +190,49 @@ func decideRecovery(in Input) Action {
 		a.Reason = reason.Recovering
 		return a
 	}
+}
+
+// fenceVolumes deletes what is left of the other members once the survivor, serving alone, reports
+// an applied index at least the highest committed index any survivor reported when the recovery
+// started; before that, their volumes may hold acknowledged writes the survivor lacks.
+func fenceVolumes(in Input, s EtcdMember) (Action, bool) {
+	r := in.Recovery
+	left := othersLeft(in, r.Survivor)
+	if len(left) == 0 {
+		return Action{}, false
+	}
+	if s.AppliedIndex < r.CommittedIndex {
+		return Action{Kind: Wait, Reason: reason.RecoveryStuck, Message: fmt.Sprintf("%s serves at applied index %d, below the committed index %d a survivor reported when the recovery started: "+
+			"the volumes of %v are kept, since they may hold acknowledged writes %s lacks; inspect them, and to give them up delete their PVCs (kubectl delete pvc %s)",
+			r.Survivor, s.AppliedIndex, r.CommittedIndex, left, r.Survivor, strings.Join(left, " "))}, true
+	}
+	return Action{Kind: FenceMembers, Members: left, Reason: reason.Recovering,
+		Message: fmt.Sprintf("%s serves at applied index %d (at least the committed index %d any survivor reported): deleting the pods and volumes of %v", r.Survivor, s.AppliedIndex, r.CommittedIndex, left)}, true
+}
+
+// othersRunning lists the members other than survivor whose pod exists and is not going.
+func othersRunning(in Input, survivor string) []string {
+	var out []string
+	for _, name := range sortedKeys(in.Pods, nil) {
+		if p := in.Pods[name]; name != survivor && p.Exists && !p.Deleting {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// othersLeft lists the members other than survivor with a pod or a volume not yet going.
+func othersLeft(in Input, survivor string) []string {
+	var out []string
+	for _, name := range sortedKeys(in.Pods, in.PVCs) {
+		if name == survivor {
+			continue
+		}
+		if p, ok := in.Pods[name]; (ok && !p.Deleting) || (in.PVCs[name].Exists && !in.PVCs[name].Deleting) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func recoveryStep(force bool, name string) string {
@@ -202,8 +252,9 @@ func goneForGood(in Input, name string) bool {
 	return in.EphemeralData || !pvc.Exists || pvc.Deleting
 }
 
-// bestSurvivor is the voting survivor with the highest applied index (a learner only when no voter
-// survives); ties go to the first name, so the choice is stable.
+// bestSurvivor is the voting survivor with the highest committed index (a learner only when no
+// voter survives): --force-new-cluster keeps its log up to that index, applied or not. Ties go to
+// the higher applied index, then to the first name, so the choice is stable.
 func bestSurvivor(ss []Survivor) Survivor {
 	cands := append([]Survivor(nil), ss...)
 	sort.Slice(cands, func(i, j int) bool {
@@ -211,12 +262,24 @@ func bestSurvivor(ss []Survivor) Survivor {
 		if a.Learner != b.Learner {
 			return !a.Learner
 		}
+		if a.CommittedIndex != b.CommittedIndex {
+			return a.CommittedIndex > b.CommittedIndex
+		}
 		if a.AppliedIndex != b.AppliedIndex {
 			return a.AppliedIndex > b.AppliedIndex
 		}
 		return a.Name < b.Name
 	})
 	return cands[0]
+}
+
+// highestCommitted is the highest committed index any survivor reports, learners included.
+func highestCommitted(ss []Survivor) uint64 {
+	var out uint64
+	for _, s := range ss {
+		out = max(out, s.CommittedIndex)
+	}
+	return out
 }
 
 func survivorNamed(ss []Survivor, name string) *Survivor {

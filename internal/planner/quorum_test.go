@@ -9,7 +9,8 @@ import (
 )
 
 // quorumLost is healthyCluster(n) after no member answers a linearizable call: the members named in
-// alive still run (without a leader) and report their applied index, all others are down.
+// alive still run (without a leader) and report their index (committed and applied alike), all
+// others are down.
 func quorumLost(n int, alive map[string]uint64) Input {
 	in := healthyCluster(n)
 	view := in.Etcd.Members
@@ -17,7 +18,7 @@ func quorumLost(n int, alive map[string]uint64) Input {
 	in.QuorumLoss = FromSurvivor
 	for _, m := range view {
 		if idx, ok := alive[m.Name]; ok {
-			in.Survivors = append(in.Survivors, Survivor{Name: m.Name, ID: m.ID, AppliedIndex: idx, Members: view})
+			in.Survivors = append(in.Survivors, Survivor{Name: m.Name, ID: m.ID, CommittedIndex: idx, AppliedIndex: idx, Members: view})
 		}
 	}
 	return in
@@ -42,6 +43,7 @@ func TestQuorumLossDecisions(t *testing.T) {
 		source  string
 		reason  reason.Reason
 		says    string // part of the message
+		index   uint64 // the committed index recorded with the recovery, when not 0
 	}{
 		{name: "majority's data gone: recover from the survivor",
 			in:   with(quorumLost(3, map[string]uint64{"c-0": 90}), dataGone("c-1", "c-2")),
@@ -74,7 +76,18 @@ func TestQuorumLossDecisions(t *testing.T) {
 			kind: Wait, reason: "QuorumLost", says: "waiting for [c-4] to answer"},
 		{name: "the survivor with the most applied log is chosen",
 			in:   with(quorumLost(5, map[string]uint64{"c-0": 90, "c-4": 120}), dataGone("c-1", "c-2", "c-3")),
-			kind: StartRecovery, members: []string{"c-4"}, source: FromSurvivor, reason: "QuorumLost", says: "index 120"},
+			kind: StartRecovery, members: []string{"c-4"}, source: FromSurvivor, reason: "QuorumLost", says: "committed index 120", index: 120},
+		// --force-new-cluster keeps what the WAL holds up to its commit index; apply lags commit under
+		// a slow backend, and entries 951-1000 may have been acknowledged to clients.
+		{name: "the survivor with the most committed log is chosen, not the one that applied most",
+			in:   with(survivorsCommittedApplied(), func(*Input) {}),
+			kind: StartRecovery, members: []string{"c-0"}, source: FromSurvivor, says: "committed index 1000", index: 1000},
+		{name: "equal committed logs: the one that applied more, then the first name",
+			in: with(survivorsCommittedApplied(), func(in *Input) {
+				in.Survivors[0].CommittedIndex, in.Survivors[1].CommittedIndex = 1000, 1000
+				in.Survivors[1].AppliedIndex = 990
+			}),
+			kind: StartRecovery, members: []string{"c-1"}, source: FromSurvivor, index: 1000},
 		{name: "Manual waits and says how to trigger",
 			in:   with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) { dataGone("c-1", "c-2")(in); in.QuorumLoss = Manual }),
 			kind: Wait, reason: "QuorumLost", says: RecoverAnnotation + "=FromSurvivor"},
@@ -141,11 +154,57 @@ func TestQuorumLossDecisions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := Decide(tc.in)
 			if a.Kind != tc.kind || (tc.members != nil && !reflect.DeepEqual(a.Members, tc.members)) || a.Source != tc.source ||
-				(tc.reason != "" && a.Reason != tc.reason) || !strings.Contains(a.Message, tc.says) {
-				t.Fatalf("got %+v\nwant kind %s members %v source %q reason %q message containing %q", a, tc.kind, tc.members, tc.source, tc.reason, tc.says)
+				(tc.reason != "" && a.Reason != tc.reason) || !strings.Contains(a.Message, tc.says) || (tc.index != 0 && a.Index != tc.index) {
+				t.Fatalf("got %+v\nwant kind %s members %v source %q reason %q message containing %q index %d", a, tc.kind, tc.members, tc.source, tc.reason, tc.says, tc.index)
 			}
 		})
 	}
+}
+
+// survivorsCommittedApplied is a five-member cluster whose quorum is gone: c-2, c-3 and c-4 lost
+// their data; c-0 knows entries up to 1000 committed but applied only 900 (a slow backend), c-1
+// committed and applied 950.
+func survivorsCommittedApplied() Input {
+	in := with(quorumLost(5, map[string]uint64{"c-0": 900, "c-1": 950}), dataGone("c-2", "c-3", "c-4"))
+	in.Survivors[0].CommittedIndex = 1000
+	return in
+}
+
+// Issue 30 item 1: no survivor's volume goes before the chosen one serves with everything any
+// survivor knew committed; the story of one recovery, pass by pass.
+func TestRecoveryKeepsSurvivorVolumesUntilTheChosenOneServes(t *testing.T) {
+	in := survivorsCommittedApplied()
+	start := Decide(in)
+	if start.Kind != StartRecovery || !reflect.DeepEqual(start.Members, []string{"c-0"}) || start.Index != 1000 {
+		t.Fatalf("start: got %+v, want StartRecovery from c-0 at committed index 1000", start)
+	}
+	in.Known = in.Known[:1]
+	in.Recovery = &Recovery{Source: FromSurvivor, Phase: PhaseFencing, Survivor: "c-0", CommittedIndex: start.Index}
+	step := func(what string, want Kind, members []string, f func(*Input)) Action {
+		t.Helper()
+		f(&in)
+		a := Decide(in)
+		if a.Kind != want || (members != nil && !reflect.DeepEqual(a.Members, members)) {
+			t.Fatalf("%s: got %+v, want %s %v", what, a, want, members)
+		}
+		return a
+	}
+	step("fencing stops c-1 and keeps its volume", StopMembers, []string{"c-1"}, func(*Input) {})
+	step("c-1 stopped: force the new cluster", AdvanceRecovery, []string{"c-0"}, func(in *Input) { delete(in.Pods, "c-1") })
+	serving := func(applied uint64) func(*Input) {
+		return func(in *Input) {
+			in.Recovery.Phase = PhaseRestarting
+			in.Survivors = nil
+			in.Pods["c-0"] = PodState{Exists: true}
+			in.Etcd = &Etcd{LeaderID: 1, Members: []EtcdMember{{ID: 1, Name: "c-0", Started: true, Healthy: true, RaftIndex: applied, AppliedIndex: applied}}}
+		}
+	}
+	a := step("c-0 serves below 1000: c-1's volume is kept", Wait, nil, serving(990))
+	if a.Reason != reason.RecoveryStuck || !strings.Contains(a.Message, "c-1") || !strings.Contains(a.Message, "1000") {
+		t.Fatalf("below the committed index: got %+v, want RecoveryStuck naming c-1 and 1000", a)
+	}
+	step("c-0 serves with 1000 and more: c-1's volume goes", FenceMembers, []string{"c-1"}, serving(1003))
+	step("c-1 fenced: done", FinishRecovery, []string{"c-0"}, func(in *Input) { delete(in.PVCs, "c-1") })
 }
 
 func TestRecoverySteps(t *testing.T) {
@@ -180,8 +239,8 @@ func TestRecoverySteps(t *testing.T) {
 		phase   string
 		force   bool
 	}{
-		{name: "fencing deletes every other member's pod and volume", in: recovering(PhaseFencing, func(*Input) {}),
-			kind: FenceMembers, members: []string{"c-1", "c-2"}},
+		{name: "fencing stops every other member, keeping its volume", in: recovering(PhaseFencing, func(*Input) {}),
+			kind: StopMembers, members: []string{"c-1", "c-2"}},
 		{name: "fencing does not wait for pods stuck terminating", in: recovering(PhaseFencing, func(in *Input) {
 			in.Pods["c-1"] = PodState{Exists: true, Deleting: true}
 			delete(in.PVCs, "c-1")

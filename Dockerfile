@@ -7,12 +7,10 @@ WORKDIR /workspace
 COPY go.mod go.sum ./
 RUN go mod download
 # only the sources (not bin/ or the local cluster's .cluster/)
-COPY *.go ./
 COPY api/ api/
 COPY cmd/ cmd/
-COPY controllers/ controllers/
 COPY internal/ internal/
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o manager . && \
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o manager ./cmd/manager && \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o worker ./cmd/worker
 
 FROM gcr.io/distroless/static:nonroot

@@ -69,7 +69,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code and docs/conditions-and-events.md (from internal/reason and the controllers).
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code and docs/conditions-and-events.md (from internal/reason and internal/controller).
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 	go run ./hack/docgen
 
@@ -97,13 +97,13 @@ test-unit: envtest-assets minio promtool ## Unit and envtest integration tests.
 	cd hack/tools/netpol && go test . -count=1   # the local cluster's NetworkPolicy enforcer (its own module)
 	cd hack/tools/csi && go test ./hostpath -count=1   # the local cluster's CSI node plugin (its own module)
 
-# The spec fuzzer (controllers/robustness): `make test-unit` runs its seeds and a fixed seeded batch
+# The spec fuzzer (internal/controller/robustness): `make test-unit` runs its seeds and a fixed seeded batch
 # of 1000 inputs (~20 s); this runs it for FUZZTIME from a random seed (printed; FUZZ_SEED=n replays).
 FUZZTIME ?= 10m
 FUZZ_SEED ?= $(shell date +%s)
 .PHONY: fuzz
 fuzz: envtest-assets ## Fuzz EtcdCluster/EtcdBackup/EtcdBackupSchedule specs against envtest and a running manager for FUZZTIME (default 10m).
-	FUZZ_DURATION=$(FUZZTIME) FUZZ_SEED=$(FUZZ_SEED) go test ./controllers/robustness/ -run '^TestSpecFuzzer$$' -count=1 -v -timeout 0
+	FUZZ_DURATION=$(FUZZTIME) FUZZ_SEED=$(FUZZ_SEED) go test ./internal/controller/robustness/ -run '^TestSpecFuzzer$$' -count=1 -v -timeout 0
 
 # Every e2e test has its own namespace and operator process, so they run side by side; 4 at a time keeps
 # the 2-vCPU CI machine responsive enough for the tests' timing bounds.
@@ -244,7 +244,7 @@ demo: cluster-up cluster-load olm-install catalog-load ## Local cluster + OLM + 
 
 .PHONY: build
 build: ## Build the manager and worker binaries.
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager .
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager ./cmd/manager
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/worker ./cmd/worker
 
 .PHONY: plugin
@@ -269,7 +269,7 @@ bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the loca
 # writes bench/results/operator_cache_heap_1000_unrelated.json.
 .PHONY: bench-cache
 bench-cache: envtest-assets ## Heap of the operator's cache beside 1,000 unrelated objects, filtered vs unfiltered (BENCH_REPS runs, 3).
-	BENCH_RESULTS=$(CURDIR)/bench/results BENCH_REPS=$${BENCH_REPS:-3} go test ./controllers/ -run '^TestCacheHoldsOnlyTheOperatorsObjects$$' -count=1 -v
+	BENCH_RESULTS=$(CURDIR)/bench/results BENCH_REPS=$${BENCH_REPS:-3} go test ./internal/controller/ -run '^TestCacheHoldsOnlyTheOperatorsObjects$$' -count=1 -v
 
 # The scale curve: one operator with SCALE_STEPS (10,50,100) 1-member EtcdClusters beside 1,000 unrelated Secrets
 # and ConfigMaps; writes bench/results/scale_*.json and the Scale section of BENCHMARKS.md (≈ 15 min to measure, then minutes to delete 100 volumes).

@@ -56,7 +56,7 @@ const (
 // ConditionDegraded is True when broken.
 const ConditionDegraded = "Degraded"
 `)
-	write("controllers/c.go", `package controllers
+	write("internal/controller/c.go", `package controller
 func f() {
 	setCondition(c, v1.ConditionDegraded, true, reason.Broken, "m")
 	r.Recorder.Event(c, corev1.EventTypeWarning, "Literal", "m")

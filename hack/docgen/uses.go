@@ -80,7 +80,7 @@ type flow struct {
 // problem, since the page would not know it.
 func readUses(root string, conds map[string]conditionType) (*uses, []string, error) {
 	var srcs []source
-	for _, dir := range []string{"controllers", "internal/planner", "internal/backup"} {
+	for _, dir := range []string{"internal/controller", "internal/planner", "internal/backup"} {
 		files, err := goFiles(filepath.Join(root, dir))
 		if err != nil {
 			return nil, nil, err
@@ -98,7 +98,7 @@ func readUses(root string, conds map[string]conditionType) (*uses, []string, err
 	fl := &flow{conds: conds, funcs: map[string][]*ast.FuncDecl{}, files: map[*ast.FuncDecl]string{}, fields: map[string][]use{},
 		u: &uses{reasons: map[string]map[use]bool{}, conditions: map[string]map[string]bool{}}}
 	for _, s := range srcs {
-		if s.dir != "controllers" {
+		if s.dir != "internal/controller" {
 			continue
 		}
 		for _, d := range s.file.Decls {
@@ -205,7 +205,7 @@ func (fl *flow) walk(s source) []string {
 			switch s.dir {
 			case "internal/planner":
 				// Each planner action becomes the Progressing condition and a Normal event of its step
-				// (controllers/status.go, etcdcluster_controller.go).
+				// (internal/controller/status.go, etcdcluster_controller.go).
 				fl.add(n.Sel.Name, use{kindCluster, "step (Progressing, Normal event)"})
 			case "internal/backup":
 				// The Jobs' reports become the failure reason of what the Job was for.

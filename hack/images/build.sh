@@ -70,7 +70,9 @@ rootfs_operator() {
 # build_operator_bins TREE: the operator's binaries of a source tree into TREE/bin (releases before
 # cmd/worker have the manager only)
 build_operator_bins() {
-  (cd "$1" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager . &&
+  # (releases before the go/v4 layout have the manager's main package at the root)
+  (cd "$1" && main=. && if [ -d cmd/manager ]; then main=./cmd/manager; fi &&
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager "$main" &&
     if [ -d cmd/worker ]; then CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/worker ./cmd/worker; fi)
 }
 

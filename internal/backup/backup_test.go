@@ -23,8 +23,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/miniotest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/miniotest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 )
 
 func TestAuthEnabledOnRealEtcd(t *testing.T) {

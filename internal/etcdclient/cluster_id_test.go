@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 )
 
 // Two real clusters; a client of cluster A whose endpoints include an address where cluster B

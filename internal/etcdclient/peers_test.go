@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 )
 
 // A member's metrics tell which peers it reaches, and how far they are: all of them in a healthy cluster, and not a

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 )
 

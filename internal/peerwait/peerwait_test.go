@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/loopback"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 )
 
 func listen(t *testing.T, addr string) net.Listener {

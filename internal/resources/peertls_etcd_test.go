@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/loopback"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 )

@@ -211,7 +211,7 @@ func TestServicesAndPVC(t *testing.T) {
 }
 
 // The operator's cache holds only objects labelled managed-by=etcd-autopilot
-// (controllers.CacheOptions): an object built here without the label would be invisible to it, and
+// (controller.CacheOptions): an object built here without the label would be invisible to it, and
 // created again on every pass. Users' pod-template labels cannot take the label away.
 func TestEveryObjectIsLabelledAsTheOperators(t *testing.T) {
 	c := sample()

@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 )
 
 // record drives the workload against a real 3-member embedded etcd for d, stopping the leader half way

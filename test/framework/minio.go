@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/miniotest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/miniotest"
 )
 
 // MinIO is the S3 server of hack/minio running in a test namespace.

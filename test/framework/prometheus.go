@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/loopback"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoringconfig"
 )
 

@@ -1,0 +1,131 @@
+// Command manager runs the etcd-autopilot operator.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/olmcondition"
+)
+
+func main() {
+	var metricsAddr, probeAddr string
+	var leaderElect, secureMetrics bool
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so only one replica acts")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true, "serve metrics over HTTPS with authentication and authorization")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	if err := run(metricsAddr, probeAddr, leaderElect, secureMetrics); err != nil {
+		log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+// defaultOperatorImage is this release's image; OPERATOR_IMAGE overrides it (a development build).
+const defaultOperatorImage = "ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0"
+
+// operatorImage runs the backup Jobs and the restore init containers: the operator's own image,
+// which holds the worker binary (cmd/worker) beside the manager.
+func operatorImage() string {
+	if img := strings.TrimSpace(os.Getenv("OPERATOR_IMAGE")); img != "" {
+		return img
+	}
+	return defaultOperatorImage
+}
+
+// watchNamespaces reads WATCH_NAMESPACE (OLM's olm.targetNamespaces): empty means all namespaces,
+// otherwise one namespace or a comma-separated list.
+func watchNamespaces() map[string]cache.Config {
+	raw := strings.TrimSpace(os.Getenv("WATCH_NAMESPACE"))
+	if raw == "" {
+		return nil
+	}
+	out := map[string]cache.Config{}
+	for _, ns := range strings.Split(raw, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out[ns] = cache.Config{}
+		}
+	}
+	return out
+}
+
+func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1.AddToScheme(scheme))
+	utilruntime.Must(operatorsv2.AddToScheme(scheme))
+
+	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
+	if secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: probeAddr,
+		LeaderElection:         leaderElect,
+		LeaderElectionID:       "etcd-autopilot.etcd.autopilot.dev",
+		Cache:                  controller.CacheOptions(watchNamespaces()),
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	recorder := mgr.GetEventRecorderFor("etcd-autopilot")
+	if err := (&controller.EtcdClusterReconciler{
+		Client:        mgr.GetClient(),
+		Scheme:        mgr.GetScheme(),
+		Recorder:      recorder,
+		OperatorImage: operatorImage(),
+		// the downward API's metadata.namespace (config/manager); the members' NetworkPolicy admits this namespace
+		OperatorNamespace: strings.TrimSpace(os.Getenv("OPERATOR_NAMESPACE")),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdCluster controller: %w", err)
+	}
+	if err := (&controller.EtcdBackupReconciler{
+		Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage(),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdBackup controller: %w", err)
+	}
+	if err := (&controller.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
+	}
+	// Under OLM v0 only: OLM names the OperatorCondition it made for our CSV; elsewhere there is none.
+	if name := strings.TrimSpace(os.Getenv(olmcondition.EnvName)); name != "" {
+		if err := (&olmcondition.Reconciler{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+			Key: types.NamespacedName{Namespace: strings.TrimSpace(os.Getenv("OPERATOR_NAMESPACE")), Name: name},
+		}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up OperatorCondition controller: %w", err)
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("starting manager", "watchNamespaces", os.Getenv("WATCH_NAMESPACE"))
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

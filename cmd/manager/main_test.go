@@ -1,0 +1,52 @@
+package main
+
+import (
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"testing"
+)
+
+// WATCH_NAMESPACE comes from OLM's olm.targetNamespaces: empty in AllNamespaces mode, one name in
+// OwnNamespace/SingleNamespace, a comma list in MultiNamespace.
+func TestWatchNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want []string // nil: every namespace
+	}{
+		{"", nil},
+		{"  ", nil},
+		{"team-a", []string{"team-a"}},
+		{"team-a,team-b", []string{"team-a", "team-b"}},
+		{" team-a , ,team-b,", []string{"team-a", "team-b"}},
+	} {
+		t.Setenv("WATCH_NAMESPACE", tc.env)
+		got := watchNamespaces()
+		if tc.want == nil {
+			if got != nil {
+				t.Errorf("WATCH_NAMESPACE=%q: want every namespace (nil), got %v", tc.env, got)
+			}
+			continue
+		}
+		if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, tc.want) {
+			t.Errorf("WATCH_NAMESPACE=%q: got %v, want %v", tc.env, names, tc.want)
+		}
+	}
+}
+
+// The image the operator gives its Jobs and init containers must be the release's own image: the
+// one `make bundle` and the images scripts name after VERSION in the Makefile.
+func TestDefaultOperatorImageFollowsVersion(t *testing.T) {
+	raw, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^VERSION \?= (\S+)$`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("no VERSION in the Makefile")
+	}
+	if want := "ghcr.io/etcd-autopilot/etcd-autopilot:v" + string(m[1]); defaultOperatorImage != want {
+		t.Fatalf("defaultOperatorImage = %s, want %s", defaultOperatorImage, want)
+	}
+}

@@ -1,0 +1,439 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
+)
+
+// act takes one step. Every irreversible etcd call is preceded by a status write that records it
+// (status.pendingOperation), so a crash right after the call is recognised on the next pass.
+func (p *pass) act(ctx context.Context, a planner.Action) error {
+	c := p.c
+	switch a.Kind {
+	case planner.InitBootstrap:
+		c.Status.Members = nil
+		for _, m := range a.Members {
+			c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: m})
+		}
+		// After the last name given: a cluster rebuilt from a backup starts past its old members.
+		c.Status.NextMemberIndex = memberIndex(c.Name, a.Members[len(a.Members)-1]) + 1
+		if c.Status.ClusterToken == "" {
+			c.Status.ClusterToken = resources.ClusterToken(c)
+		}
+		if c.Status.QuotaBackendBytes == 0 {
+			c.Status.QuotaBackendBytes = resources.DerivedQuota(c.Spec.Storage.Size.Value())
+		}
+		return p.writeStatus(ctx)
+
+	case planner.Compact:
+		if err := p.obs.etcd.Compact(ctx, a.Revision); err != nil {
+			return err
+		}
+		p.mem.compacted, p.mem.defragmented = a.Revision, map[string]bool{}
+		return nil
+
+	case planner.Defragment:
+		pod := p.obs.pods[a.Members[0]]
+		if pod == nil || p.endpoint(pod) == "" {
+			return fmt.Errorf("member %s has no running pod", a.Members[0])
+		}
+		if err := p.obs.at(p.endpoint(pod)).Defragment(ctx, p.endpoint(pod)); err != nil {
+			return err
+		}
+		if p.mem.defragmented != nil {
+			p.mem.defragmented[a.Members[0]] = true
+		}
+		if p.mem.defragRequestDone != nil {
+			p.mem.defragRequestDone[a.Members[0]] = true
+		}
+		failpoint.Hit(failpoint.AfterDefragment)
+		return nil
+
+	case planner.DisarmNoSpace:
+		return p.obs.etcd.Disarm(ctx, etcdclient.AlarmNoSpace)
+
+	case planner.DisarmAlarms:
+		return p.obs.etcd.DisarmMemberAlarms(ctx, a.ID)
+
+	case planner.ExpandVolume:
+		return p.expandVolume(ctx, a.Members[0])
+
+	case planner.Retune:
+		// Recorded first, like any configuration change: the members are then rolled with it.
+		recordTuning(c, a.Tuning, p.now)
+		return p.writeStatus(ctx)
+
+	case planner.AdvanceCARotation:
+		// Recorded before the next pass writes the certificates of the next phase and restarts the
+		// members with them.
+		p.advanceCARotation(a.Phase)
+		return p.writeStatus(ctx)
+
+	case planner.RaiseQuota:
+		// Recorded first: the members are then rolled with it, as for any configuration change.
+		c.Status.QuotaBackendBytes = a.Quota
+		return p.writeStatus(ctx)
+
+	case planner.StartMigration, planner.CompleteMigration, planner.DeleteOldStatefulSet, planner.StartPeerTLS, planner.UpdatePeerURLs, planner.SecurePeers:
+		return p.actMigration(ctx, a)
+
+	case planner.StartRecovery, planner.StopMembers, planner.FenceMembers, planner.AdvanceRecovery, planner.RestartFromBackup, planner.FinishRecovery:
+		return p.actRecovery(ctx, a)
+
+	case planner.CreateMembers:
+		image := c.Spec.Image
+		if image == "" {
+			var err error
+			if image, err = versions.Image(a.Version); err != nil {
+				return err
+			}
+		}
+		initial := p.initialCluster(a.Bootstrap)
+		var others []string
+		var peerURLs map[string]string
+		if !a.Bootstrap && p.obs.etcd != nil {
+			others, peerURLs = p.otherPeers(), p.obs.peerURLs()
+		}
+		var restore *resources.RestoreInput
+		if a.Bootstrap {
+			var err error
+			if restore, err = p.restoreInput(ctx); err != nil {
+				setCondition(c, v1.ConditionRestored, false, reason.BackupNotReady, err.Error())
+				return err
+			}
+		}
+		for _, m := range a.Members {
+			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage}
+			if err := p.createMember(ctx, in); err != nil {
+				return err
+			}
+		}
+		if a.ForceNewCluster {
+			failpoint.Hit(failpoint.AfterForceNewCluster)
+		}
+		return nil
+
+	case planner.RollMember:
+		pod := p.obs.pods[a.Members[0]]
+		if pod == nil {
+			return nil
+		}
+		if a.Reason == reason.UpgradeFailed {
+			c.Status.UpgradeBlocked = &v1.UpgradeBlock{Version: pod.Labels[naming.LabelVersion], Target: c.Spec.Version, Member: a.Members[0]}
+			if err := p.writeStatus(ctx); err != nil {
+				return err
+			}
+		}
+		return p.deleteObserved(ctx, pod)
+
+	case planner.EnableDowngrade:
+		// Recorded first: if spec.version goes back up before members report the downgrade (or they
+		// run 3.5, which never reports one), the record is what gets it cancelled.
+		c.Status.DowngradeTarget = a.Version
+		if err := p.writeStatus(ctx); err != nil {
+			return err
+		}
+		// Idempotent in etcd: enabling the same target again is refused only if a different one is set.
+		return p.obs.etcd.EnableDowngrade(ctx, a.Version)
+
+	case planner.CancelDowngrade:
+		if err := p.obs.etcd.CancelDowngrade(ctx); err != nil {
+			return err
+		}
+		c.Status.DowngradeTarget = ""
+		return p.writeStatus(ctx)
+
+	case planner.AdvanceLog:
+		// Bounded per pass so a huge snapshot-count never holds a reconcile for long; the next pass
+		// observes the new applied indexes and appends the rest.
+		return p.obs.etcd.AdvanceLog(ctx, int(min(a.Count, maxAdvancePerPass)))
+
+	case planner.AdoptPod:
+		pod := p.obs.pods[a.Members[0]]
+		if pod == nil {
+			return nil
+		}
+		patch := client.MergeFrom(pod.DeepCopy())
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[naming.AnnotationConfigHash] = resources.ConfigHash(c)
+		return p.r.Patch(ctx, pod, patch)
+
+	case planner.MarkBootstrapped:
+		c.Status.Bootstrapped = true
+		completeRecovery(c, metav1.NewTime(p.now)) // a cluster rebuilt from a backup is back
+		return p.writeStatus(ctx)
+
+	case planner.AddLearner:
+		name := a.Members[0]
+		if !hasMember(c, name) {
+			c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: name})
+		}
+		if idx := memberIndex(c.Name, name); idx >= c.Status.NextMemberIndex {
+			c.Status.NextMemberIndex = idx + 1
+		}
+		c.Status.PendingOperation = &v1.PendingOperation{Type: "AddMember", Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+		if err := p.writeStatus(ctx); err != nil {
+			return err
+		}
+		added, err := p.obs.etcd.AddLearner(ctx, resources.MemberPeerURL(c, name))
+		if errors.Is(err, etcdclient.ErrPeersNotSettled) {
+			return notYet{err} // the recorded addition is retried by the next passes
+		}
+		if err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.AfterMemberAdd)
+		c.Status.PendingOperation = nil
+		setMemberID(c, name, added.ID)
+		return p.writeStatus(ctx)
+
+	case planner.FinishAdd:
+		c.Status.PendingOperation = nil
+		setMemberID(c, a.Members[0], a.ID)
+		return p.writeStatus(ctx)
+
+	case planner.Promote:
+		err := p.obs.etcd.Promote(ctx, a.ID)
+		if errors.Is(err, etcdclient.ErrLearnerNotReady) {
+			return notYet{err} // etcd's own catch-up check
+		}
+		if err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.AfterPromote)
+		return nil
+
+	case planner.MoveLeader:
+		ep, err := p.leaderEndpoint()
+		if err != nil {
+			return err
+		}
+		return p.obs.at(ep).MoveLeader(ctx, ep, a.ID)
+
+	case planner.RemoveMember:
+		name := a.Members[0]
+		c.Status.PendingOperation = &v1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+		if err := p.writeStatus(ctx); err != nil {
+			return err
+		}
+		if err := p.obs.etcd.Remove(ctx, a.ID); err != nil {
+			return err
+		}
+		if p.obs.foreign[a.ID] {
+			failpoint.Hit(failpoint.AfterOldMemberRemove)
+		}
+		failpoint.Hit(failpoint.AfterMemberRemove)
+		return p.forget(ctx, name)
+
+	case planner.DeleteStrayObject:
+		return p.deleteMemberObjects(ctx, a.Members[0])
+
+	case planner.FinishRemove, planner.ForgetMember:
+		return p.forget(ctx, a.Members[0])
+
+	case planner.DeletePod:
+		if pod := p.obs.pods[a.Members[0]]; pod != nil {
+			return p.deleteObserved(ctx, pod)
+		}
+		return nil
+	}
+	return fmt.Errorf("no handler for action %s", a.Kind)
+}
+
+// notYet is etcd declining a step for a reason that clears by itself within seconds (a learner
+// catching up, a member connected to its peers for less than etcd's health interval). Nothing failed:
+// the step is tried again at the busy pace, without the escalating backoff and the ActionFailed event
+// of a failure (a backoff of 1 s, then 2 s, then 4 s cost seconds on every replacement right after a
+// member restart), and without the event of a step taken.
+type notYet struct{ err error }
+
+func (e notYet) Error() string { return e.err.Error() }
+func (e notYet) Unwrap() error { return e.err }
+
+// maxAdvancePerPass bounds the raft entries one AdvanceLog pass appends (a few seconds of work).
+const maxAdvancePerPass = 20000
+
+// initialCluster is the --initial-cluster list for new pods: the initial members while
+// bootstrapping, else etcd's current member list (which a joining member must match exactly).
+func (p *pass) initialCluster(bootstrap bool) []string {
+	var out []string
+	if bootstrap || p.obs.etcd == nil {
+		for _, m := range p.c.Status.Members {
+			out = append(out, m.Name)
+		}
+		return out
+	}
+	for _, m := range p.obs.members {
+		if n := p.obs.names[m.ID]; n != "" && !p.obs.foreign[m.ID] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (p *pass) createMember(ctx context.Context, in resources.MemberPodInput) error {
+	c, member := p.c, in.Member
+	if c.Spec.Storage.Medium != v1.StorageMediumMemory && p.obs.pvcs[member] == nil {
+		if err := p.createOwned(ctx, resources.MemberPVC(c, member)); err != nil {
+			return fmt.Errorf("create PVC of %s: %w", member, err)
+		}
+	}
+	if p.obs.pods[member] != nil {
+		return nil
+	}
+	svc, key := &corev1.Service{}, client.ObjectKey{Namespace: c.Namespace, Name: naming.ClientService(c.Name)}
+	err := p.r.Get(ctx, key, svc)
+	if apierrors.IsNotFound(err) {
+		err = p.r.apiReader.Get(ctx, key, svc) // made by this pass: not in the cache yet
+	}
+	if err != nil {
+		return fmt.Errorf("read the client Service for the IP family of %s: %w", member, err)
+	}
+	// Pods get addresses of the cluster's primary family, which is the first of a Service's by default.
+	in.IPv6 = len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol
+	if err := p.createOwned(ctx, resources.MemberPod(c, in)); err != nil {
+		return fmt.Errorf("create pod of %s: %w", member, err)
+	}
+	failpoint.Hit(failpoint.AfterPodCreate)
+	return nil
+}
+
+// nameConflict: an object the cluster needs exists under the same name but belongs to something
+// else, typically a PVC kept (retentionPolicy Retain) from an earlier EtcdCluster of this name.
+// The operator never takes it over: a new cluster must not start on an old one's data.
+type nameConflict struct{ kind, name, owner string }
+
+func (e *nameConflict) Error() string {
+	return fmt.Sprintf("%s %s already exists and does not belong to this EtcdCluster (%s); the operator will not use it: "+
+		"delete it if its data is not needed, or restore that data through spec.bootstrap.restore in a cluster of another name", e.kind, e.name, e.owner)
+}
+
+// createOwned creates obj; an existing namesake is fine only if this cluster controls it (the cache
+// had not seen it yet).
+func (p *pass) createOwned(ctx context.Context, obj client.Object) error {
+	err := p.r.Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	live := obj.DeepCopyObject().(client.Object)
+	if err := p.r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return fmt.Errorf("read existing %s: %w", obj.GetName(), err)
+	}
+	if ownedBy(live, p.c.UID) {
+		return nil
+	}
+	owner := "no owner: retained from an earlier cluster or made by hand"
+	if ref := metav1.GetControllerOf(live); ref != nil {
+		owner = fmt.Sprintf("controlled by %s %s, uid %s", ref.Kind, ref.Name, ref.UID)
+	}
+	kind := fmt.Sprintf("%T", obj)
+	if gvk, err := apiutil.GVKForObject(obj, p.r.Client.Scheme()); err == nil {
+		kind = gvk.Kind
+	}
+	return &nameConflict{kind: kind, name: obj.GetName(), owner: owner}
+}
+
+// ownedBy says whether obj's controller is the object with uid.
+func ownedBy(obj metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == uid
+}
+
+// forget deletes a member's pod and PVC and drops it from status, ending any pending operation on it.
+func (p *pass) forget(ctx context.Context, member string) error {
+	if err := p.deleteMemberObjects(ctx, member); err != nil {
+		return err
+	}
+	c := p.c
+	kept := c.Status.Members[:0:0]
+	for _, m := range c.Status.Members {
+		if m.Name != member {
+			kept = append(kept, m)
+		}
+	}
+	c.Status.Members = kept
+	if pd := c.Status.PendingOperation; pd != nil && pd.Member == member {
+		c.Status.PendingOperation = nil
+	}
+	return p.writeStatus(ctx)
+}
+
+// deleteMemberObjects deletes the pod, then the PVC, observed under a member's name.
+func (p *pass) deleteMemberObjects(ctx context.Context, member string) error {
+	if pod := p.obs.pods[member]; pod != nil {
+		if err := p.deleteObserved(ctx, pod); err != nil {
+			return err
+		}
+	}
+	if pvc := p.obs.pvcs[member]; pvc != nil {
+		return p.deleteObserved(ctx, pvc)
+	}
+	return nil
+}
+
+// deleteObserved deletes exactly the object this pass observed (UID precondition), never a
+// namesake created since.
+func (p *pass) deleteObserved(ctx context.Context, obj client.Object) error {
+	uid := obj.GetUID()
+	if err := p.r.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+	}
+	return nil
+}
+
+func hasMember(c *v1.EtcdCluster, name string) bool {
+	for _, m := range c.Status.Members {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func setMemberID(c *v1.EtcdCluster, name string, id uint64) {
+	for i := range c.Status.Members {
+		if c.Status.Members[i].Name == name {
+			c.Status.Members[i].ID = idString(id)
+		}
+	}
+}
+
+// memberIndex is the number at the end of a member name made by naming.MemberName.
+func memberIndex(cluster, member string) int32 {
+	var idx int32
+	if _, err := fmt.Sscanf(member[len(cluster):], "-%d", &idx); err != nil {
+		return -1
+	}
+	return idx
+}
+
+// truncate keeps a message within the n bytes a status field allows, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,520 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+)
+
+// scheduleClock is the schedule controller's clock in these tests: real time plus an offset the
+// test advances, so a minutely schedule runs without waiting minutes.
+var scheduleClock = &testClock{}
+
+type testClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
+
+// poke wakes the schedule controller after the clock moved (a real clock needs no poke: the
+// controller requeues itself for the next run).
+func poke(t *testing.T, s *v1.EtcdBackupSchedule) {
+	t.Helper()
+	eventually(t, "poke schedule", func() error {
+		cur := &v1.EtcdBackupSchedule{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), cur); err != nil {
+			return err
+		}
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations["test/poke"] = time.Now().String()
+		return k8s.Update(context.Background(), cur)
+	})
+}
+
+func scheduleBackups(t *testing.T, s *v1.EtcdBackupSchedule) []v1.EtcdBackup {
+	t.Helper()
+	list := &v1.EtcdBackupList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace(s.Namespace), client.MatchingLabels{naming.LabelSchedule: s.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var out []v1.EtcdBackup
+	for _, b := range list.Items {
+		if b.DeletionTimestamp.IsZero() {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// succeed plays the backup Job: the backup succeeded without a stored object (so its deletion
+// needs no delete Job, which envtest could not run).
+func succeed(t *testing.T, b v1.EtcdBackup) {
+	t.Helper()
+	eventually(t, "mark "+b.Name+" succeeded", func() error {
+		cur := &v1.EtcdBackup{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(&b), cur); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status = v1.EtcdBackupStatus{Phase: v1.BackupSucceeded, StartTime: &now, CompletionTime: &now}
+		return k8s.Status().Update(context.Background(), cur)
+	})
+}
+
+func TestScheduleRunsOneAtATimeAndKeepsTheLastN(t *testing.T) {
+	ns := newNamespace(t)
+	s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "minutely", Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
+		Schedule: "* * * * *", KeepLast: 3,
+		Template: v1.EtcdBackupSpec{ClusterName: "demo", Destination: v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps"}}},
+	}}
+	if err := k8s.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	// Each pass moves the clock when no run is in flight and takes the next new backup; missed runs
+	// collapse into one, so exactly one backup is new at a time.
+	var made []string
+	for run := 1; run <= 5; run++ {
+		inFlight := false
+		for _, x := range scheduleBackups(t, s) {
+			inFlight = inFlight || (!slices.Contains(made, x.Name) && x.Status.Phase != v1.BackupSucceeded)
+		}
+		if !inFlight {
+			scheduleClock.advance(61 * time.Second)
+			poke(t, s)
+		}
+		var b v1.EtcdBackup
+		eventually(t, fmt.Sprintf("run %d", run), func() error {
+			for _, x := range scheduleBackups(t, s) {
+				if !slices.Contains(made, x.Name) {
+					b = x
+					return nil
+				}
+			}
+			return fmt.Errorf("no new backup; have %v", made)
+		})
+		made = append(made, b.Name)
+		if !slices.Contains(b.Finalizers, naming.SnapshotFinalizer) || b.Spec.ClusterName != "demo" || !metav1.IsControlledBy(&b, s) {
+			t.Fatalf("backup %s: finalizers %v, spec %+v, owners %+v", b.Name, b.Finalizers, b.Spec, b.OwnerReferences)
+		}
+		if run == 1 {
+			// A due run waits while one is in flight.
+			scheduleClock.advance(61 * time.Second)
+			poke(t, s)
+			time.Sleep(time.Second)
+			if got := scheduleBackups(t, s); len(got) != 1 {
+				t.Fatalf("%d backups while the first is in flight", len(got))
+			}
+		}
+		if run == 5 {
+			// Suspended from now on (retention still runs): no run after the fifth, even if the
+			// real clock crosses a minute boundary.
+			eventually(t, "suspend", func() error {
+				cur := &v1.EtcdBackupSchedule{}
+				if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), cur); err != nil {
+					return err
+				}
+				cur.Spec.Suspend = true
+				return k8s.Update(context.Background(), cur)
+			})
+		}
+		succeed(t, b)
+	}
+	eventually(t, "retention keeps 3", func() error {
+		var names []string
+		for _, b := range scheduleBackups(t, s) {
+			names = append(names, b.Name)
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, made[2:]) {
+			return fmt.Errorf("kept %v, want %v", names, made[2:])
+		}
+		return nil
+	})
+	cur := &v1.EtcdBackupSchedule{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), cur); err != nil {
+		t.Fatal(err)
+	}
+	if cur.Status.LastBackup != made[4] || cur.Status.LastSuccessfulTime == nil || cur.Status.LastScheduleTime == nil {
+		t.Fatalf("status %+v", cur.Status)
+	}
+
+	// Suspended: time passes, nothing runs.
+	scheduleClock.advance(5 * time.Minute)
+	eventually(t, "suspended", func() error {
+		got := &v1.EtcdBackupSchedule{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), got); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, ConditionScheduled); c == nil || c.Reason != "Suspended" {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
+	if got := scheduleBackups(t, s); len(got) != 3 {
+		t.Fatalf("%d backups after suspending", len(got))
+	}
+}
+
+func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "verified", Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
+		Schedule: "0 0 1 1 *", KeepLast: 3, Verify: &v1.VerifySpec{Schedule: "* * * * *"},
+		Template: v1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
+	}}
+	if err := k8s.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	// A successful backup of this schedule, as its Job would have recorded it.
+	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "verified-1", Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, v1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
+		Spec: s.Spec.Template}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "backup recorded", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		b.Status = v1.EtcdBackupStatus{Phase: v1.BackupSucceeded, StartTime: &now, CompletionTime: &now, EtcdVersion: "3.6.16",
+			Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/verified-1.db"}
+		return k8s.Status().Update(ctx, b)
+	})
+	scheduleClock.advance(61 * time.Second)
+	poke(t, s)
+	job := &batchv1.Job{}
+	eventually(t, "verify job", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(b.Name)}, job)
+	})
+	spec := job.Spec.Template.Spec
+	args := strings.Join(spec.Containers[0].Args, " ")
+	for _, want := range []string{"verify", "--s3-key=prod/verified-1.db", "--sha256=" + b.Status.SHA256, "--size=4096", "--revision=77"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("verify args %q lack %q", args, want)
+		}
+	}
+	if spec.Containers[0].Image != "gcr.io/etcd-development/etcd:v3.6.16" || spec.InitContainers[0].Image != testOperatorImage {
+		t.Errorf("images: verify %s, tools %s", spec.Containers[0].Image, spec.InitContainers[0].Image)
+	}
+	finishJob(t, job, backup.Report{Result: &backup.Result{Revision: 80}}, true)
+	eventually(t, "verified", func() error {
+		cur := &v1.EtcdBackupSchedule{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(s), cur); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, ConditionVerified)
+		if cur.Status.LastVerifiedBackup != b.Name || c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("last verified %q, condition %+v", cur.Status.LastVerifiedBackup, c)
+		}
+		return nil
+	})
+	if v := testutil.ToFloat64(metrics.BackupLastVerified.WithLabelValues(ns, s.Name)); v == 0 {
+		t.Error("no last-verified metric")
+	}
+}
+
+// newSchedule creates a schedule that never runs by itself (once a year, on 1 January) and waits
+// until the operator has put its finalizer on it.
+func newSchedule(t *testing.T, ns, name string, policy v1.SnapshotDeletionPolicy) *v1.EtcdBackupSchedule {
+	t.Helper()
+	s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
+		Schedule: "0 0 1 1 *", KeepLast: 1, SnapshotDeletionPolicy: policy,
+		Template: v1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
+	}}
+	if err := k8s.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "schedule finalizer", func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), s); err != nil {
+			return err
+		}
+		if !slices.Contains(s.Finalizers, naming.ScheduleFinalizer) {
+			return fmt.Errorf("finalizers %v", s.Finalizers)
+		}
+		return nil
+	})
+	return s
+}
+
+// finishedBackup creates a succeeded backup scheduled at `at`, labelled for schedule `label`,
+// controlled by owner (nil: hand-made), with a stored snapshot at location ("": none) and the
+// snapshot finalizer when owned, as a schedule makes them.
+func finishedBackup(t *testing.T, ns, name, label string, owner *v1.EtcdBackupSchedule, at time.Time, location string) *v1.EtcdBackup {
+	t.Helper()
+	ctx := context.Background()
+	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: label},
+		Annotations: map[string]string{naming.AnnotationScheduledAt: at.UTC().Format(time.RFC3339)}},
+		Spec: v1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()}}
+	if owner != nil {
+		b.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, v1.GroupVersion.WithKind("EtcdBackupSchedule"))}
+		b.Finalizers = []string{naming.SnapshotFinalizer}
+	}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "record "+name, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		done := metav1.NewTime(at)
+		b.Status = v1.EtcdBackupStatus{Phase: v1.BackupSucceeded, StartTime: &done, CompletionTime: &done, Location: location}
+		return k8s.Status().Update(ctx, b)
+	})
+	return b
+}
+
+func exists(t *testing.T, o client.Object) bool {
+	t.Helper()
+	err := k8s.Get(context.Background(), client.ObjectKeyFromObject(o), o)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// waitGone waits until o no longer exists.
+func waitGone(t *testing.T, o client.Object) {
+	t.Helper()
+	eventually(t, o.GetName()+" gone", func() error {
+		if exists(t, o) {
+			return fmt.Errorf("%s still there, finalizers %v", o.GetName(), o.GetFinalizers())
+		}
+		return nil
+	})
+}
+
+// TestRetentionDeletesOnlyWhatItsScheduleMade: retention selects by the schedule's label and its
+// controller reference, so a hand-made EtcdBackup carrying the label, or one another schedule
+// controls, is never deleted, however old.
+func TestRetentionDeletesOnlyWhatItsScheduleMade(t *testing.T) {
+	ns := newNamespace(t)
+	s := newSchedule(t, ns, "nightly", "")
+	other := newSchedule(t, ns, "other", "")
+	now := scheduleClock.now()
+	handMade := finishedBackup(t, ns, "hand-made", s.Name, nil, now.Add(-72*time.Hour), "")
+	foreign := finishedBackup(t, ns, "foreign", s.Name, other, now.Add(-48*time.Hour), "")
+	older := finishedBackup(t, ns, "nightly-1", s.Name, s, now.Add(-2*time.Hour), "")
+	newer := finishedBackup(t, ns, "nightly-2", s.Name, s, now.Add(-time.Hour), "")
+	poke(t, s)
+	waitGone(t, older) // keepLast 1 deletes the older of the schedule's two
+	poke(t, other)
+	time.Sleep(time.Second) // a further pass of each schedule changes nothing
+	for _, b := range []*v1.EtcdBackup{newer, handMade, foreign} {
+		if !exists(t, b) || !b.DeletionTimestamp.IsZero() {
+			t.Errorf("retention deleted %s", b.Name)
+		}
+	}
+}
+
+// TestDeletingAScheduleKeepsItsSnapshotsByDefault: with snapshotDeletionPolicy Retain (the
+// default) the schedule's backups are released (no owner, no snapshot finalizer): garbage
+// collection leaves them, their snapshots stay, and deleting one later deletes the record only.
+func TestDeletingAScheduleKeepsItsSnapshotsByDefault(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	s := newSchedule(t, ns, "kept", "")
+	if s.Spec.SnapshotDeletionPolicy != v1.SnapshotRetain {
+		t.Fatalf("default policy %q, want Retain", s.Spec.SnapshotDeletionPolicy)
+	}
+	now := scheduleClock.now()
+	b1 := finishedBackup(t, ns, "kept-1", s.Name, s, now.Add(-time.Hour), "s3://backups/prod/"+ns+"/demo/kept-1-0000.db")
+	if err := k8s.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, s)
+	if !exists(t, b1) || len(b1.OwnerReferences) != 0 || len(b1.Finalizers) != 0 || b1.Status.Location == "" {
+		t.Fatalf("backup after its schedule went: owners %+v, finalizers %v, status %+v", b1.OwnerReferences, b1.Finalizers, b1.Status)
+	}
+	if err := k8s.Delete(ctx, b1); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, b1)
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.BackupDeleteJobName(b1.Name)}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a retained snapshot is being deleted: %v", err)
+	}
+}
+
+// TestDeletingAScheduleWithPolicyDeleteDeletesItsSnapshots: with Delete the backups stay owned,
+// so garbage collection (absent in envtest, played here) deletes them after the schedule, and
+// each one's finalizer runs the Job that deletes its snapshot.
+func TestDeletingAScheduleWithPolicyDeleteDeletesItsSnapshots(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	s := newSchedule(t, ns, "dropped", v1.SnapshotDelete)
+	// Recorded by the previous operator version, before keys carried namespace and cluster: the
+	// delete Job (retention's too) follows the recorded location, so the old key still goes.
+	b1 := finishedBackup(t, ns, "dropped-1", s.Name, s, scheduleClock.now().Add(-time.Hour), "s3://backups/prod/dropped-1.db")
+	if err := k8s.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, s)
+	if !exists(t, b1) || !metav1.IsControlledBy(b1, s) || !slices.Contains(b1.Finalizers, naming.SnapshotFinalizer) {
+		t.Fatalf("backup after its schedule went: owners %+v, finalizers %v", b1.OwnerReferences, b1.Finalizers)
+	}
+	if err := k8s.Delete(ctx, b1); err != nil { // what garbage collection does next
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{}
+	eventually(t, "snapshot delete job", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.BackupDeleteJobName(b1.Name)}, job)
+	})
+	if a := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(a, "--s3-key=prod/dropped-1.db") {
+		t.Fatalf("delete job args %s", a)
+	}
+}
+
+// TestNamespaceTeardownReleasesEveryFinalizer: in a namespace being deleted the API refuses new
+// objects, so no Job can delete a snapshot. Every finalizer of the operator must still let go:
+// a cluster retaining its volumes, a schedule of each policy and their backups (with stored
+// snapshots), and a one-off backup. envtest has no namespace controller, so the test deletes the
+// objects the way it would, then checks they all go without a finalizer stripped by hand.
+func TestNamespaceTeardownReleasesEveryFinalizer(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Storage.RetentionPolicy = v1.PVCRetentionRetain })
+	eventually(t, "cluster finalizer", func() error {
+		if !slices.Contains(get(t, c).Finalizers, naming.Finalizer) {
+			return fmt.Errorf("no finalizer yet")
+		}
+		return nil
+	})
+	kept, dropped := newSchedule(t, ns, "kept", ""), newSchedule(t, ns, "dropped", v1.SnapshotDelete)
+	at := scheduleClock.now().Add(-time.Hour)
+	finishedBackup(t, ns, "kept-1", kept.Name, kept, at, "s3://backups/prod/"+ns+"/demo/kept-1-0000.db")
+	droppedBackup := finishedBackup(t, ns, "dropped-1", dropped.Name, dropped, at, "s3://backups/prod/"+ns+"/demo/dropped-1-0000.db")
+	newBackup(t, ns, "one-off", s3Dest())
+
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := k8s.Delete(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(nsObj), nsObj); err != nil || nsObj.Status.Phase != corev1.NamespaceTerminating {
+		t.Fatalf("namespace phase %q (%v)", nsObj.Status.Phase, err)
+	}
+	start := time.Now()
+	for _, o := range []client.Object{&v1.EtcdBackupSchedule{}, &v1.EtcdBackup{}, &v1.EtcdCluster{}} {
+		if err := k8s.DeleteAllOf(ctx, o, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "every object gone", func() error {
+		var left []string
+		for _, l := range []client.ObjectList{&v1.EtcdBackupScheduleList{}, &v1.EtcdBackupList{}, &v1.EtcdClusterList{}} {
+			if err := k8s.List(ctx, l, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			items, _ := meta.ExtractList(l)
+			for _, i := range items {
+				o := i.(client.Object)
+				left = append(left, fmt.Sprintf("%T %s %v", o, o.GetName(), o.GetFinalizers()))
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("left: %v", left)
+		}
+		return nil
+	})
+	t.Logf("every finalizer released %s after the deletes", time.Since(start).Round(time.Millisecond))
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.BackupDeleteJobName(droppedBackup.Name)}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("snapshot delete job in a terminating namespace: %v", err)
+	}
+}
+
+// TestRetentionKeepsABackupBeingRestored: a backup that a cluster is being created from
+// (spec.bootstrap.restore) is not deleted by retention until the restore is confirmed: its
+// members' init containers read the snapshot, which the deletion takes with it.
+func TestRetentionKeepsABackupBeingRestored(t *testing.T) {
+	ns := newNamespace(t)
+	// The cluster first: every backup's status change wakes the schedule.
+	newCluster(t, ns, func(c *v1.EtcdCluster) {
+		c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "nightly-1"}}
+	})
+	eventually(t, "the operator's cache sees the restoring cluster", func() error {
+		l := &v1.EtcdClusterList{}
+		if err := managerCache.List(context.Background(), l, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(l.Items) != 1 {
+			return fmt.Errorf("%d clusters in the cache", len(l.Items))
+		}
+		return nil
+	})
+	s := newSchedule(t, ns, "nightly", "")
+	now := scheduleClock.now()
+	oldest := finishedBackup(t, ns, "nightly-0", s.Name, s, now.Add(-3*time.Hour), "")
+	restoring := finishedBackup(t, ns, "nightly-1", s.Name, s, now.Add(-2*time.Hour), "")
+	rebuilding := finishedBackup(t, ns, "nightly-2", s.Name, s, now.Add(-time.Hour), "")
+	poke(t, s)
+	waitGone(t, oldest) // keepLast 1: the same pass would have deleted nightly-1 too
+	if !exists(t, restoring) || !restoring.DeletionTimestamp.IsZero() {
+		t.Fatalf("retention deleted %s, which cluster demo is being restored from", restoring.Name)
+	}
+
+	// Likewise the backup a FromBackup quorum-loss recovery rebuilds a cluster from.
+	other := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}
+	other.Spec.Replicas = 3
+	other.Spec.Storage.Size = resource.MustParse("1Gi")
+	if err := k8s.Create(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "cluster other records a recovery from "+rebuilding.Name, func() error {
+		cur := get(t, other)
+		cur.Status.Recovery = &v1.QuorumRecovery{Source: planner.FromBackup, Phase: planner.PhaseRestoring, Backup: rebuilding.Name, StartedAt: metav1.Now()}
+		if err := k8s.Status().Update(context.Background(), cur); err != nil {
+			return err
+		}
+		l := &v1.EtcdClusterList{}
+		if err := managerCache.List(context.Background(), l, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, c := range l.Items {
+			if c.Name == other.Name && recovering(&c) != nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("the operator's cache does not see the recovery yet")
+	})
+	older := finishedBackup(t, ns, "nightly-00", s.Name, s, now.Add(-4*time.Hour), "")
+	finishedBackup(t, ns, "nightly-3", s.Name, s, now.Add(-time.Minute), "")
+	poke(t, s)
+	waitGone(t, older)
+	for _, b := range []*v1.EtcdBackup{restoring, rebuilding} {
+		if !exists(t, b) || !b.DeletionTimestamp.IsZero() {
+			t.Errorf("retention deleted %s, which a cluster is being restored from", b.Name)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+)
+
+// restoreInput resolves the snapshot the initial members' init containers restore: the backup of a
+// FromBackup quorum-loss recovery, else spec.bootstrap.restore; nil when the cluster starts empty. A named EtcdBackup must have succeeded, and its
+// recorded size and SHA-256 are checked before etcdutl sees the snapshot.
+func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error) {
+	c := p.c
+	name := ""
+	switch r := recovering(c); {
+	case r != nil && r.Source == planner.FromBackup:
+		name = r.Backup
+	case c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil:
+		return nil, nil
+	case c.Spec.Bootstrap.Restore.Source != nil:
+		r := c.Spec.Bootstrap.Restore
+		return &resources.RestoreInput{Source: *r.Source, SHA256: r.SHA256}, nil
+	default:
+		name = c.Spec.Bootstrap.Restore.BackupName
+	}
+	b := &v1.EtcdBackup{}
+	if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b); apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("EtcdBackup %q does not exist", name)
+	} else if err != nil {
+		return nil, fmt.Errorf("read EtcdBackup %q: %w", name, err)
+	}
+	if b.Status.Phase != v1.BackupSucceeded {
+		return nil, fmt.Errorf("EtcdBackup %q has not succeeded (phase %q)", name, b.Status.Phase)
+	}
+	return &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size}, nil
+}
+
+// observeRestore reports the restore of the initial members in the Restored condition: a refused
+// snapshot (tampered, corrupt, unreachable) keeps etcd from starting and says why here.
+func (p *pass) observeRestore(ctx context.Context) {
+	c := p.c
+	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Restore == nil {
+		return
+	}
+	if c.Status.Bootstrapped {
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Status != "True" {
+			p.confirmRestored(ctx)
+		}
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.obs.pods)) {
+		if rep, ok := restoreFailure(p.obs.pods[name]); ok {
+			msg := fmt.Sprintf("member %s: %s; no member was started", name, rep.Message)
+			if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(rep.Reason) {
+				p.r.Recorder.Event(c, corev1.EventTypeWarning, string(rep.Reason), msg)
+			}
+			setCondition(c, v1.ConditionRestored, false, rep.Reason, msg)
+			return
+		}
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) {
+		setCondition(c, v1.ConditionRestored, false, reason.Restoring, "restoring the initial members from the snapshot")
+	}
+}
+
+// confirmRestored sets Restored=True only on evidence from etcd: a member's revision at least the
+// snapshot's (a restore that did not happen leaves an empty keyspace at revision 1). Raw sources
+// carry no recorded revision; for them the init containers' success is the evidence.
+func (p *pass) confirmRestored(ctx context.Context) {
+	c := p.c
+	var want int64
+	if name := c.Spec.Bootstrap.Restore.BackupName; name != "" {
+		b := &v1.EtcdBackup{}
+		if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b); err == nil {
+			want = b.Status.Revision
+		}
+	}
+	var have int64
+	for _, st := range p.obs.status {
+		have = max(have, st.Revision)
+	}
+	switch {
+	case len(p.obs.status) == 0:
+		return // nobody answered yet: decide on a later pass
+	case have < want:
+		msg := fmt.Sprintf("the members run at revision %d, below the snapshot's %d: the snapshot was not restored into them", have, want)
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(reason.NotRestored) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.NotRestored), msg)
+		}
+		setCondition(c, v1.ConditionRestored, false, reason.NotRestored, msg)
+	default:
+		setCondition(c, v1.ConditionRestored, true, reason.Restored, fmt.Sprintf("the initial members were restored from the snapshot (revision %d)", have))
+	}
+}
+
+// restoreFailure is the report of a pod's failed restore init container, unless it has since
+// succeeded (a transient failure that a retry fixed).
+func restoreFailure(pod *corev1.Pod) (backup.Report, bool) {
+	for _, s := range pod.Status.InitContainerStatuses {
+		if s.Name != resources.RestoreContainer || (s.State.Terminated != nil && s.State.Terminated.ExitCode == 0) {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
+			if t == nil || t.ExitCode == 0 {
+				continue
+			}
+			if rep, ok := backup.ParseReport(t.Message); ok && rep.Reason != "" {
+				return rep, true
+			}
+		}
+	}
+	return backup.Report{}, false
+}

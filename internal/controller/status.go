@@ -1,0 +1,385 @@
+package controller
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
+)
+
+// setCondition sets one condition; meta.SetStatusCondition keeps the transition time when only
+// the message changes, so repeated passes do not rewrite status.
+func setCondition(c *v1.EtcdCluster, typ string, status bool, why reason.Reason, message string) {
+	s := metav1.ConditionFalse
+	if status {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{
+		Type: typ, Status: s, Reason: string(why), Message: message, ObservedGeneration: c.Generation,
+	})
+}
+
+func idString(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatUint(id, 16)
+}
+
+func parseID(s string) uint64 {
+	id, _ := strconv.ParseUint(s, 16, 64)
+	return id
+}
+
+// stalled says that nothing is under way until the spec changes: paused, refused or failed.
+func stalled(a planner.Action) bool {
+	switch a.Reason {
+	case reason.Paused, reason.UpgradeFailed, reason.VersionChangeRefused, reason.MigrationRefused, reason.MigrationSourceUnreachable, reason.MigrationStopped:
+		return a.Kind == planner.Wait
+	}
+	return false
+}
+
+func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerReference {
+	out := refs[:0:0]
+	for _, r := range refs {
+		if r.UID != uid {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// recordObservation writes what this pass saw into status, and the conditions that follow from it
+// and from the action about to be taken.
+func (p *pass) recordObservation(action planner.Action) {
+	c, o := p.c, p.obs
+	learners, peerURLs := map[uint64]bool{}, o.peerURLs()
+	for _, m := range o.members {
+		learners[m.ID] = m.IsLearner
+	}
+	var voters, healthyVoters int32
+	var minVersion *versions.Version
+	for i := range c.Status.Members {
+		ms := &c.Status.Members[i]
+		id, inEtcd := o.ids[ms.Name]
+		st, answered := o.status[id]
+		healthy := inEtcd && memberHealthy(o, id)
+		ms.PeerURL = resources.MemberPeerURL(c, ms.Name)
+		if u := peerURLs[ms.Name]; u != "" {
+			ms.PeerURL = u // what etcd has: it differs while a take-over moves the peer URLs to TLS
+		}
+		ms.ClientURL = naming.ClientURL(c.Name, c.Namespace, ms.Name, resources.ClientTLS(c))
+		if o.etcd == nil {
+			// Nothing answered: keep what was last known of identities, but nobody is healthy.
+			ms.Healthy, ms.Role = false, ""
+		} else {
+			ms.ID = idString(id)
+			ms.Healthy = healthy
+			switch {
+			case !inEtcd:
+				ms.Role = ""
+			case learners[id]:
+				ms.Role = v1.RoleLearner
+			case id == o.leaderID:
+				ms.Role = v1.RoleLeader
+			default:
+				ms.Role = v1.RoleFollower
+			}
+		}
+		if answered {
+			ms.Version = st.Version
+			if v, err := versions.Parse(st.Version); err == nil && (minVersion == nil || v.Compare(*minVersion) < 0) {
+				minVersion = &v
+			}
+		}
+		if inEtcd && !learners[id] {
+			voters++
+			if ms.Healthy {
+				healthyVoters++
+			}
+		}
+	}
+	if o.etcd != nil {
+		c.Status.ClusterID = idString(o.clusterID)
+	}
+	// The lowest member version is the version the cluster as a whole runs.
+	if minVersion != nil {
+		c.Status.CurrentVersion = minVersion.String()
+	}
+	if t := c.Status.DowngradeTarget; t != "" && versions.MinorOf(c.Status.CurrentVersion) == t && !downgradeReported(o) {
+		c.Status.DowngradeTarget = "" // every member runs the older minor: etcd ended the downgrade itself
+	}
+	c.Status.Replicas = voters
+	c.Status.ReadyReplicas = healthyVoters
+	if sel, err := metav1.LabelSelectorAsSelector(naming.MemberSelector(c.Name)); err == nil {
+		c.Status.Selector = sel.String()
+	}
+	c.Status.ObservedGeneration = c.Generation
+	c.Status.Endpoints = v1.Endpoints{ClientService: fmt.Sprintf("%s:%d", naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort)}
+	switch {
+	case c.Spec.TLS.Client == v1.TLSUserProvided:
+		// The server Secret's ca.crt is the CA clients' certificates must chain to; users issue
+		// their client certificates themselves.
+		c.Status.Endpoints.CASecret = resources.ServerSecretName(c)
+	case resources.ClientTLS(c):
+		c.Status.Endpoints.CASecret = naming.CASecret(c.Name)
+		c.Status.Endpoints.ClientSecret = naming.UserClientSecret(c.Name)
+	}
+
+	available := o.etcd != nil && voters > 0 && healthyVoters >= voters/2+1
+	switch {
+	case resources.Migrating(c) && o.etcd != nil:
+		setCondition(c, v1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("the cluster being taken over has quorum (%d members, %d of them this EtcdCluster's voting members)", len(o.members), voters))
+	case available:
+		setCondition(c, v1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("%d of %d voting members healthy", healthyVoters, voters))
+	case !c.Status.Bootstrapped:
+		setCondition(c, v1.ConditionAvailable, false, reason.Bootstrapping, "the initial members have not formed a cluster yet")
+	case o.etcd == nil:
+		setCondition(c, v1.ConditionAvailable, false, reason.EtcdUnreachable, fmt.Sprintf("no member answers: %v", o.etcdErr))
+	default:
+		setCondition(c, v1.ConditionAvailable, false, reason.QuorumLost, fmt.Sprintf("only %d of %d voting members healthy", healthyVoters, voters))
+	}
+
+	degraded := c.Status.Bootstrapped && (!available || healthyVoters < c.Spec.Replicas)
+	quorumLost := p.recordQuorumLoss(action, available)
+	switch {
+	case action.Kind == planner.Wait && action.Reason == reason.Paused:
+		// Paused says nothing about health; keep the last Degraded verdict.
+	case quorumLost:
+		cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost)
+		setCondition(c, v1.ConditionDegraded, true, reason.Reason(cond.Reason), cond.Message)
+	case len(o.wrongAnswers) > 0:
+		msg := fmt.Sprintf("refused answers not from this cluster (%s): %s; nothing is done on their word", c.Status.ClusterID, strings.Join(o.wrongAnswers, "; "))
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != string(reason.WrongCluster) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.WrongCluster), msg)
+		}
+		setCondition(c, v1.ConditionDegraded, true, reason.WrongCluster, msg)
+	case p.trust != nil:
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != string(p.trust.reason) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(p.trust.reason), p.trust.message)
+		}
+		setCondition(c, v1.ConditionDegraded, true, p.trust.reason, p.trust.message)
+	case len(o.alarms) > 0:
+		setCondition(c, v1.ConditionDegraded, true, reason.AlarmRaised, alarmMessage(o))
+	case o.volumeRefusal != "" && !degraded:
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != string(reason.VolumeExpansionUnsupported) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.VolumeExpansionUnsupported), o.volumeRefusal)
+		}
+		setCondition(c, v1.ConditionDegraded, true, reason.VolumeExpansionUnsupported, o.volumeRefusal)
+	case c.Status.UpgradeBlocked != nil && !degraded:
+		b := c.Status.UpgradeBlocked
+		setCondition(c, v1.ConditionDegraded, true, reason.UpgradeFailed, fmt.Sprintf("%s did not become healthy at %s; it was rolled back and the upgrade to %s is stopped", b.Member, b.Version, b.Target))
+	case degraded && o.etcd == nil:
+		setCondition(c, v1.ConditionDegraded, true, reason.EtcdUnreachable, action.Message)
+	case degraded:
+		setCondition(c, v1.ConditionDegraded, true, reason.MembersUnhealthy, fmt.Sprintf("%d of %d desired members healthy; %s", healthyVoters, c.Spec.Replicas, action.Message))
+	case slowMessage(c, o) != "":
+		setCondition(c, v1.ConditionDegraded, true, reason.MemberSlow, slowMessage(c, o))
+	default:
+		setCondition(c, v1.ConditionDegraded, false, reason.AsExpected, "no member is missing or unhealthy")
+	}
+
+	if prev := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionProgressing); action.Kind == planner.Wait && action.Reason == reason.NoSpaceLeft && (prev == nil || prev.Reason != string(action.Reason)) {
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(action.Reason), action.Message) // the operator cannot fix this one
+	}
+	switch action.Kind {
+	case planner.None:
+		if growing := p.volumesGrowing(); len(growing) > 0 {
+			setCondition(c, v1.ConditionProgressing, true, reason.ExpandingVolumes, fmt.Sprintf("%s; waiting for the storage driver to grow the volumes of %s to %s",
+				action.Message, strings.Join(growing, ", "), c.Spec.Storage.Size.String()))
+			break
+		}
+		setCondition(c, v1.ConditionProgressing, false, reason.Ready, action.Message)
+	case planner.Wait:
+		setCondition(c, v1.ConditionProgressing, !stalled(action), action.Reason, action.Message)
+	default:
+		setCondition(c, v1.ConditionProgressing, true, action.Reason, action.Message)
+	}
+	if r := c.Status.TLS.CARotation; r != nil && action.Reason != reason.RotatingCA { // the rotation's own steps name it
+		setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s), phase %s: %s", r.Trigger, r.Phase, action.Message))
+	}
+
+	switch {
+	case !c.Status.Bootstrapped || c.Status.CurrentVersion == "":
+		meta.RemoveStatusCondition(&c.Status.Conditions, v1.ConditionUpgrading)
+	case c.Status.UpgradeBlocked != nil:
+		b := c.Status.UpgradeBlocked
+		setCondition(c, v1.ConditionUpgrading, false, reason.UpgradeFailed, fmt.Sprintf("%s did not become healthy at %s and was rolled back to %s; change spec.version to retry", b.Member, b.Version, c.Status.CurrentVersion))
+	case action.Reason == reason.Upgrading || action.Reason == reason.VersionChangeRefused:
+		setCondition(c, v1.ConditionUpgrading, action.Reason == reason.Upgrading, action.Reason, action.Message)
+	case c.Status.CurrentVersion == c.Spec.Version:
+		setCondition(c, v1.ConditionUpgrading, false, reason.UpToDate, "every member runs "+c.Spec.Version)
+	}
+
+	switch {
+	case c.Spec.Maintenance.Paused:
+		c.Status.Phase = v1.PhasePaused
+	case recovering(c) != nil:
+		c.Status.Phase = v1.PhaseRecovering
+	case resources.Migrating(c):
+		c.Status.Phase = v1.PhaseMigrating
+	case !c.Status.Bootstrapped:
+		c.Status.Phase = v1.PhaseCreating
+	case !available || c.Status.UpgradeBlocked != nil:
+		c.Status.Phase = v1.PhaseDegraded
+	case action.Reason == reason.ScalingUp || action.Reason == reason.ScalingDown || action.Kind == planner.Promote:
+		c.Status.Phase = v1.PhaseScaling
+	case action.Reason == reason.Upgrading:
+		c.Status.Phase = v1.PhaseUpgrading
+	case action.Kind == planner.Wait && action.Reason == reason.VersionChangeRefused:
+		c.Status.Phase = v1.PhaseRunning
+	case action.Kind != planner.None || degraded:
+		c.Status.Phase = v1.PhaseRepairing
+	default:
+		c.Status.Phase = v1.PhaseRunning
+	}
+}
+
+// recordQuorumLoss sets the QuorumLost condition and says whether it is True. Waiting on a human
+// (policy Manual, a survivor missing) or stuck is escalated with a Warning event, once per reason.
+func (p *pass) recordQuorumLoss(action planner.Action, available bool) bool {
+	c := p.c
+	var prev *metav1.Condition
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost); cond != nil {
+		before := *cond // setCondition below changes the condition in place
+		prev = &before
+	}
+	switch {
+	case recovering(c) != nil:
+		r := recovering(c)
+		from := r.Survivor
+		if r.Source == planner.FromBackup {
+			from = "EtcdBackup " + r.Backup
+		}
+		why := reason.Recovering
+		if action.Reason == reason.RecoveryStuck {
+			why = action.Reason
+		}
+		setCondition(c, v1.ConditionQuorumLost, true, why, fmt.Sprintf("recovering from %s (%s, phase %s): %s", from, r.Source, r.Phase, action.Message))
+	case action.Reason == reason.QuorumLost:
+		setCondition(c, v1.ConditionQuorumLost, true, action.Reason, action.Message)
+	case prev != nil && prev.Status == metav1.ConditionTrue && available:
+		msg := "quorum is back"
+		if r := c.Status.Recovery; r != nil && r.CompletedAt != nil {
+			msg = fmt.Sprintf("quorum is back: recovered %s at %s", r.Source, r.CompletedAt.UTC().Format(time.RFC3339))
+		}
+		setCondition(c, v1.ConditionQuorumLost, false, reason.Recovered, msg)
+	case prev == nil || prev.Status == metav1.ConditionTrue:
+		setCondition(c, v1.ConditionQuorumLost, false, reason.NoMajorityLost, "no majority of the voting members has lost its data")
+	}
+	cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost)
+	if cond.Status != metav1.ConditionTrue {
+		return false
+	}
+	if action.Kind == planner.Wait && cond.Reason != string(reason.Recovering) && (prev == nil || prev.Reason != cond.Reason || prev.Status != cond.Status) {
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, cond.Reason, cond.Message)
+	}
+	return true
+}
+
+// alarmMessage says which alarms are raised where, and what they mean for users.
+func alarmMessage(o *observation) string {
+	var parts []string
+	for _, a := range o.alarms {
+		name := o.names[a.MemberID]
+		if name == "" {
+			name = idString(a.MemberID)
+		}
+		switch a.Type {
+		case etcdclient.AlarmNoSpace:
+			parts = append(parts, fmt.Sprintf("NOSPACE raised by %s: the database reached its quota and etcd refuses writes until it is compacted, defragmented and the alarm disarmed, or the quota (spec.etcd.quotaBackendBytes) raised", name))
+		case etcdclient.AlarmCorrupt:
+			parts = append(parts, fmt.Sprintf("CORRUPT raised on %s: its data differs from the other members'; it is replaced once it has been failing for spec.maintenance.replaceFailedMemberAfter", name))
+		default:
+			parts = append(parts, fmt.Sprintf("%s raised by %s", a.Type, name))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// downgradeReported says whether any member that answered reports an enabled downgrade.
+func downgradeReported(o *observation) bool {
+	for _, st := range o.status {
+		if st.DowngradeTarget != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// trackFailures keeps, per member, since when etcd has reported it failing (status.members[].unhealthySince),
+// before the decision that may replace it. The clock runs only while the operator keeps seeing etcd:
+// after a gap (operator down or partitioned, or the whole cluster silent) every member starts a
+// fresh grace period, so nobody is removed on what one pass could not see. A pass that saw nothing
+// of a member (the member list failed, or the leader's view of its peers could not be read) changes
+// nothing: clearing the clock there postponed the replacement for as long as observations failed
+// now and then. A member is forgotten only when a member list that answered leaves it out.
+func (p *pass) trackFailures() {
+	c, o := p.c, p.obs
+	if o.etcd == nil {
+		return // the gap, if it grows long, restarts the clocks when etcd answers again
+	}
+	continuous := p.mem.sawEtcd(p.now)
+	for i := range c.Status.Members {
+		ms := &c.Status.Members[i]
+		id, inEtcd := o.ids[ms.Name]
+		switch {
+		case !inEtcd:
+			ms.UnhealthySince = nil
+		case o.failing[id] == "" && o.unjudged[id] && continuous:
+			// No evidence either way this pass: the clock stands.
+		case o.failing[id] == "":
+			ms.UnhealthySince = nil
+		case ms.UnhealthySince == nil || !continuous:
+			t := metav1.NewTime(p.now)
+			ms.UnhealthySince = &t
+		}
+	}
+}
+
+// updateLegacyWALIndex moves status.legacyWALIndex when this pass sees the last 3.5 member go. It runs
+// before the decision, so that the pass seeing the change already holds the step to 3.7 back.
+// Versions are per member: what it reports now, else what it last reported (a member that is down
+// keeps counting with the version it last ran).
+func (p *pass) updateLegacyWALIndex() {
+	c, o := p.c, p.obs
+	if o.etcd == nil {
+		return
+	}
+	var before, now *versions.Version
+	lower := func(low **versions.Version, s string) {
+		if v, err := versions.Parse(s); err == nil && (*low == nil || v.Compare(**low) < 0) {
+			*low = &v
+		}
+	}
+	for _, m := range c.Status.Members {
+		lower(&before, m.Version)
+		current := m.Version
+		if st, ok := o.status[o.ids[m.Name]]; ok && st.Version != "" {
+			current = st.Version
+		}
+		lower(&now, current)
+	}
+	if before == nil || now == nil {
+		return
+	}
+	var indexes []uint64
+	for _, st := range o.status {
+		indexes = append(indexes, st.RaftIndex)
+	}
+	c.Status.LegacyWALIndex = int64(planner.LegacyWALIndex(uint64(c.Status.LegacyWALIndex), before.String(), now.String(), indexes))
+}

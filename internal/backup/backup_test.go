@@ -23,9 +23,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/miniotest"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 func putKeys(t *testing.T, endpoints []string, n int) *clientv3.Client {

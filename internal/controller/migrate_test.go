@@ -23,10 +23,10 @@ import (
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 )
 
 // migrating is a cluster taking over the running etcd at endpoints, in plain text.

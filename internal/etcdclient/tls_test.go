@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 )
 
 // The operator dials members by IP and verifies the certificate under the client Service name.

@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoringconfig"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 )
 
 const (

@@ -13,10 +13,10 @@ import (
 	"go.uber.org/zap"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 )
 
 // The peer TLS move of a take-over, on real etcd: members configured with peer TLS and listening in

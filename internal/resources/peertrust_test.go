@@ -13,9 +13,9 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 )
 
 // The peer-port and TLS flags MemberPod sets, given to a real etcd: only the peer certificate may

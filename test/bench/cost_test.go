@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 

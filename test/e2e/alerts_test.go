@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoringconfig"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoringconfig"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 )
 
 // PromScrapeInterval is how often the test's Prometheus scrapes and evaluates its rules: short, so

@@ -17,8 +17,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 )
 
 // Member is one running embedded etcd.

@@ -21,7 +21,9 @@ import (
 // affinity beside fields of ours, is listed); such a field points to the Kubernetes API reference.
 const opaqueAt = 40
 
-func opaque(c apiextensionsv1.JSONSchemaProps) bool { return size(c) >= opaqueAt && len(c.Properties) < 5 }
+func opaque(c apiextensionsv1.JSONSchemaProps) bool {
+	return size(c) >= opaqueAt && len(c.Properties) < 5
+}
 
 func main() {
 	crds := flag.String("crds", "config/crd/bases", "directory of the CRD YAML files")

@@ -179,7 +179,10 @@ func makeTargets(t *testing.T) map[string]bool {
 	return out
 }
 
-var makeCall = regexp.MustCompile(`\bmake((?: +[A-Za-z0-9_.-]+)+)`)
+var (
+	makeCall   = regexp.MustCompile(`\bmake +([^\n` + "`" + `;&|]*)`)
+	targetWord = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+)
 
 func TestEveryMakeTargetNamedExists(t *testing.T) {
 	targets := makeTargets(t)
@@ -191,9 +194,10 @@ func TestEveryMakeTargetNamedExists(t *testing.T) {
 		// make commands are code: in fenced blocks and in code spans, never in prose ("make sure").
 		code := strings.Join(append(fence.FindAllString(text, -1), codeSpan.FindAllString(text, -1)...), "\n")
 		for _, m := range makeCall.FindAllStringSubmatch(code, -1) {
+			// The targets are the words up to the first variable (X=y), flag or comment.
 			for _, word := range strings.Fields(m[1]) {
-				if strings.HasPrefix(word, "-") {
-					continue
+				if strings.Contains(word, "=") || strings.HasPrefix(word, "-") || strings.HasPrefix(word, "#") || !targetWord.MatchString(word) {
+					break
 				}
 				if !targets[word] {
 					t.Errorf("%s: `make %s`: the Makefile has no target %q", page, strings.TrimSpace(m[1]), word)

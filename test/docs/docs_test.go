@@ -310,3 +310,11 @@ func TestManifestsAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+// The README is the front door: what it is, a sample, how to install, the two commands, links. The rest
+// belongs in docs/.
+func TestReadmeStaysShort(t *testing.T) {
+	if n := strings.Count(read(t, "README.md"), "\n"); n > 200 {
+		t.Errorf("README.md has %d lines: move detail into a page of docs/ and link it", n)
+	}
+}

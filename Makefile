@@ -69,13 +69,14 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code and docs/conditions-and-events.md (from internal/reason and internal/controller).
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code, docs/conditions-and-events.md (from internal/reason and internal/controller) and docs/api-reference.md (from the CRDs).
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 	go run ./hack/docgen
+	go run ./hack/apidocgen
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail if generated files differ from what is committed.
-	@git diff --exit-code -- api config docs/conditions-and-events.md || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
+	@git diff --exit-code -- api config docs/conditions-and-events.md docs/api-reference.md || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
 	@hack/olm/render.sh --check
 	@hack/olmv1/render.sh --check
 

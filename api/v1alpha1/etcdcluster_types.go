@@ -341,7 +341,7 @@ type BootstrapSpec struct {
 	// URLs to TLS once the old members are gone (status.migration.peerTLS). From a cluster with TLS,
 	// migrateFrom.caSecret hands the operator its CA: the new members' certificates come from it, so
 	// old members, new members and existing clients trust each other throughout. See "Migrating an
-	// existing etcd" in the README for what to do on the old side.
+	// existing etcd" (docs/migration.md) for what to do on the old side.
 	// +optional
 	MigrateFrom *MigrateFromSpec `json:"migrateFrom,omitempty"`
 }

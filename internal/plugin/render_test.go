@@ -255,9 +255,9 @@ func TestFormatting(t *testing.T) {
 	}
 }
 
-// The README shows the status golden file: it must be the current output, not a stale copy.
-func TestReadmeShowsCurrentStatusOutput(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// The plugin's page shows the status golden file: it must be the current output, not a stale copy.
+func TestDocsShowCurrentStatusOutput(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-plugin.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +266,6 @@ func TestReadmeShowsCurrentStatusOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(readme, append([]byte("$ kubectl etcd status example -n prod\n"), want...)) {
-		t.Error("README.md's kubectl etcd status example differs from testdata/status.golden: copy it over")
+		t.Error("docs/kubectl-plugin.md's kubectl etcd status example differs from testdata/status.golden: copy it over")
 	}
 }

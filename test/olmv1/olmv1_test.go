@@ -222,7 +222,7 @@ type extension struct {
 	version        string // "" follows the stable channel
 	watchNamespace string // "" for AllNamespaces
 	// OLM v1's CRD upgrade-safety preflight refuses any added validation; off only for the upgrade
-	// from a release whose schema was looser (see README, OLM v1).
+	// from a release whose schema was looser (see docs/install.md, OLM v1).
 	noCRDUpgradeCheck bool
 }
 

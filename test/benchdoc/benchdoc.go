@@ -1,0 +1,207 @@
+// Package benchdoc writes BENCHMARKS.md: its generated head (a table of every figure in
+// bench/results/*.json and how each was measured) and the sections other suites own (chaos, backup,
+// scale), which are replaced between markers and otherwise kept as they are. It is pure file work, so
+// the head can be regenerated without measuring anything (go run ./hack/benchdoc).
+package benchdoc
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// SectionMarker starts a section of BENCHMARKS.md that one benchmark owns; Write keeps every section
+// as it is.
+const SectionMarker = "<!-- section: "
+
+// Result is one figure as bench/results/<metric>.json holds it. A figure measured against a baseline
+// has a ratio; one without (a count, or an absolute value such as RSS) has none, and its goal is in
+// its own unit.
+type Result struct {
+	Metric          string    `json:"metric"`
+	Value           float64   `json:"value"`
+	Unit            string    `json:"unit"`
+	Baseline        float64   `json:"baseline"`
+	Ratio           float64   `json:"ratio"`
+	Date            string    `json:"date"`
+	Command         string    `json:"command"`
+	Notes           string    `json:"notes"`
+	Goal            *float64  `json:"goal,omitempty"`
+	Samples         []float64 `json:"samples"`
+	BaselineSamples []float64 `json:"baseline_samples"`
+	// Seed is a random seed exactly (Value, a float64, keeps only 15–17 of its digits).
+	Seed string `json:"seed,omitempty"`
+	// Min and Max bound the samples (and BaselineMin/BaselineMax the baseline's): a median says little
+	// without its spread.
+	Min         float64 `json:"min"`
+	Max         float64 `json:"max"`
+	BaselineMin float64 `json:"baseline_min,omitempty"`
+	BaselineMax float64 `json:"baseline_max,omitempty"`
+}
+
+// HasBaseline says whether the figure was divided by something: measured baseline samples, or a fixed
+// baseline such as a goal the value is expressed against.
+func (r Result) HasBaseline() bool { return len(r.BaselineSamples) > 0 || r.Baseline != 0 }
+
+// ReadResults reads every bench/results/*.json of dir, sorted by metric.
+func ReadResults(dir string) ([]Result, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	rows := make([]Result, 0, len(files))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var r Result
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func bounds(xs []float64) (lo, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	lo, hi = xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return lo, hi
+}
+
+// Row is one line of the table: the ratio is "—" for a figure without a baseline (a count divided by
+// nothing is not a ratio), and such a figure's goal is written in its unit.
+func Row(r Result) string {
+	value := fmt.Sprintf("%.2f %s", r.Value, r.Unit)
+	if len(r.Samples) > 1 {
+		lo, hi := bounds(r.Samples)
+		value += fmt.Sprintf(" (%.2f–%.2f)", lo, hi)
+	}
+	base, ratio, goal := "—", "—", "—"
+	if len(r.BaselineSamples) > 0 {
+		base = fmt.Sprintf("%.2f %s", r.Baseline, r.Unit)
+		if len(r.BaselineSamples) > 1 {
+			lo, hi := bounds(r.BaselineSamples)
+			base += fmt.Sprintf(" (%.2f–%.2f)", lo, hi)
+		}
+	} else if r.Baseline != 0 {
+		base = fmt.Sprintf("%.2f %s (fixed)", r.Baseline, r.Unit)
+	}
+	if r.HasBaseline() {
+		ratio = fmt.Sprintf("%.2f×", r.Ratio)
+		if r.Goal != nil {
+			goal = fmt.Sprintf("≤ %g×", *r.Goal)
+		}
+	} else if r.Goal != nil {
+		goal = fmt.Sprintf("≤ %g %s", *r.Goal, r.Unit)
+	}
+	runs := "—" // a figure of a suite that keeps no samples (one chaos run)
+	if len(r.Samples) > 0 {
+		runs = fmt.Sprint(len(r.Samples))
+	}
+	date := r.Date
+	if len(date) > 10 {
+		date = date[:10]
+	}
+	return fmt.Sprintf("| `%s` | %s | %s | %s | %s | %s | %s |", r.Metric, value, base, ratio, goal, runs, date)
+}
+
+// Render is the generated head of BENCHMARKS.md. machine describes where the figures were measured.
+func Render(rows []Result, machine string) string {
+	var b strings.Builder
+	b.WriteString(`# Benchmarks
+
+What the operator costs on top of etcd itself, measured on the local cluster by ` + "`make bench`" + `,
+` + "`make bench-scale`" + ` and ` + "`make chaos`" + `. Each figure is the median of several runs (the samples are in
+` + "`bench/results/<metric>.json`" + `). A lifecycle figure is divided by a baseline measured in the same run on the
+same cluster with bare etcd pods, so its ratio is what to compare across machines; a figure without a
+baseline (a count, or an absolute size or rate) has no ratio ("—"), and its goal is in its own unit.
+The method is in [docs/dev/benchmarking.md](docs/dev/benchmarking.md); notes of earlier runs in
+[bench/HISTORY.md](bench/HISTORY.md). Generated by ` + "`test/benchdoc`" + ` from ` + "`bench/results`" + `.
+
+`)
+	fmt.Fprintf(&b, "- Machine: %s\n\n", machine)
+	b.WriteString("| metric | value (min–max) | baseline (min–max) | ratio | goal | runs | date |\n|---|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range rows {
+		b.WriteString(Row(r) + "\n")
+	}
+	b.WriteString("\nHow each figure and its baseline were measured (clocks poll every 200 ms from the host, through pod IPs and the API server):\n\n")
+	for _, r := range rows {
+		notes := r.Notes
+		if notes == "" { // a suite that writes no notes (the chaos run) is described in its own section below
+			notes = fmt.Sprintf("from `%s`; see its section below", r.Command)
+		}
+		fmt.Fprintf(&b, "- `%s`: %s\n", r.Metric, notes)
+	}
+	b.WriteString(`
+One finish line for both sides of every lifecycle ratio (test/bench/prober_test.go): every member pod Ready, a
+linearizable read answered through each member's own endpoint by one long-lived client per member, and every member a
+ready endpoint of the client Service, polled every 200 ms. The bare baseline runs the same etcd binary with TLS on both
+ports and the operator's own probes (resources.MemberProbes), so TLS and readiness cost the same on both sides.
+Recovery and replacement are timed apart for a follower and for the leader (whose loss adds an election).
+
+Bare and operator runs alternate, and each measurement first waits until no ` + "`e2e-*`" + ` namespace is in use
+(namespaces left Terminating without pods, or whose pods have all been ready and unchanged for two minutes,
+are taken as abandoned), so both sides see the same, quiet machine. Operator logs of the run are kept in a
+temporary directory printed at the start of ` + "`make bench`" + `.
+`)
+	return b.String()
+}
+
+// Write regenerates the head of the BENCHMARKS.md at path from every result in resultsDir and keeps
+// the sections after it. An empty machine keeps the machine line the file has.
+func Write(path, resultsDir, machine string) error {
+	rows, err := ReadResults(resultsDir)
+	if err != nil {
+		return err
+	}
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if machine == "" {
+		machine = MachineLine(string(old))
+	}
+	text := Render(rows, machine)
+	if i := strings.Index(string(old), SectionMarker); i >= 0 {
+		text += "\n" + string(old[i:])
+	}
+	return os.WriteFile(path, []byte(text), 0o644)
+}
+
+// MachineLine is the machine description of an existing BENCHMARKS.md ("?" if it has none).
+func MachineLine(text string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, "- Machine: "); ok {
+			return rest
+		}
+	}
+	return "?"
+}
+
+// WriteSection replaces (or appends) the section named name of the BENCHMARKS.md at path.
+func WriteSection(path, name, body string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	begin, end := SectionMarker+name+" -->\n", "<!-- end section: "+name+" -->\n"
+	text := string(old)
+	if i := strings.Index(text, begin); i >= 0 {
+		if j := strings.Index(text[i:], end); j >= 0 {
+			text = text[:i] + text[i+j+len(end):]
+		}
+	}
+	text = strings.TrimRight(text, "\n") + "\n\n" + begin + body + end
+	return os.WriteFile(path, []byte(text), 0o644)
+}

@@ -959,6 +959,12 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Database quota (bytes)",xDescriptors={"urn:alm:descriptor:text"}
 	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
+	// NoSpace is the clearing of a raised NOSPACE alarm: the revision the history was compacted at and
+	// the members defragmented since, each recorded right after its step, so that a restarted operator
+	// goes on from there instead of compacting again and starting the defragmentations over. Removed
+	// once etcd reports the alarm gone.
+	// +optional
+	NoSpace *NoSpaceCleanup `json:"noSpace,omitempty"`
 	// Recovery is the quorum-loss recovery under way, or the last one (phase Complete).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Quorum recovery"
@@ -980,6 +986,17 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="TLS"
 	TLS TLSStatus `json:"tls,omitempty"`
+}
+
+// NoSpaceCleanup is the progress of clearing a NOSPACE alarm: one compaction, then each member
+// defragmented once.
+type NoSpaceCleanup struct {
+	// CompactedRevision is the revision the key history was compacted at for this round.
+	CompactedRevision int64 `json:"compactedRevision"`
+	// Defragmented lists the members defragmented since that compaction.
+	// +optional
+	// +listType=set
+	Defragmented []string `json:"defragmented,omitempty"`
 }
 
 // TLSStatus is the state of the cluster's certificates.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,8 +48,11 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if err := p.obs.etcd.Compact(ctx, a.Revision); err != nil {
 			return err
 		}
-		p.mem.compacted, p.mem.defragmented = a.Revision, map[string]bool{}
-		return nil
+		// Recorded after the call: a crash before the record only compacts again (harmless, and
+		// nothing was defragmented since); recorded before, a compaction that never ran would be
+		// taken for done.
+		c.Status.NoSpace = &v1.NoSpaceCleanup{CompactedRevision: a.Revision}
+		return p.writeStatus(ctx)
 
 	case planner.Defragment:
 		pod := p.obs.pods[a.Members[0]]
@@ -58,13 +62,16 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if err := p.obs.at(p.endpoint(pod)).Defragment(ctx, p.endpoint(pod)); err != nil {
 			return err
 		}
-		if p.mem.defragmented != nil {
-			p.mem.defragmented[a.Members[0]] = true
-		}
+		failpoint.Hit(failpoint.AfterDefragment)
 		if p.mem.defragRequestDone != nil {
 			p.mem.defragRequestDone[a.Members[0]] = true
 		}
-		failpoint.Hit(failpoint.AfterDefragment)
+		// Recorded after the call: a crash in between defragments this member once more (time, not
+		// data), and the members recorded before it are not done again.
+		if ns := c.Status.NoSpace; ns != nil && !slices.Contains(ns.Defragmented, a.Members[0]) {
+			ns.Defragmented = append(ns.Defragmented, a.Members[0])
+			return p.writeStatus(ctx)
+		}
 		return nil
 
 	case planner.DisarmNoSpace:

@@ -43,10 +43,6 @@ type clusterMemory struct {
 	sourceTLSKey    string
 	// lastSight is when etcd last answered a pass.
 	lastSight time.Time
-	// compacted is the revision last compacted at, defragmented the members defragmented since
-	// (planner.Space).
-	compacted    int64
-	defragmented map[string]bool
 	// defragRequest is the value of the defragment annotation being carried out, and
 	// defragRequestDone the members defragmented since it was set.
 	defragRequest     string

@@ -42,6 +42,9 @@ type observation struct {
 	leaderID uint64
 	// alarms raised in the cluster, listed when any member reports one.
 	alarms []etcdclient.Alarm
+	// noSpaceGone: etcd positively says no NOSPACE alarm is raised (the alarm list, or every member's
+	// status), not merely that it could not be read.
+	noSpaceGone bool
 	// failing is etcd's own evidence against a member (see planner.EtcdMember.Failing), by ID.
 	failing map[uint64]string
 	// unjudged are the members whose evidence could not be gathered this pass (the alarms or the
@@ -335,6 +338,8 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 			suspects[m.ID] = true
 		}
 	}
+	// Every member answered without an alarm: a raised one is in each member's status once applied.
+	o.noSpaceGone = !alarmed && len(o.members) > 0 && len(o.status) >= len(o.members)
 	if alarmed {
 		alarms, err := o.etcd.Alarms(ctx)
 		if err != nil {
@@ -342,6 +347,8 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 			alarmsUnread = true
 		}
 		o.alarms = alarms
+		// The alarm list goes through raft: when it was read, it is the truth.
+		o.noSpaceGone = err == nil && !slices.ContainsFunc(alarms, func(a etcdclient.Alarm) bool { return a.Type == etcdclient.AlarmNoSpace })
 		for _, a := range alarms {
 			if a.Type == etcdclient.AlarmCorrupt {
 				o.failing[a.MemberID] = "a CORRUPT alarm is raised on it: its data differs from the other members'"
@@ -602,8 +609,14 @@ func (p *pass) plannerInput() planner.Input {
 // spaceInput is the quota, the NOSPACE alarm and the defragmentation policy, for the planner.
 func (p *pass) spaceInput(revision int64) planner.Space {
 	c, d := p.c, p.c.Spec.Maintenance.Defragmentation
-	s := planner.Space{Quota: resources.Quota(c), Revision: revision, Compacted: p.mem.compacted, Defragmented: p.mem.defragmented,
+	s := planner.Space{Quota: resources.Quota(c), Revision: revision,
 		AutoDefrag: d.Policy != v1.DefragOff, MinFree: v1.DefaultMinFreeBytes, MinFreePercent: v1.DefaultMinFreePercent}
+	if ns := c.Status.NoSpace; ns != nil {
+		s.Compacted, s.Defragmented = ns.CompactedRevision, map[string]bool{}
+		for _, m := range ns.Defragmented {
+			s.Defragmented[m] = true
+		}
+	}
 	if d.MinFreeBytes != nil {
 		s.MinFree = d.MinFreeBytes.Value()
 	}

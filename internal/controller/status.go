@@ -63,6 +63,14 @@ func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerRef
 	return out
 }
 
+// settleNoSpace forgets the progress of a NOSPACE clearing once etcd says the alarm is gone
+// (disarmed, by the operator or by hand): the next alarm starts a round of its own.
+func (p *pass) settleNoSpace() {
+	if p.obs.noSpaceGone {
+		p.c.Status.NoSpace = nil
+	}
+}
+
 // recordObservation writes what this pass saw into status, and the conditions that follow from it
 // and from the action about to be taken.
 func (p *pass) recordObservation(action planner.Action) {
@@ -116,6 +124,7 @@ func (p *pass) recordObservation(action planner.Action) {
 	if o.etcd != nil {
 		c.Status.ClusterID = idString(o.clusterID)
 	}
+	p.settleNoSpace()
 	// The lowest member version is the version the cluster as a whole runs.
 	if minVersion != nil {
 		c.Status.CurrentVersion = minVersion.String()

@@ -44,7 +44,29 @@ var (
 	armed map[string]bool
 	// exit is replaced in tests.
 	exit = os.Exit
+	// panicking are the failpoints armed in-process by ArmPanicking.
+	mu        sync.Mutex
+	panicking = map[string]bool{}
 )
+
+// Crash is the panic of a failpoint armed with ArmPanicking.
+type Crash struct{ Name string }
+
+func (c Crash) Error() string { return "failpoint " + c.Name + ": crashed" }
+
+// ArmPanicking arms name in this process until disarm is called: reaching it panics with Crash
+// instead of exiting, so that a test running the operator's code in-process recovers where the
+// operator would have died and goes on as the restarted operator.
+func ArmPanicking(name string) (disarm func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	panicking[name] = true
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		delete(panicking, name)
+	}
+}
 
 // Hit exits the process if name is armed.
 func Hit(name string) {
@@ -56,6 +78,12 @@ func Hit(name string) {
 			}
 		}
 	})
+	mu.Lock()
+	crash := panicking[name]
+	mu.Unlock()
+	if crash {
+		panic(Crash{Name: name})
+	}
 	if armed[name] {
 		fmt.Fprintf(os.Stderr, "failpoint %s: exiting\n", name)
 		exit(ExitCode)

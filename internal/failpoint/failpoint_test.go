@@ -19,3 +19,20 @@ func TestHitExitsOnlyWhenArmed(t *testing.T) {
 		t.Fatal("armed failpoint did not fire")
 	}
 }
+
+func TestArmPanickingPanicsUntilDisarmed(t *testing.T) {
+	t.Setenv(EnvVar, "")
+	once, armed = sync.Once{}, nil
+	disarm := ArmPanicking(AfterDefragment)
+	func() {
+		defer func() {
+			if v := recover(); v != (Crash{Name: AfterDefragment}) {
+				t.Fatalf("recovered %v, want the Crash of %s", v, AfterDefragment)
+			}
+		}()
+		Hit(AfterDefragment)
+	}()
+	Hit(AfterPromote) // not armed: no panic
+	disarm()
+	Hit(AfterDefragment)
+}

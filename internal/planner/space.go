@@ -13,8 +13,8 @@ type Space struct {
 	Quota int64
 	// NoSpace: etcd raised the NOSPACE alarm and refuses writes.
 	NoSpace bool
-	// Revision is the cluster's current key-value revision; Compacted, the revision this operator
-	// last compacted at (0 when it has not since it started: compacting again is harmless).
+	// Revision is the cluster's current key-value revision; Compacted, the revision the operator
+	// compacted at to clear this NOSPACE alarm (0: not yet).
 	Revision, Compacted int64
 	// Defragmented lists the members defragmented since that compaction. A member's in-use size
 	// is recounted only when its database commits, which NOSPACE stops: until then only a
@@ -45,11 +45,15 @@ func decideSpace(in Input, e *Etcd) (Action, bool) {
 		return Action{}, false
 	}
 	if s.NoSpace {
-		// Not only below: a compaction remembered past the current revision was of an earlier
-		// incarnation (a rebuild from an older backup, or a survivor behind the lost leader).
-		if s.Compacted != s.Revision {
-			return Action{Kind: Compact, Revision: s.Revision, Reason: reason.NoSpace,
-				Message: fmt.Sprintf("the database reached its quota (%s) and etcd refuses writes: compacting the key history up to revision %d", mib(s.Quota), s.Revision)}, true
+		compact := Action{Kind: Compact, Revision: s.Revision, Reason: reason.NoSpace,
+			Message: fmt.Sprintf("the database reached its quota (%s) and etcd refuses writes: compacting the key history up to revision %d", mib(s.Quota), s.Revision)}
+		// One compaction per round, not one whenever the revision moved: under NOSPACE etcd still
+		// applies deletes and lease revocations, so the revision moves while members are defragmented,
+		// and compacting again (which starts the defragmentations over) would never end the round.
+		// A compaction remembered past the current revision was of an earlier incarnation (a rebuild
+		// from an older backup, or a survivor behind the lost leader).
+		if s.Compacted == 0 || s.Compacted > s.Revision {
+			return compact, true
 		}
 		if a, ok := nextDefrag(e, func(m EtcdMember) bool { return !s.Defragmented[m.Name] }, reason.NoSpace, "to clear NOSPACE"); ok {
 			return a, true
@@ -73,6 +77,12 @@ func decideSpace(in Input, e *Etcd) (Action, bool) {
 		if largest.DBSize*100 < disarmBelow*s.Quota {
 			return Action{Kind: DisarmNoSpace, Reason: reason.NoSpace,
 				Message: fmt.Sprintf("the databases are back under the quota (largest %s of %s): disarming NOSPACE so that etcd accepts writes again", mib(largest.DBSize), mib(s.Quota))}, true
+		}
+		if s.Revision > s.Compacted {
+			// The round is over and did not free enough, but keys were deleted since its compaction
+			// (what the NoSpaceLeft message asks of the user): a new round may free their history.
+			compact.Message += " (keys were deleted since the last compaction)"
+			return compact, true
 		}
 		return Action{Kind: Wait, Reason: reason.NoSpaceLeft, Message: fmt.Sprintf("etcd refuses writes (NOSPACE): %s holds %s of live data after compaction and defragmentation, "+
 			"against a quota of %s; raise spec.etcd.quotaBackendBytes (and spec.storage.size to at least 1.25 times it) or delete keys", displayName(largest), mib(largest.DBSizeInUse), mib(s.Quota))}, true

@@ -98,6 +98,34 @@ func TestSpaceDecisions(t *testing.T) {
 				}
 			}),
 			kind: Wait, reason: "NoSpaceLeft", says: "raise spec.etcd.quotaBackendBytes"},
+		{name: "NOSPACE, the revision moved during the round (leases expired, keys deleted): the round goes on, no new compaction",
+			in: sized(func(in *Input) {
+				noSpace(in)
+				in.Space.Compacted, in.Space.Revision = 500, 530
+				in.Space.Defragmented = map[string]bool{"c-1": true}
+				db(in, "c-1", 40, 40)
+			}),
+			kind: Defragment, members: []string{"c-2"}, reason: "NoSpace"},
+		{name: "NOSPACE, the revision moved during the round, every member defragmented below the quota: disarm",
+			in: sized(func(in *Input) {
+				noSpace(in)
+				in.Space.Compacted, in.Space.Revision = 500, 530
+				in.Space.Defragmented = map[string]bool{"c-0": true, "c-1": true, "c-2": true}
+				for _, n := range []string{"c-0", "c-1", "c-2"} {
+					db(in, n, 41, 40)
+				}
+			}),
+			kind: DisarmNoSpace, reason: "NoSpace"},
+		{name: "NOSPACE, the round done and still full, keys deleted since its compaction: a new round compacts up to now",
+			in: sized(func(in *Input) {
+				noSpace(in)
+				in.Space.Compacted, in.Space.Revision = 500, 530
+				in.Space.Defragmented = map[string]bool{"c-0": true, "c-1": true, "c-2": true}
+				for _, n := range []string{"c-0", "c-1", "c-2"} {
+					db(in, n, 97, 95)
+				}
+			}),
+			kind: Compact, reason: "NoSpace", says: "up to revision 530"},
 		{name: "NOSPACE while a member is unhealthy: wait (never defragment with one down)",
 			in:   sized(func(in *Input) { noSpace(in); in.Space.Compacted = 500; in.Etcd.Members[2].Healthy = false }),
 			kind: Wait, reason: "WaitingForHealth"},
@@ -133,5 +161,43 @@ func TestSpaceDecisions(t *testing.T) {
 				t.Fatalf("got %+v\nwant kind %s members %v reason %q message containing %q", a, tc.kind, tc.members, tc.reason, tc.says)
 			}
 		})
+	}
+}
+
+// Issue 30 item 2. Under NOSPACE etcd still applies deletes and lease revocations (kube-apiserver's
+// event leases expire every minute), so the revision moves while members are defragmented, one a
+// pass. The episode must end all the same: one compaction, each member defragmented once, disarmed.
+func TestNoSpaceEpisodeEndsWhileTheRevisionMoves(t *testing.T) {
+	in := sized(func(in *Input) {
+		in.Space.NoSpace = true
+		for _, n := range []string{"c-0", "c-1", "c-2"} {
+			db(in, n, 100, 40)
+		}
+	})
+	compactions, defrags := 0, map[string]int{}
+	for step := 0; ; step++ {
+		if step > 20 {
+			t.Fatalf("NOSPACE not disarmed after %d steps: %d compactions, defragmentations %v", step, compactions, defrags)
+		}
+		a := Decide(in)
+		switch a.Kind {
+		case Compact:
+			compactions++
+			in.Space.Compacted, in.Space.Defragmented = a.Revision, map[string]bool{}
+		case Defragment:
+			defrags[a.Members[0]]++
+			in.Space.Defragmented[a.Members[0]] = true
+			db(&in, a.Members[0], 41, 40)
+		case MoveLeader:
+			in.Etcd.LeaderID = a.ID
+		case DisarmNoSpace:
+			if compactions != 1 || len(defrags) != 3 || defrags["c-0"] != 1 || defrags["c-1"] != 1 || defrags["c-2"] != 1 {
+				t.Fatalf("disarmed after %d compactions and defragmentations %v, want 1 and each member once", compactions, defrags)
+			}
+			return
+		default:
+			t.Fatalf("step %d: %+v", step, a)
+		}
+		in.Space.Revision += 3 // a lease expired and its keys were deleted meanwhile
 	}
 }

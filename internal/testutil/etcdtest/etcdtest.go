@@ -138,11 +138,22 @@ func StartCluster(t testing.TB, n int) []*Member {
 func StartClusterWith(t testing.TB, n int, configure func(*embed.Config)) []*Member {
 	t.Helper()
 	ms := make([]*Member, n)
-	var initial []string
 	for i := range ms {
 		ms[i] = NewMemberURLs(t, fmt.Sprintf("m%d", i))
-		ms[i].configure = configure
-		initial = append(initial, ms[i].Name+"="+ms[i].PeerURL)
+	}
+	StartMembers(t, ms, configure)
+	return ms
+}
+
+// StartMembers bootstraps ms together, with the names and URLs the caller gave them (e.g. client
+// URLs on the pod IPs of a test's member pods), and stops them when the test ends.
+func StartMembers(t testing.TB, ms []*Member, configure func(*embed.Config)) {
+	t.Helper()
+	n := len(ms)
+	var initial []string
+	for _, m := range ms {
+		m.configure = configure
+		initial = append(initial, m.Name+"="+m.PeerURL)
 	}
 	errs := make(chan error, n)
 	for _, m := range ms {
@@ -153,7 +164,6 @@ func StartClusterWith(t testing.TB, n int, configure func(*embed.Config)) []*Mem
 			t.Fatal(err)
 		}
 	}
-	return ms
 }
 
 // Join starts m as a member of an existing cluster whose initial-cluster list is initial

@@ -452,10 +452,12 @@ type MaintenanceSpec struct {
 	// QuorumLoss is what the operator does when a majority of the voting members lost their data
 	// for good (their volumes are gone, or, with storage.medium Memory, their pods), so quorum can
 	// never come back by itself:
-	// FromSurvivor (default) restarts the surviving member with the most applied log as a one-member
-	// cluster on its own data (etcd's --force-new-cluster) after deleting every other member's pod
-	// and volume, then grows the cluster back through learners; writes the lost majority
-	// acknowledged but the survivor had not yet received are lost, and nothing else.
+	// FromSurvivor (default) restarts the surviving voter with the most committed log (then the most
+	// applied) as a one-member cluster on its own data (etcd's --force-new-cluster): the other
+	// members' pods are stopped first, their volumes deleted only once the survivor serves with at
+	// least the highest committed index any of them reported (else RecoveryStuck, volumes kept); it
+	// then grows the cluster back through learners. Writes the lost majority acknowledged but no
+	// survivor had received are lost, and nothing else.
 	// FromBackup rebuilds the cluster under new member names from the newest successful EtcdBackup
 	// of this cluster (the newest verified one when a schedule verified any); writes after it are lost.
 	// Manual only reports QuorumLost with the command to run: annotate the EtcdCluster with

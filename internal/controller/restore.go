@@ -70,7 +70,7 @@ func (p *pass) observeRestore(ctx context.Context) {
 			return
 		}
 	}
-	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) || cond.Reason == string(reason.RestoreSourceUnusable) {
 		setCondition(c, v1.ConditionRestored, false, reason.Restoring, "restoring the initial members from the snapshot")
 	}
 }
@@ -133,22 +133,25 @@ func (p *pass) observeSnapshot(ctx context.Context) *planner.Snapshot {
 	if in == nil && err == nil {
 		return nil
 	}
-	s := &planner.Snapshot{}
+	s, why, unusable := &planner.Snapshot{}, reason.BackupNotReady, ""
 	if err != nil {
-		s.Unusable, s.Reason = err.Error(), reason.BackupNotReady
+		unusable = err.Error()
 	} else {
 		s.OneReader = in.OneReader()
-		if why := p.unusableClaim(ctx, in.Source.PVC); why != "" {
-			s.Unusable, s.Reason = why, reason.RestoreSourceUnusable
+		if unusable = p.unusableClaim(ctx, in.Source.PVC); unusable != "" {
+			why = reason.RestoreSourceUnusable
 		}
 	}
-	if s.Unusable != "" {
-		// Against the condition this pass started with: observeRestore may have just replaced it.
-		if cond := meta.FindStatusCondition(p.orig.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(s.Reason) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(s.Reason), s.Unusable+"; no member was started")
-		}
-		setCondition(c, v1.ConditionRestored, false, s.Reason, s.Unusable+"; no member was started")
+	if unusable == "" {
+		return s
 	}
+	s.Unusable, s.Reason = unusable, why
+	msg := unusable + "; no member was started"
+	// Against the condition this pass started with: observeRestore may have just replaced it.
+	if cond := meta.FindStatusCondition(p.orig.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(why) {
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(why), msg)
+	}
+	setCondition(c, v1.ConditionRestored, false, why, msg)
 	return s
 }
 

@@ -162,6 +162,12 @@ func TestRestoreFromAClaimNoPodCanReadStartsNothing(t *testing.T) {
 	if readers, members := restoreReaders(t, missing); len(members) != 1 || len(readers) != 1 {
 		t.Fatalf("members %v, %d restoring pods once the claim exists: want one", members, len(readers))
 	}
+	eventually(t, "Restored=False Restoring", func() error {
+		if cond := meta.FindStatusCondition(get(t, missing).Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(reason.Restoring) {
+			return fmt.Errorf("Restored = %+v", cond)
+		}
+		return nil
+	})
 
 	ns := newNamespace(t)
 	snapshotClaim(t, ns, "snaps", corev1.PersistentVolumeBlock)

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdtest"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/miniotest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/miniotest"
 )
 
 // TestAnObjectReplacedBetweenTwoMembersFetchesIsRefused: initial members that each fetch the

@@ -327,10 +327,15 @@ type EtcdOptions struct {
 // BootstrapSpec creates the cluster from a snapshot, or from a running cluster, instead of empty.
 // +kubebuilder:validation:XValidation:rule="!(has(self.restore) && has(self.migrateFrom))",message="bootstrap takes restore or migrateFrom, not both: restore starts a new cluster from a snapshot, migrateFrom takes over a running one with its data"
 type BootstrapSpec struct {
-	// Restore every initial member from a snapshot. Each initial member downloads it onto its own
-	// data volume and restores it there with the etcdutl of spec.version, so storage.size must hold
-	// the snapshot twice. A snapshot whose size or SHA-256 differs from its EtcdBackup record, or
-	// that etcdutl finds corrupt, is refused and no member starts (condition Restored=False).
+	// Restore the cluster from a snapshot. A member downloads it onto its own data volume and
+	// restores it there with the etcdutl of spec.version, so storage.size must hold the snapshot
+	// twice. An S3 object with a known SHA-256 (an EtcdBackup's, or restore.sha256) is restored by
+	// every initial member, each checking it. A snapshot on a claim (any access mode, filesystem
+	// volumes only), or an object without a SHA-256, is read by one member only: the cluster starts
+	// as that member and the others join it as learners, so every member holds the same data. A
+	// snapshot whose size or SHA-256 differs from its record, or that etcdutl finds corrupt, is
+	// refused and no member starts (condition Restored=False); so is a claim that does not exist,
+	// is being deleted, lost its volume or is a raw block volume.
 	// +optional
 	Restore *RestoreSpec `json:"restore,omitempty"`
 	// MigrateFrom takes over a running etcd cluster with no downtime: the operator adds its own

@@ -149,6 +149,8 @@ type pass struct {
 	recoveryRequest string
 	// newestBackupName is what a FromBackup recovery would restore; looked up only without quorum.
 	newestBackupName string
+	// snapshot is what a bootstrap not yet done restores (observeSnapshot); nil when none.
+	snapshot *planner.Snapshot
 	// leaderRequest and defragRequest are what the move-leader and defragment annotations ask for.
 	leaderRequest string
 	defragRequest map[string]bool
@@ -213,6 +215,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		}
 	}
 	p.observeRestore(ctx)
+	if !c.Status.Bootstrapped {
+		p.snapshot = p.observeSnapshot(ctx)
+	}
 	p.updateLegacyWALIndex()
 	p.trackFailures()
 	p.trackSlowness()

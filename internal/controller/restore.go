@@ -70,7 +70,7 @@ func (p *pass) observeRestore(ctx context.Context) {
 			return
 		}
 	}
-	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) || cond.Reason == string(reason.RestoreSourceUnusable) {
 		setCondition(c, v1.ConditionRestored, false, reason.Restoring, "restoring the initial members from the snapshot")
 	}
 }
@@ -122,4 +122,62 @@ func restoreFailure(pod *corev1.Pod) (backup.Report, bool) {
 		}
 	}
 	return backup.Report{}, false
+}
+
+// observeSnapshot tells the planner what the bootstrap restores: whether only one member may read
+// the snapshot (resources.RestoreInput.OneReader), or why no member can read it yet. A refusal is
+// told in the Restored condition and, when its reason changes, an event; nothing is created.
+func (p *pass) observeSnapshot(ctx context.Context) *planner.Snapshot {
+	c := p.c
+	in, err := p.restoreInput(ctx)
+	if in == nil && err == nil {
+		return nil
+	}
+	s, why, unusable := &planner.Snapshot{}, reason.BackupNotReady, ""
+	if err != nil {
+		unusable = err.Error()
+	} else {
+		s.OneReader = in.OneReader()
+		if unusable = p.unusableClaim(ctx, in.Source.PVC); unusable != "" {
+			why = reason.RestoreSourceUnusable
+		}
+	}
+	if unusable == "" {
+		return s
+	}
+	s.Unusable, s.Reason = unusable, why
+	msg := unusable + "; no member was started"
+	// Against the condition this pass started with: observeRestore may have just replaced it.
+	if cond := meta.FindStatusCondition(p.orig.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(why) {
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(why), msg)
+	}
+	setCondition(c, v1.ConditionRestored, false, why, msg)
+	return s
+}
+
+// unusableClaim says why no pod could read a snapshot on claim d, "" when one can (or d is nil).
+// Refused: a claim that does not exist, is being deleted or lost its volume (the pod would wait
+// for ever), and a raw block volume (the snapshot is read as a file). A Pending claim is not
+// refused: a WaitForFirstConsumer claim of a pre-provisioned local volume binds only once the
+// restoring pod is scheduled.
+func (p *pass) unusableClaim(ctx context.Context, d *v1.PVCDestination) string {
+	if d == nil {
+		return ""
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	// Past the cache, which holds only the claims the operator made.
+	err := p.r.apiReader.Get(ctx, client.ObjectKey{Namespace: p.c.Namespace, Name: d.ClaimName}, pvc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("claim %s, which holds the snapshot, does not exist in namespace %s", d.ClaimName, p.c.Namespace)
+	case err != nil:
+		return fmt.Sprintf("read claim %s, which holds the snapshot: %v", d.ClaimName, err)
+	case pvc.DeletionTimestamp != nil:
+		return fmt.Sprintf("claim %s, which holds the snapshot, is being deleted", d.ClaimName)
+	case pvc.Status.Phase == corev1.ClaimLost:
+		return fmt.Sprintf("claim %s, which holds the snapshot, lost its volume (phase Lost)", d.ClaimName)
+	case pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock:
+		return fmt.Sprintf("claim %s is a raw block volume (volumeMode Block); the snapshot is read as a file from a filesystem volume", d.ClaimName)
+	}
+	return ""
 }

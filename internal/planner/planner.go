@@ -202,6 +202,8 @@ type Input struct {
 	// NewestBackup is the EtcdBackup FromBackup restores: the newest verified successful backup of
 	// this cluster, else the newest successful one; "" when there is none.
 	NewestBackup string
+	// Snapshot is what the bootstrap restores; nil when the members start empty.
+	Snapshot *Snapshot
 }
 
 // Kind of an action.
@@ -368,12 +370,16 @@ func retried(msg, note string) string {
 
 func decideBootstrap(in Input) Action {
 	if len(in.Known) == 0 {
+		if a, ok := unusableSnapshot(in); ok {
+			return a
+		}
 		// From NextIndex: a cluster rebuilt from a backup never reuses the names of its old members.
-		names := make([]string, in.Replicas)
+		n, msg := initialMembers(in)
+		names := make([]string, n)
 		for i := range names {
 			names[i] = in.MemberNameFunc(in.NextIndex + int32(i))
 		}
-		return Action{Kind: InitBootstrap, Members: names, Reason: reason.Bootstrapping, Message: fmt.Sprintf("creating a new %d-member cluster", in.Replicas)}
+		return Action{Kind: InitBootstrap, Members: names, Reason: reason.Bootstrapping, Message: msg}
 	}
 	var missing []string
 	for _, k := range in.Known {
@@ -382,6 +388,9 @@ func decideBootstrap(in Input) Action {
 		}
 	}
 	if len(missing) > 0 {
+		if a, ok := unusableSnapshot(in); ok {
+			return a
+		}
 		return Action{Kind: CreateMembers, Members: missing, Bootstrap: true, Version: in.TargetVersion, Reason: reason.Bootstrapping, Message: fmt.Sprintf("starting initial members %v", missing)}
 	}
 	// Quorum formed: from now on every start must use initial-cluster-state=existing.

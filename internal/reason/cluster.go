@@ -155,6 +155,9 @@ const (
 	// BackupNotReady: the EtcdBackup to restore does not exist or has not Succeeded yet; no member starts.
 	// Do: wait for the backup, or fix spec.bootstrap.restore.backupName (immutable: recreate the cluster).
 	BackupNotReady Reason = "BackupNotReady"
+	// RestoreSourceUnusable: no member can read the snapshot of spec.bootstrap.restore.source (or of the backup being restored): its claim does not exist, is being deleted, lost its volume, or is a raw block volume; no member starts.
+	// Do: create the claim (a filesystem volume holding the snapshot at the given path); the operator checks again by itself. The source is immutable: to use another one, recreate the cluster.
+	RestoreSourceUnusable Reason = "RestoreSourceUnusable"
 	// Restoring: the initial members are downloading and restoring the snapshot.
 	Restoring Reason = "Restoring"
 	// Restored: a member's revision reached the snapshot's; the data is back.

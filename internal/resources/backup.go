@@ -259,6 +259,23 @@ type RestoreInput struct {
 	Size   int64
 }
 
+// OneReader says why only one member may read this snapshot, "" when every initial member may
+// fetch it itself. A claim is mounted by the restoring member's pod: a ReadWriteOnce volume
+// attaches to one node at a time (the other members would hang in ContainerCreating on a
+// Multi-Attach error) and a node-local one would pin every member to its node. An S3 object with
+// no SHA-256 to check could be replaced between two members' reads, which would give them
+// different keyspaces under one cluster ID. Each member checks a recorded SHA-256, so with one
+// the members restore the same bytes or refuse.
+func (r *RestoreInput) OneReader() string {
+	switch {
+	case r.Source.PVC != nil:
+		return fmt.Sprintf("it is on claim %s, which only one member mounts", r.Source.PVC.ClaimName)
+	case r.SHA256 == "":
+		return "it has no SHA-256 to hold every member to the same bytes, so it is read once"
+	}
+	return ""
+}
+
 // workerCopy is the init container that puts the worker binary on a shared volume for a container of
 // the etcd image (which has no shell), with that volume and its mount.
 func workerCopy(operatorImage string) (corev1.Container, corev1.Volume, corev1.VolumeMount) {

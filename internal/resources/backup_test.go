@@ -119,3 +119,26 @@ func TestBackupKeysNeverCollide(t *testing.T) {
 		t.Errorf("file name of %d bytes", len(base))
 	}
 }
+
+// TestOnlyAChecksummedObjectIsReadByEveryMember: a claim is mounted by one member only (one node
+// attaches a ReadWriteOnce volume), and an object without a SHA-256 is read once (it may be
+// replaced between two reads); an object with one is fetched by every member, each checking it.
+func TestOnlyAChecksummedObjectIsReadByEveryMember(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	s3 := v1.BackupDestination{S3: &v1.S3Destination{Bucket: "b", Prefix: "latest.db"}}
+	pvc := v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps", Path: "latest.db"}}
+	for _, tc := range []struct {
+		name string
+		in   RestoreInput
+		one  bool
+	}{
+		{"an S3 object with a SHA-256", RestoreInput{Source: s3, SHA256: sum, Size: 10}, false},
+		{"an S3 object without one", RestoreInput{Source: s3}, true},
+		{"a claim without a SHA-256", RestoreInput{Source: pvc}, true},
+		{"a claim with one", RestoreInput{Source: pvc, SHA256: sum, Size: 10}, true},
+	} {
+		if got := tc.in.OneReader(); (got != "") != tc.one {
+			t.Errorf("%s: OneReader = %q, want one reader %v", tc.name, got, tc.one)
+		}
+	}
+}

@@ -46,11 +46,11 @@ type EtcdClusterSpec struct {
 	// The rules below are those of a pod's container resources, so that a spec is refused here rather
 	// than by every pod create (the operator also dry-runs the member pod: see controllers/dryrun.go).
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/') && !format.qualifiedName().validate(k).hasValue())",message="resources.limits names cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource written domain/name (for example example.com/gpu)"
-	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/') && !format.qualifiedName().validate(k).hasValue())",message="resources.requests names cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource written domain/name (for example example.com/gpu)"
-	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, isQuantity(string(self.limits[k])) && quantity(string(self.limits[k])).sign() >= 0)",message="resources.limits must be non-negative quantities such as 500m or 2Gi"
-	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, isQuantity(string(self.requests[k])) && quantity(string(self.requests[k])).sign() >= 0)",message="resources.requests must be non-negative quantities such as 500m or 2Gi"
-	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || self.requests.all(k, !(k in self.limits) || !isQuantity(string(self.requests[k])) || !isQuantity(string(self.limits[k])) || quantity(string(self.requests[k])).compareTo(quantity(string(self.limits[k]))) <= 0)",message="resources.requests must not exceed resources.limits of the same resource"
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="resources.limits names cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource written domain/name (for example example.com/gpu)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="resources.requests names cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource written domain/name (for example example.com/gpu)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.limits) || isQuantity(string(self.limits[r])) && !quantity(string(self.limits[r])).isLessThan(quantity('0')))",message="resources.limits of cpu, memory and ephemeral-storage must be non-negative quantities such as 500m or 2Gi"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || isQuantity(string(self.requests[r])) && !quantity(string(self.requests[r])).isLessThan(quantity('0')))",message="resources.requests of cpu, memory and ephemeral-storage must be non-negative quantities such as 500m or 2Gi"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !(r in self.limits) || !isQuantity(string(self.requests[r])) || !isQuantity(string(self.limits[r])) || quantity(string(self.requests[r])).compareTo(quantity(string(self.limits[r]))) <= 0)",message="resources.requests of cpu, memory and ephemeral-storage must not exceed their resources.limits"
 	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || self.claims.size() == 0",message="resources.claims is not supported: the member pods declare no resource claims"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:resourceRequirements"}
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
@@ -103,9 +103,7 @@ type NetworkPolicySpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self.all(p, has(p.ipBlock) ? !has(p.podSelector) && !has(p.namespaceSelector) : has(p.podSelector) || has(p.namespaceSelector))",message="each networkPolicy.clientFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone (an empty entry would allow every source)"
-	// +kubebuilder:validation:XValidation:rule="self.all(p, !has(p.ipBlock) || isCIDR(p.ipBlock.cidr) && (!has(p.ipBlock.except) || p.ipBlock.except.all(e, isCIDR(e) && cidr(p.ipBlock.cidr).containsCIDR(e) && cidr(e).prefixLength() > cidr(p.ipBlock.cidr).prefixLength())))",message="each networkPolicy.clientFrom ipBlock needs a CIDR such as 10.0.0.0/16, and every except entry a CIDR strictly inside it (such as 10.0.5.0/24)"
-	// +kubebuilder:validation:XValidation:rule="self.all(p, [p.?podSelector, p.?namespaceSelector].all(s, !s.hasValue() || !has(s.value().matchLabels) || s.value().matchLabels.all(k, !format.qualifiedName().validate(k).hasValue() && !format.labelValue().validate(s.value().matchLabels[k]).hasValue())))",message="each networkPolicy.clientFrom selector's matchLabels must map label keys to label values (for example app.kubernetes.io/name: my-client)"
-	// +kubebuilder:validation:XValidation:rule="self.all(p, [p.?podSelector, p.?namespaceSelector].all(s, !s.hasValue() || !has(s.value().matchExpressions) || s.value().matchExpressions.all(e, !format.qualifiedName().validate(e.key).hasValue() && (e.operator in ['In', 'NotIn'] ? has(e.values) && e.values.size() > 0 && e.values.all(v, !format.labelValue().validate(v).hasValue()) : e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || e.values.size() == 0)))))",message="each networkPolicy.clientFrom selector's matchExpressions need a label key, and operator In or NotIn with label values, or Exists or DoesNotExist without values"
+	// +kubebuilder:validation:XValidation:rule="self.all(p, !has(p.ipBlock) || isCIDR(p.ipBlock.cidr))",message="each networkPolicy.clientFrom ipBlock.cidr must be a CIDR such as 10.0.0.0/16"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Client sources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	ClientFrom []networkingv1.NetworkPolicyPeer `json:"clientFrom,omitempty"`
 
@@ -117,9 +115,7 @@ type NetworkPolicySpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self.all(p, has(p.ipBlock) ? !has(p.podSelector) && !has(p.namespaceSelector) : has(p.podSelector) || has(p.namespaceSelector))",message="each networkPolicy.metricsFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone (an empty entry would allow every source)"
-	// +kubebuilder:validation:XValidation:rule="self.all(p, !has(p.ipBlock) || isCIDR(p.ipBlock.cidr) && (!has(p.ipBlock.except) || p.ipBlock.except.all(e, isCIDR(e) && cidr(p.ipBlock.cidr).containsCIDR(e) && cidr(e).prefixLength() > cidr(p.ipBlock.cidr).prefixLength())))",message="each networkPolicy.metricsFrom ipBlock needs a CIDR such as 10.0.0.0/16, and every except entry a CIDR strictly inside it (such as 10.0.5.0/24)"
-	// +kubebuilder:validation:XValidation:rule="self.all(p, [p.?podSelector, p.?namespaceSelector].all(s, !s.hasValue() || !has(s.value().matchLabels) || s.value().matchLabels.all(k, !format.qualifiedName().validate(k).hasValue() && !format.labelValue().validate(s.value().matchLabels[k]).hasValue())))",message="each networkPolicy.metricsFrom selector's matchLabels must map label keys to label values (for example app.kubernetes.io/name: my-client)"
-	// +kubebuilder:validation:XValidation:rule="self.all(p, [p.?podSelector, p.?namespaceSelector].all(s, !s.hasValue() || !has(s.value().matchExpressions) || s.value().matchExpressions.all(e, !format.qualifiedName().validate(e.key).hasValue() && (e.operator in ['In', 'NotIn'] ? has(e.values) && e.values.size() > 0 && e.values.all(v, !format.labelValue().validate(v).hasValue()) : e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || e.values.size() == 0)))))",message="each networkPolicy.metricsFrom selector's matchExpressions need a label key, and operator In or NotIn with label values, or Exists or DoesNotExist without values"
+	// +kubebuilder:validation:XValidation:rule="self.all(p, !has(p.ipBlock) || isCIDR(p.ipBlock.cidr))",message="each networkPolicy.metricsFrom ipBlock.cidr must be a CIDR such as 10.0.0.0/16"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Metrics sources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	MetricsFrom []networkingv1.NetworkPolicyPeer `json:"metricsFrom,omitempty"`
 }
@@ -183,7 +179,7 @@ type PodTemplate struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="podTemplate.labels keys must be label keys: an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (for example example.com/tier)"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.labelValue().validate(self[k]).hasValue())",message="podTemplate.labels values must be label values: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, or empty"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].size() <= 63)",message="podTemplate.labels values must be label values: at most 63 characters (letters, digits, '-', '_' or '.', starting and ending with a letter or digit, or empty)"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod labels",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Labels map[string]string `json:"labels,omitempty"`
 	// Annotations added to the member pods.
@@ -199,10 +195,10 @@ type PodTemplate struct {
 	// Tolerations of the member pods.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.key) || t.key == '' || !format.qualifiedName().validate(t.key).hasValue())",message="podTemplate.tolerations keys must be label keys (for example node-role.kubernetes.io/control-plane)"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.key) || t.key.size() <= 316)",message="podTemplate.tolerations keys must be label keys (for example node-role.kubernetes.io/control-plane)"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['', 'Equal', 'Exists'])",message="podTemplate.tolerations operator must be Equal or Exists"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="podTemplate.tolerations effect must be NoSchedule, PreferNoSchedule or NoExecute (or empty for all)"
-	// +kubebuilder:validation:XValidation:rule="self.all(t, has(t.operator) && t.operator == 'Exists' ? !has(t.value) || t.value == '' : !has(t.value) || !format.labelValue().validate(t.value).hasValue())",message="podTemplate.tolerations value must be empty with operator Exists, else a label value"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, has(t.operator) && t.operator == 'Exists' ? !has(t.value) || t.value == '' : !has(t.value) || t.value.size() <= 63)",message="podTemplate.tolerations value must be empty with operator Exists, else a label value (at most 63 characters)"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, has(t.key) && t.key != '' || has(t.operator) && t.operator == 'Exists')",message="podTemplate.tolerations without a key must have operator Exists (it tolerates every taint)"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || has(t.effect) && t.effect == 'NoExecute')",message="podTemplate.tolerations tolerationSeconds goes only with effect NoExecute"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tolerations",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
@@ -210,13 +206,14 @@ type PodTemplate struct {
 	// NodeSelector of the member pods.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue() && !format.labelValue().validate(self[k]).hasValue())",message="podTemplate.nodeSelector must map node label keys to label values (for example kubernetes.io/os: linux)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="podTemplate.nodeSelector keys must be node label keys (for example kubernetes.io/os)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].size() <= 63)",message="podTemplate.nodeSelector values must be label values: at most 63 characters"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node selector",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// TopologySpreadConstraints of the member pods, in addition to the default anti-affinity.
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
-	// +kubebuilder:validation:XValidation:rule="self.all(t, t.maxSkew > 0 && !format.qualifiedName().validate(t.topologyKey).hasValue() && t.whenUnsatisfiable in ['DoNotSchedule', 'ScheduleAnyway'])",message="podTemplate.topologySpreadConstraints need maxSkew above 0, a node label key as topologyKey (for example topology.kubernetes.io/zone) and whenUnsatisfiable DoNotSchedule or ScheduleAnyway"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.maxSkew > 0 && t.topologyKey.size() > 0 && t.topologyKey.size() <= 316 && t.whenUnsatisfiable in ['DoNotSchedule', 'ScheduleAnyway'])",message="podTemplate.topologySpreadConstraints need maxSkew above 0, a node label key as topologyKey (for example topology.kubernetes.io/zone) and whenUnsatisfiable DoNotSchedule or ScheduleAnyway"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.minDomains) || t.minDomains > 0 && t.whenUnsatisfiable == 'DoNotSchedule')",message="podTemplate.topologySpreadConstraints minDomains must be above 0 and goes only with whenUnsatisfiable DoNotSchedule"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Topology spread",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`

@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -63,5 +65,40 @@ func TestAvailableNeedsReadyPods(t *testing.T) {
 				t.Errorf("readyReplicas %d, want %d (the pods that are Ready)", c.Status.ReadyReplicas, tc.readyN)
 			}
 		})
+	}
+}
+
+// A step that keeps failing shows in Degraded with the step and its last error, also on the passes
+// that only wait out its backoff (they judge health first, which alone would say AsExpected); a
+// verdict that says more than member health stands.
+func TestFailingStepIsDegraded(t *testing.T) {
+	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns", Generation: 1}}
+	a := planner.Action{Kind: planner.CreateMembers, Members: []string{"etcd-0"}, Reason: "Bootstrapping", Message: "creating the initial members"}
+	key := "CreateMembers [etcd-0]"
+	p := &pass{c: c, mem: &clusterMemory{}}
+	degraded := func() *metav1.Condition { return meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded) }
+	for i := 1; i <= failingAfter; i++ {
+		setCondition(c, v1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
+		p.mem.actionFailed(key, time.Now())
+		p.mem.lastError = `pods "etcd-0" is forbidden: exceeded quota`
+		p.reportFailingStep(key, a)
+		if got := degraded(); i < failingAfter && got.Status != metav1.ConditionFalse {
+			t.Fatalf("after %d failures Degraded %+v: one failure is not yet a failing step", i, got)
+		}
+	}
+	got := degraded()
+	if got.Status != metav1.ConditionTrue || got.Reason != "ActionFailing" || !strings.Contains(got.Message, "exceeded quota") || !strings.Contains(got.Message, "CreateMembers [etcd-0]") {
+		t.Fatalf("Degraded %+v, want True/ActionFailing naming the step and its error", got)
+	}
+	setCondition(c, v1.ConditionDegraded, true, "AlarmRaised", "NOSPACE")
+	p.reportFailingStep(key, a)
+	if got := degraded(); got.Reason != "AlarmRaised" {
+		t.Fatalf("Degraded %+v: the alarm says more and stands", got)
+	}
+	p.mem.actionSucceeded()
+	setCondition(c, v1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
+	p.reportFailingStep(key, a)
+	if got := degraded(); got.Status != metav1.ConditionFalse {
+		t.Fatalf("Degraded %+v after the step succeeded", got)
 	}
 }

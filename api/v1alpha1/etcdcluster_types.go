@@ -941,7 +941,8 @@ type EtcdClusterStatus struct {
 	// Replicas is the number of members (for the scale subresource).
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
-	// ReadyReplicas is the number of healthy voting members.
+	// ReadyReplicas is the number of voting members that etcd finds healthy and whose pod is Ready (so
+	// behind the client Service): the READY column agrees with `kubectl get pods`.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready members",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"}
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`

@@ -179,7 +179,8 @@ func refusedCorpus(seed uint64, n int) []refusedCase {
 			refusedCase{"podTemplate.tolerations effect", g.enum("NoSchedule", "PreferNoSchedule", "NoExecute"), func(s map[string]any, v any) {
 				at(s, "podTemplate")["tolerations"] = []any{map[string]any{"key": "k", "operator": "Exists", "effect": v}}
 			}},
-			refusedCase{"podTemplate.topologySpreadConstraints topologyKey", g.qualifiedName(), func(s map[string]any, v any) {
+			// The core API takes any non-empty topologyKey here (unlike in affinity terms): empty is the one refusal.
+			refusedCase{"podTemplate.topologySpreadConstraints topologyKey", "", func(s map[string]any, v any) {
 				at(s, "podTemplate")["topologySpreadConstraints"] = []any{map[string]any{"maxSkew": int64(1), "topologyKey": v, "whenUnsatisfiable": "ScheduleAnyway"}}
 			}},
 			refusedCase{"podTemplate.topologySpreadConstraints maxSkew", -int64(g.rng.IntN(5)), func(s map[string]any, v any) {

@@ -23,7 +23,7 @@ type S3Destination struct {
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9][a-z0-9.-]*[a-z0-9]$')",message="s3.bucket must be a valid bucket name: lowercase letters, digits, dots and hyphens"
-	// +kubebuilder:validation:XValidation:rule="self.size() >= 3 && !self.contains('..') && !isIP(self)",message="s3.bucket must be a valid bucket name: 3 to 63 characters, no '..', not an IP address"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..') && !isIP(self)",message="s3.bucket must not contain '..' nor be an IP address"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Bucket",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Bucket string `json:"bucket"`
 	// Prefix of the object keys; for a restore source, the full object key.

@@ -23,6 +23,7 @@ type S3Destination struct {
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9][a-z0-9.-]*[a-z0-9]$')",message="s3.bucket must be a valid bucket name: lowercase letters, digits, dots and hyphens"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..') && !isIP(self)",message="s3.bucket must not contain '..' nor be an IP address"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Bucket",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Bucket string `json:"bucket"`
 	// Prefix of the object keys; for a restore source, the full object key.
@@ -35,6 +36,7 @@ type S3Destination struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="s3.endpoint must be an http:// or https:// URL"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHostname() != '' && url(self).getEscapedPath() in ['', '/'] && url(self).getQuery().size() == 0",message="s3.endpoint must be a URL of the store itself, scheme and host with an optional port and nothing after (for example https://minio.storage.svc:9000): the bucket and prefix have fields of their own"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Endpoint",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Endpoint string `json:"endpoint,omitempty"`
 	// Region of the bucket; most S3-compatible stores accept any value.

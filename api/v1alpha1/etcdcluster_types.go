@@ -43,7 +43,15 @@ type EtcdClusterSpec struct {
 	Storage StorageSpec `json:"storage"`
 
 	// Resources of the etcd container of each member.
+	// The rules below are those of a pod's container resources, so that a spec is refused here rather
+	// than by every pod create (the operator also dry-runs the member pod: see controllers/dryrun.go).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="resources.limits names cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource written domain/name (for example example.com/gpu)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="resources.requests names cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource written domain/name (for example example.com/gpu)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.limits) || isQuantity(string(self.limits[r])) && !quantity(string(self.limits[r])).isLessThan(quantity('0')))",message="resources.limits of cpu, memory and ephemeral-storage must be non-negative quantities such as 500m or 2Gi"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || isQuantity(string(self.requests[r])) && !quantity(string(self.requests[r])).isLessThan(quantity('0')))",message="resources.requests of cpu, memory and ephemeral-storage must be non-negative quantities such as 500m or 2Gi"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !(r in self.limits) || !isQuantity(string(self.requests[r])) || !isQuantity(string(self.limits[r])) || quantity(string(self.requests[r])).compareTo(quantity(string(self.limits[r]))) <= 0)",message="resources.requests of cpu, memory and ephemeral-storage must not exceed their resources.limits"
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || self.claims.size() == 0",message="resources.claims is not supported: the member pods declare no resource claims"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:resourceRequirements"}
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -95,6 +103,7 @@ type NetworkPolicySpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self.all(p, has(p.ipBlock) ? !has(p.podSelector) && !has(p.namespaceSelector) : has(p.podSelector) || has(p.namespaceSelector))",message="each networkPolicy.clientFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone (an empty entry would allow every source)"
+	// +kubebuilder:validation:XValidation:rule="self.all(p, !has(p.ipBlock) || isCIDR(p.ipBlock.cidr))",message="each networkPolicy.clientFrom ipBlock.cidr must be a CIDR such as 10.0.0.0/16"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Client sources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	ClientFrom []networkingv1.NetworkPolicyPeer `json:"clientFrom,omitempty"`
 
@@ -106,6 +115,7 @@ type NetworkPolicySpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self.all(p, has(p.ipBlock) ? !has(p.podSelector) && !has(p.namespaceSelector) : has(p.podSelector) || has(p.namespaceSelector))",message="each networkPolicy.metricsFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone (an empty entry would allow every source)"
+	// +kubebuilder:validation:XValidation:rule="self.all(p, !has(p.ipBlock) || isCIDR(p.ipBlock.cidr))",message="each networkPolicy.metricsFrom ipBlock.cidr must be a CIDR such as 10.0.0.0/16"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Metrics sources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	MetricsFrom []networkingv1.NetworkPolicyPeer `json:"metricsFrom,omitempty"`
 }
@@ -167,10 +177,15 @@ type StorageSpec struct {
 type PodTemplate struct {
 	// Labels added to the member pods.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="podTemplate.labels keys must be label keys: an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (for example example.com/tier)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].size() <= 63)",message="podTemplate.labels values must be label values: at most 63 characters (letters, digits, '-', '_' or '.', starting and ending with a letter or digit, or empty)"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod labels",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Labels map[string]string `json:"labels,omitempty"`
 	// Annotations added to the member pods.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k.lowerAscii()).hasValue())",message="podTemplate.annotations keys must be qualified names: an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (for example example.com/owner)"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod annotations",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// Affinity replaces the default soft anti-affinity across nodes.
@@ -179,18 +194,33 @@ type PodTemplate struct {
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// Tolerations of the member pods.
 	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.key) || t.key.size() <= 316)",message="podTemplate.tolerations keys must be label keys (for example node-role.kubernetes.io/control-plane)"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['', 'Equal', 'Exists'])",message="podTemplate.tolerations operator must be Equal or Exists"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="podTemplate.tolerations effect must be NoSchedule, PreferNoSchedule or NoExecute (or empty for all)"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, has(t.operator) && t.operator == 'Exists' ? !has(t.value) || t.value == '' : !has(t.value) || t.value.size() <= 63)",message="podTemplate.tolerations value must be empty with operator Exists, else a label value (at most 63 characters)"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, has(t.key) && t.key != '' || has(t.operator) && t.operator == 'Exists')",message="podTemplate.tolerations without a key must have operator Exists (it tolerates every taint)"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || has(t.effect) && t.effect == 'NoExecute')",message="podTemplate.tolerations tolerationSeconds goes only with effect NoExecute"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tolerations",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 	// NodeSelector of the member pods.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="podTemplate.nodeSelector keys must be node label keys (for example kubernetes.io/os)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].size() <= 63)",message="podTemplate.nodeSelector values must be label values: at most 63 characters"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node selector",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// TopologySpreadConstraints of the member pods, in addition to the default anti-affinity.
 	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.maxSkew > 0 && t.topologyKey.size() > 0 && t.topologyKey.size() <= 316 && t.whenUnsatisfiable in ['DoNotSchedule', 'ScheduleAnyway'])",message="podTemplate.topologySpreadConstraints need maxSkew above 0, a node label key as topologyKey (for example topology.kubernetes.io/zone) and whenUnsatisfiable DoNotSchedule or ScheduleAnyway"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.minDomains) || t.minDomains > 0 && t.whenUnsatisfiable == 'DoNotSchedule')",message="podTemplate.topologySpreadConstraints minDomains must be above 0 and goes only with whenUnsatisfiable DoNotSchedule"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Topology spread",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 	// PriorityClassName of the member pods.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="podTemplate.priorityClassName must be the name of a PriorityClass: lowercase letters, digits, '-' and '.'"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Priority class",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced","urn:alm:descriptor:com.tectonic.ui:text"}
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 }
@@ -911,7 +941,8 @@ type EtcdClusterStatus struct {
 	// Replicas is the number of members (for the scale subresource).
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
-	// ReadyReplicas is the number of healthy voting members.
+	// ReadyReplicas is the number of voting members that etcd finds healthy and whose pod is Ready (so
+	// behind the client Service): the READY column agrees with `kubectl get pods`.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready members",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"}
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`

@@ -108,19 +108,33 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if problems := speccheck.Cluster(c); len(problems) > 0 {
 		return r.refuseInvalidSpec(ctx, c, problems)
 	}
+	mem := r.mem.of(req.NamespacedName, c.UID)
+	if problems, err := r.dryRunSpec(ctx, c, mem); err != nil {
+		return ctrl.Result{}, err
+	} else if len(problems) > 0 {
+		return r.refuseInvalidSpec(ctx, c, problems)
+	}
 	if controllerutil.AddFinalizer(c, naming.Finalizer) {
 		if err := r.Update(ctx, c); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
 
-	p := &pass{r: r, c: c, orig: c.DeepCopy(), now: nowOr(r.Now), mem: r.mem.of(req.NamespacedName, c.UID)}
+	p := &pass{r: r, c: c, orig: c.DeepCopy(), now: nowOr(r.Now), mem: mem}
 	ctx, trace := etcdclient.WithCallTrace(ctx)
 	defer p.logPass(ctx, time.Now(), trace)
 	res, err := p.run(ctx)
 	if err != nil && !apierrors.IsConflict(err) && meta.FindStatusCondition(c.Status.Conditions, v1.ConditionProgressing) == nil {
 		// A first pass that could not even create the cluster's objects still says why.
 		setCondition(c, v1.ConditionProgressing, true, reason.ReconcileFailed, err.Error())
+	}
+	switch {
+	case err == nil:
+		p.mem.passSucceeded()
+	case !apierrors.IsConflict(err) && p.mem.passFailed(err):
+		// A pass that keeps failing before it can decide (a Service, the NetworkPolicy or a Secret
+		// that cannot be written) must not leave an earlier AsExpected standing.
+		setCondition(c, v1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("the operator's pass has failed %d times in a row before deciding a step; last error: %s (retried with backoff)", p.mem.passFailures, p.mem.passError))
 	}
 	if serr := p.writeStatus(ctx); serr != nil && err == nil {
 		err = serr
@@ -247,6 +261,8 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	key := fmt.Sprint(action.Kind, action.Members)
 	if wait := p.mem.holdOff(key, p.now); wait > 0 {
+		// recordObservation above judged health only: a step that keeps failing must still show.
+		p.reportFailingStep(key, action)
 		return ctrl.Result{RequeueAfter: wait}, nil // it failed a moment ago: back off
 	}
 	log.FromContext(ctx).Info("acting", "action", action.Kind, "members", action.Members, "reason", action.Reason)
@@ -258,6 +274,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
 	} else if err != nil {
 		retry := p.mem.actionFailed(key, p.now)
+		p.mem.lastError = err.Error()
 		log.FromContext(ctx).Info("action failed", "action", action.Kind, "members", action.Members, "error", err.Error(), "retry", retry.String())
 		metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 		var conflict *nameConflict
@@ -266,6 +283,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		}
 		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.ActionFailed), "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
 		setCondition(c, v1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
+		p.reportFailingStep(key, action)
 		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 	p.mem.actionSucceeded()

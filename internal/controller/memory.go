@@ -64,7 +64,18 @@ type clusterMemory struct {
 	failures int
 	action   string
 	nextTry  time.Time
+	// lastError is the error of action's last failed attempt; passFailures and passError count the
+	// passes in a row that failed before deciding (an object the pass keeps could not be written).
+	lastError    string
+	passFailures int
+	passError    string
+	// dryRun is the API server's verdict on the objects built from one generation of the spec.
+	dryRun *dryRunVerdict
 }
+
+// failingAfter is how many failed attempts in a row make a step show as Degraded: one failure is
+// often a stale view or a passing API error that the next try, a second later, gets past.
+const failingAfter = 3
 
 // of returns the memory of the cluster key with UID uid; a re-created namesake starts afresh.
 func (m *memory) of(key types.NamespacedName, uid types.UID) *clusterMemory {
@@ -186,7 +197,18 @@ func (cm *clusterMemory) actionFailed(action string, now time.Time) time.Duratio
 	return d
 }
 
-func (cm *clusterMemory) actionSucceeded() { cm.action, cm.failures, cm.nextTry = "", 0, time.Time{} }
+func (cm *clusterMemory) actionSucceeded() {
+	cm.action, cm.failures, cm.nextTry, cm.lastError = "", 0, time.Time{}, ""
+}
+
+// passFailed counts a pass that failed before deciding, and says whether it keeps failing.
+func (cm *clusterMemory) passFailed(err error) (failing bool) {
+	cm.passFailures++
+	cm.passError = err.Error()
+	return cm.passFailures >= failingAfter
+}
+
+func (cm *clusterMemory) passSucceeded() { cm.passFailures, cm.passError = 0, "" }
 
 // leaderViewMaxAge is how long the leader's view of its peers is reused. A pass runs on every event
 // of the cluster's pods (three or four a second while a member restarts), and each read renders the

@@ -79,7 +79,9 @@ func (p *pass) recordObservation(action planner.Action) {
 	for _, m := range o.members {
 		learners[m.ID] = m.IsLearner
 	}
-	var voters, healthyVoters int32
+	// servingVoters are healthy voters whose pod is Ready: the client Service routes only to Ready
+	// pods, so they are what a client of the published endpoint can reach.
+	var voters, healthyVoters, servingVoters int32
 	var minVersion *versions.Version
 	for i := range c.Status.Members {
 		ms := &c.Status.Members[i]
@@ -118,6 +120,9 @@ func (p *pass) recordObservation(action planner.Action) {
 			voters++
 			if ms.Healthy {
 				healthyVoters++
+				if podReady(o.pods[ms.Name]) {
+					servingVoters++
+				}
 			}
 		}
 	}
@@ -133,7 +138,8 @@ func (p *pass) recordObservation(action planner.Action) {
 		c.Status.DowngradeTarget = "" // every member runs the older minor: etcd ended the downgrade itself
 	}
 	c.Status.Replicas = voters
-	c.Status.ReadyReplicas = healthyVoters
+	// READY agrees with `kubectl get pods`: a member counts once etcd finds it healthy and its pod is Ready.
+	c.Status.ReadyReplicas = servingVoters
 	if sel, err := metav1.LabelSelectorAsSelector(naming.MemberSelector(c.Name)); err == nil {
 		c.Status.Selector = sel.String()
 	}
@@ -153,8 +159,12 @@ func (p *pass) recordObservation(action planner.Action) {
 	switch {
 	case resources.Migrating(c) && o.etcd != nil:
 		setCondition(c, v1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("the cluster being taken over has quorum (%d members, %d of them this EtcdCluster's voting members)", len(o.members), voters))
+	case available && servingVoters == 0:
+		// Available promises that a client of the client Service gets an answer; until a member's pod
+		// is Ready the Service has no endpoint.
+		setCondition(c, v1.ConditionAvailable, false, reason.NoReadyEndpoint, fmt.Sprintf("%d of %d voting members healthy, but no member pod is Ready yet: the client Service %s has no endpoint", healthyVoters, voters, naming.ClientService(c.Name)))
 	case available:
-		setCondition(c, v1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("%d of %d voting members healthy", healthyVoters, voters))
+		setCondition(c, v1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("%d of %d voting members healthy, %d of them Ready behind the client Service", healthyVoters, voters, servingVoters))
 	case !c.Status.Bootstrapped:
 		setCondition(c, v1.ConditionAvailable, false, reason.Bootstrapping, "the initial members have not formed a cluster yet")
 	case o.etcd == nil:
@@ -256,6 +266,26 @@ func (p *pass) recordObservation(action planner.Action) {
 	default:
 		c.Status.Phase = v1.PhaseRunning
 	}
+}
+
+// reportFailingStep turns Degraded True (ActionFailing) while the step key of action has failed
+// failingAfter times in a row, naming the step and its last error: a step retried for ever must not
+// read as AsExpected. A verdict that says more (quorum lost, an alarm, certificates, a name
+// conflict) stands; the generic member-health ones give way, since the failing step is why.
+func (p *pass) reportFailingStep(key string, action planner.Action) {
+	cm := p.mem
+	if cm.action != key || cm.failures < failingAfter {
+		return
+	}
+	if d := meta.FindStatusCondition(p.c.Status.Conditions, v1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
+		switch reason.Reason(d.Reason) {
+		case reason.MembersUnhealthy, reason.EtcdUnreachable, reason.ActionFailing:
+		default:
+			return
+		}
+	}
+	setCondition(p.c, v1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("step %s %v (%s: %s) has failed %d times in a row; last error: %s (retried with backoff)",
+		action.Kind, action.Members, action.Reason, action.Message, cm.failures, cm.lastError))
 }
 
 // recordQuorumLoss sets the QuorumLost condition and says whether it is True. Waiting on a human

@@ -4,6 +4,10 @@ package reason
 const (
 	// QuorumHealthy: a majority of the voting members is healthy; the cluster serves reads and writes.
 	QuorumHealthy Reason = "QuorumHealthy"
+	// NoReadyEndpoint: etcd has a healthy quorum but no member pod is Ready yet, so the client Service has no endpoint
+	// and a client of it gets no answer; it clears once a member passes its readiness probe (etcd's /readyz).
+	// Do: nothing if it lasts seconds; otherwise look at the member pods' readiness (kubectl describe pod).
+	NoReadyEndpoint Reason = "NoReadyEndpoint"
 	// Bootstrapping: the initial members are being created and have not formed a cluster yet.
 	// Do: nothing; if it lasts minutes, check that the member pods are scheduled and their volumes bound (kubectl get pods,pvc -l app.kubernetes.io/instance=NAME).
 	Bootstrapping Reason = "Bootstrapping"
@@ -21,6 +25,10 @@ const (
 	// NameConflict: objects of an earlier cluster of this name (retained volumes) are in the way; the operator never starts on them.
 	// Do: delete the old PVCs if their data is not needed, or restore from them under another name.
 	NameConflict Reason = "NameConflict"
+	// ActionFailing: the operator's step (named in the message, with its last error) has failed several times in a row;
+	// it keeps retrying with backoff, but nothing moves until the cause goes.
+	// Do: read the error: an API refusal (quota, admission, a namesake object) needs the cluster or the spec fixed.
+	ActionFailing Reason = "ActionFailing"
 	// ReconcileFailed: a pass failed before it could decide a step (the message has the error); it is retried with backoff.
 	// Do: read the message; API errors usually clear by themselves, RBAC errors need the operator's role fixed.
 	ReconcileFailed Reason = "ReconcileFailed"

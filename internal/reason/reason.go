@@ -9,7 +9,9 @@ type Reason string
 
 // Reasons shared by every kind.
 const (
-	// InvalidSpec: a field of the stored object does not fit what the operator can act on (written under an older or looser CRD); the object is left alone.
+	// InvalidSpec: a field of the stored object does not fit what the operator can act on (written under an older or looser CRD),
+	// or Kubernetes refuses an object the operator builds from it (a dry run of the member pod, its PVC, the Services and the
+	// NetworkPolicy, with the API server's message); the object is left alone: nothing is created or changed.
 	// Do: fix the field the message names (kubectl edit); the message says what to write instead.
 	InvalidSpec Reason = "InvalidSpec"
 	// UnsupportedVersion: the etcd version asked for (or the version a backup was taken from) has no image this operator knows.

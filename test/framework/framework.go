@@ -375,9 +375,63 @@ func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() error
 }
 
 // WaitConverged waits until the cluster has n healthy voting members, is Available and has nothing left to do.
+// Available promises that a client of the published endpoint gets an answer, so right after it,
+// with no retry loop of the test's own, a read through the client Service must succeed: every
+// creation in the suites waits here, and so checks that promise.
 func (e *Env) WaitConverged(t *testing.T, c *v1.EtcdCluster, n int32, timeout time.Duration) {
 	t.Helper()
 	WaitFor(t, fmt.Sprintf("%s converged at %d members", c.Name, n), timeout, func() error { return e.Converged(c, n) })
+	if err := e.ClientServiceAnswers(c); err != nil {
+		t.Fatalf("%s is Available but a client of its client Service gets no answer: %v", c.Name, err)
+	}
+}
+
+// ClientServiceAnswers reads a key through the cluster's client Service (its ClusterIP, which the
+// host reaches through kube-proxy as a pod would), with the client certificate the operator
+// publishes in status.endpoints.clientSecret, or in plain text when client TLS is disabled. Clusters
+// with user-provided client TLS are skipped: the test holds their client certificates, not the framework.
+func (e *Env) ClientServiceAnswers(c *v1.EtcdCluster) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cur := &v1.EtcdCluster{}
+	if err := e.K8s.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
+		return err
+	}
+	if cur.Spec.TLS.Client == v1.TLSUserProvided {
+		return nil
+	}
+	svc := &corev1.Service{}
+	if err := e.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: naming.ClientService(c.Name)}, svc); err != nil {
+		return fmt.Errorf("client Service: %w", err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return fmt.Errorf("client Service %s has no ClusterIP", svc.Name)
+	}
+	cfg := clientv3.Config{DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	secure := cur.Spec.TLS.Client != v1.TLSDisabled
+	cfg.Endpoints = []string{naming.EndpointForIP(svc.Spec.ClusterIP, secure)}
+	if secure {
+		sec := &corev1.Secret{}
+		if err := e.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: cur.Status.Endpoints.ClientSecret}, sec); err != nil {
+			return fmt.Errorf("client secret %q: %w", cur.Status.Endpoints.ClientSecret, err)
+		}
+		pair, err := tls.X509KeyPair(sec.Data[pki.CertKey], sec.Data[pki.PrivKeyKey])
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(sec.Data[pki.CACertKey])
+		cfg.TLS = etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(c.Name, c.Namespace))
+	}
+	cl, err := clientv3.New(cfg)
+	if err != nil {
+		return fmt.Errorf("dial %v: %w", cfg.Endpoints, err)
+	}
+	defer func() { _ = cl.Close() }()
+	if _, err := cl.Get(ctx, "etcd-autopilot-e2e-client-service-check"); err != nil {
+		return fmt.Errorf("read through %v: %w", cfg.Endpoints, err)
+	}
+	return nil
 }
 
 // Converged says why the cluster is not (yet) converged at n members, or nil.

@@ -18,7 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 // The scorecard v1alpha3 result protocol: the fields scorecard reads from a test's stdout.
@@ -93,7 +93,7 @@ type testEnv struct {
 	k8s client.Client
 	ns  string
 	// sample is the EtcdCluster of the CSV's alm-examples: what a user creates first.
-	sample *v1.EtcdCluster
+	sample *etcdv1alpha1.EtcdCluster
 }
 
 func newTestEnv() (*testEnv, error) {
@@ -113,7 +113,7 @@ func newTestEnv() (*testEnv, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	if err := v1.AddToScheme(scheme); err != nil {
+	if err := etcdv1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})

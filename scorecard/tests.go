@@ -15,12 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
 // sampleCluster reads the EtcdCluster example from the alm-examples of the bundle's CSV in root.
-func sampleCluster(root string) (*v1.EtcdCluster, error) {
+func sampleCluster(root string) (*etcdv1alpha1.EtcdCluster, error) {
 	paths, err := filepath.Glob(filepath.Join(root, "manifests", "*.clusterserviceversion.yaml"))
 	if err != nil {
 		return nil, fmt.Errorf("find the CSV: %w", err)
@@ -45,7 +45,7 @@ func sampleCluster(root string) (*v1.EtcdCluster, error) {
 		return nil, fmt.Errorf("parse alm-examples: %w", err)
 	}
 	for _, ex := range examples {
-		c := &v1.EtcdCluster{}
+		c := &etcdv1alpha1.EtcdCluster{}
 		if err := json.Unmarshal(ex, c); err == nil && c.Kind == "EtcdCluster" {
 			return c, nil
 		}
@@ -64,8 +64,8 @@ func (l *logf) printf(format string, args ...any) {
 }
 
 // create makes a copy of the sample under a generated name; the returned func deletes it.
-func (e *testEnv) create(ctx context.Context, prefix string) (*v1.EtcdCluster, func(), error) {
-	c := &v1.EtcdCluster{
+func (e *testEnv) create(ctx context.Context, prefix string) (*etcdv1alpha1.EtcdCluster, func(), error) {
+	c := &etcdv1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix, Namespace: e.ns, Labels: e.sample.Labels},
 		Spec:       *e.sample.Spec.DeepCopy(),
 	}
@@ -96,12 +96,12 @@ func poll(ctx context.Context, what string, cond func() error) error {
 }
 
 // available is nil once c is Available with every member ready.
-func (e *testEnv) available(ctx context.Context, c *v1.EtcdCluster) error {
-	cur := &v1.EtcdCluster{}
+func (e *testEnv) available(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
+	cur := &etcdv1alpha1.EtcdCluster{}
 	if err := e.k8s.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
 		return err
 	}
-	av := meta.FindStatusCondition(cur.Status.Conditions, v1.ConditionAvailable)
+	av := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionAvailable)
 	if av == nil || av.Status != metav1.ConditionTrue || cur.Status.ReadyReplicas != cur.Spec.Replicas {
 		return fmt.Errorf("phase=%s ready=%d/%d available=%v", cur.Status.Phase, cur.Status.ReadyReplicas, cur.Spec.Replicas, av)
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 // A list holding one object whose fields do not fit the Go types decodes as client-go decodes it
@@ -16,7 +16,7 @@ import (
 // with their path; encoding it again writes the stored spec back unchanged.
 func TestListWithAnUndecodableObjectDecodes(t *testing.T) {
 	scheme := runtime.NewScheme()
-	if err := v1.AddToScheme(scheme); err != nil {
+	if err := etcdv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	badSpec := `{"replicas":3,"storage":{"size":"lots","retentionPolicy":"Retain"},"etcd":{"heartbeatIntervalMillis":1e12},"version":"3.6.16"}`
@@ -27,7 +27,7 @@ func TestListWithAnUndecodableObjectDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the list does not decode: %v", err)
 	}
-	items := out.(*v1.EtcdClusterList).Items
+	items := out.(*etcdv1alpha1.EtcdClusterList).Items
 	if len(items) != 2 || items[0].Stored == nil || len(items[0].Stored.Problems) != 0 || items[0].Spec.Replicas != 5 || items[0].Spec.Storage.Size.String() != "1Gi" {
 		t.Fatalf("good item: %+v", items[0])
 	}
@@ -45,7 +45,7 @@ func TestListWithAnUndecodableObjectDecodes(t *testing.T) {
 	if strings.Join(fields, ",") != "spec.etcd.heartbeatIntervalMillis,spec.storage.size" {
 		t.Errorf("problems at %v", fields)
 	}
-	if bad.Spec.Replicas != 3 || bad.Spec.Storage.RetentionPolicy != v1.PVCRetentionRetain || bad.Status.Phase != v1.PhaseRunning {
+	if bad.Spec.Replicas != 3 || bad.Spec.Storage.RetentionPolicy != etcdv1alpha1.PVCRetentionRetain || bad.Status.Phase != etcdv1alpha1.PhaseRunning {
 		t.Errorf("the readable fields were not kept: %+v", bad)
 	}
 	b, err := json.Marshal(&bad)
@@ -81,7 +81,7 @@ func mustJSON(t *testing.T, v any) string {
 // medium: "", which omitempty drops); a changed spec is written as the Go types say.
 func TestUnchangedSpecIsWrittenBackAsStored(t *testing.T) {
 	stored := `{"apiVersion":"etcd.autopilot.dev/v1alpha1","kind":"EtcdCluster","metadata":{"name":"c"},"spec":{"replicas":3,"storage":{"medium":"","size":"1Gi"}}}`
-	c := &v1.EtcdCluster{}
+	c := &etcdv1alpha1.EtcdCluster{}
 	if err := json.Unmarshal([]byte(stored), c); err != nil {
 		t.Fatal(err)
 	}

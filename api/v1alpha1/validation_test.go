@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
 )
 
@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 		panic("start envtest (run `make envtest-assets`, KUBEBUILDER_ASSETS=bin): " + err.Error())
 	}
 	scheme := runtime.NewScheme()
-	if err := v1.AddToScheme(scheme); err != nil {
+	if err := etcdv1alpha1.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
@@ -49,8 +49,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func cluster(name string, mutate func(*v1.EtcdCluster)) *v1.EtcdCluster {
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+func cluster(name string, mutate func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
 	c.Spec.Replicas = 3
 	if mutate != nil {
 		mutate(c)
@@ -62,50 +62,50 @@ func TestInvalidEtcdClustersAreRejectedWithTheirReason(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		name   string
-		obj    *v1.EtcdCluster
+		obj    *etcdv1alpha1.EtcdCluster
 		reason string
 	}{
-		{"even replicas", cluster("even", func(c *v1.EtcdCluster) { c.Spec.Replicas = 4 }),
+		{"even replicas", cluster("even", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 4 }),
 			"an even member count tolerates no more failures than the odd count below it"},
-		{"too many replicas", cluster("nine", func(c *v1.EtcdCluster) { c.Spec.Replicas = 9 }), "replicas must be 1, 3, 5 or 7"},
-		{"zero replicas", cluster("zero", func(c *v1.EtcdCluster) { c.Spec.Replicas = 0 }), "replicas must be 1, 3, 5 or 7"},
-		{"unsupported minor", cluster("old", func(c *v1.EtcdCluster) { c.Spec.Version = "3.4.30" }), "version must be an etcd release this operator supports"},
-		{"leading v", cluster("vee", func(c *v1.EtcdCluster) { c.Spec.Version = "v3.6.16" }), "without a leading v"},
-		{"not semver", cluster("junk", func(c *v1.EtcdCluster) { c.Spec.Version = "latest" }), "MAJOR.MINOR.PATCH"},
-		{"tiny storage", cluster("tiny", func(c *v1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("1Mi") }), "storage.size must be at least 64Mi"},
-		{"bad medium", cluster("medium", func(c *v1.EtcdCluster) { c.Spec.Storage.Medium = "Disk" }), "spec.storage.medium"},
-		{"in-memory volume too small for etcd's WAL", cluster("tmpfs", func(c *v1.EtcdCluster) {
-			c.Spec.Storage.Medium, c.Spec.Storage.Size = v1.StorageMediumMemory, resource.MustParse("128Mi")
+		{"too many replicas", cluster("nine", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 9 }), "replicas must be 1, 3, 5 or 7"},
+		{"zero replicas", cluster("zero", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 0 }), "replicas must be 1, 3, 5 or 7"},
+		{"unsupported minor", cluster("old", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }), "version must be an etcd release this operator supports"},
+		{"leading v", cluster("vee", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "v3.6.16" }), "without a leading v"},
+		{"not semver", cluster("junk", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }), "MAJOR.MINOR.PATCH"},
+		{"tiny storage", cluster("tiny", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("1Mi") }), "storage.size must be at least 64Mi"},
+		{"bad medium", cluster("medium", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Medium = "Disk" }), "spec.storage.medium"},
+		{"in-memory volume too small for etcd's WAL", cluster("tmpfs", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Storage.Medium, c.Spec.Storage.Size = etcdv1alpha1.StorageMediumMemory, resource.MustParse("128Mi")
 		}), "with storage.medium Memory, storage.size must be at least 192Mi"},
-		{"election vs heartbeat", cluster("flappy", func(c *v1.EtcdCluster) {
+		{"election vs heartbeat", cluster("flappy", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = 200, 500
 		}), "at least 5 times etcd.heartbeatIntervalMillis"},
-		{"restore with two sources", cluster("restore2", func(c *v1.EtcdCluster) {
-			c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "b", Source: &v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "x"}}}}
+		{"restore with two sources", cluster("restore2", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: "b", Source: &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "x"}}}}
 		}), "restore needs exactly one of backupName or source"},
-		{"plain-text by typo", cluster("tls", func(c *v1.EtcdCluster) { c.Spec.TLS.Client = "Off" }), "spec.tls.client"},
-		{"user client TLS without Secrets", cluster("user-nosecrets", func(c *v1.EtcdCluster) {
-			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Peer: "p"}}
+		{"plain-text by typo", cluster("tls", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.Client = "Off" }), "spec.tls.client"},
+		{"user client TLS without Secrets", cluster("user-nosecrets", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSUserProvided, Secrets: &etcdv1alpha1.TLSSecrets{Peer: "p"}}
 		}), "spec.tls.client UserProvided needs spec.tls.secrets.server"},
-		{"user client TLS without the operator's Secret", cluster("user-noop", func(c *v1.EtcdCluster) {
-			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSDisabled, Secrets: &v1.TLSSecrets{Server: "s"}}
+		{"user client TLS without the operator's Secret", cluster("user-noop", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSDisabled, Secrets: &etcdv1alpha1.TLSSecrets{Server: "s"}}
 		}), "and spec.tls.secrets.operatorClient"},
-		{"user peer TLS without its Secret", cluster("user-nopeer", func(c *v1.EtcdCluster) {
-			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o"}}
+		{"user peer TLS without its Secret", cluster("user-nopeer", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSUserProvided, Secrets: &etcdv1alpha1.TLSSecrets{Server: "s", OperatorClient: "o"}}
 		}), "spec.tls.peer UserProvided needs spec.tls.secrets.peer"},
-		{"user TLS mixed with the operator's CA", cluster("user-mixed", func(c *v1.EtcdCluster) {
-			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o"}} // peer defaults to OperatorManaged
+		{"user TLS mixed with the operator's CA", cluster("user-mixed", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSUserProvided, Secrets: &etcdv1alpha1.TLSSecrets{Server: "s", OperatorClient: "o"}} // peer defaults to OperatorManaged
 		}), "UserProvided cannot be combined with OperatorManaged"},
-		{"Secrets for operator-managed traffic", cluster("user-stray", func(c *v1.EtcdCluster) {
-			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSDisabled, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o", Peer: "p"}}
+		{"Secrets for operator-managed traffic", cluster("user-stray", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSDisabled, Secrets: &etcdv1alpha1.TLSSecrets{Server: "s", OperatorClient: "o", Peer: "p"}}
 		}), "spec.tls.secrets names certificates only for traffic whose mode is UserProvided"},
-		{"Secret name not a name", cluster("user-badname", func(c *v1.EtcdCluster) {
-			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Peer: "My_Secret"}}
+		{"Secret name not a name", cluster("user-badname", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSDisabled, Peer: etcdv1alpha1.TLSUserProvided, Secrets: &etcdv1alpha1.TLSSecrets{Peer: "My_Secret"}}
 		}), "spec.tls.secrets.peer"},
-		{"client peer allowing everyone", cluster("np-empty", func(c *v1.EtcdCluster) {
+		{"client peer allowing everyone", cluster("np-empty", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.NetworkPolicy.ClientFrom = []networkingv1.NetworkPolicyPeer{{}}
 		}), "each networkPolicy.clientFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone"},
-		{"metrics peer mixing ipBlock and selector", cluster("np-mixed", func(c *v1.EtcdCluster) {
+		{"metrics peer mixing ipBlock and selector", cluster("np-mixed", func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.NetworkPolicy.MetricsFrom = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8"}, PodSelector: &metav1.LabelSelector{}}}
 		}), "each networkPolicy.metricsFrom entry needs a podSelector and/or a namespaceSelector, or an ipBlock alone"},
 	}
@@ -116,23 +116,23 @@ func TestInvalidEtcdClustersAreRejectedWithTheirReason(t *testing.T) {
 
 func TestInvalidBackupsAreRejected(t *testing.T) {
 	ctx := context.Background()
-	backup := func(name string, d v1.BackupDestination) *v1.EtcdBackup {
-		return &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Spec: v1.EtcdBackupSpec{ClusterName: "c", Destination: d}}
+	backup := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+		return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c", Destination: d}}
 	}
-	s3 := &v1.S3Destination{Bucket: "backups", CredentialsSecret: "creds"}
+	s3 := &etcdv1alpha1.S3Destination{Bucket: "backups", CredentialsSecret: "creds"}
 	cases := []struct {
 		name   string
 		obj    client.Object
 		reason string
 	}{
-		{"no destination", backup("none", v1.BackupDestination{}), "exactly one of s3 or pvc must be set"},
-		{"two destinations", backup("two", v1.BackupDestination{S3: s3, PVC: &v1.PVCDestination{ClaimName: "p"}}), "exactly one of s3 or pvc must be set"},
-		{"bad bucket", backup("bucket", v1.BackupDestination{S3: &v1.S3Destination{Bucket: "Bad_Bucket", CredentialsSecret: "c"}}), "s3.bucket must be a valid bucket name"},
-		{"bad endpoint", backup("endpoint", v1.BackupDestination{S3: &v1.S3Destination{Bucket: "ok-bucket", CredentialsSecret: "c", Endpoint: "minio:9000"}}), "s3.endpoint must be an http:// or https:// URL"},
-		{"path escape", backup("escape", v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "p", Path: "../etc"}}), "pvc.path must not contain '.' or '..' segments"},
-		{"bad cron", &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "cron", Namespace: "default"},
-			Spec: v1.EtcdBackupScheduleSpec{Schedule: "every hour", Template: v1.EtcdBackupSpec{ClusterName: "c", Destination: v1.BackupDestination{S3: s3}}}},
+		{"no destination", backup("none", etcdv1alpha1.BackupDestination{}), "exactly one of s3 or pvc must be set"},
+		{"two destinations", backup("two", etcdv1alpha1.BackupDestination{S3: s3, PVC: &etcdv1alpha1.PVCDestination{ClaimName: "p"}}), "exactly one of s3 or pvc must be set"},
+		{"bad bucket", backup("bucket", etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "Bad_Bucket", CredentialsSecret: "c"}}), "s3.bucket must be a valid bucket name"},
+		{"bad endpoint", backup("endpoint", etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "ok-bucket", CredentialsSecret: "c", Endpoint: "minio:9000"}}), "s3.endpoint must be an http:// or https:// URL"},
+		{"path escape", backup("escape", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "p", Path: "../etc"}}), "pvc.path must not contain '.' or '..' segments"},
+		{"bad cron", &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "cron", Namespace: "default"},
+			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{Schedule: "every hour", Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c", Destination: etcdv1alpha1.BackupDestination{S3: s3}}}},
 			"schedule must be 5 fields separated by single spaces"},
 	}
 	for _, tc := range cases {
@@ -140,7 +140,7 @@ func TestInvalidBackupsAreRejected(t *testing.T) {
 	}
 
 	// A valid backup is accepted, and its spec is then immutable.
-	ok := backup("valid", v1.BackupDestination{S3: s3})
+	ok := backup("valid", etcdv1alpha1.BackupDestination{S3: s3})
 	if err := k8s.Create(ctx, ok); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestInvalidBackupsAreRejected(t *testing.T) {
 
 func TestValidClusterGetsDefaults(t *testing.T) {
 	ctx := context.Background()
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: "default"}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: "default"}}
 	c.Spec.Replicas = 3
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
@@ -164,9 +164,9 @@ func TestValidClusterGetsDefaults(t *testing.T) {
 	// The tunable etcd options get their defaults written in: an operator of the previous release,
 	// which reads them, may run beside this CRD (CRDs are cluster-wide; OLM installs the CRD before
 	// the new operator). This operator counts a default value as unset, open to auto-tuning.
-	defaults := v1.EtcdOptions{AutoCompactionMode: "periodic", AutoCompactionRetention: "1h", SnapshotCount: 10000, HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000}
-	if s.Version != "3.6.16" || s.Storage.Size.String() != "8Gi" || s.Storage.RetentionPolicy != v1.PVCRetentionDelete ||
-		s.TLS.Client != v1.TLSOperatorManaged || s.TLS.Peer != v1.TLSOperatorManaged ||
+	defaults := etcdv1alpha1.EtcdOptions{AutoCompactionMode: "periodic", AutoCompactionRetention: "1h", SnapshotCount: 10000, HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000}
+	if s.Version != "3.6.16" || s.Storage.Size.String() != "8Gi" || s.Storage.RetentionPolicy != etcdv1alpha1.PVCRetentionDelete ||
+		s.TLS.Client != etcdv1alpha1.TLSOperatorManaged || s.TLS.Peer != etcdv1alpha1.TLSOperatorManaged ||
 		s.Etcd != defaults || s.Maintenance.AutoTuning != "Enabled" || s.Maintenance.UpgradeTimeout != "3m" ||
 		s.NetworkPolicy.Enabled == nil || !*s.NetworkPolicy.Enabled {
 		t.Fatalf("defaults not applied: %+v", s)
@@ -189,13 +189,13 @@ func TestValidClusterGetsDefaults(t *testing.T) {
 // (one Secret may serve server and peer), or one of them with the other in plain text.
 func TestUserProvidedTLSShapesAreAccepted(t *testing.T) {
 	ctx := context.Background()
-	for i, tls := range []v1.TLSSpec{
-		{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "etcd-server", OperatorClient: "etcd-operator", Peer: "etcd-peer"}},
-		{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "etcd-members", OperatorClient: "etcd-operator", Peer: "etcd-members"}},
-		{Client: v1.TLSUserProvided, Peer: v1.TLSDisabled, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o"}},
-		{Client: v1.TLSDisabled, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Peer: "p"}},
+	for i, tls := range []etcdv1alpha1.TLSSpec{
+		{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSUserProvided, Secrets: &etcdv1alpha1.TLSSecrets{Server: "etcd-server", OperatorClient: "etcd-operator", Peer: "etcd-peer"}},
+		{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSUserProvided, Secrets: &etcdv1alpha1.TLSSecrets{Server: "etcd-members", OperatorClient: "etcd-operator", Peer: "etcd-members"}},
+		{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSDisabled, Secrets: &etcdv1alpha1.TLSSecrets{Server: "s", OperatorClient: "o"}},
+		{Client: etcdv1alpha1.TLSDisabled, Peer: etcdv1alpha1.TLSUserProvided, Secrets: &etcdv1alpha1.TLSSecrets{Peer: "p"}},
 	} {
-		c := cluster(fmt.Sprintf("user-tls-%d", i), func(c *v1.EtcdCluster) { c.Spec.TLS = tls })
+		c := cluster(fmt.Sprintf("user-tls-%d", i), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = tls })
 		if err := k8s.Create(ctx, c); err != nil {
 			t.Errorf("%+v rejected: %v", tls, err)
 		}
@@ -204,15 +204,15 @@ func TestUserProvidedTLSShapesAreAccepted(t *testing.T) {
 
 func TestTransitionRules(t *testing.T) {
 	ctx := context.Background()
-	c := cluster("transitions", func(c *v1.EtcdCluster) {
+	c := cluster("transitions", func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Version = "3.7.3"
 		c.Spec.Storage.Size = resource.MustParse("1Gi")
 	})
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	update := func(mutate func(*v1.EtcdCluster)) error {
-		cur := &v1.EtcdCluster{}
+	update := func(mutate func(*etcdv1alpha1.EtcdCluster)) error {
+		cur := &etcdv1alpha1.EtcdCluster{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
 			t.Fatal(err)
 		}
@@ -221,19 +221,19 @@ func TestTransitionRules(t *testing.T) {
 	}
 	rejected := []struct {
 		name   string
-		mutate func(*v1.EtcdCluster)
+		mutate func(*etcdv1alpha1.EtcdCluster)
 		reason string
 	}{
-		{"shrink storage", func(c *v1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("512Mi") }, "storage.size can only grow"},
-		{"change storage class", func(c *v1.EtcdCluster) { sc := "fast"; c.Spec.Storage.StorageClassName = &sc }, "storage.storageClassName is immutable"},
-		{"skip a minor downgrade", func(c *v1.EtcdCluster) { c.Spec.Version = "3.5.35" }, "downgrades go one minor version at a time"},
-		{"add a bootstrap source later", func(c *v1.EtcdCluster) {
-			c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "b"}}
+		{"shrink storage", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("512Mi") }, "storage.size can only grow"},
+		{"change storage class", func(c *etcdv1alpha1.EtcdCluster) { sc := "fast"; c.Spec.Storage.StorageClassName = &sc }, "storage.storageClassName is immutable"},
+		{"skip a minor downgrade", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" }, "downgrades go one minor version at a time"},
+		{"add a bootstrap source later", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: "b"}}
 		}, "bootstrap is immutable"},
-		{"turn client TLS off", func(c *v1.EtcdCluster) { c.Spec.TLS.Client = v1.TLSDisabled }, "spec.tls is immutable"},
-		{"turn peer TLS off", func(c *v1.EtcdCluster) { c.Spec.TLS.Peer = v1.TLSDisabled }, "spec.tls is immutable"},
-		{"switch to user certificates", func(c *v1.EtcdCluster) {
-			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "s", OperatorClient: "o", Peer: "p"}}
+		{"turn client TLS off", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.Client = etcdv1alpha1.TLSDisabled }, "spec.tls is immutable"},
+		{"turn peer TLS off", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.Peer = etcdv1alpha1.TLSDisabled }, "spec.tls is immutable"},
+		{"switch to user certificates", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSUserProvided, Secrets: &etcdv1alpha1.TLSSecrets{Server: "s", OperatorClient: "o", Peer: "p"}}
 		}, "spec.tls is immutable"},
 	}
 	for _, tc := range rejected {
@@ -246,12 +246,12 @@ func TestTransitionRules(t *testing.T) {
 	}
 	for _, ok := range []struct {
 		name   string
-		mutate func(*v1.EtcdCluster)
+		mutate func(*etcdv1alpha1.EtcdCluster)
 	}{
-		{"grow storage", func(c *v1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("2Gi") }},
-		{"one-minor downgrade", func(c *v1.EtcdCluster) { c.Spec.Version = "3.6.16" }},
-		{"scale", func(c *v1.EtcdCluster) { c.Spec.Replicas = 5 }},
-		{"pause", func(c *v1.EtcdCluster) { c.Spec.Maintenance.Paused = true }},
+		{"grow storage", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("2Gi") }},
+		{"one-minor downgrade", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.16" }},
+		{"scale", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 }},
+		{"pause", func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Maintenance.Paused = true }},
 	} {
 		t.Run(ok.name, func(t *testing.T) {
 			if err := update(ok.mutate); err != nil {
@@ -264,7 +264,7 @@ func TestTransitionRules(t *testing.T) {
 // obj is an unstructured object of kind with spec, so a test can write what the Go types cannot.
 func obj(kind, name string, spec map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1.GroupVersion.String(), "kind": kind,
+		"apiVersion": etcdv1alpha1.GroupVersion.String(), "kind": kind,
 		"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec,
 	}}
 }

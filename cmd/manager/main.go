@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/controller"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/olmcondition"
 )
@@ -74,7 +74,7 @@ func watchNamespaces() map[string]cache.Config {
 func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1.AddToScheme(scheme))
+	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(operatorsv2.AddToScheme(scheme))
 
 	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -32,7 +32,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 	case planner.InitBootstrap:
 		c.Status.Members = nil
 		for _, m := range a.Members {
-			c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: m})
+			c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: m})
 		}
 		// After the last name given: a cluster rebuilt from a backup starts past its old members.
 		c.Status.NextMemberIndex = memberIndex(c.Name, a.Members[len(a.Members)-1]) + 1
@@ -51,7 +51,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		// Recorded after the call: a crash before the record only compacts again (harmless, and
 		// nothing was defragmented since); recorded before, a compaction that never ran would be
 		// taken for done.
-		c.Status.NoSpace = &v1.NoSpaceCleanup{CompactedRevision: a.Revision}
+		c.Status.NoSpace = &etcdv1alpha1.NoSpaceCleanup{CompactedRevision: a.Revision}
 		return p.writeStatus(ctx)
 
 	case planner.Defragment:
@@ -123,7 +123,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 		if a.Bootstrap {
 			var err error
 			if restore, err = p.restoreInput(ctx); err != nil {
-				setCondition(c, v1.ConditionRestored, false, reason.BackupNotReady, err.Error())
+				setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.BackupNotReady, err.Error())
 				return err
 			}
 		}
@@ -144,7 +144,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 			return nil
 		}
 		if a.Reason == reason.UpgradeFailed {
-			c.Status.UpgradeBlocked = &v1.UpgradeBlock{Version: pod.Labels[naming.LabelVersion], Target: c.Spec.Version, Member: a.Members[0]}
+			c.Status.UpgradeBlocked = &etcdv1alpha1.UpgradeBlock{Version: pod.Labels[naming.LabelVersion], Target: c.Spec.Version, Member: a.Members[0]}
 			if err := p.writeStatus(ctx); err != nil {
 				return err
 			}
@@ -193,12 +193,12 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 	case planner.AddLearner:
 		name := a.Members[0]
 		if !hasMember(c, name) {
-			c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: name})
+			c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name})
 		}
 		if idx := memberIndex(c.Name, name); idx >= c.Status.NextMemberIndex {
 			c.Status.NextMemberIndex = idx + 1
 		}
-		c.Status.PendingOperation = &v1.PendingOperation{Type: "AddMember", Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+		c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "AddMember", Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
 		if err := p.writeStatus(ctx); err != nil {
 			return err
 		}
@@ -239,7 +239,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 
 	case planner.RemoveMember:
 		name := a.Members[0]
-		c.Status.PendingOperation = &v1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+		c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
 		if err := p.writeStatus(ctx); err != nil {
 			return err
 		}
@@ -300,7 +300,7 @@ func (p *pass) initialCluster(bootstrap bool) []string {
 
 func (p *pass) createMember(ctx context.Context, in resources.MemberPodInput) error {
 	c, member := p.c, in.Member
-	if c.Spec.Storage.Medium != v1.StorageMediumMemory && p.obs.pvcs[member] == nil {
+	if c.Spec.Storage.Medium != etcdv1alpha1.StorageMediumMemory && p.obs.pvcs[member] == nil {
 		if err := p.createOwned(ctx, resources.MemberPVC(c, member)); err != nil {
 			return fmt.Errorf("create PVC of %s: %w", member, err)
 		}
@@ -408,7 +408,7 @@ func (p *pass) deleteObserved(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
-func hasMember(c *v1.EtcdCluster, name string) bool {
+func hasMember(c *etcdv1alpha1.EtcdCluster, name string) bool {
 	for _, m := range c.Status.Members {
 		if m.Name == name {
 			return true
@@ -417,7 +417,7 @@ func hasMember(c *v1.EtcdCluster, name string) bool {
 	return false
 }
 
-func setMemberID(c *v1.EtcdCluster, name string, id uint64) {
+func setMemberID(c *etcdv1alpha1.EtcdCluster, name string, id uint64) {
 	for i := range c.Status.Members {
 		if c.Status.Members[i].Name == name {
 			c.Status.Members[i].ID = idString(id)

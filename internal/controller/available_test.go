@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 )
@@ -22,9 +22,9 @@ import (
 // (status.readyReplicas) counts only members whose pod is Ready, as `kubectl get pods` does.
 func TestAvailableNeedsReadyPods(t *testing.T) {
 	names := []string{"etcd-0", "etcd-1", "etcd-2"}
-	run := func(ready ...bool) *v1.EtcdCluster {
+	run := func(ready ...bool) *etcdv1alpha1.EtcdCluster {
 		t.Helper()
-		c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns", Generation: 1}}
+		c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns", Generation: 1}}
 		c.Spec.Replicas, c.Spec.Version = 3, "3.6.16"
 		c.Status.Bootstrapped = true
 		o := &observation{etcd: &etcdclient.Client{}, leaderID: 1, pods: map[string]*corev1.Pod{}, status: map[uint64]etcdclient.Status{},
@@ -39,7 +39,7 @@ func TestAvailableNeedsReadyPods(t *testing.T) {
 			}
 			o.pods[n] = &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
 				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}}
-			c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: n})
+			c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: n})
 		}
 		p := &pass{r: &EtcdClusterReconciler{Recorder: record.NewFakeRecorder(100)}, c: c, obs: o, mem: &clusterMemory{}}
 		p.recordObservation(planner.Action{Kind: planner.None, Message: "nothing to do"})
@@ -57,7 +57,7 @@ func TestAvailableNeedsReadyPods(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := run(tc.ready...)
-			av := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionAvailable)
+			av := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
 			if av == nil || (av.Status == metav1.ConditionTrue) != tc.available {
 				t.Errorf("Available %+v, want %v", av, tc.available)
 			}
@@ -72,13 +72,15 @@ func TestAvailableNeedsReadyPods(t *testing.T) {
 // that only wait out its backoff (they judge health first, which alone would say AsExpected); a
 // verdict that says more than member health stands.
 func TestFailingStepIsDegraded(t *testing.T) {
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns", Generation: 1}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns", Generation: 1}}
 	a := planner.Action{Kind: planner.CreateMembers, Members: []string{"etcd-0"}, Reason: "Bootstrapping", Message: "creating the initial members"}
 	key := "CreateMembers [etcd-0]"
 	p := &pass{c: c, mem: &clusterMemory{}}
-	degraded := func() *metav1.Condition { return meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded) }
+	degraded := func() *metav1.Condition {
+		return meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+	}
 	for i := 1; i <= failingAfter; i++ {
-		setCondition(c, v1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
+		setCondition(c, etcdv1alpha1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
 		p.mem.actionFailed(key, time.Now())
 		p.mem.lastError = `pods "etcd-0" is forbidden: exceeded quota`
 		p.reportFailingStep(key, a)
@@ -90,13 +92,13 @@ func TestFailingStepIsDegraded(t *testing.T) {
 	if got.Status != metav1.ConditionTrue || got.Reason != "ActionFailing" || !strings.Contains(got.Message, "exceeded quota") || !strings.Contains(got.Message, "CreateMembers [etcd-0]") {
 		t.Fatalf("Degraded %+v, want True/ActionFailing naming the step and its error", got)
 	}
-	setCondition(c, v1.ConditionDegraded, true, "AlarmRaised", "NOSPACE")
+	setCondition(c, etcdv1alpha1.ConditionDegraded, true, "AlarmRaised", "NOSPACE")
 	p.reportFailingStep(key, a)
 	if got := degraded(); got.Reason != "AlarmRaised" {
 		t.Fatalf("Degraded %+v: the alarm says more and stands", got)
 	}
 	p.mem.actionSucceeded()
-	setCondition(c, v1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
+	setCondition(c, etcdv1alpha1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
 	p.reportFailingStep(key, a)
 	if got := degraded(); got.Status != metav1.ConditionFalse {
 		t.Fatalf("Degraded %+v after the step succeeded", got)

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 )
@@ -28,15 +28,15 @@ func forgetClusterMetrics(namespace, cluster string) {
 	metrics.ForgetCluster(namespace, cluster)
 }
 
-func recordBackupMetrics(b *v1.EtcdBackup) {
+func recordBackupMetrics(b *etcdv1alpha1.EtcdBackup) {
 	if b.Status.CompletionTime == nil {
 		return
 	}
 	done := float64(b.Status.CompletionTime.Unix())
-	if b.Status.Phase == v1.BackupFailed {
+	if b.Status.Phase == etcdv1alpha1.BackupFailed {
 		reason := ""
 		for _, c := range b.Status.Conditions {
-			if c.Type == v1.BackupConditionFailed {
+			if c.Type == etcdv1alpha1.BackupConditionFailed {
 				reason = c.Reason
 			}
 		}
@@ -59,7 +59,7 @@ func recordBackupMetrics(b *v1.EtcdBackup) {
 
 // recordScheduleMetrics exports what alerts on a schedule need: how often it runs (a backup older than
 // about two intervals is overdue) and whether its newest test-restore failed.
-func recordScheduleMetrics(s *v1.EtcdBackupSchedule, now time.Time) {
+func recordScheduleMetrics(s *etcdv1alpha1.EtcdBackupSchedule, now time.Time) {
 	labels := []string{s.Namespace, s.Name, s.Spec.Template.ClusterName}
 	interval := 0.0
 	if sched, err := backupschedule.Parse(s.Spec.Schedule); err == nil && !s.Spec.Suspend {

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -294,7 +294,7 @@ func TestForeignNamesakePodIsNotAdopted(t *testing.T) {
 	if err := k8s.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 1 })
 	eventually(t, "NameConflict reported", func() error { return degradedReason(t, c, "NameConflict") })
 	live := &corev1.Pod{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), live); err != nil || live.UID != foreign.UID || len(live.OwnerReferences) != 0 {
@@ -308,7 +308,7 @@ func TestForeignNamesakePodIsNotAdopted(t *testing.T) {
 func TestRestoredCASecretWithoutLabelsIsUsed(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 1 })
 	ca := &corev1.Secret{}
 	eventually(t, "certificates issued", func() error {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.ServerSecret("demo")}, &corev1.Secret{}); err != nil {

@@ -4,19 +4,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
 // clusterMetrics is the metrics view of a pass: status as this pass set it, plus what only the
 // observation holds (database sizes and raft indexes left status so that they cost no API writes).
-func clusterMetrics(c *v1.EtcdCluster, o *observation) metrics.Cluster {
+func clusterMetrics(c *etcdv1alpha1.EtcdCluster, o *observation) metrics.Cluster {
 	m := metrics.Cluster{
 		Namespace: c.Namespace, Name: c.Name, Desired: int(c.Spec.Replicas),
 		QuotaBytes:     resources.Quota(c),
 		CurrentVersion: c.Status.CurrentVersion, DesiredVersion: c.Spec.Version,
-		Upgrading:        meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionUpgrading),
+		Upgrading:        meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionUpgrading),
 		Downgrading:      c.Status.DowngradeTarget != "",
 		UpgradeBlocked:   c.Status.UpgradeBlocked != nil,
 		PendingOperation: c.Status.PendingOperation != nil,
@@ -38,11 +38,11 @@ func clusterMetrics(c *v1.EtcdCluster, o *observation) metrics.Cluster {
 		}
 	}
 	for _, ms := range c.Status.Members {
-		mm := metrics.Member{Name: ms.Name, Healthy: ms.Healthy, Leader: ms.Role == v1.RoleLeader, Learner: ms.Role == v1.RoleLearner, Slow: ms.SlowSince != nil}
+		mm := metrics.Member{Name: ms.Name, Healthy: ms.Healthy, Leader: ms.Role == etcdv1alpha1.RoleLeader, Learner: ms.Role == etcdv1alpha1.RoleLearner, Slow: ms.SlowSince != nil}
 		switch ms.Role {
-		case v1.RoleLearner:
+		case etcdv1alpha1.RoleLearner:
 			m.Learners++
-		case v1.RoleLeader, v1.RoleFollower:
+		case etcdv1alpha1.RoleLeader, etcdv1alpha1.RoleFollower:
 			m.Voting++
 			if ms.Healthy {
 				m.Ready++

@@ -5,21 +5,21 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 )
 
 func TestClusterMetricsFromStatusAndObservation(t *testing.T) {
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "main"}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "main"}}
 	c.Spec.Replicas, c.Spec.Version = 3, "3.6.16"
 	c.Status.CurrentVersion = "3.6.15"
 	c.Status.QuotaBackendBytes = 1000
-	c.Status.Members = []v1.MemberStatus{
-		{Name: "main-0", ID: "a", Role: v1.RoleLeader, Healthy: true},
-		{Name: "main-1", ID: "b", Role: v1.RoleFollower, Healthy: false},
-		{Name: "main-2", ID: "c", Role: v1.RoleLearner, Healthy: true},
+	c.Status.Members = []etcdv1alpha1.MemberStatus{
+		{Name: "main-0", ID: "a", Role: etcdv1alpha1.RoleLeader, Healthy: true},
+		{Name: "main-1", ID: "b", Role: etcdv1alpha1.RoleFollower, Healthy: false},
+		{Name: "main-2", ID: "c", Role: etcdv1alpha1.RoleLearner, Healthy: true},
 	}
-	c.Status.Conditions = []metav1.Condition{{Type: v1.ConditionUpgrading, Status: metav1.ConditionTrue, Reason: "Upgrading"}}
+	c.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionUpgrading, Status: metav1.ConditionTrue, Reason: "Upgrading"}}
 	o := &observation{
 		etcd:     &etcdclient.Client{},
 		leaderID: 0xa,

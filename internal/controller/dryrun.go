@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
@@ -18,7 +18,7 @@ import (
 // of a cluster's spec.
 type dryRunVerdict struct {
 	generation int64
-	problems   []v1.FieldProblem
+	problems   []etcdv1alpha1.FieldProblem
 }
 
 // builtObject is one object the operator creates from the spec, and the spec fields it is built from
@@ -33,7 +33,7 @@ type builtObject struct {
 // member, with the peer wait a joining member runs), its PVC, the Services, the PodDisruptionBudget
 // and the NetworkPolicy. Each carries a generated name so that the dry run never meets the live
 // namesake (which would answer AlreadyExists before validating anything).
-func (r *EtcdClusterReconciler) specObjects(c *v1.EtcdCluster) []builtObject {
+func (r *EtcdClusterReconciler) specObjects(c *etcdv1alpha1.EtcdCluster) []builtObject {
 	member := naming.MemberName(c.Name, c.Status.NextMemberIndex)
 	image := c.Spec.Image
 	if image == "" {
@@ -50,7 +50,7 @@ func (r *EtcdClusterReconciler) specObjects(c *v1.EtcdCluster) []builtObject {
 		{resources.PeerService(c), "metadata.name", "the peer Service"},
 		{resources.PodDisruptionBudget(c), "spec.replicas", "the PodDisruptionBudget"},
 	}
-	if c.Spec.Storage.Medium != v1.StorageMediumMemory {
+	if c.Spec.Storage.Medium != etcdv1alpha1.StorageMediumMemory {
 		out = append(out, builtObject{resources.MemberPVC(c, member), "spec.storage", "the member PVC"})
 	}
 	if c.Spec.NetworkPolicy.IsEnabled() {
@@ -71,17 +71,17 @@ func (r *EtcdClusterReconciler) specObjects(c *v1.EtcdCluster) []builtObject {
 // cluster costs no call. Only a refusal of the object itself (Invalid, BadRequest) is a spec problem;
 // other refusals (a quota, a missing PriorityClass, RBAC) depend on the cluster, not on the spec, and
 // show through the action that meets them (Degraded ActionFailing).
-func (r *EtcdClusterReconciler) dryRunSpec(ctx context.Context, c *v1.EtcdCluster, cm *clusterMemory) ([]v1.FieldProblem, error) {
+func (r *EtcdClusterReconciler) dryRunSpec(ctx context.Context, c *etcdv1alpha1.EtcdCluster, cm *clusterMemory) ([]etcdv1alpha1.FieldProblem, error) {
 	if v := cm.dryRun; v != nil && v.generation == c.Generation {
 		return v.problems, nil
 	}
-	var problems []v1.FieldProblem
+	var problems []etcdv1alpha1.FieldProblem
 	for _, b := range r.specObjects(c) {
 		err := r.Create(ctx, b.obj, client.DryRunAll)
 		switch {
 		case err == nil:
 		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-			problems = append(problems, v1.FieldProblem{Field: b.fields,
+			problems = append(problems, etcdv1alpha1.FieldProblem{Field: b.fields,
 				Message: fmt.Sprintf("Kubernetes refuses %s the operator builds from it: %v", b.what, err)})
 		case apierrors.ReasonForError(err) != "" && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsInternalError(err) && !apierrors.IsServiceUnavailable(err):
 			// Refused for a reason of the cluster's, not of the spec's: the real create meets it.

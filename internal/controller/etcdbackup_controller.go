@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -56,14 +56,14 @@ type EtcdBackupReconciler struct {
 
 // Reconcile moves one EtcdBackup through Pending → Running → Succeeded | Failed.
 func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	b := &v1.EtcdBackup{}
+	b := &etcdv1alpha1.EtcdBackup{}
 	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.deleteSnapshot(ctx, b)
 	}
-	if b.Status.Phase == v1.BackupSucceeded || b.Status.Phase == v1.BackupFailed {
+	if b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed {
 		recordBackupMetrics(b)
 		return ctrl.Result{}, nil
 	}
@@ -76,13 +76,13 @@ func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if serr != nil {
 		return ctrl.Result{}, serr
 	}
-	if written && (b.Status.Phase == v1.BackupSucceeded || b.Status.Phase == v1.BackupFailed) {
+	if written && (b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed) {
 		recordBackupMetrics(b)
 	}
 	return res, err
 }
 
-func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl.Result, error) {
+func (r *EtcdBackupReconciler) step(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (ctrl.Result, error) {
 	if problems := speccheck.Backup(b); len(problems) > 0 {
 		// A backup's spec is immutable: one it cannot act on fails for good.
 		r.failed(b, reason.InvalidSpec, invalidSpecMessage(r.Recorder, b, "", problems))
@@ -101,7 +101,7 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 		return r.observeJob(ctx, b, job)
 	}
 
-	c := &v1.EtcdCluster{}
+	c := &etcdv1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, c); apierrors.IsNotFound(err) {
 		return r.wait(b, reason.ClusterNotFound, fmt.Sprintf("EtcdCluster %q does not exist", b.Spec.ClusterName))
 	} else if err != nil {
@@ -127,8 +127,8 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 		return ctrl.Result{}, fmt.Errorf("create backup job: %w", err)
 	}
 	now := metav1.NewTime(nowOr(r.Now))
-	b.Status.Phase, b.Status.StartTime = v1.BackupRunning, &now
-	setBackupCondition(b, v1.BackupConditionComplete, false, reason.Running, "the backup Job is running")
+	b.Status.Phase, b.Status.StartTime = etcdv1alpha1.BackupRunning, &now
+	setBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, reason.Running, "the backup Job is running")
 	r.Recorder.Event(b, corev1.EventTypeNormal, string(reason.BackupStarted), "started Job "+resources.BackupJobName(b.Name))
 	return ctrl.Result{}, nil
 }
@@ -137,12 +137,12 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *v1.EtcdBackup) (ctrl
 // can be taken. It deliberately ignores the Available condition, which alarms such as NOSPACE may
 // turn False: a full database is when a backup is needed most (the Job picks a member that can
 // serve it, see backup.Take).
-func hasQuorum(c *v1.EtcdCluster) bool {
+func hasQuorum(c *etcdv1alpha1.EtcdCluster) bool {
 	if !c.Status.Bootstrapped {
 		return false
 	}
 	for _, m := range c.Status.Members {
-		if m.Role == v1.RoleLeader {
+		if m.Role == etcdv1alpha1.RoleLeader {
 			return true
 		}
 	}
@@ -156,26 +156,26 @@ func namespaceTerminating(err error) bool {
 }
 
 // wait keeps the backup Pending while its cluster is missing or unavailable, for backupWaitLimit.
-func (r *EtcdBackupReconciler) wait(b *v1.EtcdBackup, why reason.Reason, msg string) (ctrl.Result, error) {
+func (r *EtcdBackupReconciler) wait(b *etcdv1alpha1.EtcdBackup, why reason.Reason, msg string) (ctrl.Result, error) {
 	if nowOr(r.Now).Sub(b.CreationTimestamp.Time) > backupWaitLimit {
 		r.failed(b, why, fmt.Sprintf("%s for more than %s", msg, backupWaitLimit))
 		return ctrl.Result{}, nil
 	}
-	b.Status.Phase = v1.BackupPending
-	setBackupCondition(b, v1.BackupConditionComplete, false, why, msg)
+	b.Status.Phase = etcdv1alpha1.BackupPending
+	setBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, why, msg)
 	return ctrl.Result{RequeueAfter: backupRequeue}, nil
 }
 
-func (r *EtcdBackupReconciler) failed(b *v1.EtcdBackup, why reason.Reason, msg string) {
+func (r *EtcdBackupReconciler) failed(b *etcdv1alpha1.EtcdBackup, why reason.Reason, msg string) {
 	now := metav1.NewTime(nowOr(r.Now))
-	b.Status.Phase, b.Status.CompletionTime = v1.BackupFailed, &now
-	setBackupCondition(b, v1.BackupConditionComplete, false, why, msg)
-	setBackupCondition(b, v1.BackupConditionFailed, true, why, msg)
+	b.Status.Phase, b.Status.CompletionTime = etcdv1alpha1.BackupFailed, &now
+	setBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, why, msg)
+	setBackupCondition(b, etcdv1alpha1.BackupConditionFailed, true, why, msg)
 	r.Recorder.Event(b, corev1.EventTypeWarning, string(why), msg)
 }
 
 // observeJob records a finished Job's report (its pod's termination message).
-func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *v1.EtcdBackup, job *batchv1.Job) (ctrl.Result, error) {
+func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup, job *batchv1.Job) (ctrl.Result, error) {
 	done, failed := false, false
 	for _, cond := range job.Status.Conditions {
 		if cond.Status != corev1.ConditionTrue {
@@ -188,11 +188,11 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *v1.EtcdBackup,
 			failed = true
 		}
 	}
-	if b.Status.Phase != v1.BackupRunning {
+	if b.Status.Phase != etcdv1alpha1.BackupRunning {
 		// The status write after the Job's creation was lost: the Job's start is the backup's.
 		start := metav1.NewTime(job.CreationTimestamp.Time)
-		b.Status.Phase, b.Status.StartTime = v1.BackupRunning, &start
-		setBackupCondition(b, v1.BackupConditionComplete, false, reason.Running, "the backup Job is running")
+		b.Status.Phase, b.Status.StartTime = etcdv1alpha1.BackupRunning, &start
+		setBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, reason.Running, "the backup Job is running")
 	}
 	if !done && !failed {
 		return ctrl.Result{}, nil // the Job's status changes wake us
@@ -204,10 +204,10 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *v1.EtcdBackup,
 	if done && rep.Result != nil {
 		res := rep.Result
 		now := metav1.NewTime(nowOr(r.Now))
-		b.Status.Phase, b.Status.CompletionTime = v1.BackupSucceeded, &now
+		b.Status.Phase, b.Status.CompletionTime = etcdv1alpha1.BackupSucceeded, &now
 		b.Status.EtcdVersion, b.Status.Revision, b.Status.Size, b.Status.SHA256, b.Status.Location = res.EtcdVersion, res.Revision, res.Size, res.SHA256, res.Location
 		msg := fmt.Sprintf("%d bytes at revision %d from member %s stored at %s", res.Size, res.Revision, res.Member, res.Location)
-		setBackupCondition(b, v1.BackupConditionComplete, true, reason.Succeeded, msg)
+		setBackupCondition(b, etcdv1alpha1.BackupConditionComplete, true, reason.Succeeded, msg)
 		r.Recorder.Event(b, corev1.EventTypeNormal, string(reason.BackupSucceeded), msg)
 		log.FromContext(ctx).Info("backup succeeded", "backup", b.Name, "location", res.Location, "size", res.Size)
 		return ctrl.Result{}, nil
@@ -287,7 +287,7 @@ func containerReport(statuses []corev1.ContainerStatus, name string) (backup.Rep
 // record forever: a failed deletion, a schedule deleted with snapshotDeletionPolicy Retain and a
 // namespace being deleted (where no Job can start) each release it with an event saying where
 // the snapshot stays.
-func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBackup) error {
+func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1alpha1.EtcdBackup) error {
 	if !controllerutil.ContainsFinalizer(b, naming.SnapshotFinalizer) {
 		return nil
 	}
@@ -351,21 +351,21 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *v1.EtcdBac
 // garbage collection (a foreground deletion of the schedule, or the namespace's) can reach b
 // before the schedule's finalizer releases it, and Retain means the snapshot stays. A deletion
 // Job retention already started is not stopped by this (the caller asks only before creating one).
-func (r *EtcdBackupReconciler) retainedBySchedule(ctx context.Context, b *v1.EtcdBackup) (bool, error) {
+func (r *EtcdBackupReconciler) retainedBySchedule(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (bool, error) {
 	ref := metav1.GetControllerOf(b)
 	if ref == nil || ref.Kind != "EtcdBackupSchedule" {
 		return false, nil
 	}
-	s := &v1.EtcdBackupSchedule{}
+	s := &etcdv1alpha1.EtcdBackupSchedule{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ref.Name}, s); apierrors.IsNotFound(err) {
 		return false, nil
 	} else if err != nil {
 		return false, fmt.Errorf("read schedule %s: %w", ref.Name, err)
 	}
-	return s.UID == ref.UID && !s.DeletionTimestamp.IsZero() && s.Spec.SnapshotDeletionPolicy != v1.SnapshotDelete, nil
+	return s.UID == ref.UID && !s.DeletionTimestamp.IsZero() && s.Spec.SnapshotDeletionPolicy != etcdv1alpha1.SnapshotDelete, nil
 }
 
-func setBackupCondition(b *v1.EtcdBackup, typ string, status bool, why reason.Reason, message string) {
+func setBackupCondition(b *etcdv1alpha1.EtcdBackup, typ string, status bool, why reason.Reason, message string) {
 	s := metav1.ConditionFalse
 	if status {
 		s = metav1.ConditionTrue
@@ -377,7 +377,7 @@ func setBackupCondition(b *v1.EtcdBackup, typ string, status bool, why reason.Re
 func (r *EtcdBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.secrets = mgr.GetAPIReader()
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.EtcdBackup{}).
+		For(&etcdv1alpha1.EtcdBackup{}).
 		Owns(&batchv1.Job{}).
 		Complete(metrics.Instrument("etcdbackup", r))
 }

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
@@ -32,44 +32,44 @@ const testOperatorImage = "example.test/etcd-autopilot:test"
 // observing etcd and leaves this status alone; no kubelet runs here to start real members.
 func availableCluster(t *testing.T, ns string) {
 	t.Helper()
-	quorateCluster(t, ns, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "QuorumHealthy"})
+	quorateCluster(t, ns, metav1.Condition{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "QuorumHealthy"})
 }
 
 // quorateCluster is availableCluster with a leader among its members and the given Available condition.
 func quorateCluster(t *testing.T, ns string, available metav1.Condition) {
 	t.Helper()
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Version = "3.6.0" })
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.0" })
 	eventually(t, "cluster marked unsupported", func() error {
-		if cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != "UnsupportedVersion" {
+		if cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionDegraded); cond == nil || cond.Reason != "UnsupportedVersion" {
 			return fmt.Errorf("degraded = %v", cond)
 		}
 		return nil
 	})
 	cur := get(t, c)
 	cur.Status.Bootstrapped = true
-	cur.Status.Members = []v1.MemberStatus{{Name: "demo-0", Role: v1.RoleLeader}, {Name: "demo-1", Role: v1.RoleFollower}, {Name: "demo-2", Role: v1.RoleFollower}}
+	cur.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "demo-0", Role: etcdv1alpha1.RoleLeader}, {Name: "demo-1", Role: etcdv1alpha1.RoleFollower}, {Name: "demo-2", Role: etcdv1alpha1.RoleFollower}}
 	meta.SetStatusCondition(&cur.Status.Conditions, available)
 	if err := k8s.Status().Update(context.Background(), cur); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func newBackup(t *testing.T, ns, name string, dest v1.BackupDestination) *v1.EtcdBackup {
+func newBackup(t *testing.T, ns, name string, dest etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 	t.Helper()
-	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.EtcdBackupSpec{ClusterName: "demo", Destination: dest}}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: dest}}
 	if err := k8s.Create(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-func s3Dest() v1.BackupDestination {
-	return v1.BackupDestination{S3: &v1.S3Destination{Bucket: "backups", Prefix: "prod", Endpoint: "http://minio.storage.svc:9000", Region: "us-east-1", ForcePathStyle: true, CredentialsSecret: "creds"}}
+func s3Dest() etcdv1alpha1.BackupDestination {
+	return etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "backups", Prefix: "prod", Endpoint: "http://minio.storage.svc:9000", Region: "us-east-1", ForcePathStyle: true, CredentialsSecret: "creds"}}
 }
 
-func waitBackup(t *testing.T, b *v1.EtcdBackup, phase v1.BackupPhase) *v1.EtcdBackup {
+func waitBackup(t *testing.T, b *etcdv1alpha1.EtcdBackup, phase etcdv1alpha1.BackupPhase) *etcdv1alpha1.EtcdBackup {
 	t.Helper()
-	out := &v1.EtcdBackup{}
+	out := &etcdv1alpha1.EtcdBackup{}
 	eventually(t, "backup "+b.Name+" "+string(phase), func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(b), out); err != nil {
 			return err
@@ -82,7 +82,7 @@ func waitBackup(t *testing.T, b *v1.EtcdBackup, phase v1.BackupPhase) *v1.EtcdBa
 	return out
 }
 
-func backupJob(t *testing.T, b *v1.EtcdBackup) *batchv1.Job {
+func backupJob(t *testing.T, b *etcdv1alpha1.EtcdBackup) *batchv1.Job {
 	t.Helper()
 	job := &batchv1.Job{}
 	eventually(t, "backup job", func() error {
@@ -144,8 +144,8 @@ func TestBackupRunsAJobAndRecordsItsReport(t *testing.T) {
 
 	// No credentials Secret: refused before any Job.
 	nocreds := newBackup(t, ns, "nocreds", s3Dest())
-	got := waitBackup(t, nocreds, v1.BackupFailed)
-	if f := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionFailed); f == nil || f.Reason != string(reason.CredentialsSecretNotFound) {
+	got := waitBackup(t, nocreds, etcdv1alpha1.BackupFailed)
+	if f := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.BackupConditionFailed); f == nil || f.Reason != string(reason.CredentialsSecretNotFound) {
 		t.Fatalf("failed condition %+v", f)
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.BackupJobName("nocreds")}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
@@ -159,7 +159,7 @@ func TestBackupRunsAJobAndRecordsItsReport(t *testing.T) {
 	}
 	b := newBackup(t, ns, "nightly", s3Dest())
 	job := backupJob(t, b)
-	waitBackup(t, b, v1.BackupRunning)
+	waitBackup(t, b, etcdv1alpha1.BackupRunning)
 	spec := job.Spec.Template.Spec
 	c0 := spec.Containers[0]
 	args := strings.Join(c0.Args, " ")
@@ -188,12 +188,12 @@ func TestBackupRunsAJobAndRecordsItsReport(t *testing.T) {
 
 	res := &backup.Result{Member: "abc", EtcdVersion: "3.6.16", Revision: 42, Size: 1234, SHA256: strings.Repeat("ab", 32), Location: "s3://backups/prod/nightly.db"}
 	finishJob(t, job, backup.Report{Result: res}, true)
-	got = waitBackup(t, b, v1.BackupSucceeded)
+	got = waitBackup(t, b, etcdv1alpha1.BackupSucceeded)
 	st := got.Status
 	if st.Revision != 42 || st.Size != 1234 || st.SHA256 != res.SHA256 || st.Location != res.Location || st.EtcdVersion != "3.6.16" || st.StartTime == nil || st.CompletionTime == nil {
 		t.Fatalf("status %+v", st)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1.BackupConditionComplete); c == nil || c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.BackupConditionComplete); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("complete condition %+v", c)
 	}
 	eventually(t, "backup metrics", func() error { // recorded right after the status write
@@ -207,17 +207,17 @@ func TestBackupRunsAJobAndRecordsItsReport(t *testing.T) {
 	// A failure reported by the Job becomes the Failed condition's reason.
 	bad := newBackup(t, ns, "badcreds", s3Dest())
 	finishJob(t, backupJob(t, bad), backup.Report{Reason: reason.InvalidCredentials, Message: "The Access Key Id you provided does not exist"}, false)
-	got = waitBackup(t, bad, v1.BackupFailed)
-	if f := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionFailed); f == nil || f.Reason != string(reason.InvalidCredentials) || !strings.Contains(f.Message, "Access Key") {
+	got = waitBackup(t, bad, etcdv1alpha1.BackupFailed)
+	if f := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.BackupConditionFailed); f == nil || f.Reason != string(reason.InvalidCredentials) || !strings.Contains(f.Message, "Access Key") {
 		t.Fatalf("failed condition %+v", f)
 	}
 }
 
 func TestBackupWaitsForItsCluster(t *testing.T) {
 	ns := newNamespace(t)
-	b := newBackup(t, ns, "early", v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps", Path: "etcd"}})
-	got := waitBackup(t, b, v1.BackupPending)
-	if c := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionComplete); c == nil || c.Reason != string(reason.ClusterNotFound) {
+	b := newBackup(t, ns, "early", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps", Path: "etcd"}})
+	got := waitBackup(t, b, etcdv1alpha1.BackupPending)
+	if c := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.BackupConditionComplete); c == nil || c.Reason != string(reason.ClusterNotFound) {
 		t.Fatalf("complete condition %+v", c)
 	}
 	availableCluster(t, ns)
@@ -233,24 +233,24 @@ func TestBackupWaitsForItsCluster(t *testing.T) {
 // when users need a backup most. The Job picks a member that can serve the snapshot.
 func TestBackupRunsWhileAnAlarmMakesTheClusterUnavailable(t *testing.T) {
 	ns := newNamespace(t)
-	quorateCluster(t, ns, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: "NoSpace", Message: "NOSPACE alarm raised"})
-	b := newBackup(t, ns, "while-full", v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps"}})
+	quorateCluster(t, ns, metav1.Condition{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: "NoSpace", Message: "NOSPACE alarm raised"})
+	b := newBackup(t, ns, "while-full", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps"}})
 	backupJob(t, b)
-	waitBackup(t, b, v1.BackupRunning)
+	waitBackup(t, b, etcdv1alpha1.BackupRunning)
 }
 
 func TestRestoreWaitsForTheBackupThenRestoresEveryInitialMember(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: ns}, Spec: v1.EtcdBackupSpec{ClusterName: "gone", Destination: s3Dest()}}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "gone", Destination: s3Dest()}}
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) {
-		c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "snap"}}
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: "snap"}}
 	})
 	eventually(t, "restore waits for the backup", func() error {
-		cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionRestored)
+		cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionRestored)
 		if cond == nil || cond.Reason != string(reason.BackupNotReady) {
 			return fmt.Errorf("restored condition %+v", cond)
 		}
@@ -268,7 +268,7 @@ func TestRestoreWaitsForTheBackupThenRestoresEveryInitialMember(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 		t.Fatal(err)
 	}
-	b.Status = v1.EtcdBackupStatus{Phase: v1.BackupSucceeded, Size: 99, SHA256: strings.Repeat("cd", 32), Location: "s3://backups/prod/snap.db"}
+	b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Size: 99, SHA256: strings.Repeat("cd", 32), Location: "s3://backups/prod/snap.db"}
 	if err := k8s.Status().Update(ctx, b); err != nil {
 		t.Fatal(err)
 	}

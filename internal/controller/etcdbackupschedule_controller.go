@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -56,7 +56,7 @@ type EtcdBackupScheduleReconciler struct {
 
 // Reconcile is one pass: retention, then a new run when one is due and none is in flight.
 func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	s := &v1.EtcdBackupSchedule{}
+	s := &etcdv1alpha1.EtcdBackupSchedule{}
 	if err := r.Get(ctx, req.NamespacedName, s); apierrors.IsNotFound(err) {
 		metrics.ForgetSchedule(req.Namespace, req.Name)
 		return ctrl.Result{}, nil
@@ -82,7 +82,7 @@ func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.R
 	return res, err
 }
 
-func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBackupSchedule) (ctrl.Result, error) {
+func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) (ctrl.Result, error) {
 	if problems := speccheck.Schedule(s); len(problems) > 0 {
 		prev := ""
 		if c := meta.FindStatusCondition(s.Status.Conditions, ConditionScheduled); c != nil && c.Reason == string(reason.InvalidSpec) {
@@ -102,19 +102,19 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 		return ctrl.Result{}, err
 	}
 	var items []backupschedule.Backup
-	byName := map[string]*v1.EtcdBackup{}
+	byName := map[string]*etcdv1alpha1.EtcdBackup{}
 	for i := range owned {
 		b := &owned[i]
 		if !b.DeletionTimestamp.IsZero() {
 			continue
 		}
 		byName[b.Name] = b
-		finished := b.Status.Phase == v1.BackupSucceeded || b.Status.Phase == v1.BackupFailed
+		finished := b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed
 		created := b.CreationTimestamp.Time
 		if at, err := time.Parse(time.RFC3339, b.Annotations[naming.AnnotationScheduledAt]); err == nil {
 			created = at
 		}
-		items = append(items, backupschedule.Backup{Name: b.Name, Created: created, Finished: finished, Succeeded: b.Status.Phase == v1.BackupSucceeded})
+		items = append(items, backupschedule.Backup{Name: b.Name, Created: created, Finished: finished, Succeeded: b.Status.Phase == etcdv1alpha1.BackupSucceeded})
 		// The newest run on record is read back from the backups themselves, so a lost status
 		// write (a conflict, a crash right after the create) is repaired on the next pass.
 		if _, err := time.Parse(time.RFC3339, b.Annotations[naming.AnnotationScheduledAt]); err == nil &&
@@ -122,7 +122,7 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 			t := metav1.NewTime(created)
 			s.Status.LastScheduleTime, s.Status.LastBackup = &t, b.Name
 		}
-		if b.Status.Phase == v1.BackupSucceeded && b.Status.CompletionTime != nil &&
+		if b.Status.Phase == etcdv1alpha1.BackupSucceeded && b.Status.CompletionTime != nil &&
 			(s.Status.LastSuccessfulTime == nil || s.Status.LastSuccessfulTime.Before(b.Status.CompletionTime)) {
 			s.Status.LastSuccessfulTime = b.Status.CompletionTime.DeepCopy()
 		}
@@ -167,13 +167,13 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 		setScheduleCondition(s, true, reason.Waiting, fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
 		return requeue(verifyWait, scheduleBusyRequeue), nil
 	case due:
-		b := &v1.EtcdBackup{
+		b := &etcdv1alpha1.EtcdBackup{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: backupschedule.BackupName(s.Name, run), Namespace: s.Namespace,
 				Labels:          map[string]string{naming.LabelSchedule: s.Name},
 				Annotations:     map[string]string{naming.AnnotationScheduledAt: run.UTC().Format(time.RFC3339)},
 				Finalizers:      []string{naming.SnapshotFinalizer},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, v1.GroupVersion.WithKind("EtcdBackupSchedule"))},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))},
 			},
 			Spec: *s.Spec.Template.DeepCopy(),
 		}
@@ -197,12 +197,12 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *v1.EtcdBacku
 // ownedBackups are the EtcdBackups s made: its label narrows the list, its controller reference
 // decides. Retention and verification act on these only, never on a hand-made EtcdBackup that
 // carries the label, nor on the backups an earlier schedule of the same name left behind.
-func (r *EtcdBackupScheduleReconciler) ownedBackups(ctx context.Context, s *v1.EtcdBackupSchedule) ([]v1.EtcdBackup, error) {
-	list := &v1.EtcdBackupList{}
+func (r *EtcdBackupScheduleReconciler) ownedBackups(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) ([]etcdv1alpha1.EtcdBackup, error) {
+	list := &etcdv1alpha1.EtcdBackupList{}
 	if err := r.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{naming.LabelSchedule: s.Name}); err != nil {
 		return nil, fmt.Errorf("list backups of schedule %s: %w", s.Name, err)
 	}
-	var out []v1.EtcdBackup
+	var out []etcdv1alpha1.EtcdBackup
 	for _, b := range list.Items {
 		if metav1.IsControlledBy(&b, s) {
 			out = append(out, b)
@@ -217,7 +217,7 @@ func (r *EtcdBackupScheduleReconciler) ownedBackups(ctx context.Context, s *v1.E
 // with it, which members not yet restored still have to read, and a recovery that has fenced the
 // old members has nothing else to start from.
 func (r *EtcdBackupScheduleReconciler) backupsBeingRestored(ctx context.Context, namespace string) (map[string]string, error) {
-	clusters := &v1.EtcdClusterList{}
+	clusters := &etcdv1alpha1.EtcdClusterList{}
 	if err := r.List(ctx, clusters, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("list clusters that may restore a backup: %w", err)
 	}
@@ -228,7 +228,7 @@ func (r *EtcdBackupScheduleReconciler) backupsBeingRestored(ctx context.Context,
 			out[rec.Backup] = c.Name
 		}
 		// Until Restored is True: confirmRestored checks the members' revision against the backup's.
-		if b := c.Spec.Bootstrap; b != nil && b.Restore != nil && b.Restore.BackupName != "" && !meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionRestored) {
+		if b := c.Spec.Bootstrap; b != nil && b.Restore != nil && b.Restore.BackupName != "" && !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionRestored) {
 			out[b.Restore.BackupName] = c.Name
 		}
 	}
@@ -242,11 +242,11 @@ func (r *EtcdBackupScheduleReconciler) backupsBeingRestored(ctx context.Context,
 // EtcdBackupReconciler.retainedBySchedule): Retain errs on the side of keeping. Delete leaves them owned:
 // garbage collection deletes them after the schedule, and each one's finalizer its snapshot.
 // Only updates are made, which the API allows in a namespace being deleted.
-func (r *EtcdBackupScheduleReconciler) finalize(ctx context.Context, s *v1.EtcdBackupSchedule) error {
+func (r *EtcdBackupScheduleReconciler) finalize(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) error {
 	if !controllerutil.ContainsFinalizer(s, naming.ScheduleFinalizer) {
 		return nil
 	}
-	if s.Spec.SnapshotDeletionPolicy != v1.SnapshotDelete {
+	if s.Spec.SnapshotDeletionPolicy != etcdv1alpha1.SnapshotDelete {
 		owned, err := r.ownedBackups(ctx, s)
 		if err != nil {
 			return err
@@ -286,7 +286,7 @@ func requeue(a, b time.Duration) ctrl.Result {
 // verify test-restores the newest successful backup on spec.verify's schedule, one Job per
 // backup, and records the outcome (status.lastVerifiedBackup, the Verified condition, a metric).
 // It returns how long until the next verify run.
-func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *v1.EtcdBackupSchedule, backups []v1.EtcdBackup, now time.Time) (time.Duration, error) {
+func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, backups []etcdv1alpha1.EtcdBackup, now time.Time) (time.Duration, error) {
 	if s.Spec.Verify == nil {
 		meta.RemoveStatusCondition(&s.Status.Conditions, ConditionVerified)
 		return 0, nil
@@ -296,10 +296,10 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *v1.EtcdBac
 		setVerifiedCondition(s, false, reason.InvalidSchedule, err.Error())
 		return 0, nil
 	}
-	var newest *v1.EtcdBackup
+	var newest *etcdv1alpha1.EtcdBackup
 	for i := range backups {
 		b := &backups[i]
-		if b.Status.Phase == v1.BackupSucceeded && b.DeletionTimestamp.IsZero() && b.Status.CompletionTime != nil &&
+		if b.Status.Phase == etcdv1alpha1.BackupSucceeded && b.DeletionTimestamp.IsZero() && b.Status.CompletionTime != nil &&
 			(newest == nil || newest.Status.CompletionTime.Before(b.Status.CompletionTime)) {
 			newest = b
 		}
@@ -341,7 +341,7 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *v1.EtcdBac
 }
 
 // recordVerify records a finished test-restore Job of backup b once.
-func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *v1.EtcdBackupSchedule, b *v1.EtcdBackup, job *batchv1.Job) {
+func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, b *etcdv1alpha1.EtcdBackup, job *batchv1.Job) {
 	for _, cond := range job.Status.Conditions {
 		if cond.Status != corev1.ConditionTrue {
 			continue
@@ -367,7 +367,7 @@ func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *v1.E
 	}
 }
 
-func setVerifiedCondition(s *v1.EtcdBackupSchedule, status bool, why reason.Reason, message string) {
+func setVerifiedCondition(s *etcdv1alpha1.EtcdBackupSchedule, status bool, why reason.Reason, message string) {
 	st := metav1.ConditionFalse
 	if status {
 		st = metav1.ConditionTrue
@@ -375,7 +375,7 @@ func setVerifiedCondition(s *v1.EtcdBackupSchedule, status bool, why reason.Reas
 	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionVerified, Status: st, Reason: string(why), Message: message, ObservedGeneration: s.Generation})
 }
 
-func setScheduleCondition(s *v1.EtcdBackupSchedule, status bool, why reason.Reason, message string) {
+func setScheduleCondition(s *etcdv1alpha1.EtcdBackupSchedule, status bool, why reason.Reason, message string) {
 	st := metav1.ConditionFalse
 	if status {
 		st = metav1.ConditionTrue
@@ -386,8 +386,8 @@ func setScheduleCondition(s *v1.EtcdBackupSchedule, status bool, why reason.Reas
 // SetupWithManager registers the reconciler; its backups' status changes wake it.
 func (r *EtcdBackupScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.EtcdBackupSchedule{}).
-		Owns(&v1.EtcdBackup{}).
+		For(&etcdv1alpha1.EtcdBackupSchedule{}).
+		Owns(&etcdv1alpha1.EtcdBackup{}).
 		Owns(&batchv1.Job{}).
 		Complete(metrics.Instrument("etcdbackupschedule", r))
 }

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -49,10 +49,10 @@ func (c *testClock) advance(d time.Duration) {
 
 // poke wakes the schedule controller after the clock moved (a real clock needs no poke: the
 // controller requeues itself for the next run).
-func poke(t *testing.T, s *v1.EtcdBackupSchedule) {
+func poke(t *testing.T, s *etcdv1alpha1.EtcdBackupSchedule) {
 	t.Helper()
 	eventually(t, "poke schedule", func() error {
-		cur := &v1.EtcdBackupSchedule{}
+		cur := &etcdv1alpha1.EtcdBackupSchedule{}
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), cur); err != nil {
 			return err
 		}
@@ -64,13 +64,13 @@ func poke(t *testing.T, s *v1.EtcdBackupSchedule) {
 	})
 }
 
-func scheduleBackups(t *testing.T, s *v1.EtcdBackupSchedule) []v1.EtcdBackup {
+func scheduleBackups(t *testing.T, s *etcdv1alpha1.EtcdBackupSchedule) []etcdv1alpha1.EtcdBackup {
 	t.Helper()
-	list := &v1.EtcdBackupList{}
+	list := &etcdv1alpha1.EtcdBackupList{}
 	if err := k8s.List(context.Background(), list, client.InNamespace(s.Namespace), client.MatchingLabels{naming.LabelSchedule: s.Name}); err != nil {
 		t.Fatal(err)
 	}
-	var out []v1.EtcdBackup
+	var out []etcdv1alpha1.EtcdBackup
 	for _, b := range list.Items {
 		if b.DeletionTimestamp.IsZero() {
 			out = append(out, b)
@@ -81,24 +81,24 @@ func scheduleBackups(t *testing.T, s *v1.EtcdBackupSchedule) []v1.EtcdBackup {
 
 // succeed plays the backup Job: the backup succeeded without a stored object (so its deletion
 // needs no delete Job, which envtest could not run).
-func succeed(t *testing.T, b v1.EtcdBackup) {
+func succeed(t *testing.T, b etcdv1alpha1.EtcdBackup) {
 	t.Helper()
 	eventually(t, "mark "+b.Name+" succeeded", func() error {
-		cur := &v1.EtcdBackup{}
+		cur := &etcdv1alpha1.EtcdBackup{}
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(&b), cur); err != nil {
 			return err
 		}
 		now := metav1.Now()
-		cur.Status = v1.EtcdBackupStatus{Phase: v1.BackupSucceeded, StartTime: &now, CompletionTime: &now}
+		cur.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &now, CompletionTime: &now}
 		return k8s.Status().Update(context.Background(), cur)
 	})
 }
 
 func TestScheduleRunsOneAtATimeAndKeepsTheLastN(t *testing.T) {
 	ns := newNamespace(t)
-	s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "minutely", Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "minutely", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
 		Schedule: "* * * * *", KeepLast: 3,
-		Template: v1.EtcdBackupSpec{ClusterName: "demo", Destination: v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps"}}},
+		Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps"}}},
 	}}
 	if err := k8s.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
@@ -109,13 +109,13 @@ func TestScheduleRunsOneAtATimeAndKeepsTheLastN(t *testing.T) {
 	for run := 1; run <= 5; run++ {
 		inFlight := false
 		for _, x := range scheduleBackups(t, s) {
-			inFlight = inFlight || (!slices.Contains(made, x.Name) && x.Status.Phase != v1.BackupSucceeded)
+			inFlight = inFlight || (!slices.Contains(made, x.Name) && x.Status.Phase != etcdv1alpha1.BackupSucceeded)
 		}
 		if !inFlight {
 			scheduleClock.advance(61 * time.Second)
 			poke(t, s)
 		}
-		var b v1.EtcdBackup
+		var b etcdv1alpha1.EtcdBackup
 		eventually(t, fmt.Sprintf("run %d", run), func() error {
 			for _, x := range scheduleBackups(t, s) {
 				if !slices.Contains(made, x.Name) {
@@ -142,7 +142,7 @@ func TestScheduleRunsOneAtATimeAndKeepsTheLastN(t *testing.T) {
 			// Suspended from now on (retention still runs): no run after the fifth, even if the
 			// real clock crosses a minute boundary.
 			eventually(t, "suspend", func() error {
-				cur := &v1.EtcdBackupSchedule{}
+				cur := &etcdv1alpha1.EtcdBackupSchedule{}
 				if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), cur); err != nil {
 					return err
 				}
@@ -163,7 +163,7 @@ func TestScheduleRunsOneAtATimeAndKeepsTheLastN(t *testing.T) {
 		}
 		return nil
 	})
-	cur := &v1.EtcdBackupSchedule{}
+	cur := &etcdv1alpha1.EtcdBackupSchedule{}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), cur); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestScheduleRunsOneAtATimeAndKeepsTheLastN(t *testing.T) {
 	// Suspended: time passes, nothing runs.
 	scheduleClock.advance(5 * time.Minute)
 	eventually(t, "suspended", func() error {
-		got := &v1.EtcdBackupSchedule{}
+		got := &etcdv1alpha1.EtcdBackupSchedule{}
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), got); err != nil {
 			return err
 		}
@@ -191,16 +191,16 @@ func TestScheduleRunsOneAtATimeAndKeepsTheLastN(t *testing.T) {
 func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "verified", Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
-		Schedule: "0 0 1 1 *", KeepLast: 3, Verify: &v1.VerifySpec{Schedule: "* * * * *"},
-		Template: v1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "verified", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
+		Schedule: "0 0 1 1 *", KeepLast: 3, Verify: &etcdv1alpha1.VerifySpec{Schedule: "* * * * *"},
+		Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
 	}}
 	if err := k8s.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	// A successful backup of this schedule, as its Job would have recorded it.
-	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "verified-1", Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, v1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "verified-1", Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
 		Spec: s.Spec.Template}
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
 			return err
 		}
 		now := metav1.Now()
-		b.Status = v1.EtcdBackupStatus{Phase: v1.BackupSucceeded, StartTime: &now, CompletionTime: &now, EtcdVersion: "3.6.16",
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &now, CompletionTime: &now, EtcdVersion: "3.6.16",
 			Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/verified-1.db"}
 		return k8s.Status().Update(ctx, b)
 	})
@@ -232,7 +232,7 @@ func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
 	}
 	finishJob(t, job, backup.Report{Result: &backup.Result{Revision: 80}}, true)
 	eventually(t, "verified", func() error {
-		cur := &v1.EtcdBackupSchedule{}
+		cur := &etcdv1alpha1.EtcdBackupSchedule{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(s), cur); err != nil {
 			return err
 		}
@@ -249,11 +249,11 @@ func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
 
 // newSchedule creates a schedule that never runs by itself (once a year, on 1 January) and waits
 // until the operator has put its finalizer on it.
-func newSchedule(t *testing.T, ns, name string, policy v1.SnapshotDeletionPolicy) *v1.EtcdBackupSchedule {
+func newSchedule(t *testing.T, ns, name string, policy etcdv1alpha1.SnapshotDeletionPolicy) *etcdv1alpha1.EtcdBackupSchedule {
 	t.Helper()
-	s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
 		Schedule: "0 0 1 1 *", KeepLast: 1, SnapshotDeletionPolicy: policy,
-		Template: v1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
+		Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
 	}}
 	if err := k8s.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
@@ -273,14 +273,14 @@ func newSchedule(t *testing.T, ns, name string, policy v1.SnapshotDeletionPolicy
 // finishedBackup creates a succeeded backup scheduled at `at`, labelled for schedule `label`,
 // controlled by owner (nil: hand-made), with a stored snapshot at location ("": none) and the
 // snapshot finalizer when owned, as a schedule makes them.
-func finishedBackup(t *testing.T, ns, name, label string, owner *v1.EtcdBackupSchedule, at time.Time, location string) *v1.EtcdBackup {
+func finishedBackup(t *testing.T, ns, name, label string, owner *etcdv1alpha1.EtcdBackupSchedule, at time.Time, location string) *etcdv1alpha1.EtcdBackup {
 	t.Helper()
 	ctx := context.Background()
-	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: label},
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: label},
 		Annotations: map[string]string{naming.AnnotationScheduledAt: at.UTC().Format(time.RFC3339)}},
-		Spec: v1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()}}
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()}}
 	if owner != nil {
-		b.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, v1.GroupVersion.WithKind("EtcdBackupSchedule"))}
+		b.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}
 		b.Finalizers = []string{naming.SnapshotFinalizer}
 	}
 	if err := k8s.Create(ctx, b); err != nil {
@@ -291,7 +291,7 @@ func finishedBackup(t *testing.T, ns, name, label string, owner *v1.EtcdBackupSc
 			return err
 		}
 		done := metav1.NewTime(at)
-		b.Status = v1.EtcdBackupStatus{Phase: v1.BackupSucceeded, StartTime: &done, CompletionTime: &done, Location: location}
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &done, CompletionTime: &done, Location: location}
 		return k8s.Status().Update(ctx, b)
 	})
 	return b
@@ -333,7 +333,7 @@ func TestRetentionDeletesOnlyWhatItsScheduleMade(t *testing.T) {
 	waitGone(t, older) // keepLast 1 deletes the older of the schedule's two
 	poke(t, other)
 	time.Sleep(time.Second) // a further pass of each schedule changes nothing
-	for _, b := range []*v1.EtcdBackup{newer, handMade, foreign} {
+	for _, b := range []*etcdv1alpha1.EtcdBackup{newer, handMade, foreign} {
 		if !exists(t, b) || !b.DeletionTimestamp.IsZero() {
 			t.Errorf("retention deleted %s", b.Name)
 		}
@@ -347,7 +347,7 @@ func TestDeletingAScheduleKeepsItsSnapshotsByDefault(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	s := newSchedule(t, ns, "kept", "")
-	if s.Spec.SnapshotDeletionPolicy != v1.SnapshotRetain {
+	if s.Spec.SnapshotDeletionPolicy != etcdv1alpha1.SnapshotRetain {
 		t.Fatalf("default policy %q, want Retain", s.Spec.SnapshotDeletionPolicy)
 	}
 	now := scheduleClock.now()
@@ -374,7 +374,7 @@ func TestDeletingAScheduleKeepsItsSnapshotsByDefault(t *testing.T) {
 func TestDeletingAScheduleWithPolicyDeleteDeletesItsSnapshots(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	s := newSchedule(t, ns, "dropped", v1.SnapshotDelete)
+	s := newSchedule(t, ns, "dropped", etcdv1alpha1.SnapshotDelete)
 	// Recorded by the previous operator version, before keys carried namespace and cluster: the
 	// delete Job (retention's too) follows the recorded location, so the old key still goes.
 	b1 := finishedBackup(t, ns, "dropped-1", s.Name, s, scheduleClock.now().Add(-time.Hour), "s3://backups/prod/dropped-1.db")
@@ -405,14 +405,14 @@ func TestDeletingAScheduleWithPolicyDeleteDeletesItsSnapshots(t *testing.T) {
 func TestNamespaceTeardownReleasesEveryFinalizer(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Storage.RetentionPolicy = v1.PVCRetentionRetain })
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.RetentionPolicy = etcdv1alpha1.PVCRetentionRetain })
 	eventually(t, "cluster finalizer", func() error {
 		if !slices.Contains(get(t, c).Finalizers, naming.Finalizer) {
 			return fmt.Errorf("no finalizer yet")
 		}
 		return nil
 	})
-	kept, dropped := newSchedule(t, ns, "kept", ""), newSchedule(t, ns, "dropped", v1.SnapshotDelete)
+	kept, dropped := newSchedule(t, ns, "kept", ""), newSchedule(t, ns, "dropped", etcdv1alpha1.SnapshotDelete)
 	at := scheduleClock.now().Add(-time.Hour)
 	finishedBackup(t, ns, "kept-1", kept.Name, kept, at, "s3://backups/prod/"+ns+"/demo/kept-1-0000.db")
 	droppedBackup := finishedBackup(t, ns, "dropped-1", dropped.Name, dropped, at, "s3://backups/prod/"+ns+"/demo/dropped-1-0000.db")
@@ -426,14 +426,14 @@ func TestNamespaceTeardownReleasesEveryFinalizer(t *testing.T) {
 		t.Fatalf("namespace phase %q (%v)", nsObj.Status.Phase, err)
 	}
 	start := time.Now()
-	for _, o := range []client.Object{&v1.EtcdBackupSchedule{}, &v1.EtcdBackup{}, &v1.EtcdCluster{}} {
+	for _, o := range []client.Object{&etcdv1alpha1.EtcdBackupSchedule{}, &etcdv1alpha1.EtcdBackup{}, &etcdv1alpha1.EtcdCluster{}} {
 		if err := k8s.DeleteAllOf(ctx, o, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	eventually(t, "every object gone", func() error {
 		var left []string
-		for _, l := range []client.ObjectList{&v1.EtcdBackupScheduleList{}, &v1.EtcdBackupList{}, &v1.EtcdClusterList{}} {
+		for _, l := range []client.ObjectList{&etcdv1alpha1.EtcdBackupScheduleList{}, &etcdv1alpha1.EtcdBackupList{}, &etcdv1alpha1.EtcdClusterList{}} {
 			if err := k8s.List(ctx, l, client.InNamespace(ns)); err != nil {
 				return err
 			}
@@ -460,11 +460,11 @@ func TestNamespaceTeardownReleasesEveryFinalizer(t *testing.T) {
 func TestRetentionKeepsABackupBeingRestored(t *testing.T) {
 	ns := newNamespace(t)
 	// The cluster first: every backup's status change wakes the schedule.
-	newCluster(t, ns, func(c *v1.EtcdCluster) {
-		c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "nightly-1"}}
+	newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: "nightly-1"}}
 	})
 	eventually(t, "the operator's cache sees the restoring cluster", func() error {
-		l := &v1.EtcdClusterList{}
+		l := &etcdv1alpha1.EtcdClusterList{}
 		if err := managerCache.List(context.Background(), l, client.InNamespace(ns)); err != nil {
 			return err
 		}
@@ -485,7 +485,7 @@ func TestRetentionKeepsABackupBeingRestored(t *testing.T) {
 	}
 
 	// Likewise the backup a FromBackup quorum-loss recovery rebuilds a cluster from.
-	other := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}
+	other := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}
 	other.Spec.Replicas = 3
 	other.Spec.Storage.Size = resource.MustParse("1Gi")
 	if err := k8s.Create(context.Background(), other); err != nil {
@@ -493,11 +493,11 @@ func TestRetentionKeepsABackupBeingRestored(t *testing.T) {
 	}
 	eventually(t, "cluster other records a recovery from "+rebuilding.Name, func() error {
 		cur := get(t, other)
-		cur.Status.Recovery = &v1.QuorumRecovery{Source: planner.FromBackup, Phase: planner.PhaseRestoring, Backup: rebuilding.Name, StartedAt: metav1.Now()}
+		cur.Status.Recovery = &etcdv1alpha1.QuorumRecovery{Source: planner.FromBackup, Phase: planner.PhaseRestoring, Backup: rebuilding.Name, StartedAt: metav1.Now()}
 		if err := k8s.Status().Update(context.Background(), cur); err != nil {
 			return err
 		}
-		l := &v1.EtcdClusterList{}
+		l := &etcdv1alpha1.EtcdClusterList{}
 		if err := managerCache.List(context.Background(), l, client.InNamespace(ns)); err != nil {
 			return err
 		}
@@ -512,7 +512,7 @@ func TestRetentionKeepsABackupBeingRestored(t *testing.T) {
 	finishedBackup(t, ns, "nightly-3", s.Name, s, now.Add(-time.Minute), "")
 	poke(t, s)
 	waitGone(t, older)
-	for _, b := range []*v1.EtcdBackup{restoring, rebuilding} {
+	for _, b := range []*etcdv1alpha1.EtcdBackup{restoring, rebuilding} {
 		if !exists(t, b) || !b.DeletionTimestamp.IsZero() {
 			t.Errorf("retention deleted %s, which a cluster is being restored from", b.Name)
 		}

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -90,7 +90,7 @@ type EtcdClusterReconciler struct {
 
 // Reconcile is one pass over one EtcdCluster.
 func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	c := &v1.EtcdCluster{}
+	c := &etcdv1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, req.NamespacedName, c); apierrors.IsNotFound(err) {
 		r.mem.forget(req.NamespacedName)
 		forgetClusterMetrics(req.Namespace, req.Name)
@@ -124,9 +124,9 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	ctx, trace := etcdclient.WithCallTrace(ctx)
 	defer p.logPass(ctx, time.Now(), trace)
 	res, err := p.run(ctx)
-	if err != nil && !apierrors.IsConflict(err) && meta.FindStatusCondition(c.Status.Conditions, v1.ConditionProgressing) == nil {
+	if err != nil && !apierrors.IsConflict(err) && meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing) == nil {
 		// A first pass that could not even create the cluster's objects still says why.
-		setCondition(c, v1.ConditionProgressing, true, reason.ReconcileFailed, err.Error())
+		setCondition(c, etcdv1alpha1.ConditionProgressing, true, reason.ReconcileFailed, err.Error())
 	}
 	switch {
 	case err == nil:
@@ -134,7 +134,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	case !apierrors.IsConflict(err) && p.mem.passFailed(err):
 		// A pass that keeps failing before it can decide (a Service, the NetworkPolicy or a Secret
 		// that cannot be written) must not leave an earlier AsExpected standing.
-		setCondition(c, v1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("the operator's pass has failed %d times in a row before deciding a step; last error: %s (retried with backoff)", p.mem.passFailures, p.mem.passError))
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("the operator's pass has failed %d times in a row before deciding a step; last error: %s (retried with backoff)", p.mem.passFailures, p.mem.passError))
 	}
 	if serr := p.writeStatus(ctx); serr != nil && err == nil {
 		err = serr
@@ -152,8 +152,8 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // pass is the state of one reconcile pass.
 type pass struct {
 	r    *EtcdClusterReconciler
-	c    *v1.EtcdCluster
-	orig *v1.EtcdCluster // status as last written
+	c    *etcdv1alpha1.EtcdCluster
+	orig *etcdv1alpha1.EtcdCluster // status as last written
 	now  time.Time
 	obs  *observation
 	mem  *clusterMemory
@@ -184,7 +184,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	c := p.c
 	if c.Spec.Image == "" && !versions.IsSupported(c.Spec.Version) {
 		_, err := versions.Image(c.Spec.Version)
-		setCondition(c, v1.ConditionDegraded, true, reason.UnsupportedVersion, err.Error())
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.UnsupportedVersion, err.Error())
 		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.UnsupportedVersion), err.Error())
 		return ctrl.Result{}, nil // a spec change wakes us
 	}
@@ -244,7 +244,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if p.trust != nil && p.trust.blocks {
 		// Nothing is started or changed on certificates that cannot work. The user's Secrets are not
 		// watched (they are read on demand), so look again soon for the fix.
-		setCondition(c, v1.ConditionProgressing, false, reason.UserCertificatesUnusable, "waiting for usable certificates: "+p.trust.message)
+		setCondition(c, etcdv1alpha1.ConditionProgressing, false, reason.UserCertificatesUnusable, "waiting for usable certificates: "+p.trust.message)
 		return ctrl.Result{RequeueAfter: requeueUserCertificates}, nil
 	}
 	if action.Reason == reason.MigrationStopped {
@@ -270,7 +270,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err := p.act(ctx, action); apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: requeueStep}, nil // a stale view; look again, nothing failed
 	} else if errors.As(err, &wait) {
-		setCondition(c, v1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; etcd: not yet: %v", action.Message, wait.err))
+		setCondition(c, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; etcd: not yet: %v", action.Message, wait.err))
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
 	} else if err != nil {
 		retry := p.mem.actionFailed(key, p.now)
@@ -279,10 +279,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 		var conflict *nameConflict
 		if errors.As(err, &conflict) {
-			setCondition(c, v1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
+			setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
 		}
 		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.ActionFailed), "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
-		setCondition(c, v1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
+		setCondition(c, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
 		p.reportFailingStep(key, action)
 		return ctrl.Result{RequeueAfter: retry}, nil
 	}
@@ -307,11 +307,11 @@ func (p *pass) writeStatus(ctx context.Context) error {
 
 // finalize removes the finalizer once owned objects may go; with RetentionPolicy Retain the
 // PVCs are released from the cluster first so garbage collection keeps them.
-func (r *EtcdClusterReconciler) finalize(ctx context.Context, c *v1.EtcdCluster) error {
+func (r *EtcdClusterReconciler) finalize(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
 	if !controllerutil.ContainsFinalizer(c, naming.Finalizer) {
 		return nil
 	}
-	if c.Spec.Storage.RetentionPolicy == v1.PVCRetentionRetain {
+	if c.Spec.Storage.RetentionPolicy == etcdv1alpha1.PVCRetentionRetain {
 		pvcs := &corev1.PersistentVolumeClaimList{}
 		if err := r.List(ctx, pvcs, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
 			return fmt.Errorf("list PVCs to retain: %w", err)
@@ -341,7 +341,7 @@ func (r *EtcdClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		// Spec changes and deletion bump the generation; the operator's own status writes must not
 		// wake it (a failing step would otherwise retry in a tight loop).
-		For(&v1.EtcdCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		For(&etcdv1alpha1.EtcdCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&corev1.Service{}).

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1.AddToScheme(scheme)
+	_ = etcdv1alpha1.AddToScheme(scheme)
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		panic(err)
@@ -119,8 +119,8 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-func newCluster(t *testing.T, ns string, mutate func(*v1.EtcdCluster)) *v1.EtcdCluster {
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns}}
+func newCluster(t *testing.T, ns string, mutate func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns}}
 	c.Spec.Replicas = 3
 	c.Spec.Storage.Size = resource.MustParse("1Gi")
 	if mutate != nil {
@@ -132,9 +132,9 @@ func newCluster(t *testing.T, ns string, mutate func(*v1.EtcdCluster)) *v1.EtcdC
 	return c
 }
 
-func get(t *testing.T, c *v1.EtcdCluster) *v1.EtcdCluster {
+func get(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	out := &v1.EtcdCluster{}
+	out := &etcdv1alpha1.EtcdCluster{}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), out); err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +196,10 @@ func TestCreateBuildsASecureBootstrap(t *testing.T) {
 
 	eventually(t, "status records the bootstrap", func() error {
 		s := get(t, c).Status
-		if len(s.Members) != 3 || s.Phase != v1.PhaseCreating || s.NextMemberIndex != 3 || s.Endpoints.ClientSecret != "demo-client-tls" {
+		if len(s.Members) != 3 || s.Phase != etcdv1alpha1.PhaseCreating || s.NextMemberIndex != 3 || s.Endpoints.ClientSecret != "demo-client-tls" {
 			return fmt.Errorf("status = %+v", s)
 		}
-		av := meta.FindStatusCondition(s.Conditions, v1.ConditionAvailable)
+		av := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionAvailable)
 		if av == nil || av.Status != metav1.ConditionFalse || av.Reason != "Bootstrapping" {
 			return fmt.Errorf("Available = %+v", av)
 		}
@@ -225,7 +225,7 @@ func TestCreateBuildsASecureBootstrap(t *testing.T) {
 func TestPausedClusterIsLeftAlone(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 1 })
 	pod := &corev1.Pod{}
 	eventually(t, "member pod", func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pod) })
 
@@ -241,7 +241,7 @@ func TestPausedClusterIsLeftAlone(t *testing.T) {
 	setPaused(true)
 	eventually(t, "Paused is reported", func() error {
 		s := get(t, c).Status
-		if p := meta.FindStatusCondition(s.Conditions, v1.ConditionProgressing); s.Phase != v1.PhasePaused || p == nil || p.Reason != "Paused" {
+		if p := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionProgressing); s.Phase != etcdv1alpha1.PhasePaused || p == nil || p.Reason != "Paused" {
 			return fmt.Errorf("phase %s, Progressing %+v", s.Phase, p)
 		}
 		return nil
@@ -261,9 +261,9 @@ func TestPausedClusterIsLeftAlone(t *testing.T) {
 func TestUnsupportedVersionIsRefusedWithACondition(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Version = "3.6.1" })
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.1" })
 	eventually(t, "Degraded UnsupportedVersion", func() error {
-		d := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+		d := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		if d == nil || d.Reason != "UnsupportedVersion" || !strings.Contains(d.Message, "3.6.16") {
 			return fmt.Errorf("Degraded = %+v", d)
 		}

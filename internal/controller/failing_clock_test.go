@@ -6,7 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 )
 
@@ -18,9 +18,9 @@ import (
 // the operator keeps seeing etcd) restart it.
 func TestFailingClockSurvivesAFailedObservation(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
-	c := &v1.EtcdCluster{}
+	c := &etcdv1alpha1.EtcdCluster{}
 	for _, name := range []string{"etcd-0", "etcd-1", "etcd-2"} {
-		c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: name})
+		c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name})
 	}
 	cm := &clusterMemory{}
 	const (

@@ -14,15 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
-func degradedReason(t *testing.T, c *v1.EtcdCluster, reason string) error {
+func degradedReason(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) error {
 	t.Helper()
-	cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+	cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionDegraded)
 	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != reason {
 		return fmt.Errorf("degraded = %+v, want True/%s", cond, reason)
 	}
@@ -35,14 +35,17 @@ func degradedReason(t *testing.T, c *v1.EtcdCluster, reason string) error {
 func TestRecreatedClusterNeverAdoptsRetainedVolumes(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	old := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1; c.Spec.Storage.RetentionPolicy = v1.PVCRetentionRetain })
+	old := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Replicas = 1
+		c.Spec.Storage.RetentionPolicy = etcdv1alpha1.PVCRetentionRetain
+	})
 	pvc := &corev1.PersistentVolumeClaim{}
 	eventually(t, "PVC", func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pvc) })
 	if err := k8s.Delete(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "old cluster gone and its pod deleted", func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(old), &v1.EtcdCluster{}); !apierrors.IsNotFound(err) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(old), &etcdv1alpha1.EtcdCluster{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cluster still there: %w", err)
 		}
 		// envtest runs no garbage collector: delete the old pod as it would.
@@ -53,9 +56,9 @@ func TestRecreatedClusterNeverAdoptsRetainedVolumes(t *testing.T) {
 		return nil
 	})
 
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 1 })
 	eventually(t, "NameConflict reported", func() error { return degradedReason(t, c, "NameConflict") })
-	cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+	cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionDegraded)
 	if !bytes.Contains([]byte(cond.Message), []byte("PersistentVolumeClaim demo-0")) {
 		t.Errorf("message does not name the volume: %s", cond.Message)
 	}
@@ -74,7 +77,7 @@ func TestRecreatedClusterNeverAdoptsRetainedVolumes(t *testing.T) {
 func TestLostCASecretIsReportedNotReplaced(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 1 })
 	server := &corev1.Secret{}
 	eventually(t, "certificates issued", func() error {
 		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.ServerSecret("demo")}, server)
@@ -110,7 +113,7 @@ func TestLostCASecretIsReportedNotReplaced(t *testing.T) {
 func TestDisruptionBudgetCountsMembersOnly(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Replicas = 1 })
+	newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 1 })
 	pdb := &policyv1.PodDisruptionBudget{}
 	eventually(t, "PDB", func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.PDB("demo")}, pdb) })
 	if pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Annotations[naming.AnnotationDrainPolicy] == "" {
@@ -141,8 +144,8 @@ func TestBackupTrustsOnlyItsOwnJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBackup(t, ns, "forged", s3Dest())
-	got := waitBackup(t, b, v1.BackupFailed)
-	if f := meta.FindStatusCondition(got.Status.Conditions, v1.BackupConditionFailed); f == nil || f.Reason != string(reason.JobNameConflict) {
+	got := waitBackup(t, b, etcdv1alpha1.BackupFailed)
+	if f := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.BackupConditionFailed); f == nil || f.Reason != string(reason.JobNameConflict) {
 		t.Fatalf("failed condition %+v, want %s", f, reason.JobNameConflict)
 	}
 	if got.Status.Location != "" || got.Status.SHA256 != "" {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
@@ -20,7 +20,7 @@ const maxProblemsMessage = 4096
 // invalidSpecMessage is the condition message for problems, and raises a Warning event when it
 // differs from the message the object's condition already carries (prev may be nil), so a
 // resync or a status write repeats no event.
-func invalidSpecMessage(rec record.EventRecorder, obj runtime.Object, prev string, problems []v1.FieldProblem) string {
+func invalidSpecMessage(rec record.EventRecorder, obj runtime.Object, prev string, problems []etcdv1alpha1.FieldProblem) string {
 	parts := make([]string, len(problems))
 	for i, p := range problems {
 		parts[i] = p.String()
@@ -37,14 +37,14 @@ func invalidSpecMessage(rec record.EventRecorder, obj runtime.Object, prev strin
 
 // refuseInvalidSpec records, on a cluster with problems, Degraded=True/InvalidSpec and phase
 // Degraded, and nothing else: no finalizer, no object, no etcd call. A spec change wakes it.
-func (r *EtcdClusterReconciler) refuseInvalidSpec(ctx context.Context, c *v1.EtcdCluster, problems []v1.FieldProblem) (ctrl.Result, error) {
+func (r *EtcdClusterReconciler) refuseInvalidSpec(ctx context.Context, c *etcdv1alpha1.EtcdCluster, problems []etcdv1alpha1.FieldProblem) (ctrl.Result, error) {
 	orig := c.DeepCopy()
 	prev := ""
-	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond != nil && cond.Reason == string(reason.InvalidSpec) {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); cond != nil && cond.Reason == string(reason.InvalidSpec) {
 		prev = cond.Message
 	}
-	setCondition(c, v1.ConditionDegraded, true, reason.InvalidSpec, invalidSpecMessage(r.Recorder, c, prev, problems))
-	c.Status.Phase = v1.PhaseDegraded
+	setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.InvalidSpec, invalidSpecMessage(r.Recorder, c, prev, problems))
+	c.Status.Phase = etcdv1alpha1.PhaseDegraded
 	_, err := patchStatusIfChanged(ctx, r.Client, orig, c, orig.Status, c.Status)
 	return ctrl.Result{}, err
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
@@ -25,11 +25,11 @@ func TestLegacyOperatorSecretIsRetiredOnlyWhenOwned(t *testing.T) {
 
 	// An upgraded cluster: its legacy Secret, and a backup Job still mounting it.
 	ns := newNamespace(t)
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Name = "m" })
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Name = "m" })
 	// Labelled as the operator labels what it makes (resources.Secret, snapshotJob): its cache sees
 	// nothing else.
 	legacy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: naming.LegacyOperatorClientSecret("m"), Namespace: ns, Labels: naming.Labels("m"),
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, v1.GroupVersion.WithKind("EtcdCluster"))}}}
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))}}}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "etcdbackup-old", Namespace: ns, Labels: naming.Labels("m")},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
@@ -63,12 +63,12 @@ func TestLegacyOperatorSecretIsRetiredOnlyWhenOwned(t *testing.T) {
 
 	// Clusters m and m-operator side by side: m's legacy name is m-operator's user Secret.
 	ns2 := newNamespace(t)
-	other := newCluster(t, ns2, func(c *v1.EtcdCluster) { c.Name = "m-operator" })
+	other := newCluster(t, ns2, func(c *etcdv1alpha1.EtcdCluster) { c.Name = "m-operator" })
 	user := &corev1.Secret{}
 	eventually(t, "m-operator's user Secret", func() error {
 		return k8s.Get(ctx, client.ObjectKey{Namespace: ns2, Name: naming.UserClientSecret("m-operator")}, user)
 	})
-	newCluster(t, ns2, func(c *v1.EtcdCluster) { c.Name = "m" })
+	newCluster(t, ns2, func(c *etcdv1alpha1.EtcdCluster) { c.Name = "m" })
 	eventually(t, "m's operator Secret", func() error {
 		return k8s.Get(ctx, client.ObjectKey{Namespace: ns2, Name: naming.OperatorClientSecret("m")}, &corev1.Secret{})
 	})

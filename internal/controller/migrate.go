@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -57,16 +57,16 @@ func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
 		// the operator's by this list, and the quota the new members run with is fixed. The old
 		// StatefulSet the preflight accepted (adoptObjects) is pinned by its UID in the same write, so
 		// the deletion at the end can only hit that object.
-		mg := &v1.Migration{Phase: v1.MigrationJoining, ClusterID: idString(o.clusterID), StartedAt: metav1.NewTime(p.now), StatefulSetUID: o.oldStatefulSetUID}
+		mg := &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationJoining, ClusterID: idString(o.clusterID), StartedAt: metav1.NewTime(p.now), StatefulSetUID: o.oldStatefulSetUID}
 		for _, m := range o.members {
-			mg.SourceMembers = append(mg.SourceMembers, v1.SourceMember{ID: idString(m.ID), Name: m.Name, PeerURLs: m.PeerURLs})
+			mg.SourceMembers = append(mg.SourceMembers, etcdv1alpha1.SourceMember{ID: idString(m.ID), Name: m.Name, PeerURLs: m.PeerURLs})
 		}
 		c.Status.Migration = mg
 		switch {
 		case resources.PeerTLS(c) && resources.SourcePeerTLS(c):
-			mg.PeerTLS = v1.PeerTLSUpdating // the members join over TLS; only the peer check is left to tighten
+			mg.PeerTLS = etcdv1alpha1.PeerTLSUpdating // the members join over TLS; only the peer check is left to tighten
 		case resources.PeerTLS(c):
-			mg.PeerTLS = v1.PeerTLSPlain // the members join in the old members' plain text
+			mg.PeerTLS = etcdv1alpha1.PeerTLSPlain // the members join in the old members' plain text
 		}
 		if c.Status.ClusterToken == "" {
 			c.Status.ClusterToken = resources.ClusterToken(c)
@@ -82,13 +82,13 @@ func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
 
 	case planner.CompleteMigration:
 		done := metav1.NewTime(p.now)
-		c.Status.Migration.Phase, c.Status.Migration.CompletedAt = v1.MigrationComplete, &done
+		c.Status.Migration.Phase, c.Status.Migration.CompletedAt = etcdv1alpha1.MigrationComplete, &done
 		// From now on the cluster is the operator's like any other: every (re)start joins it.
 		c.Status.Bootstrapped = true
 		return p.writeStatus(ctx)
 
 	case planner.StartPeerTLS:
-		c.Status.Migration.PeerTLS = v1.PeerTLSUpdating
+		c.Status.Migration.PeerTLS = etcdv1alpha1.PeerTLSUpdating
 		return p.writeStatus(ctx)
 
 	case planner.UpdatePeerURLs:
@@ -105,7 +105,7 @@ func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
 
 	case planner.SecurePeers:
 		// A new ConfigHash: the members are rolled one at a time without the plain-text listener.
-		c.Status.Migration.PeerTLS = v1.PeerTLSSecured
+		c.Status.Migration.PeerTLS = etcdv1alpha1.PeerTLSSecured
 		return p.writeStatus(ctx)
 	}
 	return fmt.Errorf("no handler for action %s", a.Kind)
@@ -113,11 +113,11 @@ func (p *pass) actMigration(ctx context.Context, a planner.Action) error {
 
 // oldStatefulSet is the StatefulSet to delete after a take-over with adoptObjects, "" when there
 // is none (left).
-func oldStatefulSet(c *v1.EtcdCluster) string {
+func oldStatefulSet(c *etcdv1alpha1.EtcdCluster) string {
 	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.MigrateFrom == nil || !c.Spec.Bootstrap.MigrateFrom.AdoptObjects {
 		return ""
 	}
-	if mg := c.Status.Migration; mg == nil || mg.Phase != v1.MigrationComplete || mg.StatefulSetDeleted || mg.StatefulSetKept != "" {
+	if mg := c.Status.Migration; mg == nil || mg.Phase != etcdv1alpha1.MigrationComplete || mg.StatefulSetDeleted || mg.StatefulSetKept != "" {
 		return ""
 	}
 	return c.Spec.Bootstrap.MigrateFrom.StatefulSetName
@@ -176,7 +176,7 @@ func (p *pass) deleteOldStatefulSet(ctx context.Context, name string) error {
 			return fmt.Errorf("read the old StatefulSet %s: %w", name, err)
 		}
 		if owner := metav1.GetControllerOf(sts); owner != nil {
-			return p.keepOldStatefulSet(ctx, v1.StatefulSetControlled, fmt.Sprintf("StatefulSet %s is now controlled by %s %s, which would make it again: the operator left it alone (migrateFrom.adoptObjects) and does not try again; stop that controller's cluster yourself", name, owner.Kind, owner.Name))
+			return p.keepOldStatefulSet(ctx, etcdv1alpha1.StatefulSetControlled, fmt.Sprintf("StatefulSet %s is now controlled by %s %s, which would make it again: the operator left it alone (migrateFrom.adoptObjects) and does not try again; stop that controller's cluster yourself", name, owner.Kind, owner.Name))
 		}
 		mg.StatefulSetUID = sts.UID
 		if err := p.writeStatus(ctx); err != nil {
@@ -190,7 +190,7 @@ func (p *pass) deleteOldStatefulSet(ctx context.Context, name string) error {
 	case apierrors.IsConflict(err):
 		// The UID precondition failed: not the StatefulSet checked before the start. Not returned as
 		// an error, which would be retried (Conflict is "a stale view, look again") without end.
-		return p.keepOldStatefulSet(ctx, v1.StatefulSetReplaced, fmt.Sprintf("StatefulSet %s was replaced by another object since it was checked before the take-over (UID %s): the operator left it alone (migrateFrom.adoptObjects) and does not try again; delete it yourself if it runs the old members", name, uid))
+		return p.keepOldStatefulSet(ctx, etcdv1alpha1.StatefulSetReplaced, fmt.Sprintf("StatefulSet %s was replaced by another object since it was checked before the take-over (UID %s): the operator left it alone (migrateFrom.adoptObjects) and does not try again; delete it yourself if it runs the old members", name, uid))
 	case apierrors.IsNotFound(err):
 		// Deleted already: by a pass that crashed before recording it, or by the user.
 	case err != nil:
@@ -278,15 +278,15 @@ func (p *pass) leaderEndpoint() (string, error) {
 }
 
 // oldSideAfterMigration says what is left to do on the old side once a take-over is complete.
-func oldSideAfterMigration(from *v1.MigrateFromSpec, mg *v1.Migration) string {
+func oldSideAfterMigration(from *etcdv1alpha1.MigrateFromSpec, mg *etcdv1alpha1.Migration) string {
 	if !from.AdoptObjects {
 		return "Scale the old StatefulSet (or the old operator's cluster) to 0 and delete it and its volumes: its members are out of the cluster"
 	}
 	sts := from.StatefulSetName
 	switch mg.StatefulSetKept {
-	case v1.StatefulSetReplaced:
+	case etcdv1alpha1.StatefulSetReplaced:
 		return fmt.Sprintf("The old members are out of the cluster, but StatefulSet %s was replaced by another object since it was checked before the take-over: the operator left it alone (status.migration.statefulSetKept: Replaced); delete it yourself if it runs the old members, and the old volumes and Services once you no longer need them", sts)
-	case v1.StatefulSetControlled:
+	case etcdv1alpha1.StatefulSetControlled:
 		return fmt.Sprintf("The old members are out of the cluster, but StatefulSet %s is controlled by another object, which would make it again: the operator left it alone (status.migration.statefulSetKept: Controlled); stop that controller's cluster yourself, and delete the old volumes and Services once you no longer need them", sts)
 	}
 	return fmt.Sprintf("The old members are out of the cluster and the operator deletes their StatefulSet %s (adoptObjects; status.migration.statefulSetDeleted); delete its volumes and Services once you no longer need them", sts)
@@ -299,21 +299,21 @@ func (p *pass) recordMigration(action planner.Action) {
 	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.MigrateFrom == nil {
 		return
 	}
-	if mg := c.Status.Migration; mg != nil && mg.Phase == v1.MigrationComplete {
+	if mg := c.Status.Migration; mg != nil && mg.Phase == etcdv1alpha1.MigrationComplete {
 		msg := fmt.Sprintf("cluster %s runs on this EtcdCluster's members only; clients connect to %s. ", mg.ClusterID, c.Status.Endpoints.ClientService) +
 			oldSideAfterMigration(c.Spec.Bootstrap.MigrateFrom, mg)
 		if ca := resources.SourceCASecret(c); ca != "" {
 			msg += fmt.Sprintf(". Client certificates of the running cluster's CA (from Secret %s) keep working; to move to a CA of the operator's own once every client uses Secret %s, annotate %s", ca, c.Status.Endpoints.ClientSecret, naming.AnnotationRotateCA)
 		}
-		if !meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionMigrated) {
+		if !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionMigrated) {
 			p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.Migrated), msg)
 		}
-		setCondition(c, v1.ConditionMigrated, true, reason.Migrated, msg)
+		setCondition(c, etcdv1alpha1.ConditionMigrated, true, reason.Migrated, msg)
 		return
 	}
 	// Each stop is announced once, with a Warning event; the reasons are spelled out for docgen.
 	first := func(why reason.Reason) bool {
-		cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionMigrated)
+		cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionMigrated)
 		return cond == nil || cond.Reason != string(why)
 	}
 	switch action.Reason {
@@ -321,19 +321,19 @@ func (p *pass) recordMigration(action planner.Action) {
 		if first(reason.MigrationRefused) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationRefused), action.Message)
 		}
-		setCondition(c, v1.ConditionMigrated, false, reason.MigrationRefused, action.Message)
+		setCondition(c, etcdv1alpha1.ConditionMigrated, false, reason.MigrationRefused, action.Message)
 	case reason.MigrationSourceUnreachable:
 		if first(reason.MigrationSourceUnreachable) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationSourceUnreachable), action.Message)
 		}
-		setCondition(c, v1.ConditionMigrated, false, reason.MigrationSourceUnreachable, action.Message)
+		setCondition(c, etcdv1alpha1.ConditionMigrated, false, reason.MigrationSourceUnreachable, action.Message)
 	case reason.MigrationStopped:
 		if first(reason.MigrationStopped) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationStopped), action.Message)
 		}
-		setCondition(c, v1.ConditionMigrated, false, reason.MigrationStopped, action.Message)
+		setCondition(c, etcdv1alpha1.ConditionMigrated, false, reason.MigrationStopped, action.Message)
 	default:
-		setCondition(c, v1.ConditionMigrated, false, reason.Migrating, fmt.Sprintf("%s; keep the old members running and clients on them until this condition is True (new endpoint: %s)",
+		setCondition(c, etcdv1alpha1.ConditionMigrated, false, reason.Migrating, fmt.Sprintf("%s; keep the old members running and clients on them until this condition is True (new endpoint: %s)",
 			action.Message, naming.ClientServiceHost(c.Name, c.Namespace)))
 	}
 }

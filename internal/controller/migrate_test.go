@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -30,24 +30,24 @@ import (
 )
 
 // migrating is a cluster taking over the running etcd at endpoints, in plain text.
-func migrating(endpoints []string) func(*v1.EtcdCluster) {
-	return func(c *v1.EtcdCluster) {
+func migrating(endpoints []string) func(*etcdv1alpha1.EtcdCluster) {
+	return func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Version = "3.6.16"
-		c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSDisabled}
-		c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: endpoints}}
+		c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSDisabled, Peer: etcdv1alpha1.TLSDisabled}
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{MigrateFrom: &etcdv1alpha1.MigrateFromSpec{Endpoints: endpoints}}
 	}
 }
 
-func migratedCondition(t *testing.T, c *v1.EtcdCluster) (reason, message string) {
+func migratedCondition(t *testing.T, c *etcdv1alpha1.EtcdCluster) (reason, message string) {
 	t.Helper()
-	cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionMigrated)
+	cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionMigrated)
 	if cond == nil {
 		return "", ""
 	}
 	return cond.Reason, cond.Message
 }
 
-func waitMigratedReason(t *testing.T, c *v1.EtcdCluster, want, mentions string) {
+func waitMigratedReason(t *testing.T, c *etcdv1alpha1.EtcdCluster, want, mentions string) {
 	t.Helper()
 	eventually(t, "Migrated reason "+want, func() error {
 		why, msg := migratedCondition(t, c)
@@ -79,7 +79,7 @@ func TestMigrationJoinsTheRunningClusterAndStopsWithoutQuorum(t *testing.T) {
 
 	eventually(t, "the source recorded", func() error {
 		mg := get(t, c).Status.Migration
-		if mg == nil || mg.ClusterID != idString(clusterID) || len(mg.SourceMembers) != 3 || mg.Phase != v1.MigrationJoining {
+		if mg == nil || mg.ClusterID != idString(clusterID) || len(mg.SourceMembers) != 3 || mg.Phase != etcdv1alpha1.MigrationJoining {
 			return fmt.Errorf("status.migration %+v", mg)
 		}
 		return nil
@@ -95,7 +95,7 @@ func TestMigrationJoinsTheRunningClusterAndStopsWithoutQuorum(t *testing.T) {
 		}
 	}
 	waitMigratedReason(t, c, "Migrating", "keep the old members running")
-	if phase := get(t, c).Status.Phase; phase != v1.PhaseMigrating {
+	if phase := get(t, c).Status.Phase; phase != etcdv1alpha1.PhaseMigrating {
 		t.Fatalf("phase %s while migrating", phase)
 	}
 
@@ -169,15 +169,15 @@ func TestMigrationFromTLSTakesOverTheCA(t *testing.T) {
 	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "legacy-ca", Namespace: ns}, Data: caData}); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) {
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Version = "3.6.16"
-		c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}
-		c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{src.ClientURL}, CASecret: "legacy-ca"}}
+		c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSOperatorManaged, Peer: etcdv1alpha1.TLSOperatorManaged}
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{MigrateFrom: &etcdv1alpha1.MigrateFromSpec{Endpoints: []string{src.ClientURL}, CASecret: "legacy-ca"}}
 	})
 
 	eventually(t, "the source recorded, its peers on TLS", func() error {
 		mg := get(t, c).Status.Migration
-		if mg == nil || len(mg.SourceMembers) != 1 || mg.PeerTLS != v1.PeerTLSUpdating {
+		if mg == nil || len(mg.SourceMembers) != 1 || mg.PeerTLS != etcdv1alpha1.PeerTLSUpdating {
 			return fmt.Errorf("status.migration %+v", mg)
 		}
 		return nil
@@ -254,8 +254,8 @@ func TestMigrationRefusals(t *testing.T) {
 
 	// adoptObjects takes a plain StatefulSet only: one that is missing or controlled by another
 	// object (an old operator's cluster, which would make it again) is refused before the start.
-	adopting := func(src []*etcdtest.Member) func(*v1.EtcdCluster) {
-		return func(c *v1.EtcdCluster) {
+	adopting := func(src []*etcdtest.Member) func(*etcdv1alpha1.EtcdCluster) {
+		return func(c *etcdv1alpha1.EtcdCluster) {
 			migrating(etcdtest.ClientURLs(src))(c)
 			c.Spec.Bootstrap.MigrateFrom.AdoptObjects, c.Spec.Bootstrap.MigrateFrom.StatefulSetName = true, "old"
 		}
@@ -280,9 +280,9 @@ func TestMigrationRefusals(t *testing.T) {
 		ns := newNamespace(t)
 		_, leaf := legacyCA(t)
 		src := etcdtest.StartPeerTLSMember(t, etcdtest.TLSFiles(t, leaf), nil)
-		c := newCluster(t, ns, func(c *v1.EtcdCluster) {
+		c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
 			migrating([]string{src.ClientURL})(c)
-			c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}
+			c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSOperatorManaged, Peer: etcdv1alpha1.TLSOperatorManaged}
 		})
 		waitMigratedReason(t, c, "MigrationRefused", "set spec.bootstrap.migrateFrom.caSecret")
 		if mg := get(t, c).Status.Migration; mg != nil {
@@ -295,12 +295,12 @@ func TestMigrationRefusals(t *testing.T) {
 		caData, leaf := legacyCA(t)
 		info := etcdtest.TLSFiles(t, leaf)
 		src := etcdtest.StartTLSEverywhereMember(t, info, info)
-		c := newCluster(t, ns, func(c *v1.EtcdCluster) {
+		c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Version = "3.6.16"
-			c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{src.ClientURL}, CASecret: "legacy-ca"}}
+			c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{MigrateFrom: &etcdv1alpha1.MigrateFromSpec{Endpoints: []string{src.ClientURL}, CASecret: "legacy-ca"}}
 		})
 		eventually(t, "Degraded: the CA Secret is missing", func() error {
-			cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+			cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionDegraded)
 			if cond == nil || cond.Reason != string(reason.MigrationRefused) || !strings.Contains(cond.Message, "Secret legacy-ca named in spec.bootstrap.migrateFrom.caSecret does not exist") {
 				return fmt.Errorf("Degraded: %+v", cond)
 			}
@@ -316,7 +316,7 @@ func TestMigrationRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "Degraded: the key is not the CA's", func() error {
-			cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+			cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionDegraded)
 			if cond == nil || !strings.Contains(cond.Message, "is not the key of the CA certificate") {
 				return fmt.Errorf("Degraded: %+v", cond)
 			}
@@ -337,7 +337,7 @@ func TestMigrationRefusals(t *testing.T) {
 	t.Run("older minor version", func(t *testing.T) {
 		ns := newNamespace(t)
 		src := etcdtest.StartCluster(t, 1) // etcd 3.6
-		c := newCluster(t, ns, func(c *v1.EtcdCluster) {
+		c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
 			migrating(etcdtest.ClientURLs(src))(c)
 			c.Spec.Version = "3.7.3"
 		})
@@ -384,15 +384,15 @@ func legacyOwner(t *testing.T, ns string) *corev1.ConfigMap {
 }
 
 // adoptingOld is a cluster taking over the etcd at endpoints with adoptObjects, StatefulSet "old".
-func adoptingOld(endpoints []string) func(*v1.EtcdCluster) {
-	return func(c *v1.EtcdCluster) {
+func adoptingOld(endpoints []string) func(*etcdv1alpha1.EtcdCluster) {
+	return func(c *etcdv1alpha1.EtcdCluster) {
 		migrating(endpoints)(c)
 		c.Spec.Bootstrap.MigrateFrom.AdoptObjects, c.Spec.Bootstrap.MigrateFrom.StatefulSetName = true, "old"
 	}
 }
 
 // eventMessages are the messages of the events about c with reason why.
-func eventMessages(t *testing.T, c *v1.EtcdCluster, why reason.Reason) []string {
+func eventMessages(t *testing.T, c *etcdv1alpha1.EtcdCluster, why reason.Reason) []string {
 	t.Helper()
 	events := &corev1.EventList{}
 	if err := k8s.List(context.Background(), events, client.InNamespace(c.Namespace)); err != nil {
@@ -416,7 +416,7 @@ func TestMigrationRecordsTheOldStatefulSetUIDWithTheStart(t *testing.T) {
 		cfg.Name, cfg.InitialCluster = "old-0", "old-0="+cfg.AdvertisePeerUrls[0].String() // a pod of StatefulSet old
 	})
 	c := newCluster(t, ns, adoptingOld(etcdtest.ClientURLs(src)))
-	var mg *v1.Migration
+	var mg *etcdv1alpha1.Migration
 	eventually(t, "the source recorded", func() error {
 		if mg = get(t, c).Status.Migration; mg == nil {
 			return fmt.Errorf("no status.migration yet")
@@ -437,12 +437,12 @@ func TestMigrationRecordsTheOldStatefulSetUIDWithTheStart(t *testing.T) {
 func TestOldStatefulSetDeletion(t *testing.T) {
 	ctx := context.Background()
 	endpoints := etcdtest.ClientURLs(etcdtest.StartCluster(t, 1))
-	complete := func(t *testing.T, c *v1.EtcdCluster, uid types.UID) {
+	complete := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, uid types.UID) {
 		t.Helper()
 		eventually(t, "the migration recorded Complete", func() error {
 			cur := get(t, c)
 			now := metav1.Now()
-			cur.Status.Migration = &v1.Migration{Phase: v1.MigrationComplete, ClusterID: "1", SourceMembers: []v1.SourceMember{{ID: "1", Name: "old-0"}},
+			cur.Status.Migration = &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete, ClusterID: "1", SourceMembers: []etcdv1alpha1.SourceMember{{ID: "1", Name: "old-0"}},
 				StartedAt: now, CompletedAt: &now, StatefulSetUID: uid}
 			cur.Status.Bootstrapped = true
 			return k8s.Status().Update(ctx, cur)
@@ -454,9 +454,9 @@ func TestOldStatefulSetDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	migration := func(t *testing.T, c *v1.EtcdCluster, what string, done func(*v1.Migration) bool) *v1.Migration {
+	migration := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, what string, done func(*etcdv1alpha1.Migration) bool) *etcdv1alpha1.Migration {
 		t.Helper()
-		var mg *v1.Migration
+		var mg *etcdv1alpha1.Migration
 		eventually(t, what, func() error {
 			if mg = get(t, c).Status.Migration; mg == nil || !done(mg) {
 				return fmt.Errorf("status.migration %+v", mg)
@@ -481,9 +481,9 @@ func TestOldStatefulSetDeletion(t *testing.T) {
 			t.Fatalf("StatefulSet old was touched: %v, UID %s (want %s), deleting %v", err, live.UID, sts.UID, live.DeletionTimestamp)
 		}
 	}
-	kept := func(t *testing.T, c *v1.EtcdCluster, want, event, condition string) {
+	kept := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, want, event, condition string) {
 		t.Helper()
-		if mg := migration(t, c, "StatefulSet old recorded as kept", func(mg *v1.Migration) bool { return mg.StatefulSetKept != "" }); mg.StatefulSetKept != want || mg.StatefulSetDeleted {
+		if mg := migration(t, c, "StatefulSet old recorded as kept", func(mg *etcdv1alpha1.Migration) bool { return mg.StatefulSetKept != "" }); mg.StatefulSetKept != want || mg.StatefulSetDeleted {
 			t.Fatalf("status.migration %+v, want statefulSetKept %s", mg, want)
 		}
 		eventually(t, "a Warning event "+string(reason.OldStatefulSetKept), func() error {
@@ -496,10 +496,10 @@ func TestOldStatefulSetDeletion(t *testing.T) {
 		})
 		waitMigratedReason(t, c, "Migrated", condition)
 	}
-	deleted := func(t *testing.T, c *v1.EtcdCluster, sts *appsv1.StatefulSet) {
+	deleted := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, sts *appsv1.StatefulSet) {
 		t.Helper()
 		gone(t, sts)
-		if mg := migration(t, c, "the deletion recorded", func(mg *v1.Migration) bool { return mg.StatefulSetDeleted }); mg.StatefulSetUID != sts.UID || mg.StatefulSetKept != "" {
+		if mg := migration(t, c, "the deletion recorded", func(mg *etcdv1alpha1.Migration) bool { return mg.StatefulSetDeleted }); mg.StatefulSetUID != sts.UID || mg.StatefulSetKept != "" {
 			t.Fatalf("status.migration %+v, want the deleted StatefulSet's UID %s", mg, sts.UID)
 		}
 		eventually(t, "a Migrated event about the deletion", func() error {
@@ -530,7 +530,7 @@ func TestOldStatefulSetDeletion(t *testing.T) {
 		gone(t, checked)
 		other := makeOldStatefulSet(t, ns, nil)
 		complete(t, c, checked.UID)
-		kept(t, c, v1.StatefulSetReplaced, "StatefulSet old was replaced by another object", "StatefulSet old was replaced by another object")
+		kept(t, c, etcdv1alpha1.StatefulSetReplaced, "StatefulSet old was replaced by another object", "StatefulSet old was replaced by another object")
 		untouched(t, other)
 		if msgs := eventMessages(t, c, reason.ActionFailed); len(msgs) > 0 {
 			t.Fatalf("the kept StatefulSet was retried: %q", msgs)
@@ -550,7 +550,7 @@ func TestOldStatefulSetDeletion(t *testing.T) {
 		sts := makeOldStatefulSet(t, ns, legacyOwner(t, ns))
 		c := newCluster(t, ns, adoptingOld(endpoints))
 		complete(t, c, "")
-		kept(t, c, v1.StatefulSetControlled, "StatefulSet old is now controlled by ConfigMap legacy", "StatefulSet old is controlled by another object")
+		kept(t, c, etcdv1alpha1.StatefulSetControlled, "StatefulSet old is now controlled by ConfigMap legacy", "StatefulSet old is controlled by another object")
 		untouched(t, sts)
 		if uid := get(t, c).Status.Migration.StatefulSetUID; uid != "" {
 			t.Fatalf("the UID of a StatefulSet left alone was recorded: %s", uid)
@@ -563,19 +563,19 @@ func TestOldStatefulSetDeletion(t *testing.T) {
 func TestOldStatefulSetUntilRecorded(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		mg   *v1.Migration
+		mg   *etcdv1alpha1.Migration
 		want string
 	}{
 		{name: "not started", want: ""},
-		{name: "joining", mg: &v1.Migration{Phase: v1.MigrationJoining, StatefulSetUID: "u"}, want: ""},
-		{name: "complete", mg: &v1.Migration{Phase: v1.MigrationComplete, StatefulSetUID: "u"}, want: "old"},
-		{name: "complete, no UID recorded", mg: &v1.Migration{Phase: v1.MigrationComplete}, want: "old"},
-		{name: "deleted", mg: &v1.Migration{Phase: v1.MigrationComplete, StatefulSetUID: "u", StatefulSetDeleted: true}, want: ""},
-		{name: "replaced", mg: &v1.Migration{Phase: v1.MigrationComplete, StatefulSetUID: "u", StatefulSetKept: v1.StatefulSetReplaced}, want: ""},
-		{name: "controlled", mg: &v1.Migration{Phase: v1.MigrationComplete, StatefulSetKept: v1.StatefulSetControlled}, want: ""},
+		{name: "joining", mg: &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationJoining, StatefulSetUID: "u"}, want: ""},
+		{name: "complete", mg: &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete, StatefulSetUID: "u"}, want: "old"},
+		{name: "complete, no UID recorded", mg: &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete}, want: "old"},
+		{name: "deleted", mg: &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete, StatefulSetUID: "u", StatefulSetDeleted: true}, want: ""},
+		{name: "replaced", mg: &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete, StatefulSetUID: "u", StatefulSetKept: etcdv1alpha1.StatefulSetReplaced}, want: ""},
+		{name: "controlled", mg: &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete, StatefulSetKept: etcdv1alpha1.StatefulSetControlled}, want: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &v1.EtcdCluster{}
+			c := &etcdv1alpha1.EtcdCluster{}
 			adoptingOld([]string{"http://old:2379"})(c)
 			c.Status.Migration = tc.mg
 			if got := oldStatefulSet(c); got != tc.want {

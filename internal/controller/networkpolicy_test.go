@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
@@ -80,7 +80,7 @@ func TestNetworkPolicyIsKeptAndOptedOut(t *testing.T) {
 	eventually(t, "the policy back on opt-in", asBuilt)
 
 	// A namesake the cluster does not control is neither taken over nor deleted on opt-out.
-	other := newCluster(t, newNamespace(t), func(c *v1.EtcdCluster) { c.Spec.NetworkPolicy.Enabled = ptr.To(false) })
+	other := newCluster(t, newNamespace(t), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.NetworkPolicy.Enabled = ptr.To(false) })
 	foreign := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: other.Name, Namespace: other.Namespace}}
 	if err := k8s.Create(ctx, foreign); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -475,7 +475,7 @@ func (p *pass) sourceTLSConfig(ctx context.Context) (*tls.Config, error) {
 
 // memberNameFromPeerURLs recovers the member name from its peer URL host
 // (<member>.<cluster>-peer.<ns>.svc); empty for URLs the operator did not make.
-func memberNameFromPeerURLs(c *v1.EtcdCluster, peerURLs []string) string {
+func memberNameFromPeerURLs(c *etcdv1alpha1.EtcdCluster, peerURLs []string) string {
 	suffix := fmt.Sprintf(".%s.%s.svc", naming.PeerService(c.Name), c.Namespace)
 	for _, raw := range peerURLs {
 		u, err := url.Parse(raw)
@@ -498,7 +498,7 @@ func memberHealthy(o *observation, id uint64) bool {
 // trustEpoch is the CA-rotation epoch pod was built at (planner.PodState.TrustEpoch). A pod of an
 // earlier operator carries no epoch: its configuration hash, which includes the epoch, tells
 // whether it is current; else it is not known (-1) and a rotation restarts it.
-func trustEpoch(pod *corev1.Pod, c *v1.EtcdCluster, hash string) int32 {
+func trustEpoch(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, hash string) int32 {
 	if s, ok := pod.Annotations[naming.AnnotationTrustEpoch]; ok {
 		if e, err := strconv.ParseInt(s, 10, 32); err == nil {
 			return int32(e)
@@ -516,7 +516,7 @@ func (p *pass) plannerInput() planner.Input {
 	in := planner.Input{
 		Replicas:          c.Spec.Replicas,
 		Paused:            c.Spec.Maintenance.Paused,
-		EphemeralData:     c.Spec.Storage.Medium == v1.StorageMediumMemory,
+		EphemeralData:     c.Spec.Storage.Medium == etcdv1alpha1.StorageMediumMemory,
 		Bootstrapped:      c.Status.Bootstrapped,
 		NextIndex:         c.Status.NextMemberIndex,
 		Pods:              map[string]planner.PodState{},
@@ -611,7 +611,7 @@ func (p *pass) plannerInput() planner.Input {
 func (p *pass) spaceInput(revision int64) planner.Space {
 	c, d := p.c, p.c.Spec.Maintenance.Defragmentation
 	s := planner.Space{Quota: resources.Quota(c), Revision: revision,
-		AutoDefrag: d.Policy != v1.DefragOff, MinFree: v1.DefaultMinFreeBytes, MinFreePercent: v1.DefaultMinFreePercent}
+		AutoDefrag: d.Policy != etcdv1alpha1.DefragOff, MinFree: etcdv1alpha1.DefaultMinFreeBytes, MinFreePercent: etcdv1alpha1.DefaultMinFreePercent}
 	if ns := c.Status.NoSpace; ns != nil {
 		s.Compacted, s.Defragmented = ns.CompactedRevision, map[string]bool{}
 		for _, m := range ns.Defragmented {

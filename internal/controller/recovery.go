@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -52,8 +52,8 @@ func (p *pass) observeSurvivors(ctx context.Context, cl *etcdclient.Client, o *o
 }
 
 // recovering is the recovery under way, nil when none is.
-func recovering(c *v1.EtcdCluster) *v1.QuorumRecovery {
-	if r := c.Status.Recovery; r != nil && r.Phase != v1.RecoveryComplete {
+func recovering(c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.QuorumRecovery {
+	if r := c.Status.Recovery; r != nil && r.Phase != etcdv1alpha1.RecoveryComplete {
 		return r
 	}
 	return nil
@@ -91,11 +91,11 @@ func (p *pass) dropRecoveryRequest(ctx context.Context) error {
 // cluster was created (a namesake's backups are not its data).
 func (p *pass) newestBackup(ctx context.Context) (string, error) {
 	c := p.c
-	list := &v1.EtcdBackupList{}
+	list := &etcdv1alpha1.EtcdBackupList{}
 	if err := p.r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
 		return "", fmt.Errorf("list backups: %w", err)
 	}
-	schedules := &v1.EtcdBackupScheduleList{}
+	schedules := &etcdv1alpha1.EtcdBackupScheduleList{}
 	if err := p.r.List(ctx, schedules, client.InNamespace(c.Namespace)); err != nil {
 		return "", fmt.Errorf("list backup schedules: %w", err)
 	}
@@ -103,17 +103,17 @@ func (p *pass) newestBackup(ctx context.Context) (string, error) {
 }
 
 // pickBackup is newestBackup's choice among backups, with schedules telling which were verified.
-func pickBackup(c *v1.EtcdCluster, backups []v1.EtcdBackup, schedules []v1.EtcdBackupSchedule) string {
+func pickBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup, schedules []etcdv1alpha1.EtcdBackupSchedule) string {
 	verified := map[string]bool{}
 	for _, s := range schedules {
 		if s.Spec.Template.ClusterName == c.Name && s.Status.LastVerifiedBackup != "" {
 			verified[s.Status.LastVerifiedBackup] = true
 		}
 	}
-	var best *v1.EtcdBackup
+	var best *etcdv1alpha1.EtcdBackup
 	for i := range backups {
 		b := &backups[i]
-		if b.Spec.ClusterName != c.Name || b.Status.Phase != v1.BackupSucceeded || b.Status.CompletionTime == nil ||
+		if b.Spec.ClusterName != c.Name || b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.CompletionTime == nil ||
 			b.Status.CompletionTime.Before(&c.CreationTimestamp) {
 			continue
 		}
@@ -135,7 +135,7 @@ func (p *pass) actRecovery(ctx context.Context, a planner.Action) error {
 	c := p.c
 	switch a.Kind {
 	case planner.StartRecovery:
-		r := &v1.QuorumRecovery{Source: a.Source, Phase: planner.PhaseFencing, Backup: a.Backup, Reason: a.Message, StartedAt: metav1.NewTime(p.now),
+		r := &etcdv1alpha1.QuorumRecovery{Source: a.Source, Phase: planner.PhaseFencing, Backup: a.Backup, Reason: a.Message, StartedAt: metav1.NewTime(p.now),
 			CommittedIndex: int64(min(a.Index, math.MaxInt64))}
 		kept := c.Status.Members[:0:0]
 		for _, m := range c.Status.Members {
@@ -148,7 +148,7 @@ func (p *pass) actRecovery(ctx context.Context, a planner.Action) error {
 		if len(a.Members) > 0 {
 			r.Survivor = a.Members[0]
 			if len(kept) == 0 { // a survivor the operator had not recorded yet (its add was pending)
-				kept = append(kept, v1.MemberStatus{Name: r.Survivor})
+				kept = append(kept, etcdv1alpha1.MemberStatus{Name: r.Survivor})
 			}
 		}
 		if r.Source == planner.FromBackup {
@@ -199,8 +199,8 @@ func (p *pass) actRecovery(ctx context.Context, a planner.Action) error {
 	return fmt.Errorf("no handler for action %s", a.Kind)
 }
 
-func completeRecovery(c *v1.EtcdCluster, now metav1.Time) {
+func completeRecovery(c *etcdv1alpha1.EtcdCluster, now metav1.Time) {
 	if r := recovering(c); r != nil {
-		r.Phase, r.CompletedAt = v1.RecoveryComplete, &now
+		r.Phase, r.CompletedAt = etcdv1alpha1.RecoveryComplete, &now
 	}
 }

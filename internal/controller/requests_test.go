@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/tools/record"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
@@ -18,13 +18,13 @@ import (
 func requestPass(t *testing.T, annotations map[string]string) (*pass, *record.FakeRecorder) {
 	t.Helper()
 	ns := newNamespace(t)
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) {
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Annotations = annotations
 		c.Spec.Maintenance.Paused = true
 	})
 	// Once the manager reported the pause, it writes the object no more (an idle cluster costs no writes).
 	eventually(t, "the pause is reported", func() error {
-		if ph := get(t, c).Status.Phase; ph != v1.PhasePaused {
+		if ph := get(t, c).Status.Phase; ph != etcdv1alpha1.PhasePaused {
 			return fmt.Errorf("phase %q", ph)
 		}
 		return nil

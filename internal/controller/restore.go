@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
@@ -35,13 +35,13 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 	default:
 		name = c.Spec.Bootstrap.Restore.BackupName
 	}
-	b := &v1.EtcdBackup{}
+	b := &etcdv1alpha1.EtcdBackup{}
 	if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b); apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("EtcdBackup %q does not exist", name)
 	} else if err != nil {
 		return nil, fmt.Errorf("read EtcdBackup %q: %w", name, err)
 	}
-	if b.Status.Phase != v1.BackupSucceeded {
+	if b.Status.Phase != etcdv1alpha1.BackupSucceeded {
 		return nil, fmt.Errorf("EtcdBackup %q has not succeeded (phase %q)", name, b.Status.Phase)
 	}
 	return &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size}, nil
@@ -55,7 +55,7 @@ func (p *pass) observeRestore(ctx context.Context) {
 		return
 	}
 	if c.Status.Bootstrapped {
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Status != "True" {
+		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Status != "True" {
 			p.confirmRestored(ctx)
 		}
 		return
@@ -63,15 +63,15 @@ func (p *pass) observeRestore(ctx context.Context) {
 	for _, name := range slices.Sorted(maps.Keys(p.obs.pods)) {
 		if rep, ok := restoreFailure(p.obs.pods[name]); ok {
 			msg := fmt.Sprintf("member %s: %s; no member was started", name, rep.Message)
-			if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(rep.Reason) {
+			if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason != string(rep.Reason) {
 				p.r.Recorder.Event(c, corev1.EventTypeWarning, string(rep.Reason), msg)
 			}
-			setCondition(c, v1.ConditionRestored, false, rep.Reason, msg)
+			setCondition(c, etcdv1alpha1.ConditionRestored, false, rep.Reason, msg)
 			return
 		}
 	}
-	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) || cond.Reason == string(reason.RestoreSourceUnusable) {
-		setCondition(c, v1.ConditionRestored, false, reason.Restoring, "restoring the initial members from the snapshot")
+	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) || cond.Reason == string(reason.RestoreSourceUnusable) {
+		setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.Restoring, "restoring the initial members from the snapshot")
 	}
 }
 
@@ -82,7 +82,7 @@ func (p *pass) confirmRestored(ctx context.Context) {
 	c := p.c
 	var want int64
 	if name := c.Spec.Bootstrap.Restore.BackupName; name != "" {
-		b := &v1.EtcdBackup{}
+		b := &etcdv1alpha1.EtcdBackup{}
 		if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b); err == nil {
 			want = b.Status.Revision
 		}
@@ -96,12 +96,12 @@ func (p *pass) confirmRestored(ctx context.Context) {
 		return // nobody answered yet: decide on a later pass
 	case have < want:
 		msg := fmt.Sprintf("the members run at revision %d, below the snapshot's %d: the snapshot was not restored into them", have, want)
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(reason.NotRestored) {
+		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason != string(reason.NotRestored) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.NotRestored), msg)
 		}
-		setCondition(c, v1.ConditionRestored, false, reason.NotRestored, msg)
+		setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.NotRestored, msg)
 	default:
-		setCondition(c, v1.ConditionRestored, true, reason.Restored, fmt.Sprintf("the initial members were restored from the snapshot (revision %d)", have))
+		setCondition(c, etcdv1alpha1.ConditionRestored, true, reason.Restored, fmt.Sprintf("the initial members were restored from the snapshot (revision %d)", have))
 	}
 }
 
@@ -148,10 +148,10 @@ func (p *pass) observeSnapshot(ctx context.Context) *planner.Snapshot {
 	s.Unusable, s.Reason = unusable, why
 	msg := unusable + "; no member was started"
 	// Against the condition this pass started with: observeRestore may have just replaced it.
-	if cond := meta.FindStatusCondition(p.orig.Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(why) {
+	if cond := meta.FindStatusCondition(p.orig.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason != string(why) {
 		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(why), msg)
 	}
-	setCondition(c, v1.ConditionRestored, false, why, msg)
+	setCondition(c, etcdv1alpha1.ConditionRestored, false, why, msg)
 	return s
 }
 
@@ -160,7 +160,7 @@ func (p *pass) observeSnapshot(ctx context.Context) *planner.Snapshot {
 // for ever), and a raw block volume (the snapshot is read as a file). A Pending claim is not
 // refused: a WaitForFirstConsumer claim of a pre-provisioned local volume binds only once the
 // restoring pod is scheduled.
-func (p *pass) unusableClaim(ctx context.Context, d *v1.PVCDestination) string {
+func (p *pass) unusableClaim(ctx context.Context, d *etcdv1alpha1.PVCDestination) string {
 	if d == nil {
 		return ""
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
@@ -33,7 +33,7 @@ func snapshotClaim(t *testing.T, ns, name string, mode corev1.PersistentVolumeMo
 // restoreReaders lists, once the first restoring member pod exists, the member pods that read the
 // snapshot (those with the restore init container) and the members recorded for the bootstrap.
 // The members are recorded before any pod is made, so they are final by then.
-func restoreReaders(t *testing.T, c *v1.EtcdCluster) (readers []corev1.Pod, members []string) {
+func restoreReaders(t *testing.T, c *etcdv1alpha1.EtcdCluster) (readers []corev1.Pod, members []string) {
 	t.Helper()
 	ctx := context.Background()
 	eventually(t, "a restoring member pod", func() error {
@@ -76,8 +76,8 @@ func mountsClaim(p corev1.Pod, claim string) bool {
 func TestRestoreFromAClaimMountsItInOneMemberOnly(t *testing.T) {
 	ns := newNamespace(t)
 	snapshotClaim(t, ns, "snaps", corev1.PersistentVolumeFilesystem)
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) {
-		c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{Source: &v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps", Path: "latest.db"}}}}
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{Source: &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps", Path: "latest.db"}}}}
 	})
 	readers, members := restoreReaders(t, c)
 	if len(members) != 1 || len(readers) != 1 || readers[0].Name != members[0] || !mountsClaim(readers[0], "snaps") {
@@ -101,8 +101,8 @@ func TestRestoreFromAnObjectWithoutChecksumReadsItOnce(t *testing.T) {
 			ns := newNamespace(t)
 			src := s3Dest()
 			src.S3.Prefix = "prod/latest.db"
-			c := newCluster(t, ns, func(c *v1.EtcdCluster) {
-				c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{Source: &src, SHA256: tc.sha256}}
+			c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+				c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{Source: &src, SHA256: tc.sha256}}
 			})
 			readers, members := restoreReaders(t, c)
 			if len(members) != tc.readers {
@@ -123,13 +123,13 @@ func TestRestoreFromAnObjectWithoutChecksumReadsItOnce(t *testing.T) {
 // event; once the claim is there the restore starts by itself.
 func TestRestoreFromAClaimNoPodCanReadStartsNothing(t *testing.T) {
 	ctx := context.Background()
-	fromClaim := func(c *v1.EtcdCluster) {
-		c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{Source: &v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps", Path: "latest.db"}}}}
+	fromClaim := func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{Source: &etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps", Path: "latest.db"}}}}
 	}
-	refused := func(c *v1.EtcdCluster, what string) {
+	refused := func(c *etcdv1alpha1.EtcdCluster, what string) {
 		t.Helper()
 		eventually(t, "refused: "+what, func() error {
-			cond := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionRestored)
+			cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionRestored)
 			if cond == nil || cond.Reason != string(reason.RestoreSourceUnusable) || !strings.Contains(cond.Message, what) {
 				return fmt.Errorf("Restored = %+v", cond)
 			}
@@ -163,7 +163,7 @@ func TestRestoreFromAClaimNoPodCanReadStartsNothing(t *testing.T) {
 		t.Fatalf("members %v, %d restoring pods once the claim exists: want one", members, len(readers))
 	}
 	eventually(t, "Restored=False Restoring", func() error {
-		if cond := meta.FindStatusCondition(get(t, missing).Status.Conditions, v1.ConditionRestored); cond == nil || cond.Reason != string(reason.Restoring) {
+		if cond := meta.FindStatusCondition(get(t, missing).Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason != string(reason.Restoring) {
 			return fmt.Errorf("Restored = %+v", cond)
 		}
 		return nil

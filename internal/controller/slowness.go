@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -193,7 +193,7 @@ func (p *pass) trackSlowness() {
 }
 
 // slowPolicyText says what the operator will do about a member slow since now.
-func slowPolicyText(c *v1.EtcdCluster, since time.Time) string {
+func slowPolicyText(c *etcdv1alpha1.EtcdCluster, since time.Time) string {
 	after, _ := c.Spec.Maintenance.SlowMemberReplacement.AfterDuration()
 	if slowPolicy(c).Replace {
 		return fmt.Sprintf("it is replaced if it stays slow until %s (spec.maintenance.slowMemberReplacement.after %s)", since.Add(after).UTC().Format(time.RFC3339), after)
@@ -204,7 +204,7 @@ func slowPolicyText(c *v1.EtcdCluster, since time.Time) string {
 // slowReplacementDue is how long until the first member reported slow is due for replacement under
 // the Replace policy, or 0 when none is (no policy, no slow member, or one already due: a pass that
 // did not replace it waits on something else, such as a member's health).
-func slowReplacementDue(c *v1.EtcdCluster, now time.Time) time.Duration {
+func slowReplacementDue(c *etcdv1alpha1.EtcdCluster, now time.Time) time.Duration {
 	policy := slowPolicy(c)
 	if !policy.Replace {
 		return 0
@@ -222,14 +222,14 @@ func slowReplacementDue(c *v1.EtcdCluster, now time.Time) time.Duration {
 }
 
 // slowPolicy is spec.maintenance.slowMemberReplacement for the planner.
-func slowPolicy(c *v1.EtcdCluster) planner.SlowPolicy {
+func slowPolicy(c *etcdv1alpha1.EtcdCluster) planner.SlowPolicy {
 	r := c.Spec.Maintenance.SlowMemberReplacement
-	after, _ := r.AfterDuration()                                                      // an unreadable value never gets here (refuseInvalidSpec)
-	return planner.SlowPolicy{Replace: r.Policy == v1.SlowMemberReplace, After: after} // "" (stored before the field existed): Report
+	after, _ := r.AfterDuration()                                                                // an unreadable value never gets here (refuseInvalidSpec)
+	return planner.SlowPolicy{Replace: r.Policy == etcdv1alpha1.SlowMemberReplace, After: after} // "" (stored before the field existed): Report
 }
 
 // slowMessage is the Degraded message for slow members, with the measured figures; "" when none is slow.
-func slowMessage(c *v1.EtcdCluster, o *observation) string {
+func slowMessage(c *etcdv1alpha1.EtcdCluster, o *observation) string {
 	var parts []string
 	for _, ms := range c.Status.Members {
 		if ms.SlowSince == nil {

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/latency"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -71,7 +71,7 @@ func (f *fakeDisks) read(_ context.Context, url string) (etcdclient.DiskLatency,
 // event is sent once per episode.
 func TestSlownessWindows(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns"}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns"}}
 	c.Spec.Maintenance.SlowMemberReplacement.After = "1m"
 	o := &observation{pods: map[string]*corev1.Pod{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}, ids: map[string]uint64{}, failing: map[uint64]string{},
 		etcd: &etcdclient.Client{}} // a marker: the member list answered
@@ -79,7 +79,7 @@ func TestSlownessWindows(t *testing.T) {
 		id := uint64(i + 1)
 		o.names[id], o.ids[name], o.status[id] = name, id, etcdclient.Status{}
 		o.pods[name] = &corev1.Pod{Status: corev1.PodStatus{PodIP: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}[i]}}
-		c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: name})
+		c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name})
 	}
 	disks := &fakeDisks{wal: map[string][3]uint64{}, commit: map[string][3]uint64{}, slow: map[string]bool{"10.0.0.2": true}, down: map[string]bool{}}
 	rec := record.NewFakeRecorder(10)
@@ -227,18 +227,18 @@ func TestIdleRequeueMeetsTheSlowReplacementDeadline(t *testing.T) {
 		since  []*metav1.Time
 		want   time.Duration
 	}{
-		{"no slow member", v1.SlowMemberReplace, []*metav1.Time{nil, nil}, requeueIdle},
-		{"due in 10 s", v1.SlowMemberReplace, []*metav1.Time{nil, at(-20 * time.Second)}, 10 * time.Second},
-		{"the first of two", v1.SlowMemberReplace, []*metav1.Time{at(-5 * time.Second), at(-25 * time.Second)}, 5 * time.Second},
-		{"due later than the idle pace", v1.SlowMemberReplace, []*metav1.Time{at(0)}, requeueIdle},
-		{"already due", v1.SlowMemberReplace, []*metav1.Time{at(-time.Minute)}, requeueIdle},
-		{"Report policy", v1.SlowMemberReport, []*metav1.Time{at(-20 * time.Second)}, requeueIdle},
+		{"no slow member", etcdv1alpha1.SlowMemberReplace, []*metav1.Time{nil, nil}, requeueIdle},
+		{"due in 10 s", etcdv1alpha1.SlowMemberReplace, []*metav1.Time{nil, at(-20 * time.Second)}, 10 * time.Second},
+		{"the first of two", etcdv1alpha1.SlowMemberReplace, []*metav1.Time{at(-5 * time.Second), at(-25 * time.Second)}, 5 * time.Second},
+		{"due later than the idle pace", etcdv1alpha1.SlowMemberReplace, []*metav1.Time{at(0)}, requeueIdle},
+		{"already due", etcdv1alpha1.SlowMemberReplace, []*metav1.Time{at(-time.Minute)}, requeueIdle},
+		{"Report policy", etcdv1alpha1.SlowMemberReport, []*metav1.Time{at(-20 * time.Second)}, requeueIdle},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &v1.EtcdCluster{}
-			c.Spec.Maintenance.SlowMemberReplacement = v1.SlowMemberReplacementSpec{Policy: tc.policy, After: "30s"}
+			c := &etcdv1alpha1.EtcdCluster{}
+			c.Spec.Maintenance.SlowMemberReplacement = etcdv1alpha1.SlowMemberReplacementSpec{Policy: tc.policy, After: "30s"}
 			for i, since := range tc.since {
-				c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: fmt.Sprintf("etcd-%d", i), SlowSince: since})
+				c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: fmt.Sprintf("etcd-%d", i), SlowSince: since})
 			}
 			p := &pass{c: c, mem: &clusterMemory{}, now: now}
 			if got := p.idleRequeue(); got != tc.want {
@@ -254,12 +254,12 @@ func TestIdleRequeueMeetsTheSlowReplacementDeadline(t *testing.T) {
 // is sent. Only a member list that answers without the member forgets it.
 func TestSlowVerdictSurvivesAFailedMemberList(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns"}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns"}}
 	c.Spec.Maintenance.SlowMemberReplacement.After = "10m"
 	names := []string{"etcd-0", "etcd-1", "etcd-2"}
 	ips := []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}
 	for _, name := range names {
-		c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: name})
+		c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name})
 	}
 	disks := &fakeDisks{wal: map[string][3]uint64{}, commit: map[string][3]uint64{}, slow: map[string]bool{"10.0.0.2": true}, down: map[string]bool{}}
 	rec := record.NewFakeRecorder(10)

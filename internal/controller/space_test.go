@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -85,9 +85,9 @@ func TestNoSpaceClearedWhileLeasesExpireAndKeysAreDeleted(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	// Paused: the manager leaves it alone; this test runs the passes itself.
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) {
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Maintenance.Paused = true
-		c.Spec.TLS.Client, c.Spec.TLS.Peer = v1.TLSDisabled, v1.TLSDisabled
+		c.Spec.TLS.Client, c.Spec.TLS.Peer = etcdv1alpha1.TLSDisabled, etcdv1alpha1.TLSDisabled
 		c.Spec.Etcd.QuotaBackendBytes = 4 << 20
 	})
 

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -22,7 +22,7 @@ import (
 
 // setCondition sets one condition; meta.SetStatusCondition keeps the transition time when only
 // the message changes, so repeated passes do not rewrite status.
-func setCondition(c *v1.EtcdCluster, typ string, status bool, why reason.Reason, message string) {
+func setCondition(c *etcdv1alpha1.EtcdCluster, typ string, status bool, why reason.Reason, message string) {
 	s := metav1.ConditionFalse
 	if status {
 		s = metav1.ConditionTrue
@@ -103,11 +103,11 @@ func (p *pass) recordObservation(action planner.Action) {
 			case !inEtcd:
 				ms.Role = ""
 			case learners[id]:
-				ms.Role = v1.RoleLearner
+				ms.Role = etcdv1alpha1.RoleLearner
 			case id == o.leaderID:
-				ms.Role = v1.RoleLeader
+				ms.Role = etcdv1alpha1.RoleLeader
 			default:
-				ms.Role = v1.RoleFollower
+				ms.Role = etcdv1alpha1.RoleFollower
 			}
 		}
 		if answered {
@@ -144,9 +144,9 @@ func (p *pass) recordObservation(action planner.Action) {
 		c.Status.Selector = sel.String()
 	}
 	c.Status.ObservedGeneration = c.Generation
-	c.Status.Endpoints = v1.Endpoints{ClientService: fmt.Sprintf("%s:%d", naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort)}
+	c.Status.Endpoints = etcdv1alpha1.Endpoints{ClientService: fmt.Sprintf("%s:%d", naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort)}
 	switch {
-	case c.Spec.TLS.Client == v1.TLSUserProvided:
+	case c.Spec.TLS.Client == etcdv1alpha1.TLSUserProvided:
 		// The server Secret's ca.crt is the CA clients' certificates must chain to; users issue
 		// their client certificates themselves.
 		c.Status.Endpoints.CASecret = resources.ServerSecretName(c)
@@ -158,19 +158,19 @@ func (p *pass) recordObservation(action planner.Action) {
 	available := o.etcd != nil && voters > 0 && healthyVoters >= voters/2+1
 	switch {
 	case resources.Migrating(c) && o.etcd != nil:
-		setCondition(c, v1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("the cluster being taken over has quorum (%d members, %d of them this EtcdCluster's voting members)", len(o.members), voters))
+		setCondition(c, etcdv1alpha1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("the cluster being taken over has quorum (%d members, %d of them this EtcdCluster's voting members)", len(o.members), voters))
 	case available && servingVoters == 0:
 		// Available promises that a client of the client Service gets an answer; until a member's pod
 		// is Ready the Service has no endpoint.
-		setCondition(c, v1.ConditionAvailable, false, reason.NoReadyEndpoint, fmt.Sprintf("%d of %d voting members healthy, but no member pod is Ready yet: the client Service %s has no endpoint", healthyVoters, voters, naming.ClientService(c.Name)))
+		setCondition(c, etcdv1alpha1.ConditionAvailable, false, reason.NoReadyEndpoint, fmt.Sprintf("%d of %d voting members healthy, but no member pod is Ready yet: the client Service %s has no endpoint", healthyVoters, voters, naming.ClientService(c.Name)))
 	case available:
-		setCondition(c, v1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("%d of %d voting members healthy, %d of them Ready behind the client Service", healthyVoters, voters, servingVoters))
+		setCondition(c, etcdv1alpha1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("%d of %d voting members healthy, %d of them Ready behind the client Service", healthyVoters, voters, servingVoters))
 	case !c.Status.Bootstrapped:
-		setCondition(c, v1.ConditionAvailable, false, reason.Bootstrapping, "the initial members have not formed a cluster yet")
+		setCondition(c, etcdv1alpha1.ConditionAvailable, false, reason.Bootstrapping, "the initial members have not formed a cluster yet")
 	case o.etcd == nil:
-		setCondition(c, v1.ConditionAvailable, false, reason.EtcdUnreachable, fmt.Sprintf("no member answers: %v", o.etcdErr))
+		setCondition(c, etcdv1alpha1.ConditionAvailable, false, reason.EtcdUnreachable, fmt.Sprintf("no member answers: %v", o.etcdErr))
 	default:
-		setCondition(c, v1.ConditionAvailable, false, reason.QuorumLost, fmt.Sprintf("only %d of %d voting members healthy", healthyVoters, voters))
+		setCondition(c, etcdv1alpha1.ConditionAvailable, false, reason.QuorumLost, fmt.Sprintf("only %d of %d voting members healthy", healthyVoters, voters))
 	}
 
 	degraded := c.Status.Bootstrapped && (!available || healthyVoters < c.Spec.Replicas)
@@ -179,92 +179,92 @@ func (p *pass) recordObservation(action planner.Action) {
 	case action.Kind == planner.Wait && action.Reason == reason.Paused:
 		// Paused says nothing about health; keep the last Degraded verdict.
 	case quorumLost:
-		cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost)
-		setCondition(c, v1.ConditionDegraded, true, reason.Reason(cond.Reason), cond.Message)
+		cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumLost)
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.Reason(cond.Reason), cond.Message)
 	case len(o.wrongAnswers) > 0:
 		msg := fmt.Sprintf("refused answers not from this cluster (%s): %s; nothing is done on their word", c.Status.ClusterID, strings.Join(o.wrongAnswers, "; "))
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != string(reason.WrongCluster) {
+		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); cond == nil || cond.Reason != string(reason.WrongCluster) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.WrongCluster), msg)
 		}
-		setCondition(c, v1.ConditionDegraded, true, reason.WrongCluster, msg)
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.WrongCluster, msg)
 	case p.trust != nil:
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != string(p.trust.reason) {
+		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); cond == nil || cond.Reason != string(p.trust.reason) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(p.trust.reason), p.trust.message)
 		}
-		setCondition(c, v1.ConditionDegraded, true, p.trust.reason, p.trust.message)
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, p.trust.reason, p.trust.message)
 	case len(o.alarms) > 0:
-		setCondition(c, v1.ConditionDegraded, true, reason.AlarmRaised, alarmMessage(o))
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.AlarmRaised, alarmMessage(o))
 	case o.volumeRefusal != "" && !degraded:
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionDegraded); cond == nil || cond.Reason != string(reason.VolumeExpansionUnsupported) {
+		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); cond == nil || cond.Reason != string(reason.VolumeExpansionUnsupported) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.VolumeExpansionUnsupported), o.volumeRefusal)
 		}
-		setCondition(c, v1.ConditionDegraded, true, reason.VolumeExpansionUnsupported, o.volumeRefusal)
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.VolumeExpansionUnsupported, o.volumeRefusal)
 	case c.Status.UpgradeBlocked != nil && !degraded:
 		b := c.Status.UpgradeBlocked
-		setCondition(c, v1.ConditionDegraded, true, reason.UpgradeFailed, fmt.Sprintf("%s did not become healthy at %s; it was rolled back and the upgrade to %s is stopped", b.Member, b.Version, b.Target))
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.UpgradeFailed, fmt.Sprintf("%s did not become healthy at %s; it was rolled back and the upgrade to %s is stopped", b.Member, b.Version, b.Target))
 	case degraded && o.etcd == nil:
-		setCondition(c, v1.ConditionDegraded, true, reason.EtcdUnreachable, action.Message)
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.EtcdUnreachable, action.Message)
 	case degraded:
-		setCondition(c, v1.ConditionDegraded, true, reason.MembersUnhealthy, fmt.Sprintf("%d of %d desired members healthy; %s", healthyVoters, c.Spec.Replicas, action.Message))
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.MembersUnhealthy, fmt.Sprintf("%d of %d desired members healthy; %s", healthyVoters, c.Spec.Replicas, action.Message))
 	case slowMessage(c, o) != "":
-		setCondition(c, v1.ConditionDegraded, true, reason.MemberSlow, slowMessage(c, o))
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.MemberSlow, slowMessage(c, o))
 	default:
-		setCondition(c, v1.ConditionDegraded, false, reason.AsExpected, "no member is missing or unhealthy")
+		setCondition(c, etcdv1alpha1.ConditionDegraded, false, reason.AsExpected, "no member is missing or unhealthy")
 	}
 
-	if prev := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionProgressing); action.Kind == planner.Wait && action.Reason == reason.NoSpaceLeft && (prev == nil || prev.Reason != string(action.Reason)) {
+	if prev := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing); action.Kind == planner.Wait && action.Reason == reason.NoSpaceLeft && (prev == nil || prev.Reason != string(action.Reason)) {
 		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(action.Reason), action.Message) // the operator cannot fix this one
 	}
 	switch action.Kind {
 	case planner.None:
 		if growing := p.volumesGrowing(); len(growing) > 0 {
-			setCondition(c, v1.ConditionProgressing, true, reason.ExpandingVolumes, fmt.Sprintf("%s; waiting for the storage driver to grow the volumes of %s to %s",
+			setCondition(c, etcdv1alpha1.ConditionProgressing, true, reason.ExpandingVolumes, fmt.Sprintf("%s; waiting for the storage driver to grow the volumes of %s to %s",
 				action.Message, strings.Join(growing, ", "), c.Spec.Storage.Size.String()))
 			break
 		}
-		setCondition(c, v1.ConditionProgressing, false, reason.Ready, action.Message)
+		setCondition(c, etcdv1alpha1.ConditionProgressing, false, reason.Ready, action.Message)
 	case planner.Wait:
-		setCondition(c, v1.ConditionProgressing, !stalled(action), action.Reason, action.Message)
+		setCondition(c, etcdv1alpha1.ConditionProgressing, !stalled(action), action.Reason, action.Message)
 	default:
-		setCondition(c, v1.ConditionProgressing, true, action.Reason, action.Message)
+		setCondition(c, etcdv1alpha1.ConditionProgressing, true, action.Reason, action.Message)
 	}
 	if r := c.Status.TLS.CARotation; r != nil && action.Reason != reason.RotatingCA { // the rotation's own steps name it
-		setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s), phase %s: %s", r.Trigger, r.Phase, action.Message))
+		setCondition(c, etcdv1alpha1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s), phase %s: %s", r.Trigger, r.Phase, action.Message))
 	}
 
 	switch {
 	case !c.Status.Bootstrapped || c.Status.CurrentVersion == "":
-		meta.RemoveStatusCondition(&c.Status.Conditions, v1.ConditionUpgrading)
+		meta.RemoveStatusCondition(&c.Status.Conditions, etcdv1alpha1.ConditionUpgrading)
 	case c.Status.UpgradeBlocked != nil:
 		b := c.Status.UpgradeBlocked
-		setCondition(c, v1.ConditionUpgrading, false, reason.UpgradeFailed, fmt.Sprintf("%s did not become healthy at %s and was rolled back to %s; change spec.version to retry", b.Member, b.Version, c.Status.CurrentVersion))
+		setCondition(c, etcdv1alpha1.ConditionUpgrading, false, reason.UpgradeFailed, fmt.Sprintf("%s did not become healthy at %s and was rolled back to %s; change spec.version to retry", b.Member, b.Version, c.Status.CurrentVersion))
 	case action.Reason == reason.Upgrading || action.Reason == reason.VersionChangeRefused:
-		setCondition(c, v1.ConditionUpgrading, action.Reason == reason.Upgrading, action.Reason, action.Message)
+		setCondition(c, etcdv1alpha1.ConditionUpgrading, action.Reason == reason.Upgrading, action.Reason, action.Message)
 	case c.Status.CurrentVersion == c.Spec.Version:
-		setCondition(c, v1.ConditionUpgrading, false, reason.UpToDate, "every member runs "+c.Spec.Version)
+		setCondition(c, etcdv1alpha1.ConditionUpgrading, false, reason.UpToDate, "every member runs "+c.Spec.Version)
 	}
 
 	switch {
 	case c.Spec.Maintenance.Paused:
-		c.Status.Phase = v1.PhasePaused
+		c.Status.Phase = etcdv1alpha1.PhasePaused
 	case recovering(c) != nil:
-		c.Status.Phase = v1.PhaseRecovering
+		c.Status.Phase = etcdv1alpha1.PhaseRecovering
 	case resources.Migrating(c):
-		c.Status.Phase = v1.PhaseMigrating
+		c.Status.Phase = etcdv1alpha1.PhaseMigrating
 	case !c.Status.Bootstrapped:
-		c.Status.Phase = v1.PhaseCreating
+		c.Status.Phase = etcdv1alpha1.PhaseCreating
 	case !available || c.Status.UpgradeBlocked != nil:
-		c.Status.Phase = v1.PhaseDegraded
+		c.Status.Phase = etcdv1alpha1.PhaseDegraded
 	case action.Reason == reason.ScalingUp || action.Reason == reason.ScalingDown || action.Kind == planner.Promote:
-		c.Status.Phase = v1.PhaseScaling
+		c.Status.Phase = etcdv1alpha1.PhaseScaling
 	case action.Reason == reason.Upgrading:
-		c.Status.Phase = v1.PhaseUpgrading
+		c.Status.Phase = etcdv1alpha1.PhaseUpgrading
 	case action.Kind == planner.Wait && action.Reason == reason.VersionChangeRefused:
-		c.Status.Phase = v1.PhaseRunning
+		c.Status.Phase = etcdv1alpha1.PhaseRunning
 	case action.Kind != planner.None || degraded:
-		c.Status.Phase = v1.PhaseRepairing
+		c.Status.Phase = etcdv1alpha1.PhaseRepairing
 	default:
-		c.Status.Phase = v1.PhaseRunning
+		c.Status.Phase = etcdv1alpha1.PhaseRunning
 	}
 }
 
@@ -277,14 +277,14 @@ func (p *pass) reportFailingStep(key string, action planner.Action) {
 	if cm.action != key || cm.failures < failingAfter {
 		return
 	}
-	if d := meta.FindStatusCondition(p.c.Status.Conditions, v1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
+	if d := meta.FindStatusCondition(p.c.Status.Conditions, etcdv1alpha1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
 		switch reason.Reason(d.Reason) {
 		case reason.MembersUnhealthy, reason.EtcdUnreachable, reason.ActionFailing:
 		default:
 			return
 		}
 	}
-	setCondition(p.c, v1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("step %s %v (%s: %s) has failed %d times in a row; last error: %s (retried with backoff)",
+	setCondition(p.c, etcdv1alpha1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("step %s %v (%s: %s) has failed %d times in a row; last error: %s (retried with backoff)",
 		action.Kind, action.Members, action.Reason, action.Message, cm.failures, cm.lastError))
 }
 
@@ -293,7 +293,7 @@ func (p *pass) reportFailingStep(key string, action planner.Action) {
 func (p *pass) recordQuorumLoss(action planner.Action, available bool) bool {
 	c := p.c
 	var prev *metav1.Condition
-	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost); cond != nil {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumLost); cond != nil {
 		before := *cond // setCondition below changes the condition in place
 		prev = &before
 	}
@@ -308,19 +308,19 @@ func (p *pass) recordQuorumLoss(action planner.Action, available bool) bool {
 		if action.Reason == reason.RecoveryStuck {
 			why = action.Reason
 		}
-		setCondition(c, v1.ConditionQuorumLost, true, why, fmt.Sprintf("recovering from %s (%s, phase %s): %s", from, r.Source, r.Phase, action.Message))
+		setCondition(c, etcdv1alpha1.ConditionQuorumLost, true, why, fmt.Sprintf("recovering from %s (%s, phase %s): %s", from, r.Source, r.Phase, action.Message))
 	case action.Reason == reason.QuorumLost:
-		setCondition(c, v1.ConditionQuorumLost, true, action.Reason, action.Message)
+		setCondition(c, etcdv1alpha1.ConditionQuorumLost, true, action.Reason, action.Message)
 	case prev != nil && prev.Status == metav1.ConditionTrue && available:
 		msg := "quorum is back"
 		if r := c.Status.Recovery; r != nil && r.CompletedAt != nil {
 			msg = fmt.Sprintf("quorum is back: recovered %s at %s", r.Source, r.CompletedAt.UTC().Format(time.RFC3339))
 		}
-		setCondition(c, v1.ConditionQuorumLost, false, reason.Recovered, msg)
+		setCondition(c, etcdv1alpha1.ConditionQuorumLost, false, reason.Recovered, msg)
 	case prev == nil || prev.Status == metav1.ConditionTrue:
-		setCondition(c, v1.ConditionQuorumLost, false, reason.NoMajorityLost, "no majority of the voting members has lost its data")
+		setCondition(c, etcdv1alpha1.ConditionQuorumLost, false, reason.NoMajorityLost, "no majority of the voting members has lost its data")
 	}
-	cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionQuorumLost)
+	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumLost)
 	if cond.Status != metav1.ConditionTrue {
 		return false
 	}

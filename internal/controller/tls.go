@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
@@ -39,7 +39,7 @@ type leafCert struct {
 	usage pki.Usage
 }
 
-func leafCerts(c *v1.EtcdCluster) []leafCert {
+func leafCerts(c *etcdv1alpha1.EtcdCluster) []leafCert {
 	return []leafCert{
 		{naming.ServerSecret(c.Name), c.Name + "-server", resources.ServerDNSNames(c), []net.IP{net.IPv4(127, 0, 0, 1)}, pki.ServerAndClient},
 		{naming.PeerSecret(c.Name), naming.PeerCommonName(c.Name), resources.PeerDNSNames(c), nil, pki.ServerAndClient},
@@ -49,7 +49,7 @@ func leafCerts(c *v1.EtcdCluster) []leafCert {
 }
 
 // rotationPhase is the phase of the CA rotation in progress, empty when there is none.
-func rotationPhase(c *v1.EtcdCluster) v1.CARotationPhase {
+func rotationPhase(c *etcdv1alpha1.EtcdCluster) etcdv1alpha1.CARotationPhase {
 	if r := c.Status.TLS.CARotation; r != nil {
 		return r.Phase
 	}
@@ -135,7 +135,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		}
 	}
 	switch {
-	case (phase == v1.CATrustNew || phase == v1.CASignWithNew) && next == nil:
+	case (phase == etcdv1alpha1.CATrustNew || phase == etcdv1alpha1.CASignWithNew) && next == nil:
 		// Idempotent: a next CA made by a pass that crashed before this phase finished is kept.
 		var data map[string][]byte
 		if next, data, err = pki.NewCA(caCommonName(c), p.now); err != nil {
@@ -147,7 +147,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 			return nil, fmt.Errorf("add the next CA to secret %s: %w", caName, err)
 		}
 		p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.CARotation), "created the next CA; every trust bundle now holds the current and the next CA")
-	case phase == v1.CADropOld && next != nil:
+	case phase == etcdv1alpha1.CADropOld && next != nil:
 		caSecret.Data = map[string][]byte{pki.CACertKey: next.CertPEM, pki.CAKeyKey: caSecret.Data[pki.NextCAKeyKey]}
 		if err := p.r.Update(ctx, caSecret); err != nil {
 			return nil, fmt.Errorf("make the next CA the CA in secret %s: %w", caName, err)
@@ -160,7 +160,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		trusted = append(trusted, next)
 	}
 	signer := ca
-	if phase == v1.CASignWithNew {
+	if phase == etcdv1alpha1.CASignWithNew {
 		signer = next
 	}
 	bundle := pki.Bundle(trusted...)
@@ -235,7 +235,7 @@ func (p *pass) sourceCA(ctx context.Context) (*pki.CA, map[string][]byte, *trust
 	return ca, map[string][]byte{pki.CACertKey: ca.CertPEM, pki.CAKeyKey: s.Data[pki.CAKeyKey]}, nil, nil
 }
 
-func caCommonName(c *v1.EtcdCluster) string {
+func caCommonName(c *etcdv1alpha1.EtcdCluster) string {
 	return fmt.Sprintf("etcd-autopilot %s/%s CA", c.Namespace, c.Name)
 }
 
@@ -256,14 +256,14 @@ func signedByAny(cas []*pki.CA, data map[string][]byte) bool {
 // recordExpiry puts in status when each TLS Secret's certificate expires (the CA Secret's: its
 // signing CA, the first of ca.crt).
 func (p *pass) recordExpiry(caSecret *corev1.Secret, leaves []leafCert, live map[string]*corev1.Secret) {
-	var out []v1.CertificateStatus
+	var out []etcdv1alpha1.CertificateStatus
 	if t, ok := pki.NotAfter(caSecret.Data[pki.CACertKey]); ok {
-		out = append(out, v1.CertificateStatus{Secret: caSecret.Name, NotAfter: metav1.NewTime(t)})
+		out = append(out, etcdv1alpha1.CertificateStatus{Secret: caSecret.Name, NotAfter: metav1.NewTime(t)})
 	}
 	for _, l := range leaves {
 		if s := live[l.name]; s != nil {
 			if t, ok := pki.NotAfter(s.Data[pki.CertKey]); ok {
-				out = append(out, v1.CertificateStatus{Secret: l.name, NotAfter: metav1.NewTime(t)})
+				out = append(out, etcdv1alpha1.CertificateStatus{Secret: l.name, NotAfter: metav1.NewTime(t)})
 			}
 		}
 	}
@@ -294,10 +294,10 @@ func (p *pass) startCARotation(ctx context.Context) bool {
 		trigger = "CAExpiring"
 	}
 	c.Status.TLS.RotateCAHandled = asked
-	c.Status.TLS.CARotation = &v1.CARotation{Phase: v1.CATrustNew, Trigger: trigger}
+	c.Status.TLS.CARotation = &etcdv1alpha1.CARotation{Phase: etcdv1alpha1.CATrustNew, Trigger: trigger}
 	c.Status.TLS.TrustEpoch++
-	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.RotatingCA), "CA rotation (%s) started: phase %s", trigger, v1.CATrustNew)
-	setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", trigger, v1.CATrustNew))
+	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.RotatingCA), "CA rotation (%s) started: phase %s", trigger, etcdv1alpha1.CATrustNew)
+	setCondition(c, etcdv1alpha1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", trigger, etcdv1alpha1.CATrustNew))
 	return true
 }
 
@@ -314,12 +314,12 @@ func (p *pass) advanceCARotation(next string) {
 	if next == "" {
 		c.Status.TLS.CARotation = nil
 		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.CARotated), "CA rotation (%s) done: every member trusts and presents certificates of the new CA only", r.Trigger)
-		setCondition(c, v1.ConditionProgressing, false, reason.Ready, "CA rotation done")
+		setCondition(c, etcdv1alpha1.ConditionProgressing, false, reason.Ready, "CA rotation done")
 		return
 	}
-	c.Status.TLS.CARotation = &v1.CARotation{Phase: v1.CARotationPhase(next), Trigger: r.Trigger}
+	c.Status.TLS.CARotation = &etcdv1alpha1.CARotation{Phase: etcdv1alpha1.CARotationPhase(next), Trigger: r.Trigger}
 	c.Status.TLS.TrustEpoch++
-	setCondition(c, v1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", r.Trigger, next))
+	setCondition(c, etcdv1alpha1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", r.Trigger, next))
 }
 
 // checkUserTLS reads the user's certificate Secrets (spec.tls.secrets) and checks that the members
@@ -339,14 +339,14 @@ func (p *pass) checkUserTLS(ctx context.Context) (*trustProblem, error) {
 		into **pki.UserSecret
 	}
 	var slots []slot
-	if c.Spec.TLS.Client == v1.TLSUserProvided {
+	if c.Spec.TLS.Client == etcdv1alpha1.TLSUserProvided {
 		slots = append(slots, slot{resources.ServerSecretName(c), &in.Server}, slot{resources.OperatorClientSecretName(c), &in.OperatorClient})
 	}
-	if c.Spec.TLS.Peer == v1.TLSUserProvided {
+	if c.Spec.TLS.Peer == etcdv1alpha1.TLSUserProvided {
 		slots = append(slots, slot{resources.PeerSecretName(c), &in.Peer})
 	}
 	var missing []string
-	var certs []v1.CertificateStatus
+	var certs []etcdv1alpha1.CertificateStatus
 	read := map[string]*pki.UserSecret{} // one Secret may serve two roles
 	for _, sl := range slots {
 		if us, ok := read[sl.name]; ok {
@@ -365,7 +365,7 @@ func (p *pass) checkUserTLS(ctx context.Context) (*trustProblem, error) {
 		us := &pki.UserSecret{Name: sl.name, Data: s.Data}
 		read[sl.name], *sl.into = us, us
 		if t, ok := pki.NotAfter(s.Data[pki.CertKey]); ok {
-			certs = append(certs, v1.CertificateStatus{Secret: sl.name, NotAfter: metav1.NewTime(t)})
+			certs = append(certs, etcdv1alpha1.CertificateStatus{Secret: sl.name, NotAfter: metav1.NewTime(t)})
 		}
 	}
 	c.Status.TLS.Certificates = certs

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -27,8 +27,8 @@ func TestCARotationPhasesAreIdempotent(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	// Not created in the API: the manager must not reconcile it while the test drives the passes.
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "rot", Namespace: ns, UID: "rot-uid"}}
-	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "rot", Namespace: ns, UID: "rot-uid"}}
+	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSOperatorManaged, Peer: etcdv1alpha1.TLSOperatorManaged}
 	c.Status.Bootstrapped = true
 	r := &EtcdClusterReconciler{Client: k8s, Recorder: record.NewFakeRecorder(100), apiReader: k8s}
 	now := time.Now()
@@ -94,7 +94,7 @@ func TestCARotationPhasesAreIdempotent(t *testing.T) {
 	// A rotation asked for is recorded before anything acts; nothing is written in that pass.
 	c.Annotations = map[string]string{naming.AnnotationRotateCA: "now"}
 	p := &pass{r: r, c: c, now: now}
-	if !p.startCARotation(ctx) || rotationPhase(c) != v1.CATrustNew || c.Status.TLS.TrustEpoch != 1 {
+	if !p.startCARotation(ctx) || rotationPhase(c) != etcdv1alpha1.CATrustNew || c.Status.TLS.TrustEpoch != 1 {
 		t.Fatalf("rotation not recorded: %+v", c.Status.TLS)
 	}
 	if n := certs(secret(naming.CASecret(c.Name)).Data[pki.CACertKey]); len(n) != 1 {
@@ -112,10 +112,10 @@ func TestCARotationPhasesAreIdempotent(t *testing.T) {
 
 	// When a phase is done is the planner's decision (planner.TestCARotationPhases); recording it
 	// is this. The planner's phase names are the API's.
-	if planner.PhaseTrustNew != string(v1.CATrustNew) || planner.PhaseSignWithNew != string(v1.CASignWithNew) || planner.PhaseDropOld != string(v1.CADropOld) {
+	if planner.PhaseTrustNew != string(etcdv1alpha1.CATrustNew) || planner.PhaseSignWithNew != string(etcdv1alpha1.CASignWithNew) || planner.PhaseDropOld != string(etcdv1alpha1.CADropOld) {
 		t.Fatal("the planner's CA rotation phases are not the API's")
 	}
-	advance := func(want v1.CARotationPhase) {
+	advance := func(want etcdv1alpha1.CARotationPhase) {
 		t.Helper()
 		p := &pass{r: r, c: c, now: now}
 		p.advanceCARotation(string(want))
@@ -123,7 +123,7 @@ func TestCARotationPhasesAreIdempotent(t *testing.T) {
 			t.Fatalf("advance: phase %q, want %q", rotationPhase(c), want)
 		}
 	}
-	advance(v1.CASignWithNew)
+	advance(etcdv1alpha1.CASignWithNew)
 	run()
 	resigned := check(next, old, next)
 	for name, serial := range resigned {
@@ -131,7 +131,7 @@ func TestCARotationPhasesAreIdempotent(t *testing.T) {
 			t.Errorf("SignWithNew kept %s", name)
 		}
 	}
-	advance(v1.CADropOld)
+	advance(etcdv1alpha1.CADropOld)
 	run()
 	caSecret = secret(naming.CASecret(c.Name))
 	if got := certs(caSecret.Data[pki.CACertKey]); len(got) != 1 || !got[0].Equal(next) || len(caSecret.Data[pki.NextCAKeyKey]) != 0 {

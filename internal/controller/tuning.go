@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/latency"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -113,7 +113,7 @@ func (p *pass) tuningInput() *planner.Tuning {
 	c := p.c
 	o := resources.EtcdOptions(c)
 	t := &planner.Tuning{
-		Enabled:       c.Spec.Maintenance.AutoTuning != v1.AutoTuningDisabled, // "": stored before the field existed
+		Enabled:       c.Spec.Maintenance.AutoTuning != etcdv1alpha1.AutoTuningDisabled, // "": stored before the field existed
 		UserSet:       map[string]bool{},
 		Heartbeat:     time.Duration(o.HeartbeatIntervalMillis) * time.Millisecond,
 		Election:      time.Duration(o.ElectionTimeoutMillis) * time.Millisecond,
@@ -123,7 +123,7 @@ func (p *pass) tuningInput() *planner.Tuning {
 	for _, name := range tunables {
 		t.UserSet[name] = resources.UserSet(c, name)
 	}
-	if o.AutoCompactionMode == v1.CompactionPeriodic {
+	if o.AutoCompactionMode == etcdv1alpha1.CompactionPeriodic {
 		if d, err := time.ParseDuration(o.AutoCompactionRetention); err == nil {
 			t.Retention = d
 		} else if h, err := strconv.Atoi(o.AutoCompactionRetention); err == nil {
@@ -138,31 +138,31 @@ func (p *pass) tuningInput() *planner.Tuning {
 }
 
 // tunables are the options auto-tuning may set, in the order status.tuning lists them.
-var tunables = []string{v1.TunableHeartbeatInterval, v1.TunableElectionTimeout, v1.TunableSnapshotCount, v1.TunableAutoCompactionRetention}
+var tunables = []string{etcdv1alpha1.TunableHeartbeatInterval, etcdv1alpha1.TunableElectionTimeout, etcdv1alpha1.TunableSnapshotCount, etcdv1alpha1.TunableAutoCompactionRetention}
 
 // recordTuning shows in status.tuning the value of every tunable option and its source; a tuned value
 // keeps the evidence it was tuned on. changes, when not nil, are new tuned values (planner.Retune).
-func recordTuning(c *v1.EtcdCluster, changes []planner.TunedChange, now time.Time) {
-	tuned := map[string]v1.TunedValue{}
+func recordTuning(c *etcdv1alpha1.EtcdCluster, changes []planner.TunedChange, now time.Time) {
+	tuned := map[string]etcdv1alpha1.TunedValue{}
 	for _, t := range c.Status.Tuning.Values {
-		if t.Source == v1.TuningSourceTuned {
+		if t.Source == etcdv1alpha1.TuningSourceTuned {
 			tuned[t.Name] = t
 		}
 	}
 	for _, ch := range changes {
-		tuned[ch.Name] = v1.TunedValue{Name: ch.Name, Value: ch.To, Source: v1.TuningSourceTuned, Evidence: truncate(ch.Evidence, 512)}
+		tuned[ch.Name] = etcdv1alpha1.TunedValue{Name: ch.Name, Value: ch.To, Source: etcdv1alpha1.TuningSourceTuned, Evidence: truncate(ch.Evidence, 512)}
 	}
-	if c.Spec.Etcd.AutoCompactionMode == v1.CompactionRevision {
+	if c.Spec.Etcd.AutoCompactionMode == etcdv1alpha1.CompactionRevision {
 		// A tuned retention is a duration: it means nothing to revision compaction, and must not
 		// come back as a count of hours if the mode is switched back.
-		delete(tuned, v1.TunableAutoCompactionRetention)
+		delete(tuned, etcdv1alpha1.TunableAutoCompactionRetention)
 	}
 	if len(changes) > 0 {
 		c.Status.Tuning.LastChange = &metav1.Time{Time: now}
 	}
 	c.Status.Tuning.Values = c.Status.Tuning.Values[:0]
 	for _, name := range tunables {
-		c.Status.Tuning.Values = append(c.Status.Tuning.Values, v1.TunedValue{Name: name, Source: v1.TuningSourceDefault})
+		c.Status.Tuning.Values = append(c.Status.Tuning.Values, etcdv1alpha1.TunedValue{Name: name, Source: etcdv1alpha1.TuningSourceDefault})
 	}
 	// The values themselves come from EtcdOptions, which resolves user, tuned and default in one place.
 	for i := range c.Status.Tuning.Values {
@@ -171,20 +171,20 @@ func recordTuning(c *v1.EtcdCluster, changes []planner.TunedChange, now time.Tim
 			*tv = t
 		}
 		if resources.UserSet(c, tv.Name) {
-			tv.Source, tv.Evidence = v1.TuningSourceUser, ""
+			tv.Source, tv.Evidence = etcdv1alpha1.TuningSourceUser, ""
 		}
 	}
 	o := resources.EtcdOptions(c)
 	for i := range c.Status.Tuning.Values {
 		tv := &c.Status.Tuning.Values[i]
 		switch tv.Name {
-		case v1.TunableHeartbeatInterval:
+		case etcdv1alpha1.TunableHeartbeatInterval:
 			tv.Value = fmt.Sprint(o.HeartbeatIntervalMillis)
-		case v1.TunableElectionTimeout:
+		case etcdv1alpha1.TunableElectionTimeout:
 			tv.Value = fmt.Sprint(o.ElectionTimeoutMillis)
-		case v1.TunableSnapshotCount:
+		case etcdv1alpha1.TunableSnapshotCount:
 			tv.Value = fmt.Sprint(o.SnapshotCount)
-		case v1.TunableAutoCompactionRetention:
+		case etcdv1alpha1.TunableAutoCompactionRetention:
 			tv.Value = o.AutoCompactionRetention
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/latency"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -56,7 +56,7 @@ func (f *fakeRTT) read(_ context.Context, url string) (map[string]latency.Histog
 // across a gap the operator was away for, and never across a cluster rebuilt (its index went down).
 func TestTuningWindows(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns"}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns"}}
 	o := &observation{pods: map[string]*corev1.Pod{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}, ids: map[string]uint64{}}
 	for i, name := range []string{"etcd-0", "etcd-1", "etcd-2"} {
 		id := uint64(i + 1)
@@ -113,7 +113,7 @@ func TestTuningWindows(t *testing.T) {
 // the user sets the option, and a tuned duration never outlives a switch to revision compaction.
 func TestRecordTuning(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
-	c := &v1.EtcdCluster{}
+	c := &etcdv1alpha1.EtcdCluster{}
 	c.Spec.Etcd.ElectionTimeoutMillis = 2000
 	recordTuning(c, nil, t0)
 	want := "heartbeatIntervalMillis=100(default) electionTimeoutMillis=2000(user) snapshotCount=10000(default) autoCompactionRetention=1h(default)"
@@ -135,7 +135,7 @@ func TestRecordTuning(t *testing.T) {
 	if got := tuningString(c); got != want || !c.Status.Tuning.LastChange.Time.Equal(t0) {
 		t.Fatalf("a pass without changes: %s, want %s, last change kept", got, want)
 	}
-	c.Spec.Etcd.SnapshotCount, c.Spec.Etcd.AutoCompactionMode = 25000, v1.CompactionRevision
+	c.Spec.Etcd.SnapshotCount, c.Spec.Etcd.AutoCompactionMode = 25000, etcdv1alpha1.CompactionRevision
 	recordTuning(c, nil, t0.Add(time.Hour))
 	want = "heartbeatIntervalMillis=100(default) electionTimeoutMillis=2000(user) snapshotCount=25000(user) autoCompactionRetention=10000(default)"
 	if got := tuningString(c); got != want {
@@ -146,7 +146,7 @@ func TestRecordTuning(t *testing.T) {
 	}
 }
 
-func tuningString(c *v1.EtcdCluster) string {
+func tuningString(c *etcdv1alpha1.EtcdCluster) string {
 	var parts []string
 	for _, v := range c.Status.Tuning.Values {
 		parts = append(parts, fmt.Sprintf("%s=%s(%s)", v.Name, v.Value, v.Source))
@@ -159,7 +159,7 @@ func tuningString(c *v1.EtcdCluster) string {
 func TestTunableOptionsLeftUnsetRunTheDefaults(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Etcd.SnapshotCount = 25000 })
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.SnapshotCount = 25000 })
 	stored := get(t, c)
 	if stored.Spec.Maintenance.AutoTuning != "Enabled" {
 		t.Errorf("spec.maintenance.autoTuning = %q, want the default Enabled", stored.Spec.Maintenance.AutoTuning)

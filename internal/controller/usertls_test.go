@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -32,9 +32,9 @@ import (
 func TestUserProvidedCertificates(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	c := newCluster(t, ns, func(c *v1.EtcdCluster) {
-		c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided,
-			Secrets: &v1.TLSSecrets{Server: "my-server", OperatorClient: "my-operator", Peer: "my-peer"}}
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSUserProvided,
+			Secrets: &etcdv1alpha1.TLSSecrets{Server: "my-server", OperatorClient: "my-operator", Peer: "my-peer"}}
 	})
 	pods := func() int {
 		t.Helper()
@@ -48,7 +48,7 @@ func TestUserProvidedCertificates(t *testing.T) {
 		t.Helper()
 		eventually(t, what, func() error {
 			s := get(t, c).Status
-			d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
+			d := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionDegraded)
 			if d == nil || d.Status != metav1.ConditionTrue || d.Reason != string(reason.UserCertificatesUnusable) {
 				return fmt.Errorf("Degraded = %+v", d)
 			}
@@ -57,7 +57,7 @@ func TestUserProvidedCertificates(t *testing.T) {
 					return fmt.Errorf("Degraded message %q lacks %q", d.Message, w)
 				}
 			}
-			if p := meta.FindStatusCondition(s.Conditions, v1.ConditionProgressing); p == nil || p.Reason != string(reason.UserCertificatesUnusable) {
+			if p := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionProgressing); p == nil || p.Reason != string(reason.UserCertificatesUnusable) {
 				return fmt.Errorf("Progressing = %+v", p)
 			}
 			return nil
@@ -139,7 +139,7 @@ func TestUserProvidedCertificates(t *testing.T) {
 				return fmt.Errorf("certificate status %+v", cs)
 			}
 		}
-		if d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded); d != nil && d.Reason == string(reason.UserCertificatesUnusable) {
+		if d := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionDegraded); d != nil && d.Reason == string(reason.UserCertificatesUnusable) {
 			return fmt.Errorf("still Degraded: %s", d.Message)
 		}
 		trust = s.TLS.UserTrust
@@ -183,7 +183,7 @@ func TestUserProvidedCertificates(t *testing.T) {
 	}
 	put("my-operator", expired)
 	eventually(t, "an expired operator certificate reported", func() error {
-		d := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+		d := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		if d == nil || d.Reason != string(reason.UserCertificatesUnusable) || !strings.Contains(d.Message, "Secret my-operator: the certificate in tls.crt expired at") {
 			return fmt.Errorf("Degraded = %+v", d)
 		}

@@ -13,14 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
 // volumeSize is the size member volumes should have; 0 for in-memory members.
-func volumeSize(c *v1.EtcdCluster) int64 {
-	if c.Spec.Storage.Medium == v1.StorageMediumMemory {
+func volumeSize(c *etcdv1alpha1.EtcdCluster) int64 {
+	if c.Spec.Storage.Medium == etcdv1alpha1.StorageMediumMemory {
 		return 0
 	}
 	return c.Spec.Storage.Size.Value()

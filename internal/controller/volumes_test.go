@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
@@ -37,7 +37,7 @@ func TestVolumeGrowthRefusedByTheStorageClassIsReported(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
-			c := newCluster(t, ns, func(c *v1.EtcdCluster) { c.Spec.Storage.StorageClassName = &tc.class })
+			c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = &tc.class })
 			eventually(t, "three member claims", func() error {
 				pvcs := &corev1.PersistentVolumeClaimList{}
 				if err := k8s.List(ctx, pvcs, client.InNamespace(ns)); err != nil {
@@ -53,7 +53,7 @@ func TestVolumeGrowthRefusedByTheStorageClassIsReported(t *testing.T) {
 				t.Fatal(err)
 			}
 			eventually(t, "Degraded VolumeExpansionUnsupported", func() error {
-				d := meta.FindStatusCondition(get(t, c).Status.Conditions, v1.ConditionDegraded)
+				d := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionDegraded)
 				if d == nil || d.Reason != "VolumeExpansionUnsupported" || !strings.Contains(d.Message, tc.says) || !strings.Contains(d.Message, "2Gi") {
 					return fmt.Errorf("Degraded = %+v", d)
 				}

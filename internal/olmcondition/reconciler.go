@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 // Reconciler keeps the OperatorCondition's Upgradeable condition (in its spec.conditions, where the
@@ -49,14 +49,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("operatorcondition").
-		Watches(&v1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(one)).
+		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(one)).
 		WatchesRawSource(atStart).
 		Complete(r)
 }
 
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx).WithValues("operatorCondition", r.Key)
-	var clusters v1.EtcdClusterList
+	var clusters etcdv1alpha1.EtcdClusterList
 	if err := r.Client.List(ctx, &clusters); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list EtcdClusters: %w", err)
 	}

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/olmcondition"
 )
 
@@ -41,7 +41,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1.AddToScheme, operatorsv2.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, etcdv1alpha1.AddToScheme, operatorsv2.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err)
 		}
@@ -80,7 +80,7 @@ func operatorClient(t *testing.T, ns, condition string) *rest.Config {
 			ResourceNames: []string{condition}, Verbs: []string{"get", "update", "patch"},
 		}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "etcdclusters-reader", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{"etcdclusters"}, Verbs: []string{"get", "list", "watch"},
+			APIGroups: []string{etcdv1alpha1.GroupVersion.Group}, Resources: []string{"etcdclusters"}, Verbs: []string{"get", "list", "watch"},
 		}}},
 	}
 	for _, r := range roles {
@@ -163,7 +163,7 @@ func TestOperatorConditionFollowsTheClusters(t *testing.T) {
 	startOperator(t, ns, key)
 
 	// OLM creates the OperatorCondition with the CSV; the operator may start before it exists.
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: ns}, Spec: v1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: ns}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}}
 	if err := admin.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestOperatorConditionFollowsTheClusters(t *testing.T) {
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 			t.Fatal(err)
 		}
-		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: v1.ConditionUpgrading, Status: s, Reason: reason, Message: "m"})
+		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionUpgrading, Status: s, Reason: reason, Message: "m"})
 		if err := admin.Status().Update(ctx, c); err != nil {
 			t.Fatal(err)
 		}

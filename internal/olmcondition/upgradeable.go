@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 // EnvName is the variable OLM sets to the OperatorCondition's name (the CSV's name).
@@ -48,16 +48,16 @@ const (
 const maxNamed = 10
 
 // busy says which operation, if any, a cluster is in the middle of: the reason, or "".
-func busy(c *v1.EtcdCluster) string {
+func busy(c *etcdv1alpha1.EtcdCluster) string {
 	switch {
-	case c.Status.Recovery != nil && c.Status.Recovery.Phase != v1.RecoveryComplete:
+	case c.Status.Recovery != nil && c.Status.Recovery.Phase != etcdv1alpha1.RecoveryComplete:
 		return ReasonQuorumRecovery
 	case c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil && !c.Status.Bootstrapped:
 		return ReasonRestore
-	case meta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionUpgrading) || c.Status.DowngradeTarget != "":
+	case meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionUpgrading) || c.Status.DowngradeTarget != "":
 		return ReasonVersionChange
 	// Only once started: a take-over refused at its preflight (it waits for the user) holds nothing.
-	case c.Status.Migration != nil && (c.Status.Migration.Phase != v1.MigrationComplete || c.Status.Migration.PeerTLS == v1.PeerTLSUpdating):
+	case c.Status.Migration != nil && (c.Status.Migration.Phase != etcdv1alpha1.MigrationComplete || c.Status.Migration.PeerTLS == etcdv1alpha1.PeerTLSUpdating):
 		return ReasonMigration
 	}
 	return ""
@@ -72,7 +72,7 @@ var describe = map[string]string{
 
 // Upgradeable decides the Upgradeable condition from the managed clusters: False, naming the clusters
 // and what each is doing, while any is mid-operation; True otherwise. Pure, so that it is table-tested.
-func Upgradeable(clusters []v1.EtcdCluster) metav1.Condition {
+func Upgradeable(clusters []etcdv1alpha1.EtcdCluster) metav1.Condition {
 	var named []string
 	reasons := map[string]bool{}
 	for i := range clusters {

@@ -7,11 +7,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
-func etcd(name string, mutate ...func(*v1.EtcdCluster)) v1.EtcdCluster {
-	c := v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+func etcd(name string, mutate ...func(*etcdv1alpha1.EtcdCluster)) etcdv1alpha1.EtcdCluster {
+	c := etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
 	c.Spec.Version = "3.6.16"
 	c.Status.Bootstrapped = true
 	c.Status.CurrentVersion = "3.6.16"
@@ -21,56 +21,58 @@ func etcd(name string, mutate ...func(*v1.EtcdCluster)) v1.EtcdCluster {
 	return c
 }
 
-func upgrading(c *v1.EtcdCluster) {
+func upgrading(c *etcdv1alpha1.EtcdCluster) {
 	c.Spec.Version = "3.7.0"
-	c.Status.Conditions = []metav1.Condition{{Type: v1.ConditionUpgrading, Status: metav1.ConditionTrue, Reason: "Upgrading"}}
+	c.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionUpgrading, Status: metav1.ConditionTrue, Reason: "Upgrading"}}
 }
 
-func downgrading(c *v1.EtcdCluster) { c.Spec.Version, c.Status.DowngradeTarget = "3.5.21", "3.5.0" }
+func downgrading(c *etcdv1alpha1.EtcdCluster) {
+	c.Spec.Version, c.Status.DowngradeTarget = "3.5.21", "3.5.0"
+}
 
-func restoring(c *v1.EtcdCluster) {
-	c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "b1"}}
+func restoring(c *etcdv1alpha1.EtcdCluster) {
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: "b1"}}
 	c.Status.Bootstrapped = false
 }
 
-func recovering(c *v1.EtcdCluster) {
-	c.Status.Recovery = &v1.QuorumRecovery{Source: "FromSurvivor", Phase: "ForcingNewCluster"}
+func recovering(c *etcdv1alpha1.EtcdCluster) {
+	c.Status.Recovery = &etcdv1alpha1.QuorumRecovery{Source: "FromSurvivor", Phase: "ForcingNewCluster"}
 }
 
 func TestUpgradeable(t *testing.T) {
 	cases := []struct {
 		name     string
-		clusters []v1.EtcdCluster
+		clusters []etcdv1alpha1.EtcdCluster
 		status   metav1.ConditionStatus
 		reason   string
 		names    []string // in the message
 	}{
 		{"no clusters", nil, metav1.ConditionTrue, ReasonUpgradeable, nil},
-		{"idle clusters", []v1.EtcdCluster{etcd("a"), etcd("b")}, metav1.ConditionTrue, ReasonUpgradeable, nil},
-		{"upgrade done (Upgrading False)", []v1.EtcdCluster{etcd("a", func(c *v1.EtcdCluster) {
-			c.Status.Conditions = []metav1.Condition{{Type: v1.ConditionUpgrading, Status: metav1.ConditionFalse, Reason: "UpToDate"}}
+		{"idle clusters", []etcdv1alpha1.EtcdCluster{etcd("a"), etcd("b")}, metav1.ConditionTrue, ReasonUpgradeable, nil},
+		{"upgrade done (Upgrading False)", []etcdv1alpha1.EtcdCluster{etcd("a", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionUpgrading, Status: metav1.ConditionFalse, Reason: "UpToDate"}}
 		})}, metav1.ConditionTrue, ReasonUpgradeable, nil},
-		{"upgrade failed and rolled back (Upgrading False)", []v1.EtcdCluster{etcd("a", func(c *v1.EtcdCluster) {
-			c.Status.Conditions = []metav1.Condition{{Type: v1.ConditionUpgrading, Status: metav1.ConditionFalse, Reason: "UpgradeFailed"}}
+		{"upgrade failed and rolled back (Upgrading False)", []etcdv1alpha1.EtcdCluster{etcd("a", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionUpgrading, Status: metav1.ConditionFalse, Reason: "UpgradeFailed"}}
 		})}, metav1.ConditionTrue, ReasonUpgradeable, nil},
-		{"upgrading", []v1.EtcdCluster{etcd("a"), etcd("b", upgrading)}, metav1.ConditionFalse, ReasonVersionChange, []string{"ns/b (etcd version change)"}},
-		{"downgrade enabled", []v1.EtcdCluster{etcd("a", downgrading)}, metav1.ConditionFalse, ReasonVersionChange, []string{"ns/a"}},
-		{"restore under way", []v1.EtcdCluster{etcd("r", restoring)}, metav1.ConditionFalse, ReasonRestore, []string{"ns/r (restore)"}},
-		{"restored cluster, bootstrapped", []v1.EtcdCluster{etcd("r", restoring, func(c *v1.EtcdCluster) { c.Status.Bootstrapped = true })},
+		{"upgrading", []etcdv1alpha1.EtcdCluster{etcd("a"), etcd("b", upgrading)}, metav1.ConditionFalse, ReasonVersionChange, []string{"ns/b (etcd version change)"}},
+		{"downgrade enabled", []etcdv1alpha1.EtcdCluster{etcd("a", downgrading)}, metav1.ConditionFalse, ReasonVersionChange, []string{"ns/a"}},
+		{"restore under way", []etcdv1alpha1.EtcdCluster{etcd("r", restoring)}, metav1.ConditionFalse, ReasonRestore, []string{"ns/r (restore)"}},
+		{"restored cluster, bootstrapped", []etcdv1alpha1.EtcdCluster{etcd("r", restoring, func(c *etcdv1alpha1.EtcdCluster) { c.Status.Bootstrapped = true })},
 			metav1.ConditionTrue, ReasonUpgradeable, nil},
-		{"quorum recovery", []v1.EtcdCluster{etcd("q", recovering)}, metav1.ConditionFalse, ReasonQuorumRecovery, []string{"ns/q (quorum recovery)"}},
-		{"recovery complete", []v1.EtcdCluster{etcd("q", func(c *v1.EtcdCluster) {
-			c.Status.Recovery = &v1.QuorumRecovery{Source: "FromSurvivor", Phase: v1.RecoveryComplete}
+		{"quorum recovery", []etcdv1alpha1.EtcdCluster{etcd("q", recovering)}, metav1.ConditionFalse, ReasonQuorumRecovery, []string{"ns/q (quorum recovery)"}},
+		{"recovery complete", []etcdv1alpha1.EtcdCluster{etcd("q", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Status.Recovery = &etcdv1alpha1.QuorumRecovery{Source: "FromSurvivor", Phase: etcdv1alpha1.RecoveryComplete}
 		})}, metav1.ConditionTrue, ReasonUpgradeable, nil},
-		{"migration refused at its preflight holds nothing", []v1.EtcdCluster{etcd("m", func(c *v1.EtcdCluster) {
-			c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{"http://old:2379"}}}
+		{"migration refused at its preflight holds nothing", []etcdv1alpha1.EtcdCluster{etcd("m", func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{MigrateFrom: &etcdv1alpha1.MigrateFromSpec{Endpoints: []string{"http://old:2379"}}}
 		})}, metav1.ConditionTrue, ReasonUpgradeable, nil},
-		{"migration joining", []v1.EtcdCluster{etcd("m", migrating(v1.MigrationJoining, ""))}, metav1.ConditionFalse, ReasonMigration, []string{"ns/m (migration)"}},
-		{"migrated, peer URLs moving to TLS", []v1.EtcdCluster{etcd("m", migrating(v1.MigrationComplete, v1.PeerTLSUpdating))}, metav1.ConditionFalse, ReasonMigration, []string{"ns/m (migration)"}},
-		{"migrated and secured", []v1.EtcdCluster{etcd("m", migrating(v1.MigrationComplete, v1.PeerTLSSecured))}, metav1.ConditionTrue, ReasonUpgradeable, nil},
-		{"several kinds", []v1.EtcdCluster{etcd("u", upgrading), etcd("q", recovering)}, metav1.ConditionFalse, ReasonSeveral,
+		{"migration joining", []etcdv1alpha1.EtcdCluster{etcd("m", migrating(etcdv1alpha1.MigrationJoining, ""))}, metav1.ConditionFalse, ReasonMigration, []string{"ns/m (migration)"}},
+		{"migrated, peer URLs moving to TLS", []etcdv1alpha1.EtcdCluster{etcd("m", migrating(etcdv1alpha1.MigrationComplete, etcdv1alpha1.PeerTLSUpdating))}, metav1.ConditionFalse, ReasonMigration, []string{"ns/m (migration)"}},
+		{"migrated and secured", []etcdv1alpha1.EtcdCluster{etcd("m", migrating(etcdv1alpha1.MigrationComplete, etcdv1alpha1.PeerTLSSecured))}, metav1.ConditionTrue, ReasonUpgradeable, nil},
+		{"several kinds", []etcdv1alpha1.EtcdCluster{etcd("u", upgrading), etcd("q", recovering)}, metav1.ConditionFalse, ReasonSeveral,
 			[]string{"ns/q (quorum recovery)", "ns/u (etcd version change)"}},
-		{"a deleted cluster holds nothing", []v1.EtcdCluster{etcd("d", upgrading, func(c *v1.EtcdCluster) { c.DeletionTimestamp = &metav1.Time{} })},
+		{"a deleted cluster holds nothing", []etcdv1alpha1.EtcdCluster{etcd("d", upgrading, func(c *etcdv1alpha1.EtcdCluster) { c.DeletionTimestamp = &metav1.Time{} })},
 			metav1.ConditionTrue, ReasonUpgradeable, nil},
 	}
 	for _, tc := range cases {
@@ -89,7 +91,7 @@ func TestUpgradeable(t *testing.T) {
 }
 
 func TestUpgradeableMessageIsBounded(t *testing.T) {
-	var cs []v1.EtcdCluster
+	var cs []etcdv1alpha1.EtcdCluster
 	for i := range 25 {
 		cs = append(cs, etcd(fmt.Sprintf("c%02d", i), upgrading))
 	}
@@ -99,9 +101,9 @@ func TestUpgradeableMessageIsBounded(t *testing.T) {
 	}
 }
 
-func migrating(phase, peerTLS string) func(*v1.EtcdCluster) {
-	return func(c *v1.EtcdCluster) {
-		c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{"http://old:2379"}}}
-		c.Status.Migration = &v1.Migration{Phase: phase, PeerTLS: peerTLS}
+func migrating(phase, peerTLS string) func(*etcdv1alpha1.EtcdCluster) {
+	return func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{MigrateFrom: &etcdv1alpha1.MigrateFromSpec{Endpoints: []string{"http://old:2379"}}}
+		c.Status.Migration = &etcdv1alpha1.Migration{Phase: phase, PeerTLS: peerTLS}
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 )
@@ -35,8 +35,8 @@ has quorum. Follow the recovery with "kubectl etcd status NAME".`,
 		Example: `  kubectl etcd recover example --from Survivor
   kubectl etcd recover example --from Backup`,
 	}
-	annotateCommand(r, cmd, planner.RecoverAnnotation, func(c *v1.EtcdCluster, _ time.Time) (string, error) {
-		if rec := c.Status.Recovery; rec != nil && rec.Phase != v1.RecoveryComplete {
+	annotateCommand(r, cmd, planner.RecoverAnnotation, func(c *etcdv1alpha1.EtcdCluster, _ time.Time) (string, error) {
+		if rec := c.Status.Recovery; rec != nil && rec.Phase != etcdv1alpha1.RecoveryComplete {
 			return "", fmt.Errorf("etcdcluster/%s is already recovering (%s, phase %s)", c.Name, rec.Source, rec.Phase)
 		}
 		return recoverySource(from)
@@ -81,7 +81,7 @@ Secret keep working when they reload it. Follow it with "kubectl etcd certs NAME
 
 Refused while a rotation is in progress: a new value would start another one right after it.`,
 		Example: `  kubectl etcd rotate-ca example`,
-	}, naming.AnnotationRotateCA, func(c *v1.EtcdCluster, at time.Time) (string, error) {
+	}, naming.AnnotationRotateCA, func(c *etcdv1alpha1.EtcdCluster, at time.Time) (string, error) {
 		if rot := c.Status.TLS.CARotation; rot != nil {
 			return "", fmt.Errorf("etcdcluster/%s is already rotating its CA (phase %s, trigger %s)", c.Name, rot.Phase, rot.Trigger)
 		}
@@ -91,7 +91,7 @@ Refused while a rotation is in progress: a new value would start another one rig
 
 // annotateCommand makes cmd set annotation key on EtcdCluster NAME to what value says, or fail
 // with value's error: every acting command that is a request to the operator.
-func annotateCommand(r *runner, cmd *cobra.Command, key string, value func(c *v1.EtcdCluster, now time.Time) (string, error)) *cobra.Command {
+func annotateCommand(r *runner, cmd *cobra.Command, key string, value func(c *etcdv1alpha1.EtcdCluster, now time.Time) (string, error)) *cobra.Command {
 	cmd.Args = cobra.ExactArgs(1)
 	cmd.RunE = r.run(func(ctx context.Context, s *session, args []string) error {
 		c, err := s.cluster(ctx, args[0])
@@ -113,6 +113,6 @@ func annotateCommand(r *runner, cmd *cobra.Command, key string, value func(c *v1
 
 // timestampValue is the value of a one-shot request annotation: the operator acts on each new
 // value once, and a timestamp is new every time and tells a reader when it was asked.
-func timestampValue(_ *v1.EtcdCluster, at time.Time) (string, error) {
+func timestampValue(_ *etcdv1alpha1.EtcdCluster, at time.Time) (string, error) {
 	return at.UTC().Format(time.RFC3339), nil
 }

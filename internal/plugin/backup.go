@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 // backupFlags say where a new snapshot goes; with none set, the destination the cluster's backups
@@ -21,7 +21,7 @@ type backupFlags struct {
 	schedule string
 	pvc      string
 	path     string
-	s3       v1.S3Destination
+	s3       etcdv1alpha1.S3Destination
 	wait     bool
 	timeout  time.Duration
 }
@@ -89,28 +89,28 @@ reason), or after --timeout.`,
 }
 
 // newBackup is the EtcdBackup of c to dest, named after c and the time.
-func newBackup(c *v1.EtcdCluster, dest v1.BackupDestination, now time.Time) *v1.EtcdBackup {
-	return &v1.EtcdBackup{
+func newBackup(c *etcdv1alpha1.EtcdCluster, dest etcdv1alpha1.BackupDestination, now time.Time) *etcdv1alpha1.EtcdBackup {
+	return &etcdv1alpha1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name + "-" + now.UTC().Format("20060102-150405")},
-		Spec:       v1.EtcdBackupSpec{ClusterName: c.Name, Destination: dest},
+		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: dest},
 	}
 }
 
 // backupDestination picks where the snapshot goes and says, for the user, where that came from.
-func (s *session) backupDestination(ctx context.Context, cluster string, f backupFlags) (v1.BackupDestination, string, error) {
+func (s *session) backupDestination(ctx context.Context, cluster string, f backupFlags) (etcdv1alpha1.BackupDestination, string, error) {
 	switch {
 	case f.pvc != "":
-		return v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: f.pvc, Path: f.path}}, "pvc " + f.pvc, nil
+		return etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: f.pvc, Path: f.path}}, "pvc " + f.pvc, nil
 	case f.s3.Bucket != "":
 		if f.s3.CredentialsSecret == "" {
-			return v1.BackupDestination{}, "", errors.New("--s3-bucket needs --s3-credentials-secret")
+			return etcdv1alpha1.BackupDestination{}, "", errors.New("--s3-bucket needs --s3-credentials-secret")
 		}
 		s3 := f.s3
-		return v1.BackupDestination{S3: &s3}, "s3 bucket " + s3.Bucket, nil
+		return etcdv1alpha1.BackupDestination{S3: &s3}, "s3 bucket " + s3.Bucket, nil
 	}
-	var schedules v1.EtcdBackupScheduleList
+	var schedules etcdv1alpha1.EtcdBackupScheduleList
 	if err := s.client.List(ctx, &schedules, client.InNamespace(s.namespace)); err != nil {
-		return v1.BackupDestination{}, "", fmt.Errorf("list EtcdBackupSchedules in %s: %w", s.namespace, err)
+		return etcdv1alpha1.BackupDestination{}, "", fmt.Errorf("list EtcdBackupSchedules in %s: %w", s.namespace, err)
 	}
 	var mine []string
 	for _, sc := range schedules.Items {
@@ -122,11 +122,11 @@ func (s *session) backupDestination(ctx context.Context, cluster string, f backu
 		}
 	}
 	if f.schedule != "" {
-		return v1.BackupDestination{}, "", fmt.Errorf("no EtcdBackupSchedule %s in %s", f.schedule, s.namespace)
+		return etcdv1alpha1.BackupDestination{}, "", fmt.Errorf("no EtcdBackupSchedule %s in %s", f.schedule, s.namespace)
 	}
 	if len(mine) > 1 {
 		sort.Strings(mine)
-		return v1.BackupDestination{}, "", fmt.Errorf("%s has %d schedules (%s): choose one with --from-schedule, or give --pvc or --s3-bucket",
+		return etcdv1alpha1.BackupDestination{}, "", fmt.Errorf("%s has %d schedules (%s): choose one with --from-schedule, or give --pvc or --s3-bucket",
 			cluster, len(mine), strings.Join(mine, ", "))
 	}
 	for _, sc := range schedules.Items {
@@ -136,17 +136,17 @@ func (s *session) backupDestination(ctx context.Context, cluster string, f backu
 	}
 	backups, err := s.backupsOf(ctx, cluster)
 	if err != nil {
-		return v1.BackupDestination{}, "", err
+		return etcdv1alpha1.BackupDestination{}, "", err
 	}
 	if len(backups) == 0 {
-		return v1.BackupDestination{}, "", fmt.Errorf("%s has no schedule or earlier backup to take a destination from: give --pvc or --s3-bucket", cluster)
+		return etcdv1alpha1.BackupDestination{}, "", fmt.Errorf("%s has no schedule or earlier backup to take a destination from: give --pvc or --s3-bucket", cluster)
 	}
 	newest := newestBackup(backups)
 	return newest.Spec.Destination, "of backup " + newest.Name, nil
 }
 
 // newestBackup is the backup created last (by name among equal timestamps, which have seconds only).
-func newestBackup(backups []v1.EtcdBackup) v1.EtcdBackup {
+func newestBackup(backups []etcdv1alpha1.EtcdBackup) etcdv1alpha1.EtcdBackup {
 	newest := backups[0]
 	for _, b := range backups[1:] {
 		if newest.CreationTimestamp.Before(&b.CreationTimestamp) ||
@@ -158,12 +158,12 @@ func newestBackup(backups []v1.EtcdBackup) v1.EtcdBackup {
 }
 
 // waitForBackup polls b until it Succeeded or Failed, printing each phase it passes through.
-func (s *session) waitForBackup(ctx context.Context, b *v1.EtcdBackup, timeout, every time.Duration) error {
+func (s *session) waitForBackup(ctx context.Context, b *etcdv1alpha1.EtcdBackup, timeout, every time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	var seen v1.BackupPhase
+	var seen etcdv1alpha1.BackupPhase
 	for {
 		if err := s.client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("read EtcdBackup %s/%s: %w", b.Namespace, b.Name, err)
@@ -175,11 +175,11 @@ func (s *session) waitForBackup(ctx context.Context, b *v1.EtcdBackup, timeout, 
 			}
 		}
 		switch b.Status.Phase {
-		case v1.BackupSucceeded:
+		case etcdv1alpha1.BackupSucceeded:
 			_, err := fmt.Fprintf(s.out, "revision %d, %s, sha256 %s, %s\n", b.Status.Revision, byteSize(b.Status.Size), b.Status.SHA256, b.Status.Location)
 			return err
-		case v1.BackupFailed:
-			if cond := metaCondition(b.Status.Conditions, v1.BackupConditionFailed); cond != nil {
+		case etcdv1alpha1.BackupFailed:
+			if cond := metaCondition(b.Status.Conditions, etcdv1alpha1.BackupConditionFailed); cond != nil {
 				return fmt.Errorf("etcdbackup/%s failed: %s: %s", b.Name, cond.Reason, cond.Message)
 			}
 			return fmt.Errorf("etcdbackup/%s failed", b.Name)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 func newCertsCommand(r *runner) *cobra.Command {
@@ -24,7 +24,7 @@ it does; "kubectl etcd renew-certs" and "kubectl etcd rotate-ca" ask for either 
 }
 
 // renderCerts prints status.tls: one row per Secret, then the CA rotation.
-func renderCerts(w io.Writer, c *v1.EtcdCluster, now time.Time) error {
+func renderCerts(w io.Writer, c *etcdv1alpha1.EtcdCluster, now time.Time) error {
 	tls := c.Status.TLS
 	if len(tls.Certificates) == 0 {
 		if _, err := fmt.Fprintln(w, "No certificates recorded (TLS disabled, or not issued yet)."); err != nil {
@@ -44,10 +44,10 @@ func renderCerts(w io.Writer, c *v1.EtcdCluster, now time.Time) error {
 	return err
 }
 
-func caRotation(tls v1.TLSStatus) string {
+func caRotation(tls etcdv1alpha1.TLSStatus) string {
 	if tls.CARotation == nil {
 		return "none in progress"
 	}
 	return fmt.Sprintf("phase %s of %s → %s → %s (trigger %s)", tls.CARotation.Phase,
-		v1.CATrustNew, v1.CASignWithNew, v1.CADropOld, tls.CARotation.Trigger)
+		etcdv1alpha1.CATrustNew, etcdv1alpha1.CASignWithNew, etcdv1alpha1.CADropOld, tls.CARotation.Trigger)
 }

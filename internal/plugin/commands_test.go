@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 )
@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		defer func() { _ = env.Stop() }()
 		scheme := runtime.NewScheme()
 		_ = clientgoscheme.AddToScheme(scheme)
-		_ = v1.AddToScheme(scheme)
+		_ = etcdv1alpha1.AddToScheme(scheme)
 		if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 			panic(err)
 		}
@@ -100,7 +100,7 @@ func kubectlEtcd(t *testing.T, ns string, args ...string) (string, error) {
 }
 
 // createCluster stores c (spec, then status, as the operator would) in ns.
-func createCluster(t *testing.T, ns string, c *v1.EtcdCluster) {
+func createCluster(t *testing.T, ns string, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
 	ctx := context.Background()
 	c = c.DeepCopy()
@@ -115,12 +115,12 @@ func createCluster(t *testing.T, ns string, c *v1.EtcdCluster) {
 	}
 }
 
-func createBackup(t *testing.T, ns string, b v1.EtcdBackup) {
+func createBackup(t *testing.T, ns string, b etcdv1alpha1.EtcdBackup) {
 	t.Helper()
 	ctx := context.Background()
 	b.Namespace, b.CreationTimestamp = ns, metav1.Time{}
 	if b.Spec.Destination.S3 == nil && b.Spec.Destination.PVC == nil {
-		b.Spec.Destination = v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "backups"}}
+		b.Spec.Destination = etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups"}}
 	}
 	status := b.Status
 	if err := k8s.Create(ctx, &b); err != nil {
@@ -132,9 +132,9 @@ func createBackup(t *testing.T, ns string, b v1.EtcdBackup) {
 	}
 }
 
-func getCluster(t *testing.T, ns, name string) *v1.EtcdCluster {
+func getCluster(t *testing.T, ns, name string) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	var c v1.EtcdCluster
+	var c etcdv1alpha1.EtcdCluster
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &c); err != nil {
 		t.Fatal(err)
 	}
@@ -147,9 +147,9 @@ func TestStatusCommand(t *testing.T) {
 	c.Namespace = ns
 	createCluster(t, ns, c)
 	// Ages of backups come from their completion time, which the test sets; creation times are the server's.
-	createBackup(t, ns, backupOf("example-20261122-020000", 36*time.Hour, v1.BackupSucceeded))
-	createBackup(t, ns, backupOf("example-20261123-020000", 12*time.Hour, v1.BackupSucceeded))
-	other := backupOf("other-20261123-030000", 11*time.Hour, v1.BackupSucceeded)
+	createBackup(t, ns, backupOf("example-20261122-020000", 36*time.Hour, etcdv1alpha1.BackupSucceeded))
+	createBackup(t, ns, backupOf("example-20261123-020000", 12*time.Hour, etcdv1alpha1.BackupSucceeded))
+	other := backupOf("other-20261123-030000", 11*time.Hour, etcdv1alpha1.BackupSucceeded)
 	other.Spec.ClusterName = "other"
 	createBackup(t, ns, other)
 
@@ -292,7 +292,7 @@ func TestDefragAndMoveLeaderRequests(t *testing.T) {
 	if _, ok := getCluster(t, ns, "example").Annotations[naming.AnnotationMoveLeader]; ok {
 		t.Fatal("a refused move-leader was written")
 	}
-	createCluster(t, ns, func() *v1.EtcdCluster { c := healthyCluster(); c.Name = "steady"; return c }())
+	createCluster(t, ns, func() *etcdv1alpha1.EtcdCluster { c := healthyCluster(); c.Name = "steady"; return c }())
 	if _, err := kubectlEtcd(t, ns, "move-leader", "steady", "--to", "example-2"); err != nil {
 		t.Fatal(err)
 	}
@@ -308,10 +308,10 @@ func TestBackupTakesTheSchedulesDestinationAndWaits(t *testing.T) {
 	if _, err := kubectlEtcd(t, ns, "backup", "example"); err == nil || !strings.Contains(err.Error(), "--pvc or --s3-bucket") {
 		t.Errorf("a backup without any destination: %v, want a request for one", err)
 	}
-	dest := v1.BackupDestination{S3: &v1.S3Destination{Bucket: "etcd-backups", Prefix: "prod", Region: "us-east-1", CredentialsSecret: "s3-creds"}}
-	schedule := &v1.EtcdBackupSchedule{
+	dest := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "etcd-backups", Prefix: "prod", Region: "us-east-1", CredentialsSecret: "s3-creds"}}
+	schedule := &etcdv1alpha1.EtcdBackupSchedule{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
-		Spec:       v1.EtcdBackupScheduleSpec{Schedule: "0 2 * * *", Template: v1.EtcdBackupSpec{ClusterName: "example", Destination: dest}},
+		Spec:       etcdv1alpha1.EtcdBackupScheduleSpec{Schedule: "0 2 * * *", Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "example", Destination: dest}},
 	}
 	if err := k8s.Create(ctx, schedule); err != nil {
 		t.Fatal(err)
@@ -322,14 +322,14 @@ func TestBackupTakesTheSchedulesDestinationAndWaits(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var b v1.EtcdBackup
+		var b etcdv1alpha1.EtcdBackup
 		for k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &b) != nil {
 			time.Sleep(50 * time.Millisecond)
 		}
-		b.Status = v1.EtcdBackupStatus{Phase: v1.BackupRunning}
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupRunning}
 		_ = k8s.Status().Update(ctx, &b)
 		time.Sleep(200 * time.Millisecond)
-		b.Status = v1.EtcdBackupStatus{Phase: v1.BackupSucceeded, Revision: 7, Size: 20480, SHA256: strings.Repeat("ab", 32), Location: "s3://etcd-backups/prod/x.db"}
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Revision: 7, Size: 20480, SHA256: strings.Repeat("ab", 32), Location: "s3://etcd-backups/prod/x.db"}
 		_ = k8s.Status().Update(ctx, &b)
 	}()
 	out, err := kubectlEtcd(t, ns, "backup", "example", "--wait")
@@ -342,7 +342,7 @@ func TestBackupTakesTheSchedulesDestinationAndWaits(t *testing.T) {
 			t.Errorf("backup --wait printed:\n%s\nwant %q in it", out, want)
 		}
 	}
-	var b v1.EtcdBackup
+	var b etcdv1alpha1.EtcdBackup
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
 		t.Fatal(err)
 	}
@@ -357,12 +357,12 @@ func TestBackupWaitReportsFailure(t *testing.T) {
 	createCluster(t, ns, healthyCluster())
 	name := "example-20261123-140000"
 	go func() {
-		var b v1.EtcdBackup
+		var b etcdv1alpha1.EtcdBackup
 		for k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &b) != nil {
 			time.Sleep(50 * time.Millisecond)
 		}
-		b.Status = v1.EtcdBackupStatus{Phase: v1.BackupFailed, Conditions: []metav1.Condition{{
-			Type: v1.BackupConditionFailed, Status: metav1.ConditionTrue, Reason: "BucketNotFound", Message: "bucket nope does not exist", LastTransitionTime: metav1.Now(),
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupFailed, Conditions: []metav1.Condition{{
+			Type: etcdv1alpha1.BackupConditionFailed, Status: metav1.ConditionTrue, Reason: "BucketNotFound", Message: "bucket nope does not exist", LastTransitionTime: metav1.Now(),
 		}}}
 		_ = k8s.Status().Update(ctx, &b)
 	}()
@@ -370,7 +370,7 @@ func TestBackupWaitReportsFailure(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "BucketNotFound: bucket nope does not exist") {
 		t.Errorf("backup --wait of a failing backup: %v, want the failure's reason", err)
 	}
-	var b v1.EtcdBackup
+	var b etcdv1alpha1.EtcdBackup
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
 		t.Fatal(err)
 	}
@@ -382,8 +382,8 @@ func TestBackupWaitReportsFailure(t *testing.T) {
 func TestRestoreCreatesANewClusterAndLeavesTheOldOne(t *testing.T) {
 	ns := newNamespace(t)
 	createCluster(t, ns, healthyCluster())
-	createBackup(t, ns, backupOf("example-20261123-020000", 12*time.Hour, v1.BackupSucceeded))
-	createBackup(t, ns, backupOf("example-20261123-130000", time.Hour, v1.BackupRunning))
+	createBackup(t, ns, backupOf("example-20261123-020000", 12*time.Hour, etcdv1alpha1.BackupSucceeded))
+	createBackup(t, ns, backupOf("example-20261123-130000", time.Hour, etcdv1alpha1.BackupRunning))
 
 	if _, err := kubectlEtcd(t, ns, "restore", "example", "--from-backup", "example-20261123-020000"); err == nil || !strings.Contains(err.Error(), "--new-name") {
 		t.Errorf("restore over the existing cluster: %v, want a refusal asking for --new-name", err)
@@ -398,7 +398,7 @@ func TestRestoreCreatesANewClusterAndLeavesTheOldOne(t *testing.T) {
 	if !strings.Contains(out, "backupName: example-20261123-020000") || !strings.Contains(out, "name: example-restored") {
 		t.Errorf("restore --dry-run printed:\n%s", out)
 	}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "example-restored"}, &v1.EtcdCluster{}); !apierrors.IsNotFound(err) {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "example-restored"}, &etcdv1alpha1.EtcdCluster{}); !apierrors.IsNotFound(err) {
 		t.Errorf("--dry-run created the cluster (get: %v)", err)
 	}
 

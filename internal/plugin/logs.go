@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
@@ -56,7 +56,7 @@ restarted.`,
 }
 
 // logMembers are the members whose logs to print: the one asked for, else every member in status.
-func logMembers(c *v1.EtcdCluster, member string) ([]string, error) {
+func logMembers(c *etcdv1alpha1.EtcdCluster, member string) ([]string, error) {
 	var all []string
 	for _, m := range c.Status.Members {
 		if member == "" || m.Name == member {

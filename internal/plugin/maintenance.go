@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
@@ -43,7 +43,7 @@ defragmentation) may move leadership again later.`,
 		Example: `  kubectl etcd members example                 # who leads, who votes
   kubectl etcd move-leader example --to example-2`,
 	}
-	annotateCommand(r, cmd, naming.AnnotationMoveLeader, func(c *v1.EtcdCluster, _ time.Time) (string, error) {
+	annotateCommand(r, cmd, naming.AnnotationMoveLeader, func(c *etcdv1alpha1.EtcdCluster, _ time.Time) (string, error) {
 		return to, canLead(c, to)
 	})
 	cmd.Flags().StringVar(&to, "to", "", "the member to lead (required; see kubectl etcd members NAME)")
@@ -53,15 +53,15 @@ defragmentation) may move leadership again later.`,
 
 // canLead checks, against the last observed status, that member is a voter that does not lead yet,
 // so that a typo fails here instead of as an event later.
-func canLead(c *v1.EtcdCluster, member string) error {
+func canLead(c *etcdv1alpha1.EtcdCluster, member string) error {
 	for _, m := range c.Status.Members {
 		if m.Name != member {
 			continue
 		}
 		switch m.Role {
-		case v1.RoleLeader:
+		case etcdv1alpha1.RoleLeader:
 			return fmt.Errorf("%s already leads etcdcluster/%s", member, c.Name)
-		case v1.RoleLearner:
+		case etcdv1alpha1.RoleLearner:
 			return fmt.Errorf("%s is a learner and cannot lead until it is promoted", member)
 		}
 		return nil

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 func newMembersCommand(r *runner) *cobra.Command {
@@ -26,7 +26,7 @@ spec.maintenance.replaceFailedMemberAfter, 5m by default, is replaced by the ope
 }
 
 // renderMembers prints status.members as a table.
-func renderMembers(w io.Writer, c *v1.EtcdCluster, now time.Time) error {
+func renderMembers(w io.Writer, c *etcdv1alpha1.EtcdCluster, now time.Time) error {
 	if len(c.Status.Members) == 0 {
 		_, err := fmt.Fprintln(w, "No members observed yet.")
 		return err
@@ -40,17 +40,17 @@ func renderMembers(w io.Writer, c *v1.EtcdCluster, now time.Time) error {
 }
 
 // voting says whether the member counts toward quorum; "-" until etcd reported its role.
-func voting(m v1.MemberStatus) string {
+func voting(m etcdv1alpha1.MemberStatus) string {
 	switch m.Role {
-	case v1.RoleLearner:
+	case etcdv1alpha1.RoleLearner:
 		return "learner"
-	case v1.RoleLeader, v1.RoleFollower:
+	case etcdv1alpha1.RoleLeader, etcdv1alpha1.RoleFollower:
 		return "voter"
 	}
 	return ""
 }
 
-func health(m v1.MemberStatus, now time.Time) string {
+func health(m etcdv1alpha1.MemberStatus, now time.Time) string {
 	switch {
 	case m.ID == "" && !m.Healthy:
 		return "not added yet" // recorded by the operator before it asks etcd to add it
@@ -63,9 +63,9 @@ func health(m v1.MemberStatus, now time.Time) string {
 }
 
 // leader is the member etcd reported as leader, "" when none did.
-func leader(c *v1.EtcdCluster) string {
+func leader(c *etcdv1alpha1.EtcdCluster) string {
 	for _, m := range c.Status.Members {
-		if m.Role == v1.RoleLeader {
+		if m.Role == etcdv1alpha1.RoleLeader {
 			return m.Name
 		}
 	}

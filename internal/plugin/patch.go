@@ -8,12 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 // patchCluster sends a JSON merge patch to EtcdCluster c: only the fields named change, so the
 // plugin never writes back a spec it read (and never races the operator's own writes).
-func (s *session) patchCluster(ctx context.Context, c *v1.EtcdCluster, patch map[string]any) error {
+func (s *session) patchCluster(ctx context.Context, c *etcdv1alpha1.EtcdCluster, patch map[string]any) error {
 	body, err := json.Marshal(patch)
 	if err != nil {
 		return fmt.Errorf("encode patch: %w", err)
@@ -25,6 +25,6 @@ func (s *session) patchCluster(ctx context.Context, c *v1.EtcdCluster, patch map
 }
 
 // annotate sets one annotation on EtcdCluster c.
-func (s *session) annotate(ctx context.Context, c *v1.EtcdCluster, key, value string) error {
+func (s *session) annotate(ctx context.Context, c *etcdv1alpha1.EtcdCluster, key, value string) error {
 	return s.patchCluster(ctx, c, map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
@@ -48,29 +48,29 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 // healthyCluster is a 3-member cluster as the operator reports it in steady state.
-func healthyCluster() *v1.EtcdCluster {
-	return &v1.EtcdCluster{
+func healthyCluster() *etcdv1alpha1.EtcdCluster {
+	return &etcdv1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "example", Namespace: "prod", CreationTimestamp: ago(30 * 24 * time.Hour)},
-		Spec: v1.EtcdClusterSpec{
+		Spec: etcdv1alpha1.EtcdClusterSpec{
 			Replicas: 3, Version: "3.6.16",
-			Storage: v1.StorageSpec{Size: resource.MustParse("8Gi")},
+			Storage: etcdv1alpha1.StorageSpec{Size: resource.MustParse("8Gi")},
 		},
-		Status: v1.EtcdClusterStatus{
-			Phase: v1.PhaseRunning, Replicas: 3, ReadyReplicas: 3, CurrentVersion: "3.6.16", Bootstrapped: true,
-			Members: []v1.MemberStatus{
-				{Name: "example-0", ID: "8e9e05c52164694d", Version: "3.6.16", Role: v1.RoleFollower, Healthy: true},
-				{Name: "example-1", ID: "91bc3c398fb3c146", Version: "3.6.16", Role: v1.RoleLeader, Healthy: true},
-				{Name: "example-2", ID: "fd422379fda50e48", Version: "3.6.16", Role: v1.RoleFollower, Healthy: true},
+		Status: etcdv1alpha1.EtcdClusterStatus{
+			Phase: etcdv1alpha1.PhaseRunning, Replicas: 3, ReadyReplicas: 3, CurrentVersion: "3.6.16", Bootstrapped: true,
+			Members: []etcdv1alpha1.MemberStatus{
+				{Name: "example-0", ID: "8e9e05c52164694d", Version: "3.6.16", Role: etcdv1alpha1.RoleFollower, Healthy: true},
+				{Name: "example-1", ID: "91bc3c398fb3c146", Version: "3.6.16", Role: etcdv1alpha1.RoleLeader, Healthy: true},
+				{Name: "example-2", ID: "fd422379fda50e48", Version: "3.6.16", Role: etcdv1alpha1.RoleFollower, Healthy: true},
 			},
 			Conditions: []metav1.Condition{
-				condition(v1.ConditionAvailable, true, reason.QuorumHealthy, "3 of 3 voting members healthy", 29*24*time.Hour),
-				condition(v1.ConditionProgressing, false, reason.Ready, "3/3 members healthy", 3*time.Hour),
-				condition(v1.ConditionDegraded, false, reason.AsExpected, "no member is missing or unhealthy", 29*24*time.Hour),
-				condition(v1.ConditionQuorumLost, false, reason.NoMajorityLost, "no majority of the voting members has lost its data", 30*24*time.Hour),
-				condition(v1.ConditionUpgrading, false, reason.UpToDate, "every member runs 3.6.16", 12*24*time.Hour),
+				condition(etcdv1alpha1.ConditionAvailable, true, reason.QuorumHealthy, "3 of 3 voting members healthy", 29*24*time.Hour),
+				condition(etcdv1alpha1.ConditionProgressing, false, reason.Ready, "3/3 members healthy", 3*time.Hour),
+				condition(etcdv1alpha1.ConditionDegraded, false, reason.AsExpected, "no member is missing or unhealthy", 29*24*time.Hour),
+				condition(etcdv1alpha1.ConditionQuorumLost, false, reason.NoMajorityLost, "no majority of the voting members has lost its data", 30*24*time.Hour),
+				condition(etcdv1alpha1.ConditionUpgrading, false, reason.UpToDate, "every member runs 3.6.16", 12*24*time.Hour),
 			},
-			Endpoints: v1.Endpoints{ClientService: "example-client.prod.svc:2379", CASecret: "example-ca", ClientSecret: "example-client-tls"},
-			TLS: v1.TLSStatus{Certificates: []v1.CertificateStatus{
+			Endpoints: etcdv1alpha1.Endpoints{ClientService: "example-client.prod.svc:2379", CASecret: "example-ca", ClientSecret: "example-client-tls"},
+			TLS: etcdv1alpha1.TLSStatus{Certificates: []etcdv1alpha1.CertificateStatus{
 				{Secret: "example-ca", NotAfter: metav1.NewTime(time.Date(2031, 10, 24, 13, 2, 0, 0, time.UTC))},
 				{Secret: "example-client-tls", NotAfter: metav1.NewTime(time.Date(2027, 10, 24, 13, 2, 0, 0, time.UTC))},
 				{Secret: "example-operator-tls", NotAfter: metav1.NewTime(time.Date(2027, 10, 24, 13, 2, 0, 0, time.UTC))},
@@ -81,13 +81,13 @@ func healthyCluster() *v1.EtcdCluster {
 	}
 }
 
-func backupOf(name string, created time.Duration, phase v1.BackupPhase) v1.EtcdBackup {
-	b := v1.EtcdBackup{
+func backupOf(name string, created time.Duration, phase etcdv1alpha1.BackupPhase) etcdv1alpha1.EtcdBackup {
+	b := etcdv1alpha1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod", CreationTimestamp: ago(created)},
-		Spec:       v1.EtcdBackupSpec{ClusterName: "example"},
-		Status:     v1.EtcdBackupStatus{Phase: phase},
+		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterName: "example"},
+		Status:     etcdv1alpha1.EtcdBackupStatus{Phase: phase},
 	}
-	if phase == v1.BackupSucceeded {
+	if phase == etcdv1alpha1.BackupSucceeded {
 		b.Status.CompletionTime = ptrTime(ago(created - 40*time.Second))
 		b.Status.Revision, b.Status.Size = 48213, 13_002_752
 		b.Status.Location = "s3://etcd-backups/prod/prod/example/" + name + "-5f1c9a2e.db"
@@ -106,36 +106,36 @@ func condition(typ string, status bool, why reason.Reason, msg string, since tim
 
 // regrowingCluster lost two of three volumes, was recovered from the survivor and grows back: a
 // learner was just added, with the operator's record of the call still in status.
-func regrowingCluster() *v1.EtcdCluster {
+func regrowingCluster() *etcdv1alpha1.EtcdCluster {
 	c := healthyCluster()
-	c.Status.Phase = v1.PhaseScaling
+	c.Status.Phase = etcdv1alpha1.PhaseScaling
 	c.Status.ReadyReplicas = 1
-	c.Status.Members = []v1.MemberStatus{
-		{Name: "example-1", ID: "91bc3c398fb3c146", Version: "3.6.16", Role: v1.RoleLeader, Healthy: true},
-		{Name: "example-3", ID: "2a7f9e1c44d0b713", Version: "3.6.16", Role: v1.RoleLearner, Healthy: true},
+	c.Status.Members = []etcdv1alpha1.MemberStatus{
+		{Name: "example-1", ID: "91bc3c398fb3c146", Version: "3.6.16", Role: etcdv1alpha1.RoleLeader, Healthy: true},
+		{Name: "example-3", ID: "2a7f9e1c44d0b713", Version: "3.6.16", Role: etcdv1alpha1.RoleLearner, Healthy: true},
 	}
 	c.Status.Conditions = []metav1.Condition{
-		condition(v1.ConditionAvailable, true, reason.QuorumHealthy, "1 of 1 voting members healthy", 3*time.Minute),
-		condition(v1.ConditionProgressing, true, reason.MemberAdded, "learner example-3 is in the member list", 20*time.Second),
-		condition(v1.ConditionDegraded, true, reason.MembersUnhealthy, "1 of 3 desired members healthy; learner example-3 is in the member list", 7*time.Minute),
-		condition(v1.ConditionQuorumLost, false, reason.Recovered, "quorum is back: recovered FromSurvivor at 2026-11-23T13:57:00Z", 3*time.Minute),
-		condition(v1.ConditionUpgrading, false, reason.UpToDate, "every member runs 3.6.16", 12*24*time.Hour),
+		condition(etcdv1alpha1.ConditionAvailable, true, reason.QuorumHealthy, "1 of 1 voting members healthy", 3*time.Minute),
+		condition(etcdv1alpha1.ConditionProgressing, true, reason.MemberAdded, "learner example-3 is in the member list", 20*time.Second),
+		condition(etcdv1alpha1.ConditionDegraded, true, reason.MembersUnhealthy, "1 of 3 desired members healthy; learner example-3 is in the member list", 7*time.Minute),
+		condition(etcdv1alpha1.ConditionQuorumLost, false, reason.Recovered, "quorum is back: recovered FromSurvivor at 2026-11-23T13:57:00Z", 3*time.Minute),
+		condition(etcdv1alpha1.ConditionUpgrading, false, reason.UpToDate, "every member runs 3.6.16", 12*24*time.Hour),
 	}
 	completed := metav1.NewTime(time.Date(2026, 11, 23, 13, 57, 0, 0, time.UTC))
-	c.Status.Recovery = &v1.QuorumRecovery{
-		Source: "FromSurvivor", Phase: v1.RecoveryComplete, Survivor: "example-1", LostMembers: []string{"example-0", "example-2"},
+	c.Status.Recovery = &etcdv1alpha1.QuorumRecovery{
+		Source: "FromSurvivor", Phase: etcdv1alpha1.RecoveryComplete, Survivor: "example-1", LostMembers: []string{"example-0", "example-2"},
 		Reason:    "2 of 3 voting members lost their data [example-0 example-2]; recovering from example-1, the survivor with the most applied log",
 		StartedAt: ago(7 * time.Minute), CompletedAt: &completed,
 	}
-	c.Status.PendingOperation = &v1.PendingOperation{Type: "AddMember", Member: "example-3", ID: "2a7f9e1c44d0b713"}
+	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "AddMember", Member: "example-3", ID: "2a7f9e1c44d0b713"}
 	return c
 }
 
 func TestRenderStatus(t *testing.T) {
-	backups := []v1.EtcdBackup{
-		backupOf("example-20261122-020000", 36*time.Hour, v1.BackupSucceeded),
-		backupOf("example-20261123-020000", 12*time.Hour, v1.BackupSucceeded),
-		backupOf("example-20261121-020000", 60*time.Hour, v1.BackupSucceeded),
+	backups := []etcdv1alpha1.EtcdBackup{
+		backupOf("example-20261122-020000", 36*time.Hour, etcdv1alpha1.BackupSucceeded),
+		backupOf("example-20261123-020000", 12*time.Hour, etcdv1alpha1.BackupSucceeded),
+		backupOf("example-20261121-020000", 60*time.Hour, etcdv1alpha1.BackupSucceeded),
 	}
 	var out bytes.Buffer
 	if err := renderStatus(&out, healthyCluster(), backups, now); err != nil {
@@ -145,8 +145,8 @@ func TestRenderStatus(t *testing.T) {
 }
 
 func TestRenderStatusRecovered(t *testing.T) {
-	failed := backupOf("example-20261123-135500", 5*time.Minute, v1.BackupFailed)
-	failed.Status.Conditions = []metav1.Condition{condition(v1.BackupConditionFailed, true, reason.ClusterUnavailable, "no member of example answers", 4*time.Minute)}
+	failed := backupOf("example-20261123-135500", 5*time.Minute, etcdv1alpha1.BackupFailed)
+	failed.Status.Conditions = []metav1.Condition{condition(etcdv1alpha1.BackupConditionFailed, true, reason.ClusterUnavailable, "no member of example answers", 4*time.Minute)}
 	c := regrowingCluster()
 	c.Annotations = map[string]string{
 		naming.AnnotationDefragment:        "2026-11-23T13:58:00Z",
@@ -154,7 +154,7 @@ func TestRenderStatusRecovered(t *testing.T) {
 	}
 	c.Status.TLS.RenewCertificatesHandled = "2026-11-01T09:00:00Z"
 	var out bytes.Buffer
-	if err := renderStatus(&out, c, []v1.EtcdBackup{backupOf("example-20261123-020000", 12*time.Hour, v1.BackupSucceeded), failed}, now); err != nil {
+	if err := renderStatus(&out, c, []etcdv1alpha1.EtcdBackup{backupOf("example-20261123-020000", 12*time.Hour, etcdv1alpha1.BackupSucceeded), failed}, now); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status-recovered", out.Bytes())
@@ -164,7 +164,7 @@ func TestRenderStatusRecovered(t *testing.T) {
 func TestOperations(t *testing.T) {
 	c := healthyCluster()
 	c.Spec.Version = "3.7.3"
-	c.Status.UpgradeBlocked = &v1.UpgradeBlock{Version: "3.7.3", Target: "3.7.3", Member: "example-2"}
+	c.Status.UpgradeBlocked = &etcdv1alpha1.UpgradeBlock{Version: "3.7.3", Target: "3.7.3", Member: "example-2"}
 	c.Status.DowngradeTarget = "3.5.0"
 	c.Annotations = map[string]string{naming.AnnotationMoveLeader: "example-2", naming.AnnotationRotateCA: "now", planner.RecoverAnnotation: planner.FromBackup}
 	want := []string{
@@ -180,9 +180,9 @@ func TestOperations(t *testing.T) {
 }
 
 func TestRenderStatusNew(t *testing.T) {
-	c := &v1.EtcdCluster{
+	c := &etcdv1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "fresh", Namespace: "dev", CreationTimestamp: ago(3 * time.Second)},
-		Spec:       v1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", Maintenance: v1.MaintenanceSpec{Paused: true}},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", Maintenance: etcdv1alpha1.MaintenanceSpec{Paused: true}},
 	}
 	var out bytes.Buffer
 	if err := renderStatus(&out, c, nil, now); err != nil {
@@ -195,7 +195,7 @@ func TestRenderMembersAndCerts(t *testing.T) {
 	c := regrowingCluster()
 	c.Status.Members[0].UnhealthySince = ptrTime(ago(6 * time.Minute))
 	c.Status.Members[0].Healthy = false
-	c.Status.Members = append(c.Status.Members, v1.MemberStatus{Name: "example-4"}) // recorded, not added yet
+	c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: "example-4"}) // recorded, not added yet
 	var out bytes.Buffer
 	if err := renderMembers(&out, c, now); err != nil {
 		t.Fatal(err)
@@ -209,9 +209,9 @@ func TestRenderMembersAndCerts(t *testing.T) {
 }
 
 // rotatingCluster is in the second phase of a CA rotation, with its user certificate expired.
-func rotatingCluster() *v1.EtcdCluster {
+func rotatingCluster() *etcdv1alpha1.EtcdCluster {
 	c := healthyCluster()
-	c.Status.TLS.CARotation = &v1.CARotation{Phase: v1.CASignWithNew, Trigger: "2026-11-23T13:40:00Z"}
+	c.Status.TLS.CARotation = &etcdv1alpha1.CARotation{Phase: etcdv1alpha1.CASignWithNew, Trigger: "2026-11-23T13:40:00Z"}
 	c.Status.TLS.Certificates[1].NotAfter = metav1.NewTime(now.Add(-49 * time.Hour))
 	return c
 }
@@ -219,8 +219,8 @@ func rotatingCluster() *v1.EtcdCluster {
 func TestRestoredCluster(t *testing.T) {
 	src := healthyCluster()
 	src.Spec.Maintenance.Paused = true
-	src.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: "older"}}
-	b := backupOf("example-20261123-020000", time.Hour, v1.BackupSucceeded)
+	src.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: "older"}}
+	b := backupOf("example-20261123-020000", time.Hour, etcdv1alpha1.BackupSucceeded)
 	got := restoredCluster(src, &b, "prod", "example-restored")
 	if got.Spec.Bootstrap.Restore.BackupName != b.Name || got.Spec.Bootstrap.Restore.Source != nil {
 		t.Errorf("bootstrap = %+v, want a restore of %s", got.Spec.Bootstrap.Restore, b.Name)

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 func newRestoreCommand(r *runner) *cobra.Command {
@@ -40,14 +40,14 @@ NEW-client when you are satisfied.
 			if newName == "" {
 				newName = name
 			}
-			var b v1.EtcdBackup
+			var b etcdv1alpha1.EtcdBackup
 			if err := s.client.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: backupName}, &b); err != nil {
 				return fmt.Errorf("get EtcdBackup %s/%s: %w", s.namespace, backupName, err)
 			}
-			if b.Status.Phase != v1.BackupSucceeded {
-				return fmt.Errorf("etcdbackup/%s is %s, not %s: only a stored snapshot can be restored", b.Name, orNone(string(b.Status.Phase)), v1.BackupSucceeded)
+			if b.Status.Phase != etcdv1alpha1.BackupSucceeded {
+				return fmt.Errorf("etcdbackup/%s is %s, not %s: only a stored snapshot can be restored", b.Name, orNone(string(b.Status.Phase)), etcdv1alpha1.BackupSucceeded)
 			}
-			var src *v1.EtcdCluster
+			var src *etcdv1alpha1.EtcdCluster
 			if c, err := s.cluster(ctx, name); err == nil {
 				src = c
 				if newName == name {
@@ -86,9 +86,9 @@ NEW-client when you are satisfied.
 
 // restoredCluster is a new EtcdCluster name restored from b: src's spec when there is a src, else
 // the API's defaults at the backup's etcd version. Nothing of src's status or identity is copied.
-func restoredCluster(src *v1.EtcdCluster, b *v1.EtcdBackup, namespace, name string) *v1.EtcdCluster {
-	c := &v1.EtcdCluster{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "EtcdCluster"},
+func restoredCluster(src *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup, namespace, name string) *etcdv1alpha1.EtcdCluster {
+	c := &etcdv1alpha1.EtcdCluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: etcdv1alpha1.GroupVersion.String(), Kind: "EtcdCluster"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 	}
 	if src != nil {
@@ -98,6 +98,6 @@ func restoredCluster(src *v1.EtcdCluster, b *v1.EtcdBackup, namespace, name stri
 	} else {
 		c.Spec.Version = b.Status.EtcdVersion
 	}
-	c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: b.Name}}
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: b.Name}}
 	return c
 }

@@ -12,7 +12,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 // session is what one command run needs: API clients for the namespace the kubeconfig flags chose,
@@ -39,8 +39,8 @@ func newSession(flags *genericclioptions.ConfigFlags, out io.Writer, now time.Ti
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register Kubernetes types: %w", err)
 	}
-	if err := v1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("register %s types: %w", v1.GroupVersion, err)
+	if err := etcdv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register %s types: %w", etcdv1alpha1.GroupVersion, err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -54,8 +54,8 @@ func newSession(flags *genericclioptions.ConfigFlags, out io.Writer, now time.Ti
 }
 
 // cluster reads the EtcdCluster name of the session's namespace.
-func (s *session) cluster(ctx context.Context, name string) (*v1.EtcdCluster, error) {
-	var c v1.EtcdCluster
+func (s *session) cluster(ctx context.Context, name string) (*etcdv1alpha1.EtcdCluster, error) {
+	var c etcdv1alpha1.EtcdCluster
 	if err := s.client.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, &c); err != nil {
 		return nil, fmt.Errorf("get EtcdCluster %s/%s: %w", s.namespace, name, err)
 	}
@@ -63,12 +63,12 @@ func (s *session) cluster(ctx context.Context, name string) (*v1.EtcdCluster, er
 }
 
 // backupsOf lists the EtcdBackups of cluster name in the session's namespace.
-func (s *session) backupsOf(ctx context.Context, name string) ([]v1.EtcdBackup, error) {
-	var list v1.EtcdBackupList
+func (s *session) backupsOf(ctx context.Context, name string) ([]etcdv1alpha1.EtcdBackup, error) {
+	var list etcdv1alpha1.EtcdBackupList
 	if err := s.client.List(ctx, &list, client.InNamespace(s.namespace)); err != nil {
 		return nil, fmt.Errorf("list EtcdBackups in %s: %w", s.namespace, err)
 	}
-	var out []v1.EtcdBackup
+	var out []etcdv1alpha1.EtcdBackup
 	for _, b := range list.Items {
 		if b.Spec.ClusterName == name {
 			out = append(out, b)

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 )
@@ -43,7 +43,7 @@ never talks to etcd itself.`,
 }
 
 // renderStatus prints the one-screen summary of a cluster; backups are the cluster's EtcdBackups.
-func renderStatus(w io.Writer, c *v1.EtcdCluster, backups []v1.EtcdBackup, now time.Time) error {
+func renderStatus(w io.Writer, c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup, now time.Time) error {
 	st := c.Status
 	p := &printer{w: w}
 	fields := table(p)
@@ -106,7 +106,7 @@ func (p *printer) line(s string) { _, _ = fmt.Fprintln(p, s) }
 
 func (p *printer) section(title string) { p.line("\n" + title + ":") }
 
-func versionLine(c *v1.EtcdCluster) string {
+func versionLine(c *etcdv1alpha1.EtcdCluster) string {
 	cur := orNone(c.Status.CurrentVersion)
 	if c.Status.CurrentVersion == c.Spec.Version {
 		return cur
@@ -114,7 +114,7 @@ func versionLine(c *v1.EtcdCluster) string {
 	return fmt.Sprintf("%s (desired %s)", cur, c.Spec.Version)
 }
 
-func secretsLine(e v1.Endpoints) string {
+func secretsLine(e etcdv1alpha1.Endpoints) string {
 	var parts []string
 	if e.CASecret != "" {
 		parts = append(parts, "CA "+e.CASecret)
@@ -126,14 +126,14 @@ func secretsLine(e v1.Endpoints) string {
 }
 
 // lastBackup summarises the newest of backups: its name, phase, age and what it holds or why it failed.
-func lastBackup(cluster string, backups []v1.EtcdBackup, now time.Time) string {
+func lastBackup(cluster string, backups []etcdv1alpha1.EtcdBackup, now time.Time) string {
 	if len(backups) == 0 {
 		return "none (kubectl etcd backup " + cluster + " takes one)"
 	}
 	b := newestBackup(backups)
 	phase := string(b.Status.Phase)
 	if phase == "" {
-		phase = string(v1.BackupPending)
+		phase = string(etcdv1alpha1.BackupPending)
 	}
 	when := b.CreationTimestamp
 	if b.Status.CompletionTime != nil {
@@ -141,10 +141,10 @@ func lastBackup(cluster string, backups []v1.EtcdBackup, now time.Time) string {
 	}
 	s := fmt.Sprintf("%s %s %s ago", b.Name, phase, age(when, now))
 	switch b.Status.Phase {
-	case v1.BackupSucceeded:
+	case etcdv1alpha1.BackupSucceeded:
 		s += fmt.Sprintf(", revision %d, %s, %s", b.Status.Revision, byteSize(b.Status.Size), b.Status.Location)
-	case v1.BackupFailed:
-		if cond := metaCondition(b.Status.Conditions, v1.BackupConditionFailed); cond != nil {
+	case etcdv1alpha1.BackupFailed:
+		if cond := metaCondition(b.Status.Conditions, etcdv1alpha1.BackupConditionFailed); cond != nil {
 			s += fmt.Sprintf(": %s: %s", cond.Reason, cond.Message)
 		}
 	}
@@ -177,7 +177,7 @@ func renderConditions(w io.Writer, conds []metav1.Condition, now time.Time) erro
 	return t.Flush()
 }
 
-func renderRecovery(w io.Writer, r *v1.QuorumRecovery, now time.Time) error {
+func renderRecovery(w io.Writer, r *etcdv1alpha1.QuorumRecovery, now time.Time) error {
 	t := table(w)
 	row(t, "Source:", r.Source)
 	row(t, "Phase:", r.Phase)
@@ -198,7 +198,7 @@ func renderRecovery(w io.Writer, r *v1.QuorumRecovery, now time.Time) error {
 
 // operations lists what the operator recorded as under way, and the requests (annotations) it has
 // not acted on yet, one line each.
-func operations(c *v1.EtcdCluster) []string {
+func operations(c *etcdv1alpha1.EtcdCluster) []string {
 	st := c.Status
 	var out []string
 	if op := st.PendingOperation; op != nil {
@@ -241,7 +241,7 @@ func orNone(s string) string {
 	return s
 }
 
-func paused(c *v1.EtcdCluster) string {
+func paused(c *etcdv1alpha1.EtcdCluster) string {
 	if c.Spec.Maintenance.Paused {
 		return "yes: the operator takes no action (kubectl etcd resume " + c.Name + ")"
 	}
@@ -249,7 +249,7 @@ func paused(c *v1.EtcdCluster) string {
 }
 
 // showCommand makes cmd print EtcdCluster NAME with render: the reading commands but status.
-func showCommand(r *runner, cmd *cobra.Command, render func(io.Writer, *v1.EtcdCluster, time.Time) error) *cobra.Command {
+func showCommand(r *runner, cmd *cobra.Command, render func(io.Writer, *etcdv1alpha1.EtcdCluster, time.Time) error) *cobra.Command {
 	cmd.Args = cobra.ExactArgs(1)
 	cmd.RunE = r.run(func(ctx context.Context, s *session, args []string) error {
 		c, err := s.cluster(ctx, args[0])

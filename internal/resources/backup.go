@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
@@ -67,7 +67,7 @@ func jobName(prefix, backupName string) string {
 // the same name from overwriting the snapshot its predecessor left behind (a hand-made backup
 // keeps its snapshot when deleted). Backups written before this layout keep their recorded
 // status.location, which restore, verify and retention read: they go on working.
-func BackupObjectName(b *v1.EtcdBackup) string {
+func BackupObjectName(b *etcdv1alpha1.EtcdBackup) string {
 	uid := string(b.UID)
 	if len(uid) > 8 {
 		uid = uid[:8]
@@ -98,7 +98,7 @@ func restrictedContainer() *corev1.SecurityContext {
 // storage renders the flags, environment and volume of one snapshot location for `worker backup`
 // and `worker restore`. For a backup, d is a directory/prefix and name the object name; for a
 // restore source, d names the object or file itself (name empty).
-func storage(d v1.BackupDestination, name, mountDir string, readOnly bool) (args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) {
+func storage(d etcdv1alpha1.BackupDestination, name, mountDir string, readOnly bool) (args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) {
 	if s := d.S3; s != nil {
 		key := s.Prefix
 		if name != "" {
@@ -140,7 +140,7 @@ func PVCLocation(claim, rel string) string {
 // service account token: it reports through its termination message, which the operator reads,
 // so the Job needs no API access at all. Permanent failures (exit 2) fail the Job at once;
 // transient ones are retried backupRetries times.
-func BackupJob(b *v1.EtcdBackup, c *v1.EtcdCluster, operatorImage string) *batchv1.Job {
+func BackupJob(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster, operatorImage string) *batchv1.Job {
 	tls := ClientTLS(c)
 	var endpoints []string
 	for _, m := range c.Status.Members {
@@ -161,13 +161,13 @@ func BackupJob(b *v1.EtcdBackup, c *v1.EtcdCluster, operatorImage string) *batch
 }
 
 func ownerRef(o metav1.Object, kind string) metav1.OwnerReference {
-	return *metav1.NewControllerRef(o, v1.GroupVersion.WithKind(kind))
+	return *metav1.NewControllerRef(o, etcdv1alpha1.GroupVersion.WithKind(kind))
 }
 
 // BackupDeleteJob deletes the snapshot of b (retention of scheduled backups) with `worker delete`.
 // Like the backup itself this runs in a Job, so the operator never holds storage credentials
 // nor mounts backup volumes.
-func BackupDeleteJob(b *v1.EtcdBackup, operatorImage string) *batchv1.Job {
+func BackupDeleteJob(b *etcdv1alpha1.EtcdBackup, operatorImage string) *batchv1.Job {
 	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, false)
 	return snapshotJob(b, ownerRef(b, "EtcdBackup"), BackupDeleteJobName(b.Name), "backup-delete", operatorImage, append([]string{"delete"}, args...), env, vols, mounts)
 }
@@ -178,7 +178,7 @@ func VerifyJobName(backupName string) string { return jobName("etcdverify-", bac
 // VerifyJob test-restores the successful backup b for schedule s: `worker verify` in the etcd
 // image of the backup's version (so its etcdutl and etcd open the snapshot as the cluster would),
 // the binary copied there by an operator-image init container, everything on scratch volumes.
-func VerifyJob(s *v1.EtcdBackupSchedule, b *v1.EtcdBackup, operatorImage, etcdImage string) *batchv1.Job {
+func VerifyJob(s *etcdv1alpha1.EtcdBackupSchedule, b *etcdv1alpha1.EtcdBackup, operatorImage, etcdImage string) *batchv1.Job {
 	const work = "/verify"
 	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, true)
 	args = append([]string{"verify", "--work-dir=" + work + "/scratch", "--sha256=" + b.Status.SHA256,
@@ -200,7 +200,7 @@ func BackupDeleteJobName(backupName string) string { return jobName("etcdsnaprm-
 
 // SnapshotSource names the stored snapshot of a successful b itself: its S3 object (prefix = the
 // full key) or its file on the claim.
-func SnapshotSource(b *v1.EtcdBackup) v1.BackupDestination {
+func SnapshotSource(b *etcdv1alpha1.EtcdBackup) etcdv1alpha1.BackupDestination {
 	src := *b.Spec.Destination.DeepCopy()
 	switch {
 	case src.S3 != nil:
@@ -211,7 +211,7 @@ func SnapshotSource(b *v1.EtcdBackup) v1.BackupDestination {
 	return src
 }
 
-func snapshotJob(b *v1.EtcdBackup, owner metav1.OwnerReference, name, component, image string, args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) *batchv1.Job {
+func snapshotJob(b *etcdv1alpha1.EtcdBackup, owner metav1.OwnerReference, name, component, image string, args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) *batchv1.Job {
 	labels := map[string]string{naming.LabelApp: naming.AppName, naming.LabelInstance: b.Spec.ClusterName, naming.LabelManagedBy: naming.ManagedBy, naming.LabelComponent: component}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
@@ -254,7 +254,7 @@ func snapshotJob(b *v1.EtcdBackup, owner metav1.OwnerReference, name, component,
 // RestoreInput is a resolved restore source for the initial members of a restoring cluster.
 type RestoreInput struct {
 	// Source names the snapshot itself: S3 prefix = the full key, PVC path = the file.
-	Source v1.BackupDestination
+	Source etcdv1alpha1.BackupDestination
 	SHA256 string
 	Size   int64
 }
@@ -309,7 +309,7 @@ func addWorkerCopy(pod *corev1.Pod, operatorImage string) corev1.VolumeMount {
 // restoreInitContainer runs `worker restore` (the copy at tools) in the member's own etcd image, so
 // the data directory is made by the etcdutl of the very version that will open it. It is
 // idempotent across restarts.
-func restoreInitContainer(c *v1.EtcdCluster, in MemberPodInput, tools corev1.VolumeMount) (corev1.Container, []corev1.Volume) {
+func restoreInitContainer(c *etcdv1alpha1.EtcdCluster, in MemberPodInput, tools corev1.VolumeMount) (corev1.Container, []corev1.Volume) {
 	r := in.Restore
 	args := []string{"restore",
 		"--snapshot=" + naming.DataDir + "/restore-snapshot.db",

@@ -8,12 +8,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 )
 
 func TestRestoreOnlyOnBootstrapAndFromARawSource(t *testing.T) {
 	c := sample()
-	r := &RestoreInput{Source: v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps", Path: "/etcd/old.db"}}}
+	r := &RestoreInput{Source: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps", Path: "/etcd/old.db"}}}
 	in := MemberPodInput{Member: "demo-1", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-1", "demo-2"}, Bootstrap: true, Restore: r, OperatorImage: "op:1"}
 	pod := MemberPod(c, in)
 	if len(pod.Spec.InitContainers) != 2 {
@@ -71,7 +71,7 @@ func TestBackupJobNamesFitLabels(t *testing.T) {
 	if BackupJobName(long+"x") == BackupJobName(long+"y") {
 		t.Error("truncated names collide")
 	}
-	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1.EtcdBackupSpec{Destination: v1.BackupDestination{S3: &v1.S3Destination{Bucket: "bk", Prefix: "p"}}}}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: etcdv1alpha1.EtcdBackupSpec{Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "bk", Prefix: "p"}}}}
 	b.Status.Location = "s3://bk/p/b.db"
 	if src := SnapshotSource(b); src.S3.Prefix != "p/b.db" || b.Spec.Destination.S3.Prefix != "p" {
 		t.Errorf("snapshot source %+v (spec %+v)", src.S3, b.Spec.Destination.S3)
@@ -82,15 +82,15 @@ func TestBackupJobNamesFitLabels(t *testing.T) {
 // namespace, and a backup re-created under the name of a deleted one all write to the same bucket
 // and prefix (or claim and path): every snapshot gets its own key, under namespace and cluster.
 func TestBackupKeysNeverCollide(t *testing.T) {
-	backupOf := func(ns, cluster, name, uid string, d v1.BackupDestination) *v1.EtcdBackup {
-		return &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)}, Spec: v1.EtcdBackupSpec{ClusterName: cluster, Destination: d}}
+	backupOf := func(ns, cluster, name, uid string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+		return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: cluster, Destination: d}}
 	}
-	s3 := v1.BackupDestination{S3: &v1.S3Destination{Bucket: "shared", Prefix: "team/", Region: "us-east-1", CredentialsSecret: "c"}}
-	pvc := v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps", Path: "etcd"}}
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: "a"}}
-	for _, d := range []v1.BackupDestination{s3, pvc} {
+	s3 := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "shared", Prefix: "team/", Region: "us-east-1", CredentialsSecret: "c"}}
+	pvc := etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps", Path: "etcd"}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: "a"}}
+	for _, d := range []etcdv1alpha1.BackupDestination{s3, pvc} {
 		seen := map[string]string{}
-		for _, b := range []*v1.EtcdBackup{
+		for _, b := range []*etcdv1alpha1.EtcdBackup{
 			backupOf("a", "main", "nightly", "11111111-aaaa", d),
 			backupOf("b", "main", "nightly", "22222222-bbbb", d),
 			backupOf("a", "other", "nightly-2", "33333333-cccc", d),
@@ -125,8 +125,8 @@ func TestBackupKeysNeverCollide(t *testing.T) {
 // replaced between two reads); an object with one is fetched by every member, each checking it.
 func TestOnlyAChecksummedObjectIsReadByEveryMember(t *testing.T) {
 	sum := strings.Repeat("ab", 32)
-	s3 := v1.BackupDestination{S3: &v1.S3Destination{Bucket: "b", Prefix: "latest.db"}}
-	pvc := v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snaps", Path: "latest.db"}}
+	s3 := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "b", Prefix: "latest.db"}}
+	pvc := etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps", Path: "latest.db"}}
 	for _, tc := range []struct {
 		name string
 		in   RestoreInput

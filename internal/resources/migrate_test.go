@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
-func migratingSample() *v1.EtcdCluster {
+func migratingSample() *etcdv1alpha1.EtcdCluster {
 	c := sample()
-	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSDisabled}
-	c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{"http://old-0.old:2379"}}}
+	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSDisabled, Peer: etcdv1alpha1.TLSDisabled}
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{MigrateFrom: &etcdv1alpha1.MigrateFromSpec{Endpoints: []string{"http://old-0.old:2379"}}}
 	return c
 }
 
@@ -37,7 +37,7 @@ func TestPeerPortOpenOnlyWhileMigrating(t *testing.T) {
 	if from := NetworkPolicy(c, "").Spec.Ingress[0].From; from != nil {
 		t.Fatalf("peer port restricted to %v while migrating", from)
 	}
-	c.Status.Migration = &v1.Migration{Phase: v1.MigrationComplete}
+	c.Status.Migration = &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete}
 	if Migrating(c) {
 		t.Fatal("a completed migration is still migrating")
 	}
@@ -64,7 +64,7 @@ func argWith(args []string, prefix string) string {
 // NetworkPolicy closes its port.
 func TestTakeOverIntoPeerTLS(t *testing.T) {
 	c := migratingSample()
-	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}
+	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSOperatorManaged, Peer: etcdv1alpha1.TLSOperatorManaged}
 	plain, tls := naming.PlainPeerURL(c.Name, c.Namespace, "demo-1"), naming.PeerURL(c.Name, c.Namespace, "demo-1", true)
 	if !strings.HasPrefix(plain, "http://") || !strings.HasSuffix(plain, ":2381") {
 		t.Fatalf("plain-text peer URL %s", plain)
@@ -79,15 +79,15 @@ func TestTakeOverIntoPeerTLS(t *testing.T) {
 	join := MemberPodInput{Member: "demo-1", Image: "i", InitialCluster: []string{"demo-0", "demo-1"}, PeerURLs: map[string]string{"demo-0": "https://demo-0.x:2380"}}
 	steps := []struct {
 		name              string
-		migration         *v1.Migration
+		migration         *etcdv1alpha1.Migration
 		advertise, listen string
 		demo1InInitial    string
 		ports             []int32
 	}{
 		{"before the start", nil, plain, "--listen-peer-urls=https://0.0.0.0:2380,http://0.0.0.0:2381", plain, []int32{2380, 2381}},
-		{"joining", &v1.Migration{Phase: v1.MigrationJoining, PeerTLS: v1.PeerTLSPlain}, plain, "--listen-peer-urls=https://0.0.0.0:2380,http://0.0.0.0:2381", plain, []int32{2380, 2381}},
-		{"migrated, URLs moving", &v1.Migration{Phase: v1.MigrationComplete, PeerTLS: v1.PeerTLSUpdating}, tls, "--listen-peer-urls=https://0.0.0.0:2380,http://0.0.0.0:2381", tls, []int32{2380, 2381}},
-		{"secured", &v1.Migration{Phase: v1.MigrationComplete, PeerTLS: v1.PeerTLSSecured}, tls, "--listen-peer-urls=https://0.0.0.0:2380", tls, []int32{2380}},
+		{"joining", &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationJoining, PeerTLS: etcdv1alpha1.PeerTLSPlain}, plain, "--listen-peer-urls=https://0.0.0.0:2380,http://0.0.0.0:2381", plain, []int32{2380, 2381}},
+		{"migrated, URLs moving", &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete, PeerTLS: etcdv1alpha1.PeerTLSUpdating}, tls, "--listen-peer-urls=https://0.0.0.0:2380,http://0.0.0.0:2381", tls, []int32{2380, 2381}},
+		{"secured", &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete, PeerTLS: etcdv1alpha1.PeerTLSSecured}, tls, "--listen-peer-urls=https://0.0.0.0:2380", tls, []int32{2380}},
 	}
 	var hashes []string
 	for _, s := range steps {
@@ -115,7 +115,7 @@ func TestTakeOverIntoPeerTLS(t *testing.T) {
 		t.Errorf("ConfigHash %v: must change only when the plain-text listener goes", hashes)
 	}
 	// Nothing of this for a cluster that does not take over one, or keeps plain-text peers.
-	for _, other := range []*v1.EtcdCluster{sample(), migratingSample()} {
+	for _, other := range []*etcdv1alpha1.EtcdCluster{sample(), migratingSample()} {
 		if PlainPeerListener(other) || JoinPlainPeer(other) {
 			t.Errorf("%s with tls %+v has a plain-text peer listener", other.Name, other.Spec.TLS)
 		}
@@ -127,19 +127,19 @@ func TestTakeOverIntoPeerTLS(t *testing.T) {
 // certificates would fail, and are rolled (a new ConfigHash) into that check once Secured.
 func TestTakeOverFromPeerTLS(t *testing.T) {
 	c := migratingSample()
-	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged}
+	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSOperatorManaged, Peer: etcdv1alpha1.TLSOperatorManaged}
 	c.Spec.Bootstrap.MigrateFrom.CASecret = "legacy-ca"
 	tls := naming.PeerURL(c.Name, c.Namespace, "demo-1", true)
-	old := []v1.SourceMember{{ID: "65", Name: "old-0", PeerURLs: []string{"https://old-0.old-peer.ns.svc:2380"}}}
+	old := []etcdv1alpha1.SourceMember{{ID: "65", Name: "old-0", PeerURLs: []string{"https://old-0.old-peer.ns.svc:2380"}}}
 	join := MemberPodInput{Member: "demo-1", Image: "i", InitialCluster: []string{"old-0", "demo-1"}, PeerURLs: map[string]string{"old-0": "https://old-0.old-peer.ns.svc:2380"}}
 	steps := []struct {
 		name      string
-		migration *v1.Migration
+		migration *etcdv1alpha1.Migration
 		cnCheck   bool
 	}{
-		{"joining", &v1.Migration{Phase: v1.MigrationJoining, PeerTLS: v1.PeerTLSUpdating, SourceMembers: old}, false},
-		{"migrated", &v1.Migration{Phase: v1.MigrationComplete, PeerTLS: v1.PeerTLSUpdating, SourceMembers: old}, false},
-		{"secured", &v1.Migration{Phase: v1.MigrationComplete, PeerTLS: v1.PeerTLSSecured, SourceMembers: old}, true},
+		{"joining", &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationJoining, PeerTLS: etcdv1alpha1.PeerTLSUpdating, SourceMembers: old}, false},
+		{"migrated", &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete, PeerTLS: etcdv1alpha1.PeerTLSUpdating, SourceMembers: old}, false},
+		{"secured", &etcdv1alpha1.Migration{Phase: etcdv1alpha1.MigrationComplete, PeerTLS: etcdv1alpha1.PeerTLSSecured, SourceMembers: old}, true},
 	}
 	var hashes []string
 	for _, s := range steps {

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
@@ -22,7 +22,7 @@ var DefaultMetricsNamespaces = []string{"monitoring", "openshift-monitoring", "o
 //   - client port: from c's own pods (members, backup Jobs), the operator, and spec.clientFrom
 //     (default: every pod of c's namespace);
 //   - metrics port: from the operator and spec.metricsFrom (default: DefaultMetricsNamespaces).
-func NetworkPolicy(c *v1.EtcdCluster, operatorNamespace string) *networkingv1.NetworkPolicy {
+func NetworkPolicy(c *etcdv1alpha1.EtcdCluster, operatorNamespace string) *networkingv1.NetworkPolicy {
 	var operator []networkingv1.NetworkPolicyPeer
 	if operatorNamespace != "" {
 		operator = []networkingv1.NetworkPolicyPeer{{
@@ -67,7 +67,7 @@ func NetworkPolicy(c *v1.EtcdCluster, operatorNamespace string) *networkingv1.Ne
 }
 
 // metricsIngress is the one rule about the metrics port: a change of the port or its scheme belongs here.
-func metricsIngress(c *v1.EtcdCluster, operator []networkingv1.NetworkPolicyPeer) networkingv1.NetworkPolicyIngressRule {
+func metricsIngress(c *etcdv1alpha1.EtcdCluster, operator []networkingv1.NetworkPolicyPeer) networkingv1.NetworkPolicyIngressRule {
 	from := append([]networkingv1.NetworkPolicyPeer{}, operator...)
 	if m := c.Spec.NetworkPolicy.MetricsFrom; len(m) > 0 {
 		from = append(from, m...)

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
@@ -67,7 +67,7 @@ func TestNetworkPolicyAdmitsWhoTheSpecSays(t *testing.T) {
 
 	for _, tc := range []struct {
 		name    string
-		c       *v1.EtcdCluster
+		c       *etcdv1alpha1.EtcdCluster
 		opNS    string
 		src     source
 		port    int32

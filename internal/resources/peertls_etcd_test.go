@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
@@ -25,7 +25,7 @@ import (
 // member then restarts without its plain-text listener and still takes part.
 func TestPeerURLsMoveToTLSOnRealEtcd(t *testing.T) {
 	c := sample()
-	c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{"http://old:2379"}}}
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{MigrateFrom: &etcdv1alpha1.MigrateFromSpec{Endpoints: []string{"http://old:2379"}}}
 	pod := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "etcd", InitialCluster: []string{"demo-0"}})
 	if !strings.Contains(arg(pod, "--listen-peer-urls"), "https://") || !strings.Contains(arg(pod, "--listen-peer-urls"), ",http://") {
 		t.Fatalf("a member joining a plain-text cluster into peer TLS listens on %s", arg(pod, "--listen-peer-urls"))

@@ -12,7 +12,7 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
@@ -82,7 +82,7 @@ func TestPeerPortRefusesClientCertificatesAndWeakTLS(t *testing.T) {
 }
 
 // peerGet reads /members from a member's peer URL with the key pair in data, trusting roots.
-func peerGet(t *testing.T, c *v1.EtcdCluster, peerURL string, rootsPEM []byte, data map[string][]byte, tune func(*tls.Config)) error {
+func peerGet(t *testing.T, c *etcdv1alpha1.EtcdCluster, peerURL string, rootsPEM []byte, data map[string][]byte, tune func(*tls.Config)) error {
 	t.Helper()
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(rootsPEM)
@@ -113,7 +113,7 @@ func peerGet(t *testing.T, c *v1.EtcdCluster, peerURL string, rootsPEM []byte, d
 // the user's peer certificate (the peer wildcards, as checkUserTLS requires) is accepted.
 func TestUserPeerPortRefusesClientCertificatesOfTheSameCA(t *testing.T) {
 	c := sample()
-	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "my-server", OperatorClient: "my-operator", Peer: "my-peer"}}
+	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSUserProvided, Secrets: &etcdv1alpha1.TLSSecrets{Server: "my-server", OperatorClient: "my-operator", Peer: "my-peer"}}
 	pod := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "etcd", InitialCluster: []string{"demo-0"}, Bootstrap: true})
 	if arg(pod, "--peer-cert-allowed-hostname") == "" || arg(pod, "--peer-cert-allowed-cn") != "" {
 		t.Fatalf("user peer certificates: want the name check and no CN check: %v", pod.Spec.Containers[0].Args)

@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/peerwait"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -64,7 +64,7 @@ const DefaultQuota = 2 << 30
 
 // Quota is the database quota members run with: spec.etcd.quotaBackendBytes, else the one derived
 // when the cluster was created, else etcd's default.
-func Quota(c *v1.EtcdCluster) int64 {
+func Quota(c *etcdv1alpha1.EtcdCluster) int64 {
 	switch {
 	case c.Spec.Etcd.QuotaBackendBytes > 0:
 		return c.Spec.Etcd.QuotaBackendBytes
@@ -98,56 +98,58 @@ func ForcesNewCluster(pod *corev1.Pod) bool {
 }
 
 // ClientTLS says whether clients must use TLS to reach c; PeerTLS, whether members talk TLS to each other.
-func ClientTLS(c *v1.EtcdCluster) bool { return c.Spec.TLS.Client != v1.TLSDisabled }
-func PeerTLS(c *v1.EtcdCluster) bool   { return c.Spec.TLS.Peer != v1.TLSDisabled }
+func ClientTLS(c *etcdv1alpha1.EtcdCluster) bool {
+	return c.Spec.TLS.Client != etcdv1alpha1.TLSDisabled
+}
+func PeerTLS(c *etcdv1alpha1.EtcdCluster) bool { return c.Spec.TLS.Peer != etcdv1alpha1.TLSDisabled }
 
 // UserTLS says whether c's certificates are the user's (spec.tls.secrets) rather than the operator's.
 // The CRD never lets UserProvided be combined with OperatorManaged.
-func UserTLS(c *v1.EtcdCluster) bool {
-	return c.Spec.TLS.Client == v1.TLSUserProvided || c.Spec.TLS.Peer == v1.TLSUserProvided
+func UserTLS(c *etcdv1alpha1.EtcdCluster) bool {
+	return c.Spec.TLS.Client == etcdv1alpha1.TLSUserProvided || c.Spec.TLS.Peer == etcdv1alpha1.TLSUserProvided
 }
 
-func userSecrets(c *v1.EtcdCluster) v1.TLSSecrets {
+func userSecrets(c *etcdv1alpha1.EtcdCluster) etcdv1alpha1.TLSSecrets {
 	if s := c.Spec.TLS.Secrets; s != nil {
 		return *s
 	}
-	return v1.TLSSecrets{}
+	return etcdv1alpha1.TLSSecrets{}
 }
 
 // ServerSecretName, PeerSecretName and OperatorClientSecretName are the Secrets the members and the
 // operator take their certificates from: the user's when UserTLS, else the operator's.
-func ServerSecretName(c *v1.EtcdCluster) string {
-	if c.Spec.TLS.Client == v1.TLSUserProvided {
+func ServerSecretName(c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.TLS.Client == etcdv1alpha1.TLSUserProvided {
 		return userSecrets(c).Server
 	}
 	return naming.ServerSecret(c.Name)
 }
 
-func PeerSecretName(c *v1.EtcdCluster) string {
-	if c.Spec.TLS.Peer == v1.TLSUserProvided {
+func PeerSecretName(c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.TLS.Peer == etcdv1alpha1.TLSUserProvided {
 		return userSecrets(c).Peer
 	}
 	return naming.PeerSecret(c.Name)
 }
 
-func OperatorClientSecretName(c *v1.EtcdCluster) string {
-	if c.Spec.TLS.Client == v1.TLSUserProvided {
+func OperatorClientSecretName(c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.TLS.Client == etcdv1alpha1.TLSUserProvided {
 		return userSecrets(c).OperatorClient
 	}
 	return naming.OperatorClientSecret(c.Name)
 }
 
-func objectMeta(c *v1.EtcdCluster, name string, labels map[string]string) metav1.ObjectMeta {
+func objectMeta(c *etcdv1alpha1.EtcdCluster, name string, labels map[string]string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name: name, Namespace: c.Namespace, Labels: labels,
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, v1.GroupVersion.WithKind("EtcdCluster"))},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))},
 	}
 }
 
 // InitialClusterFlag renders --initial-cluster for members: each with the peer URL etcd's member
 // list has for it (peerURLs, when joining a running cluster: etcd refuses a join whose URLs differ),
 // else the one it would be added with.
-func InitialClusterFlag(c *v1.EtcdCluster, members []string, peerURLs map[string]string) string {
+func InitialClusterFlag(c *etcdv1alpha1.EtcdCluster, members []string, peerURLs map[string]string) string {
 	parts := make([]string, len(members))
 	for i, m := range members {
 		parts[i] = m + "=" + peerURLOf(c, m, peerURLs)
@@ -155,7 +157,7 @@ func InitialClusterFlag(c *v1.EtcdCluster, members []string, peerURLs map[string
 	return strings.Join(parts, ",")
 }
 
-func peerURLOf(c *v1.EtcdCluster, member string, peerURLs map[string]string) string {
+func peerURLOf(c *etcdv1alpha1.EtcdCluster, member string, peerURLs map[string]string) string {
 	if u := peerURLs[member]; u != "" {
 		return u
 	}
@@ -164,12 +166,12 @@ func peerURLOf(c *v1.EtcdCluster, member string, peerURLs map[string]string) str
 
 // ClusterToken is the initial-cluster-token of a cluster incarnation; the UID makes a re-created
 // EtcdCluster of the same name a different cluster to etcd.
-func ClusterToken(c *v1.EtcdCluster) string {
+func ClusterToken(c *etcdv1alpha1.EtcdCluster) string {
 	return fmt.Sprintf("%s-%s-%s", c.Namespace, c.Name, c.UID)
 }
 
 // clusterToken is the token recorded at bootstrap, or the one a bootstrap would record.
-func clusterToken(c *v1.EtcdCluster) string {
+func clusterToken(c *etcdv1alpha1.EtcdCluster) string {
 	if c.Status.ClusterToken != "" {
 		return c.Status.ClusterToken
 	}
@@ -190,7 +192,7 @@ func metricsListenURL(ipv6 bool) string {
 	return fmt.Sprintf("http://%s:%d", host, naming.MetricsPort)
 }
 
-func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
+func etcdArgs(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) []string {
 	o := EtcdOptions(c)
 	state := "existing"
 	if in.Bootstrap {
@@ -230,7 +232,7 @@ func etcdArgs(c *v1.EtcdCluster, in MemberPodInput) []string {
 		args = append(args,
 			"--peer-cert-file="+naming.PeerTLS+"/tls.crt", "--peer-key-file="+naming.PeerTLS+"/tls.key",
 			"--peer-trusted-ca-file="+naming.PeerTLS+"/ca.crt", "--peer-client-cert-auth=true")
-		if c.Spec.TLS.Peer == v1.TLSUserProvided {
+		if c.Spec.TLS.Peer == etcdv1alpha1.TLSUserProvided {
 			// The user's CA may sign their client certificates too; their CN is theirs to choose, but
 			// every peer certificate must cover the peer wildcard (pki.CheckUserCertificates).
 			args = append(args, "--peer-cert-allowed-hostname="+naming.PeerAllowedHostname(c.Name, c.Namespace))
@@ -262,7 +264,7 @@ func cipherSuites() string {
 // listenPeerURLs: the peer port, and the plain-text one while members may advertise it
 // (PlainPeerListener). etcd serves TLS only on https listeners, and its raft transport dials each
 // peer in the scheme of that peer's URL, so TLS and plain-text members talk over the same transport.
-func listenPeerURLs(c *v1.EtcdCluster) string {
+func listenPeerURLs(c *etcdv1alpha1.EtcdCluster) string {
 	urls := fmt.Sprintf("%s://0.0.0.0:%d", scheme(PeerTLS(c)), naming.PeerPort)
 	if PlainPeerListener(c) {
 		urls += fmt.Sprintf(",http://0.0.0.0:%d", naming.PlainPeerPort)
@@ -278,7 +280,7 @@ func scheme(tls bool) string {
 }
 
 // MemberPod builds the pod of one member.
-func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
+func MemberPod(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 	labels := naming.MemberLabels(c.Name, in.Member)
 	if in.Version != "" {
 		labels[naming.LabelVersion] = in.Version
@@ -373,7 +375,7 @@ func MemberPod(c *v1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 // copied in by an init container, waits in the etcd container, standing in for etcd on the peer port
 // so that members waiting at the same time admit each other at once, and then execs etcd. A policy
 // that admits every source (a take-over, or none at all) leaves nothing to wait for.
-func peerWait(pod *corev1.Pod, c *v1.EtcdCluster, in MemberPodInput) {
+func peerWait(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, in MemberPodInput) {
 	if in.ForceNewCluster || in.OperatorImage == "" || !c.Spec.NetworkPolicy.IsEnabled() || Migrating(c) {
 		return
 	}
@@ -441,7 +443,7 @@ func MemberProbes() (startup, liveness, readiness *corev1.Probe) {
 const PodRevision = 2
 
 // QuotaArg is the etcd flag that sets c's database quota; "" for etcd's default.
-func QuotaArg(c *v1.EtcdCluster) string {
+func QuotaArg(c *etcdv1alpha1.EtcdCluster) string {
 	if q := Quota(c); q != DefaultQuota {
 		return fmt.Sprintf("--quota-backend-bytes=%d", q)
 	}
@@ -451,7 +453,7 @@ func QuotaArg(c *v1.EtcdCluster) string {
 // RunsQuota says whether pod's etcd runs with the database quota c asks for now. The recorded quota
 // (status) is not in ConfigHash: a raised derived quota reaches the members through this check, so
 // pods made before it was recorded are not all rolled by a new hash.
-func RunsQuota(pod *corev1.Pod, c *v1.EtcdCluster) bool {
+func RunsQuota(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster) bool {
 	want := QuotaArg(c)
 	for _, ctr := range pod.Spec.Containers {
 		if ctr.Name != naming.EtcdContainer {
@@ -486,14 +488,14 @@ func RunningSnapshotCount(pod *corev1.Pod) uint64 {
 // ConfigHash identifies what a member pod is built from, apart from its identity and version (the
 // upgrade logic handles versions): the user's pod-affecting spec with the tuned etcd options
 // (EtcdOptions), PodRevision and the trust epoch.
-func ConfigHash(c *v1.EtcdCluster) string {
+func ConfigHash(c *etcdv1alpha1.EtcdCluster) string {
 	b, err := json.Marshal(struct {
 		Revision    int
 		Image       string
 		Resources   corev1.ResourceRequirements
-		PodTemplate v1.PodTemplate
-		Etcd        v1.EtcdOptions
-		TLS         v1.TLSSpec
+		PodTemplate etcdv1alpha1.PodTemplate
+		Etcd        etcdv1alpha1.EtcdOptions
+		TLS         etcdv1alpha1.TLSSpec
 		// TrustEpoch rolls the members at each phase of a CA rotation: etcd reads its CAs at start.
 		TrustEpoch int32 `json:",omitempty"`
 		// UserTrust rolls them when the ca.crt of a user-provided Secret changes, for the same reason.
@@ -511,8 +513,8 @@ func ConfigHash(c *v1.EtcdCluster) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func dataVolume(c *v1.EtcdCluster, member string) corev1.Volume {
-	if c.Spec.Storage.Medium == v1.StorageMediumMemory {
+func dataVolume(c *etcdv1alpha1.EtcdCluster, member string) corev1.Volume {
+	if c.Spec.Storage.Medium == etcdv1alpha1.StorageMediumMemory {
 		size := c.Spec.Storage.Size
 		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}}
 	}
@@ -523,7 +525,7 @@ func secretVolume(name, secret string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To[int32](0o440)}}}
 }
 
-func defaultAffinity(c *v1.EtcdCluster) *corev1.Affinity {
+func defaultAffinity(c *etcdv1alpha1.EtcdCluster) *corev1.Affinity {
 	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
 			Weight: 100,
@@ -536,7 +538,7 @@ func defaultAffinity(c *v1.EtcdCluster) *corev1.Affinity {
 }
 
 // MemberPVC builds the data volume claim of one member.
-func MemberPVC(c *v1.EtcdCluster, member string) *corev1.PersistentVolumeClaim {
+func MemberPVC(c *etcdv1alpha1.EtcdCluster, member string) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: objectMeta(c, member, naming.MemberLabels(c.Name, member)),
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -548,7 +550,7 @@ func MemberPVC(c *v1.EtcdCluster, member string) *corev1.PersistentVolumeClaim {
 }
 
 // ClientService is the ClusterIP Service clients use.
-func ClientService(c *v1.EtcdCluster) *corev1.Service {
+func ClientService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: objectMeta(c, naming.ClientService(c.Name), naming.Labels(c.Name)),
 		Spec: corev1.ServiceSpec{
@@ -561,7 +563,7 @@ func ClientService(c *v1.EtcdCluster) *corev1.Service {
 
 // PeerService is the headless Service that gives members stable DNS names; not-ready members must
 // resolve too, or a starting cluster could never elect a leader.
-func PeerService(c *v1.EtcdCluster) *corev1.Service {
+func PeerService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: objectMeta(c, naming.PeerService(c.Name), naming.Labels(c.Name)),
 		Spec: corev1.ServiceSpec{
@@ -584,7 +586,7 @@ func PeerService(c *v1.EtcdCluster) *corev1.Service {
 // which carry the cluster's labels too, are not counted. A one-member cluster has no quorum to
 // keep: a budget would block every drain of its node forever, so it allows the eviction, and says
 // so in its drain-policy annotation.
-func PodDisruptionBudget(c *v1.EtcdCluster) *policyv1.PodDisruptionBudget {
+func PodDisruptionBudget(c *etcdv1alpha1.EtcdCluster) *policyv1.PodDisruptionBudget {
 	maxUnavailable := intstr.FromInt32(1)
 	policy := fmt.Sprintf("one of the %d members at a time may be evicted, and only while every member pod is ready (quorum %d is kept)", c.Spec.Replicas, c.Spec.Replicas/2+1)
 	if c.Spec.Replicas <= 1 {
@@ -602,13 +604,13 @@ func PodDisruptionBudget(c *v1.EtcdCluster) *policyv1.PodDisruptionBudget {
 }
 
 // Secret wraps TLS material of c.
-func Secret(c *v1.EtcdCluster, name string, data map[string][]byte) *corev1.Secret {
+func Secret(c *etcdv1alpha1.EtcdCluster, name string, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: objectMeta(c, name, naming.Labels(c.Name)), Type: corev1.SecretTypeOpaque, Data: data}
 }
 
 // ServerDNSNames are the names every member's server certificate carries: each member by its
 // peer DNS name (wildcard), and the client Service, which the operator verifies when it dials pod IPs.
-func ServerDNSNames(c *v1.EtcdCluster) []string {
+func ServerDNSNames(c *etcdv1alpha1.EtcdCluster) []string {
 	peer := fmt.Sprintf("*.%s.%s.svc", naming.PeerService(c.Name), c.Namespace)
 	client := naming.ClientServiceHost(c.Name, c.Namespace)
 	names := []string{
@@ -621,7 +623,7 @@ func ServerDNSNames(c *v1.EtcdCluster) []string {
 }
 
 // PeerDNSNames are the names of the peer certificate.
-func PeerDNSNames(c *v1.EtcdCluster) []string {
+func PeerDNSNames(c *etcdv1alpha1.EtcdCluster) []string {
 	peer := fmt.Sprintf("*.%s.%s.svc", naming.PeerService(c.Name), c.Namespace)
 	return []string{peer, peer + ".cluster.local"}
 }

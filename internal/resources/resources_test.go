@@ -11,17 +11,17 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
-func sample() *v1.EtcdCluster {
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "u1"}}
-	c.Spec = v1.EtcdClusterSpec{
+func sample() *etcdv1alpha1.EtcdCluster {
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "u1"}}
+	c.Spec = etcdv1alpha1.EtcdClusterSpec{
 		Replicas: 3, Version: "3.6.16",
-		Storage: v1.StorageSpec{Size: resource.MustParse("1Gi")},
-		TLS:     v1.TLSSpec{Client: v1.TLSOperatorManaged, Peer: v1.TLSOperatorManaged},
-		Etcd:    v1.EtcdOptions{HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000, SnapshotCount: 10000, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h"},
+		Storage: etcdv1alpha1.StorageSpec{Size: resource.MustParse("1Gi")},
+		TLS:     etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSOperatorManaged, Peer: etcdv1alpha1.TLSOperatorManaged},
+		Etcd:    etcdv1alpha1.EtcdOptions{HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000, SnapshotCount: 10000, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h"},
 	}
 	return c
 }
@@ -67,15 +67,15 @@ func TestConfigHashFollowsPodAffectingSpecOnly(t *testing.T) {
 	if ConfigHash(same) != base {
 		t.Error("version or replicas changed the configuration hash")
 	}
-	for name, change := range map[string]func(*v1.EtcdCluster){
-		"resources": func(c *v1.EtcdCluster) {
+	for name, change := range map[string]func(*etcdv1alpha1.EtcdCluster){
+		"resources": func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
 		},
-		"etcd options": func(c *v1.EtcdCluster) { c.Spec.Etcd.SnapshotCount++ },
-		"pod labels":   func(c *v1.EtcdCluster) { c.Spec.PodTemplate.Labels = map[string]string{"team": "a"} },
-		"image":        func(c *v1.EtcdCluster) { c.Spec.Image = "registry.example/etcd@sha256:0" },
-		"trust epoch":  func(c *v1.EtcdCluster) { c.Status.TLS.TrustEpoch++ }, // a CA rotation phase
-		"user trust":   func(c *v1.EtcdCluster) { c.Status.TLS.UserTrust = "new ca.crt" },
+		"etcd options": func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.SnapshotCount++ },
+		"pod labels":   func(c *etcdv1alpha1.EtcdCluster) { c.Spec.PodTemplate.Labels = map[string]string{"team": "a"} },
+		"image":        func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "registry.example/etcd@sha256:0" },
+		"trust epoch":  func(c *etcdv1alpha1.EtcdCluster) { c.Status.TLS.TrustEpoch++ }, // a CA rotation phase
+		"user trust":   func(c *etcdv1alpha1.EtcdCluster) { c.Status.TLS.UserTrust = "new ca.crt" },
 	} {
 		c := sample()
 		change(c)
@@ -135,7 +135,7 @@ func TestMetricsListenOnThePodIPOnly(t *testing.T) {
 
 func TestPlainTextOnlyWhenAsked(t *testing.T) {
 	c := sample()
-	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSDisabled, Peer: v1.TLSDisabled}
+	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSDisabled, Peer: etcdv1alpha1.TLSDisabled}
 	p := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}})
 	if !strings.HasPrefix(arg(p, "--listen-client-urls"), "http://") || arg(p, "--cert-file") != "" || len(p.Spec.Volumes) != 1 {
 		t.Errorf("plain-text pod still configured for TLS: %v", p.Spec.Containers[0].Args)
@@ -153,7 +153,7 @@ func TestUserLabelsCannotStealSelectors(t *testing.T) {
 
 func TestMemoryMediumUsesNoPVC(t *testing.T) {
 	c := sample()
-	c.Spec.Storage.Medium = v1.StorageMediumMemory
+	c.Spec.Storage.Medium = etcdv1alpha1.StorageMediumMemory
 	p := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}})
 	if p.Spec.Volumes[0].EmptyDir == nil || p.Spec.Volumes[0].EmptyDir.Medium != corev1.StorageMediumMemory {
 		t.Errorf("data volume = %+v", p.Spec.Volumes[0])
@@ -188,8 +188,8 @@ func TestPDBSelectsMemberPodsOnly(t *testing.T) {
 	if !sel.Matches(labels.Set(member.Labels)) {
 		t.Errorf("PDB selector %s does not select member pod labels %v", sel, member.Labels)
 	}
-	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}, Spec: v1.EtcdBackupSpec{ClusterName: "demo",
-		Destination: v1.BackupDestination{S3: &v1.S3Destination{Bucket: "bkt", CredentialsSecret: "s3"}}}}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo",
+		Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "bkt", CredentialsSecret: "s3"}}}}
 	job := BackupJob(b, c, "operator:v")
 	if sel.Matches(labels.Set(job.Spec.Template.Labels)) {
 		t.Errorf("PDB selector %s selects backup Job pods %v", sel, job.Spec.Template.Labels)
@@ -216,9 +216,9 @@ func TestServicesAndPVC(t *testing.T) {
 func TestEveryObjectIsLabelledAsTheOperators(t *testing.T) {
 	c := sample()
 	c.Spec.PodTemplate.Labels = map[string]string{naming.LabelManagedBy: "someone-else"}
-	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}, Spec: v1.EtcdBackupSpec{ClusterName: "demo",
-		Destination: v1.BackupDestination{S3: &v1.S3Destination{Bucket: "bkt", CredentialsSecret: "s3"}}}}
-	s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns"}}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo",
+		Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "bkt", CredentialsSecret: "s3"}}}}
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns"}}
 	backupJob, deleteJob, verifyJob := BackupJob(b, c, "op:1"), BackupDeleteJob(b, "op:1"), VerifyJob(s, b, "op:1", "etcd:1")
 	for _, obj := range []metav1.Object{
 		MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}}),
@@ -298,7 +298,7 @@ func TestRunningSnapshotCount(t *testing.T) {
 // updates renewed files in place), and the backup Job the user's operator client Secret.
 func TestUserCertificatesAreMountedFromTheUsersSecrets(t *testing.T) {
 	c := sample()
-	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided, Secrets: &v1.TLSSecrets{Server: "my-server", OperatorClient: "my-operator", Peer: "my-peer"}}
+	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSUserProvided, Secrets: &etcdv1alpha1.TLSSecrets{Server: "my-server", OperatorClient: "my-operator", Peer: "my-peer"}}
 	p := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}})
 	secrets := map[string]string{}
 	for _, v := range p.Spec.Volumes {
@@ -317,8 +317,8 @@ func TestUserCertificatesAreMountedFromTheUsersSecrets(t *testing.T) {
 	if got, want := arg(p, "--peer-cert-allowed-hostname"), "peer.demo-peer.ns.svc"; got != want {
 		t.Errorf("--peer-cert-allowed-hostname = %q, want %q", got, want)
 	}
-	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "b1"}}
-	b.Spec.Destination.PVC = &v1.PVCDestination{ClaimName: "backups"}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "b1"}}
+	b.Spec.Destination.PVC = &etcdv1alpha1.PVCDestination{ClaimName: "backups"}
 	job := BackupJob(b, c, "op:1")
 	var mounted []string
 	for _, v := range job.Spec.Template.Spec.Volumes {
@@ -369,9 +369,9 @@ func TestOnlyAMemberWithAdmittingPeersWaitsForThem(t *testing.T) {
 	noPolicy := sample()
 	noPolicy.Spec.NetworkPolicy.Enabled = ptr.To(false)
 	migrating := sample()
-	migrating.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: []string{"http://old-0:2379"}}}
+	migrating.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{MigrateFrom: &etcdv1alpha1.MigrateFromSpec{Endpoints: []string{"http://old-0:2379"}}}
 	for name, tc := range map[string]struct {
-		c  *v1.EtcdCluster
+		c  *etcdv1alpha1.EtcdCluster
 		in func(MemberPodInput) MemberPodInput
 	}{
 		"force-new-cluster": {sample(), func(in MemberPodInput) MemberPodInput { in.ForceNewCluster = true; return in }},

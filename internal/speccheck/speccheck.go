@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
@@ -24,13 +24,13 @@ import (
 var MaxStorage = resource.MustParse("64Ti")
 
 // Cluster lists what the operator cannot act on in c.
-func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
-	var out []v1.FieldProblem
+func Cluster(c *etcdv1alpha1.EtcdCluster) []etcdv1alpha1.FieldProblem {
+	var out []etcdv1alpha1.FieldProblem
 	if c.Stored != nil {
 		out = append(out, c.Stored.Problems...)
 	}
 	add := func(field, format string, a ...any) {
-		out = append(out, v1.FieldProblem{Field: field, Message: fmt.Sprintf(format, a...)})
+		out = append(out, etcdv1alpha1.FieldProblem{Field: field, Message: fmt.Sprintf(format, a...)})
 	}
 	// The Services must be DNS-1035 labels and the next members' pod hostnames DNS labels; the
 	// name cannot change, so the way out is a new cluster. One problem is enough to say so.
@@ -57,7 +57,7 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 	if _, err := c.Spec.Maintenance.ReplaceFailedMemberAfterDuration(); err != nil {
 		add("spec.maintenance.replaceFailedMemberAfter", "%v; write a duration such as 5m or 1h", err)
 	}
-	if r := c.Spec.Maintenance.SlowMemberReplacement; r.Policy != "" && r.Policy != v1.SlowMemberReplace && r.Policy != v1.SlowMemberReport {
+	if r := c.Spec.Maintenance.SlowMemberReplacement; r.Policy != "" && r.Policy != etcdv1alpha1.SlowMemberReplace && r.Policy != etcdv1alpha1.SlowMemberReport {
 		add("spec.maintenance.slowMemberReplacement.policy", "%q is not a policy; write Replace or Report", r.Policy)
 	}
 	if _, err := c.Spec.Maintenance.SlowMemberReplacement.AfterDuration(); err != nil {
@@ -82,9 +82,9 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 			add("spec.bootstrap.migrateFrom.endpoints", "needs at least one client URL of the running cluster, such as http://etcd-0.etcd.default.svc:2379")
 		case b.MigrateFrom.AdoptObjects != (b.MigrateFrom.StatefulSetName != ""):
 			add("spec.bootstrap.migrateFrom", "adoptObjects and statefulSetName go together: set adoptObjects: true and the name of the old members' StatefulSet in this namespace, or neither")
-		case c.Spec.TLS.Client == v1.TLSUserProvided || c.Spec.TLS.Peer == v1.TLSUserProvided:
+		case c.Spec.TLS.Client == etcdv1alpha1.TLSUserProvided || c.Spec.TLS.Peer == etcdv1alpha1.TLSUserProvided:
 			add("spec.tls", "takes client and peer OperatorManaged or Disabled with bootstrap.migrateFrom: the operator moves a plain-text cluster to TLS with certificates of its own CA only")
-		case b.MigrateFrom.CASecret != "" && (c.Spec.TLS.Client != v1.TLSOperatorManaged || c.Spec.TLS.Peer != v1.TLSOperatorManaged):
+		case b.MigrateFrom.CASecret != "" && (c.Spec.TLS.Client != etcdv1alpha1.TLSOperatorManaged || c.Spec.TLS.Peer != etcdv1alpha1.TLSOperatorManaged):
 			add("spec.tls", "takes client and peer OperatorManaged with bootstrap.migrateFrom.caSecret: the operator carries on the running cluster's CA, which signs every certificate of the cluster")
 		}
 		https := 0
@@ -106,7 +106,7 @@ func Cluster(c *v1.EtcdCluster) []v1.FieldProblem {
 // compactionRetention checks --auto-compaction-retention the way etcd parses it, so a member never
 // crash-loops on it: revision mode takes a count, periodic mode hours (an integer) or a duration.
 func compactionRetention(mode, retention string) error {
-	if retention == "" || mode == v1.CompactionRevision && retention == v1.DefaultPeriodicRetention {
+	if retention == "" || mode == etcdv1alpha1.CompactionRevision && retention == etcdv1alpha1.DefaultPeriodicRetention {
 		return nil // the default the CRD writes in, whatever the mode: the operator keeps 10000 revisions
 	}
 	if n, err := strconv.ParseInt(retention, 10, 64); err == nil && n >= 0 {
@@ -121,16 +121,16 @@ func compactionRetention(mode, retention string) error {
 	return nil
 }
 
-func destination(field string, d v1.BackupDestination) []v1.FieldProblem {
+func destination(field string, d etcdv1alpha1.BackupDestination) []etcdv1alpha1.FieldProblem {
 	if (d.S3 == nil) == (d.PVC == nil) {
-		return []v1.FieldProblem{{Field: field, Message: "needs exactly one of s3 or pvc"}}
+		return []etcdv1alpha1.FieldProblem{{Field: field, Message: "needs exactly one of s3 or pvc"}}
 	}
 	return nil
 }
 
 // Backup lists what the operator cannot act on in b.
-func Backup(b *v1.EtcdBackup) []v1.FieldProblem {
-	var out []v1.FieldProblem
+func Backup(b *etcdv1alpha1.EtcdBackup) []etcdv1alpha1.FieldProblem {
+	var out []etcdv1alpha1.FieldProblem
 	if b.Stored != nil {
 		out = append(out, b.Stored.Problems...)
 	}
@@ -138,13 +138,13 @@ func Backup(b *v1.EtcdBackup) []v1.FieldProblem {
 }
 
 // Schedule lists what the operator cannot act on in s.
-func Schedule(s *v1.EtcdBackupSchedule) []v1.FieldProblem {
-	var out []v1.FieldProblem
+func Schedule(s *etcdv1alpha1.EtcdBackupSchedule) []etcdv1alpha1.FieldProblem {
+	var out []etcdv1alpha1.FieldProblem
 	if s.Stored != nil {
 		out = append(out, s.Stored.Problems...)
 	}
 	add := func(field, format string, a ...any) {
-		out = append(out, v1.FieldProblem{Field: field, Message: fmt.Sprintf(format, a...)})
+		out = append(out, etcdv1alpha1.FieldProblem{Field: field, Message: fmt.Sprintf(format, a...)})
 	}
 	if errs := validation.IsValidLabelValue(s.Name); len(errs) > 0 {
 		add("metadata.name", "%q cannot label the backups it makes (%s); names cannot change: create a schedule named with at most 63 characters", s.Name, errs[0])

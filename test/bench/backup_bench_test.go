@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -57,7 +57,7 @@ func TestBackupBench(t *testing.T) {
 	mio := fwEnv.DeployMinIO(t, ns, benchBucket)
 	ctx := context.Background()
 
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns}}
 	c.Spec.Replicas, c.Spec.Version = 1, "3.6.16"
 	c.Spec.Storage.Size = resource.MustParse("4Gi")
 	c.Spec.Etcd.QuotaBackendBytes = 3 << 30 // storage ≥ 1.25 × quota (CEL)
@@ -98,7 +98,7 @@ func TestBackupBench(t *testing.T) {
 		samples["etcdctl_save_upload"] = append(samples["etcdctl_save_upload"], saved+time.Since(start).Seconds())
 
 		name := fmt.Sprintf("bench-%d", r)
-		b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.EtcdBackupSpec{ClusterName: c.Name, Destination: mio.Destination(benchBucket, "")}}
+		b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: mio.Destination(benchBucket, "")}}
 		if err := k8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
@@ -106,10 +106,10 @@ func TestBackupBench(t *testing.T) {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 				return false, err
 			}
-			if b.Status.Phase == v1.BackupFailed {
+			if b.Status.Phase == etcdv1alpha1.BackupFailed {
 				t.Fatalf("backup failed: %+v", b.Status.Conditions)
 			}
-			return b.Status.Phase == v1.BackupSucceeded, nil
+			return b.Status.Phase == etcdv1alpha1.BackupSucceeded, nil
 		})
 		res := jobResult(t, b)
 		samples["backup_job"] = append(samples["backup_job"], res.Seconds)
@@ -135,11 +135,11 @@ func TestBackupBench(t *testing.T) {
 	}
 	// Restoring needs the volume of a second 1 GiB cluster; once per repetition would dominate the run.
 	for r := 1; r <= reps; r++ {
-		rc := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("restored-%d", r), Namespace: ns}}
+		rc := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("restored-%d", r), Namespace: ns}}
 		rc.Spec.Replicas, rc.Spec.Version = 1, "3.6.16"
 		rc.Spec.Storage.Size = resource.MustParse("4Gi")
 		rc.Spec.Etcd.QuotaBackendBytes = 3 << 30 // storage ≥ 1.25 × quota (CEL)
-		rc.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &v1.RestoreSpec{BackupName: lastBackup}}
+		rc.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: lastBackup}}
 		waitQuiet(t)
 		start := time.Now()
 		if err := k8s.Create(ctx, rc); err != nil {
@@ -172,7 +172,7 @@ func TestBackupBench(t *testing.T) {
 // backupObject is the key of backup name's object in the bench bucket.
 func backupObject(t *testing.T, name, ns string) string {
 	t.Helper()
-	b := &v1.EtcdBackup{}
+	b := &etcdv1alpha1.EtcdBackup{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, b); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func fill(t *testing.T, endpoint string, tlsCfg *tls.Config) int64 {
 }
 
 // writeClientCert puts the user client certificate of c into files for etcdctl.
-func writeClientCert(t *testing.T, c *v1.EtcdCluster) string {
+func writeClientCert(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
 	sec := &corev1.Secret{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: naming.UserClientSecret(c.Name)}, sec); err != nil {
@@ -295,7 +295,7 @@ func hostBackup(t *testing.T, mio *framework.MinIO, endpoint, certDir, serverNam
 }
 
 // jobResult reads the report the backup Job's pod left in its termination message.
-func jobResult(t *testing.T, b *v1.EtcdBackup) *backup.Result {
+func jobResult(t *testing.T, b *etcdv1alpha1.EtcdBackup) *backup.Result {
 	t.Helper()
 	pods := &corev1.PodList{}
 	if err := k8s.List(context.Background(), pods, client.InNamespace(b.Namespace), client.MatchingLabels{batchv1.JobNameLabel: resources.BackupJobName(b.Name)}); err != nil {

@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 	"github.com/etcd-autopilot/etcd-autopilot/test/benchdoc"
@@ -212,13 +212,13 @@ func (st *startStages) String() string {
 // operatorRun times an n-member EtcdCluster to serving; with n=3 it then times, for a follower and
 // for the leader, the return of a deleted member pod and the replacement of a member whose PVC was lost.
 func operatorRun(t *testing.T, n int, policy bool, add func(string, time.Duration)) {
-	withOperator(t, func(ns string, c *v1.EtcdCluster) {
+	withOperator(t, func(ns string, c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.NetworkPolicy.Enabled = &policy
 		operatorRunIn(t, ns, c, n, add)
 	})
 }
 
-func operatorRunIn(t *testing.T, ns string, c *v1.EtcdCluster, n int, add func(string, time.Duration)) {
+func operatorRunIn(t *testing.T, ns string, c *etcdv1alpha1.EtcdCluster, n int, add func(string, time.Duration)) {
 	ctx := context.Background()
 	waitQuiet(t)
 
@@ -318,13 +318,13 @@ func newPods(before, now []corev1.Pod) []corev1.Pod {
 
 // converged refreshes c and says whether it has n healthy voting members, is Available and has
 // nothing left to do (the definition test/e2e uses).
-func converged(c *v1.EtcdCluster, n int) (bool, error) {
+func converged(c *etcdv1alpha1.EtcdCluster, n int) (bool, error) {
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), c); err != nil {
 		return false, err
 	}
 	s := c.Status
-	av := meta.FindStatusCondition(s.Conditions, v1.ConditionAvailable)
-	pr := meta.FindStatusCondition(s.Conditions, v1.ConditionProgressing)
+	av := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionAvailable)
+	pr := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionProgressing)
 	return av != nil && av.Status == metav1.ConditionTrue && pr != nil && pr.Status == metav1.ConditionFalse &&
 		int(s.ReadyReplicas) == n && int(s.Replicas) == n && len(s.Members) == n && s.PendingOperation == nil, nil
 }

@@ -20,7 +20,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -46,9 +46,9 @@ func TestBenchOperatorCost(t *testing.T) {
 	ctx := context.Background()
 	waitQuiet(t)
 
-	var clusters []*v1.EtcdCluster
+	var clusters []*etcdv1alpha1.EtcdCluster
 	for i := 0; i < costClusters; i++ {
-		c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cost-%d", i), Namespace: ns}}
+		c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cost-%d", i), Namespace: ns}}
 		c.Spec.Replicas = 1
 		c.Spec.Storage.Size = resource.MustParse(storageSize)
 		if err := k8s.Create(ctx, c); err != nil {
@@ -114,14 +114,14 @@ func TestBenchOperatorCost(t *testing.T) {
 
 // deleteClusters deletes the EtcdClusters (while their operator still runs, or their finalizers would
 // hold the namespace) and waits until none is left in ns.
-func deleteClusters(t *testing.T, ns string, clusters []*v1.EtcdCluster, within time.Duration) {
+func deleteClusters(t *testing.T, ns string, clusters []*etcdv1alpha1.EtcdCluster, within time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	for _, c := range clusters {
 		_ = k8s.Delete(ctx, c)
 	}
 	waitFor(t, "EtcdClusters deleted", within, func() (bool, error) {
-		list := &v1.EtcdClusterList{}
+		list := &etcdv1alpha1.EtcdClusterList{}
 		err := k8s.List(ctx, list, client.InNamespace(ns))
 		return err == nil && len(list.Items) == 0, err
 	})

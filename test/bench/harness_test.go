@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -263,7 +263,7 @@ func startOperator(t *testing.T, ns string, args ...string) *operator {
 // withOperator runs body with a fresh bench-* namespace, a host operator scoped to it and an
 // EtcdCluster named etcd that body fills in and creates; afterwards the EtcdCluster is deleted while
 // its operator still runs (or its finalizer would hold the namespace forever), then everything goes.
-func withOperator(t *testing.T, body func(ns string, c *v1.EtcdCluster)) {
+func withOperator(t *testing.T, body func(ns string, c *etcdv1alpha1.EtcdCluster)) {
 	ns, cleanup := newNamespace(t)
 	defer cleanup()
 	op := startOperator(t, ns)
@@ -274,11 +274,11 @@ func withOperator(t *testing.T, body func(ns string, c *v1.EtcdCluster)) {
 		}
 	}()
 	ctx := context.Background()
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	defer func() {
 		_ = k8s.Delete(ctx, c)
 		waitFor(t, "EtcdCluster deleted", time.Minute, func() (bool, error) {
-			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &v1.EtcdCluster{})
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &etcdv1alpha1.EtcdCluster{})
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})
 	}()
@@ -312,7 +312,7 @@ func runningPods(ns string, labels map[string]string) ([]corev1.Pod, error) {
 
 // clusterTLS is the client TLS config of an operator-run cluster, from the user client Secret the
 // operator publishes.
-func clusterTLS(c *v1.EtcdCluster) (*tls.Config, error) {
+func clusterTLS(c *etcdv1alpha1.EtcdCluster) (*tls.Config, error) {
 	sec := &corev1.Secret{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: naming.UserClientSecret(c.Name)}, sec); err != nil {
 		return nil, err

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -62,7 +62,7 @@ func TestBenchScale(t *testing.T) {
 	pid := op.cmd.Process.Pid
 	waitQuiet(t)
 
-	var clusters []*v1.EtcdCluster
+	var clusters []*etcdv1alpha1.EtcdCluster
 	defer func() { deleteClusters(t, ns, clusters, 10*time.Minute) }()
 	var results []scaleStep
 	for _, n := range steps {
@@ -70,7 +70,7 @@ func TestBenchScale(t *testing.T) {
 		sampler := startSampler(pid)
 		cpu0, w0, t0 := cpuSeconds(t, pid), apiWrites(t, addr), time.Now()
 		for i := len(clusters); i < n; i++ {
-			c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%d", i), Namespace: ns}}
+			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%d", i), Namespace: ns}}
 			c.Spec.Replicas = 1
 			// Not storage.medium Memory: etcd preallocates 64 MiB WAL segments, which a tmpfs of the
 			// 64Mi minimum cannot hold beside the database (a member died with ENOSPC at start), and

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -143,10 +143,10 @@ func bareRollingUpgrade(t *testing.T, from, to string, add func(string, float64)
 // operatorUpgrade runs the writer on a converged 3-member EtcdCluster, first at steady state, then
 // through an upgrade, and adds the figures of this repetition.
 func operatorUpgrade(t *testing.T, add func(string, float64)) {
-	withOperator(t, func(ns string, c *v1.EtcdCluster) { operatorUpgradeIn(t, ns, c, add) })
+	withOperator(t, func(ns string, c *etcdv1alpha1.EtcdCluster) { operatorUpgradeIn(t, ns, c, add) })
 }
 
-func operatorUpgradeIn(t *testing.T, ns string, c *v1.EtcdCluster, add func(string, float64)) {
+func operatorUpgradeIn(t *testing.T, ns string, c *etcdv1alpha1.EtcdCluster, add func(string, float64)) {
 	ctx := context.Background()
 	waitQuiet(t)
 	c.Spec.Replicas, c.Spec.Version = 3, upgradeFrom
@@ -213,7 +213,7 @@ func p99ms(ds []time.Duration) float64 {
 }
 
 // podEndpoints are the client URLs of c's running member pods.
-func podEndpoints(ns string, c *v1.EtcdCluster) ([]string, error) {
+func podEndpoints(ns string, c *etcdv1alpha1.EtcdCluster) ([]string, error) {
 	pods, err := runningPods(ns, naming.Labels(c.Name))
 	var eps []string
 	for _, p := range pods {

@@ -23,7 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
@@ -54,7 +54,7 @@ const (
 // run is one chaos run: the cluster, the operator of the moment, the workload and what happened.
 type run struct {
 	t        *testing.T
-	c        *v1.EtcdCluster
+	c        *etcdv1alpha1.EtcdCluster
 	op       *framework.Operator
 	rng      *rand.Rand
 	w        *Workload
@@ -68,8 +68,8 @@ type fault func(r *run) (replicas int32, err error)
 
 var faults = map[string]fault{
 	"scale-1-3":         scaleTo(3),
-	"kill-follower":     killMember(v1.RoleFollower),
-	"kill-leader":       killMember(v1.RoleLeader),
+	"kill-follower":     killMember(etcdv1alpha1.RoleFollower),
+	"kill-leader":       killMember(etcdv1alpha1.RoleLeader),
 	"kill-operator":     killOperator,
 	"pvc-lost":          pvcLost,
 	"partition":         partition,
@@ -113,7 +113,7 @@ func TestChaos(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	rep := chaos(t, duration, schedule, true, func(*v1.EtcdCluster) {}, record)
+	rep := chaos(t, duration, schedule, true, func(*etcdv1alpha1.EtcdCluster) {}, record)
 	if missing := rep.Missing(schedule); len(missing) > 0 && rep.Failure == "" {
 		t.Errorf("faults of the schedule that did not run: %v", missing)
 	}
@@ -123,8 +123,8 @@ func TestChaos(t *testing.T) {
 // whose volumes are memory-backed (a tmpfs the kubelet sizes to storage.size, which can be filled
 // from the host without filling the host's disk; local-path volumes have no size of their own).
 func TestChaosFullDisk(t *testing.T) {
-	chaos(t, 0, []string{"full-disk", "kill-follower"}, false, func(c *v1.EtcdCluster) {
-		c.Spec.Storage.Medium = v1.StorageMediumMemory
+	chaos(t, 0, []string{"full-disk", "kill-follower"}, false, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.Medium = etcdv1alpha1.StorageMediumMemory
 	}, nil)
 }
 
@@ -132,7 +132,7 @@ func TestChaosFullDisk(t *testing.T) {
 // checks the history; withKube adds a kube-apiserver on the cluster and its workload (kube_test.go);
 // mutate adjusts the cluster before it is created; record, when set, gets the report before any
 // failure of the run is reported.
-func chaos(t *testing.T, duration time.Duration, schedule []string, withKube bool, mutate func(*v1.EtcdCluster), record func(Report)) Report {
+func chaos(t *testing.T, duration time.Duration, schedule []string, withKube bool, mutate func(*etcdv1alpha1.EtcdCluster), record func(Report)) Report {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		var err error
@@ -150,7 +150,7 @@ func chaos(t *testing.T, duration time.Duration, schedule []string, withKube boo
 	ns := env.NewNamespace(t, "e2e-chaos-")
 	r := &run{t: t, rng: rand.New(rand.NewPCG(seed, 0)), replicas: 3}
 	r.op = env.StartOperator(t, ns, "")
-	r.c = &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	r.c = &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	r.c.Spec.Version = versions.Default
 	r.c.Spec.Storage.Size = resource.MustParse("256Mi")
 	// No compaction during the run: etcd's event log from the workload's start settles every write.
@@ -261,7 +261,7 @@ func chaos(t *testing.T, duration time.Duration, schedule []string, withKube boo
 
 // watchEndpoints lists the member pods' client URLs every second until the test ends, for the
 // clients and the relay to share (each asking the API server itself would be throttled).
-func watchEndpoints(t *testing.T, c *v1.EtcdCluster) func() ([]string, error) {
+func watchEndpoints(t *testing.T, c *etcdv1alpha1.EtcdCluster) func() ([]string, error) {
 	var mu sync.Mutex
 	eps := env.PodEndpoints(t, c)
 	t.Cleanup(framework.Every(time.Second, func() {
@@ -372,7 +372,7 @@ func scaleTo(n int32) fault {
 
 // member picks a member pod of the role (as etcd itself says: the leader is the member every
 // endpoint names), at random among several.
-func (r *run) member(role v1.MemberRole) (*corev1.Pod, error) {
+func (r *run) member(role etcdv1alpha1.MemberRole) (*corev1.Pod, error) {
 	pods := &corev1.PodList{}
 	if err := env.K8s.List(context.Background(), pods, client.InNamespace(r.c.Namespace), client.MatchingLabels(naming.Labels(r.c.Name))); err != nil {
 		return nil, err
@@ -396,7 +396,7 @@ func (r *run) member(role v1.MemberRole) (*corev1.Pod, error) {
 	}
 	var match []*corev1.Pod
 	for _, p := range candidates {
-		if (ids[p.Name] == leader) == (role == v1.RoleLeader) {
+		if (ids[p.Name] == leader) == (role == etcdv1alpha1.RoleLeader) {
 			match = append(match, p)
 		}
 	}
@@ -407,7 +407,7 @@ func (r *run) member(role v1.MemberRole) (*corev1.Pod, error) {
 }
 
 // killMember deletes a member pod at once (no grace): the operator brings it back on its volume.
-func killMember(role v1.MemberRole) fault {
+func killMember(role etcdv1alpha1.MemberRole) fault {
 	return func(r *run) (int32, error) {
 		p, err := r.member(role)
 		if err != nil {
@@ -421,7 +421,7 @@ func killMember(role v1.MemberRole) fault {
 // killOperator SIGKILLs the operator while a member is down (so it is killed with work to do),
 // and starts a new one a few seconds later.
 func killOperator(r *run) (int32, error) {
-	p, err := r.member(v1.RoleFollower)
+	p, err := r.member(etcdv1alpha1.RoleFollower)
 	if err != nil {
 		return 0, err
 	}
@@ -437,7 +437,7 @@ func killOperator(r *run) (int32, error) {
 
 // pvcLost deletes a follower's claim and pod: its data is gone and it is replaced by a new member.
 func pvcLost(r *run) (int32, error) {
-	p, err := r.member(v1.RoleFollower)
+	p, err := r.member(etcdv1alpha1.RoleFollower)
 	if err != nil {
 		return 0, err
 	}
@@ -456,9 +456,9 @@ func pvcLost(r *run) (int32, error) {
 
 // partition cuts one member (any role) off from its peers for hold.
 func partition(r *run) (int32, error) {
-	role := v1.RoleFollower
+	role := etcdv1alpha1.RoleFollower
 	if r.rng.IntN(2) == 0 {
-		role = v1.RoleLeader
+		role = etcdv1alpha1.RoleLeader
 	}
 	p, err := r.member(role)
 	if err != nil {
@@ -493,7 +493,7 @@ func kubeletStop(r *run) (int32, error) {
 	cont := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
 	r.t.Cleanup(cont)
 	// A member dies while nobody on the node can restart it: it comes back only with the kubelet.
-	if p, err := r.member(v1.RoleFollower); err == nil {
+	if p, err := r.member(etcdv1alpha1.RoleFollower); err == nil {
 		r.t.Logf("  kubelet stopped; deleting %s", p.Name)
 		_ = env.K8s.Delete(context.Background(), p, client.GracePeriodSeconds(0))
 	}
@@ -539,7 +539,7 @@ func upgradeDowngrade(r *run) (int32, error) {
 		}
 		deadline := time.Now().Add(convergeBound)
 		for {
-			cur := &v1.EtcdCluster{}
+			cur := &etcdv1alpha1.EtcdCluster{}
 			if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(r.c), cur); err != nil {
 				return 0, err
 			}
@@ -559,10 +559,10 @@ func upgradeDowngrade(r *run) (int32, error) {
 // fullDisk fills a follower's memory-backed volume from the host until no byte is left, holds, and
 // frees it. It refuses a tmpfs the kubelet did not size (it would fill the machine's memory).
 func fullDisk(r *run) (int32, error) {
-	if r.c.Spec.Storage.Medium != v1.StorageMediumMemory {
+	if r.c.Spec.Storage.Medium != etcdv1alpha1.StorageMediumMemory {
 		return 0, fmt.Errorf("full-disk needs a memory-backed cluster")
 	}
-	p, err := r.member(v1.RoleFollower)
+	p, err := r.member(etcdv1alpha1.RoleFollower)
 	if err != nil {
 		return 0, err
 	}

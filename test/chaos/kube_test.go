@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 )
 
@@ -75,9 +75,9 @@ func relay(t *testing.T, endpoints func() ([]string, error)) string {
 }
 
 // startKubeAPIServer runs a kube-apiserver on the cluster and returns a client of it.
-func startKubeAPIServer(t *testing.T, c *v1.EtcdCluster, endpoints func() ([]string, error)) *kubernetes.Clientset {
+func startKubeAPIServer(t *testing.T, c *etcdv1alpha1.EtcdCluster, endpoints func() ([]string, error)) *kubernetes.Clientset {
 	t.Helper()
-	cur := &v1.EtcdCluster{}
+	cur := &etcdv1alpha1.EtcdCluster{}
 	if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), cur); err != nil {
 		t.Fatal(err)
 	}

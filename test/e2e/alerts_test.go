@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoringconfig"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
@@ -95,7 +95,7 @@ func TestAlertsFireAndDashboardHasData(t *testing.T) {
 
 	// A successful backup first, so that the failure below is newer than a success (the alert's case
 	// for a cluster that was backed up before) and the dashboard's backup panels have data.
-	good := waitBackup(t, createBackup(t, ns, "good", c.Name, mio.Destination(bucket, "alerts")), v1.BackupSucceeded, 3*time.Minute)
+	good := waitBackup(t, createBackup(t, ns, "good", c.Name, mio.Destination(bucket, "alerts")), etcdv1alpha1.BackupSucceeded, 3*time.Minute)
 	t.Logf("backup %s succeeded: %s", good.Name, time.Since(start).Round(time.Second))
 	framework.WaitFor(t, "the successful backup scraped", time.Minute, func() error {
 		s, err := prom.Query(ctx, fmt.Sprintf(`etcd_autopilot_backup_last_success_timestamp_seconds{namespace=%q, cluster=%q}`, ns, c.Name))
@@ -105,8 +105,8 @@ func TestAlertsFireAndDashboardHasData(t *testing.T) {
 		return err
 	})
 	requireAlert(t, prom, "EtcdBackupFailing", ns, c.Name, "")
-	sched := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "to-missing-bucket", Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
-		Schedule: "* * * * *", Template: v1.EtcdBackupSpec{ClusterName: c.Name, Destination: mio.Destination("no-such-bucket", "alerts")},
+	sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "to-missing-bucket", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
+		Schedule: "* * * * *", Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: mio.Destination("no-such-bucket", "alerts")},
 	}}
 	if err := env.K8s.Create(ctx, sched); err != nil {
 		t.Fatal(err)

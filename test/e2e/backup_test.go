@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -33,9 +33,9 @@ const (
 	backupKeys = 100_000
 )
 
-func createBackup(t *testing.T, ns, name, cluster string, dest v1.BackupDestination) *v1.EtcdBackup {
+func createBackup(t *testing.T, ns, name, cluster string, dest etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 	t.Helper()
-	b := &v1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.EtcdBackupSpec{ClusterName: cluster, Destination: dest}}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: cluster, Destination: dest}}
 	if err := env.K8s.Create(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +43,9 @@ func createBackup(t *testing.T, ns, name, cluster string, dest v1.BackupDestinat
 }
 
 // waitBackup waits until b ends and returns it; it fails the test when b ends in another phase.
-func waitBackup(t *testing.T, b *v1.EtcdBackup, want v1.BackupPhase, timeout time.Duration) *v1.EtcdBackup {
+func waitBackup(t *testing.T, b *etcdv1alpha1.EtcdBackup, want etcdv1alpha1.BackupPhase, timeout time.Duration) *etcdv1alpha1.EtcdBackup {
 	t.Helper()
-	out := &v1.EtcdBackup{}
+	out := &etcdv1alpha1.EtcdBackup{}
 	framework.WaitFor(t, "backup "+b.Name+" "+string(want), timeout, func() error {
 		if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(b), out); err != nil {
 			return err
@@ -53,7 +53,7 @@ func waitBackup(t *testing.T, b *v1.EtcdBackup, want v1.BackupPhase, timeout tim
 		switch out.Status.Phase {
 		case want:
 			return nil
-		case v1.BackupSucceeded, v1.BackupFailed:
+		case etcdv1alpha1.BackupSucceeded, etcdv1alpha1.BackupFailed:
 			t.Fatalf("backup %s ended %s: %+v", b.Name, out.Status.Phase, out.Status.Conditions)
 		}
 		return fmt.Errorf("phase %q %+v", out.Status.Phase, out.Status.Conditions)
@@ -61,13 +61,13 @@ func waitBackup(t *testing.T, b *v1.EtcdBackup, want v1.BackupPhase, timeout tim
 	return out
 }
 
-func createRestoredCluster(t *testing.T, ns, name string, replicas int32, restore v1.RestoreSpec) *v1.EtcdCluster {
+func createRestoredCluster(t *testing.T, ns, name string, replicas int32, restore etcdv1alpha1.RestoreSpec) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	c.Spec.Replicas, c.Spec.Version = replicas, "3.6.16"
 	// The member volume holds the downloaded snapshot and the restored data side by side.
 	c.Spec.Storage.Size = resource.MustParse("512Mi")
-	c.Spec.Bootstrap = &v1.BootstrapSpec{Restore: &restore}
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &restore}
 	if err := env.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func createRestoredCluster(t *testing.T, ns, name string, replicas int32, restor
 
 // checkRestored asserts that every key and value of the source came back, at a revision no older
 // than the backup's.
-func checkRestored(t *testing.T, c *v1.EtcdCluster, keys []string, b *v1.EtcdBackup) {
+func checkRestored(t *testing.T, c *etcdv1alpha1.EtcdCluster, keys []string, b *etcdv1alpha1.EtcdBackup) {
 	t.Helper()
 	cl := env.EtcdClient(t, c)
 	framework.CheckKeys(t, cl, "bk/", keys)
@@ -89,7 +89,7 @@ func checkRestored(t *testing.T, c *v1.EtcdCluster, keys []string, b *v1.EtcdBac
 	if resp.Count != int64(len(keys)) || resp.Header.Revision < b.Status.Revision {
 		t.Fatalf("%s: %d keys at revision %d; want %d at ≥ %d", c.Name, resp.Count, resp.Header.Revision, len(keys), b.Status.Revision)
 	}
-	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionRestored)
+	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionRestored)
 	if cond == nil || cond.Status != metav1.ConditionTrue {
 		t.Fatalf("%s: Restored condition %+v", c.Name, cond)
 	}
@@ -119,9 +119,9 @@ func TestBackupAndRestore(t *testing.T) {
 	keys := framework.PutKeys(t, env.EtcdClient(t, src), "bk/", backupKeys)
 	t.Logf("wrote %d keys in %s", len(keys), time.Since(start).Round(time.Millisecond))
 	// The schedule runs every minute while the rest of the test goes on; checked at the end.
-	sched := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "minutely", Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
-		Schedule: "* * * * *", KeepLast: 3, Template: v1.EtcdBackupSpec{ClusterName: src.Name, Destination: mio.Destination(bucket, "sched")},
-		Verify: &v1.VerifySpec{Schedule: "* * * * *"},
+	sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "minutely", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
+		Schedule: "* * * * *", KeepLast: 3, Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: src.Name, Destination: mio.Destination(bucket, "sched")},
+		Verify: &etcdv1alpha1.VerifySpec{Schedule: "* * * * *"},
 	}}
 	if err := env.K8s.Create(ctx, sched); err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestBackupAndRestore(t *testing.T) {
 	runs := map[string]bool{}
 	go func() { // record every run by name: retention deletes the old ones
 		for time.Since(schedStart) < 10*time.Minute && !t.Failed() {
-			list := &v1.EtcdBackupList{}
+			list := &etcdv1alpha1.EtcdBackupList{}
 			if err := env.K8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{naming.LabelSchedule: sched.Name}); err == nil {
 				runsMu.Lock()
 				for _, b := range list.Items {
@@ -144,9 +144,9 @@ func TestBackupAndRestore(t *testing.T) {
 
 	start = time.Now()
 	toS3 := createBackup(t, ns, "to-s3", src.Name, mio.Destination(bucket, "prod"))
-	toPVC := createBackup(t, ns, "to-pvc", src.Name, v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: "snapshots", Path: "etcd"}})
-	toS3 = waitBackup(t, toS3, v1.BackupSucceeded, 5*time.Minute)
-	toPVC = waitBackup(t, toPVC, v1.BackupSucceeded, 5*time.Minute)
+	toPVC := createBackup(t, ns, "to-pvc", src.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots", Path: "etcd"}})
+	toS3 = waitBackup(t, toS3, etcdv1alpha1.BackupSucceeded, 5*time.Minute)
+	toPVC = waitBackup(t, toPVC, etcdv1alpha1.BackupSucceeded, 5*time.Minute)
 	t.Logf("two backups in %s: s3 %+v", time.Since(start).Round(time.Millisecond), toS3.Status)
 	// Keys and file names carry namespace and cluster, and the backup's UID against name reuse.
 	s3Key := fmt.Sprintf("prod/%s/%s/to-s3-%s.db", ns, src.Name, string(toS3.UID)[:8])
@@ -161,11 +161,11 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 
 	start = time.Now()
-	fromS3 := createRestoredCluster(t, ns, "from-s3", 3, v1.RestoreSpec{BackupName: toS3.Name})
-	fromPVC := createRestoredCluster(t, ns, "from-pvc", 1, v1.RestoreSpec{BackupName: toPVC.Name})
+	fromS3 := createRestoredCluster(t, ns, "from-s3", 3, etcdv1alpha1.RestoreSpec{BackupName: toS3.Name})
+	fromPVC := createRestoredCluster(t, ns, "from-pvc", 1, etcdv1alpha1.RestoreSpec{BackupName: toPVC.Name})
 	// A raw source: the object by its key, no EtcdBackup record (etcdutl checks etcd's own hash).
 	raw := mio.Destination(bucket, s3Key)
-	fromRaw := createRestoredCluster(t, ns, "from-raw", 1, v1.RestoreSpec{Source: &raw})
+	fromRaw := createRestoredCluster(t, ns, "from-raw", 1, etcdv1alpha1.RestoreSpec{Source: &raw})
 	env.WaitConverged(t, fromS3, 3, 5*time.Minute)
 	env.WaitConverged(t, fromPVC, 1, 5*time.Minute)
 	env.WaitConverged(t, fromRaw, 1, 5*time.Minute)
@@ -184,8 +184,8 @@ func TestBackupAndRestore(t *testing.T) {
 		}
 		dest := mio.Destination(bucket, "wrong")
 		dest.S3.CredentialsSecret = bad.Name
-		b := waitBackup(t, createBackup(t, ns, "wrong-creds", src.Name, dest), v1.BackupFailed, 3*time.Minute)
-		f := meta.FindStatusCondition(b.Status.Conditions, v1.BackupConditionFailed)
+		b := waitBackup(t, createBackup(t, ns, "wrong-creds", src.Name, dest), etcdv1alpha1.BackupFailed, 3*time.Minute)
+		f := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.BackupConditionFailed)
 		if f == nil || f.Reason != string(reason.InvalidCredentials) || b.Status.Location != "" {
 			t.Fatalf("failed condition %+v, location %q", f, b.Status.Location)
 		}
@@ -202,13 +202,13 @@ func TestBackupAndRestore(t *testing.T) {
 			runsMu.Lock()
 			n := len(runs)
 			runsMu.Unlock()
-			list := &v1.EtcdBackupList{}
+			list := &etcdv1alpha1.EtcdBackupList{}
 			if err := env.K8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{naming.LabelSchedule: sched.Name}); err != nil {
 				return err
 			}
 			succeeded := 0
 			for _, b := range list.Items {
-				if b.Status.Phase == v1.BackupSucceeded && b.DeletionTimestamp.IsZero() {
+				if b.Status.Phase == etcdv1alpha1.BackupSucceeded && b.DeletionTimestamp.IsZero() {
 					succeeded++
 				}
 			}
@@ -218,7 +218,7 @@ func TestBackupAndRestore(t *testing.T) {
 			}
 			return nil
 		})
-		cur := &v1.EtcdBackupSchedule{}
+		cur := &etcdv1alpha1.EtcdBackupSchedule{}
 		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(sched), cur); err != nil {
 			t.Fatal(err)
 		}
@@ -252,9 +252,9 @@ func TestBackupAndRestore(t *testing.T) {
 		if _, err := mio.Client.PutObject(ctx, bucket, s3Key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		c := createRestoredCluster(t, ns, "from-tampered", 1, v1.RestoreSpec{BackupName: toS3.Name})
+		c := createRestoredCluster(t, ns, "from-tampered", 1, etcdv1alpha1.RestoreSpec{BackupName: toS3.Name})
 		framework.WaitFor(t, "restore refused", 3*time.Minute, func() error {
-			cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionRestored)
+			cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionRestored)
 			if cond == nil || cond.Reason != string(reason.SnapshotChecksumMismatch) || cond.Status != metav1.ConditionFalse {
 				return fmt.Errorf("restored condition %+v", cond)
 			}

@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -31,7 +31,7 @@ func TestDrainEvictsOneMemberAtATime(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-drain-")
 	env.StartOperator(t, ns, "")
-	c := createWith(t, ns, func(*v1.EtcdCluster) {})
+	c := createWith(t, ns, func(*etcdv1alpha1.EtcdCluster) {})
 	cl := env.EtcdClient(t, c)
 	stop := framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })
 	w := framework.StartWriter(cl, "/drain/")
@@ -39,9 +39,9 @@ func TestDrainEvictsOneMemberAtATime(t *testing.T) {
 	var leader, follower string
 	for _, m := range env.Get(t, c).Status.Members {
 		switch m.Role {
-		case v1.RoleLeader:
+		case etcdv1alpha1.RoleLeader:
 			leader = m.Name
-		case v1.RoleFollower:
+		case etcdv1alpha1.RoleFollower:
 			follower = m.Name
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"os"
 	"testing"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 
 // newCluster starts an operator scoped to a fresh namespace and returns a converged 3-member
 // cluster at version (empty: the default).
-func newCluster(t *testing.T, version string) *v1.EtcdCluster {
+func newCluster(t *testing.T, version string) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	ns := env.NewNamespace(t, "e2e-")
 	env.StartOperator(t, ns, "")

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -95,7 +95,7 @@ func TestLostVolumeIsReplacedByANewMember(t *testing.T) {
 	var victim string
 	framework.WaitFor(t, "a leader in the status", convergeTimeout, func() error {
 		for _, m := range env.Get(t, c).Status.Members {
-			if m.Role == v1.RoleLeader {
+			if m.Role == etcdv1alpha1.RoleLeader {
 				victim = m.Name
 				return nil
 			}

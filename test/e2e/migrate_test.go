@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -396,17 +396,17 @@ func newMemberEndpoints(ns, name string) ([]string, error) {
 
 // migratingCluster creates an EtcdCluster of replicas members taking over the old etcd; a failed
 // test shows the namespace's events.
-func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd, tls v1.TLSMode, adopt bool) *v1.EtcdCluster {
+func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd, tls etcdv1alpha1.TLSMode, adopt bool) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	eps, err := o.endpoints()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	c.Spec.Replicas, c.Spec.Version = replicas, versions.Default
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
-	c.Spec.TLS = v1.TLSSpec{Client: tls, Peer: tls}
-	c.Spec.Bootstrap = &v1.BootstrapSpec{MigrateFrom: &v1.MigrateFromSpec{Endpoints: eps}}
+	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: tls, Peer: tls}
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{MigrateFrom: &etcdv1alpha1.MigrateFromSpec{Endpoints: eps}}
 	if adopt {
 		c.Spec.Bootstrap.MigrateFrom.AdoptObjects, c.Spec.Bootstrap.MigrateFrom.StatefulSetName = true, o.sts
 	}
@@ -424,10 +424,10 @@ func migratingCluster(t *testing.T, ns string, replicas int32, o *oldEtcd, tls v
 	return c
 }
 
-func waitMigrated(t *testing.T, c *v1.EtcdCluster, replicas int32) {
+func waitMigrated(t *testing.T, c *etcdv1alpha1.EtcdCluster, replicas int32) {
 	t.Helper()
 	framework.WaitFor(t, "Migrated", migrateTimeout, func() error {
-		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionMigrated)
+		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionMigrated)
 		if cond == nil || cond.Status != metav1.ConditionTrue {
 			return fmt.Errorf("Migrated: %+v", cond)
 		}
@@ -448,7 +448,7 @@ func memberList(t *testing.T, cl *clientv3.Client) *clientv3.MemberListResponse 
 }
 
 // checkOnlyNewMembers asserts that the member list holds the EtcdCluster's members only.
-func checkOnlyNewMembers(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster, replicas int) {
+func checkOnlyNewMembers(t *testing.T, cl *clientv3.Client, c *etcdv1alpha1.EtcdCluster, replicas int) {
 	t.Helper()
 	resp := memberList(t, cl)
 	if len(resp.Members) != replicas {
@@ -474,13 +474,13 @@ func TestMigrateFromStatefulSet(t *testing.T) {
 	cases := []struct {
 		name  string
 		start func(t *testing.T, ns string) *oldEtcd
-		tls   v1.TLSMode
+		tls   etcdv1alpha1.TLSMode
 		// adopt sets migrateFrom.adoptObjects: the operator deletes the old StatefulSet at the end
 		adopt bool
 	}{
-		{"hand-written StatefulSet into TLS, adopted", func(t *testing.T, ns string) *oldEtcd { return startOldEtcd(t, ns, 3) }, v1.TLSOperatorManaged, true},
-		{"etcd-io/etcd-operator shape", func(t *testing.T, ns string) *oldEtcd { return startEtcdIOOperatorShape(t, ns, "legacy", 3) }, v1.TLSDisabled, false},
-		{"hand-written StatefulSet with TLS everywhere, its CA taken over", func(t *testing.T, ns string) *oldEtcd { return startOldEtcdTLS(t, ns, 3) }, v1.TLSOperatorManaged, true},
+		{"hand-written StatefulSet into TLS, adopted", func(t *testing.T, ns string) *oldEtcd { return startOldEtcd(t, ns, 3) }, etcdv1alpha1.TLSOperatorManaged, true},
+		{"etcd-io/etcd-operator shape", func(t *testing.T, ns string) *oldEtcd { return startEtcdIOOperatorShape(t, ns, "legacy", 3) }, etcdv1alpha1.TLSDisabled, false},
+		{"hand-written StatefulSet with TLS everywhere, its CA taken over", func(t *testing.T, ns string) *oldEtcd { return startOldEtcdTLS(t, ns, 3) }, etcdv1alpha1.TLSOperatorManaged, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -490,7 +490,7 @@ func TestMigrateFromStatefulSet(t *testing.T) {
 	}
 }
 
-func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) *oldEtcd, tls v1.TLSMode, adopt bool) {
+func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) *oldEtcd, tls etcdv1alpha1.TLSMode, adopt bool) {
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-migrate-")
 	old := startSource(t, ns)
@@ -509,7 +509,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	// Clients follow the members as they come and go, as a client of both Services would.
 	stopFollowing := framework.FollowPods(plain, func() ([]string, error) {
 		eps, err := old.endpoints()
-		if err != nil || tls != v1.TLSDisabled {
+		if err != nil || tls != etcdv1alpha1.TLSDisabled {
 			return eps, err
 		}
 		ours, err := newMemberEndpoints(ns, "etcd")
@@ -519,7 +519,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	start := time.Now()
 	c := migratingCluster(t, ns, 3, old, tls, adopt)
 	var switched time.Duration
-	if tls != v1.TLSDisabled {
+	if tls != etcdv1alpha1.TLSDisabled {
 		// A TLS client of the new members, with the client certificate the operator publishes, as soon
 		// as one of them votes (learners serve no writes); the old members stay plain text.
 		framework.WaitFor(t, "a new member votes", migrateTimeout, func() error {
@@ -538,7 +538,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	}
 	waitMigrated(t, c, 3)
 	migrated := time.Since(start)
-	if tls != v1.TLSDisabled {
+	if tls != etcdv1alpha1.TLSDisabled {
 		waitPeersSecured(t, c, 3)
 	}
 	took := time.Since(start)
@@ -548,7 +548,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tls != v1.TLSDisabled {
+	if tls != etcdv1alpha1.TLSDisabled {
 		ours = env.PodEndpoints(t, c)
 	}
 	cl.SetEndpoints(ours...)
@@ -568,7 +568,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	checkOnlyNewMembers(t, cl, c, 3)
 	// Every new member holds the same data at one revision.
 	hashes := sameDataAt(t, cl, ours)
-	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionMigrated)
+	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionMigrated)
 	if !strings.Contains(cond.Message, naming.ClientServiceHost(c.Name, c.Namespace)) {
 		t.Fatalf("Migrated does not tell clients where to go: %s", cond.Message)
 	}
@@ -581,7 +581,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 	if old.tls != nil {
 		checkOldClientsKeepWorking(t, c, old.tls)
 	}
-	if tls != v1.TLSDisabled {
+	if tls != etcdv1alpha1.TLSDisabled {
 		checkPeersTLSOnly(t, cl, c)
 		t.Logf("writer moved to the new members over TLS after %s; migrated after %s; peer URLs on TLS and plain-text listeners gone after %s",
 			switched.Round(time.Second), migrated.Round(time.Second), took.Round(time.Second))
@@ -592,7 +592,7 @@ func migrateUnderWriter(t *testing.T, startSource func(t *testing.T, ns string) 
 
 // checkOldClientsKeepWorking: a client with a certificate of the CA taken over (the old members'
 // own) writes and reads on the new members, over the client Service name their certificates carry.
-func checkOldClientsKeepWorking(t *testing.T, c *v1.EtcdCluster, o *oldTLS) {
+func checkOldClientsKeepWorking(t *testing.T, c *etcdv1alpha1.EtcdCluster, o *oldTLS) {
 	t.Helper()
 	cl, err := clientv3.New(clientv3.Config{Endpoints: env.PodEndpoints(t, c), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		TLS: o.clientConfig(t, naming.ClientServiceHost(c.Name, c.Namespace))})
@@ -606,7 +606,7 @@ func checkOldClientsKeepWorking(t *testing.T, c *v1.EtcdCluster, o *oldTLS) {
 
 // checkOldStatefulSetDeleted asserts the end of a take-over with adoptObjects: the old StatefulSet and
 // its pods are gone, its Service is kept, the deletion is recorded and announced.
-func checkOldStatefulSetDeleted(t *testing.T, c *v1.EtcdCluster, old *oldEtcd) {
+func checkOldStatefulSetDeleted(t *testing.T, c *etcdv1alpha1.EtcdCluster, old *oldEtcd) {
 	t.Helper()
 	ctx := context.Background()
 	framework.WaitFor(t, "the old StatefulSet and its pods deleted", time.Minute, func() error {
@@ -623,7 +623,7 @@ func checkOldStatefulSetDeleted(t *testing.T, c *v1.EtcdCluster, old *oldEtcd) {
 	if mg := env.Get(t, c).Status.Migration; mg == nil || !mg.StatefulSetDeleted {
 		t.Fatalf("the deletion is not recorded: %+v", mg)
 	}
-	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionMigrated)
+	cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionMigrated)
 	if cond == nil || !strings.Contains(cond.Message, "deletes their StatefulSet "+old.sts) {
 		t.Fatalf("Migrated does not say the StatefulSet goes: %+v", cond)
 	}
@@ -642,10 +642,10 @@ func checkOldStatefulSetDeleted(t *testing.T, c *v1.EtcdCluster, old *oldEtcd) {
 
 // waitPeersSecured waits for the end of a take-over into peer TLS: every peer URL moved and the
 // members restarted without their plain-text listener.
-func waitPeersSecured(t *testing.T, c *v1.EtcdCluster, replicas int32) {
+func waitPeersSecured(t *testing.T, c *etcdv1alpha1.EtcdCluster, replicas int32) {
 	t.Helper()
 	framework.WaitFor(t, "status.migration.peerTLS Secured", migrateTimeout, func() error {
-		if mg := env.Get(t, c).Status.Migration; mg == nil || mg.PeerTLS != v1.PeerTLSSecured {
+		if mg := env.Get(t, c).Status.Migration; mg == nil || mg.PeerTLS != etcdv1alpha1.PeerTLSSecured {
 			return fmt.Errorf("migration %+v", mg)
 		}
 		return nil
@@ -654,9 +654,9 @@ func waitPeersSecured(t *testing.T, c *v1.EtcdCluster, replicas int32) {
 }
 
 // votingEndpoints are the TLS client URLs of c's members that vote (status.members roles).
-func votingEndpoints(c *v1.EtcdCluster) []string {
+func votingEndpoints(c *etcdv1alpha1.EtcdCluster) []string {
 	ctx := context.Background()
-	cur := &v1.EtcdCluster{}
+	cur := &etcdv1alpha1.EtcdCluster{}
 	if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
 		return nil
 	}
@@ -672,7 +672,7 @@ func votingEndpoints(c *v1.EtcdCluster) []string {
 	}
 	var eps []string
 	for _, m := range cur.Status.Members {
-		if (m.Role == v1.RoleLeader || m.Role == v1.RoleFollower) && ips[m.Name] != "" {
+		if (m.Role == etcdv1alpha1.RoleLeader || m.Role == etcdv1alpha1.RoleFollower) && ips[m.Name] != "" {
 			eps = append(eps, naming.EndpointForIP(ips[m.Name], true))
 		}
 	}
@@ -681,7 +681,7 @@ func votingEndpoints(c *v1.EtcdCluster) []string {
 
 // checkPeersTLSOnly asserts that every member's peer URL is TLS on the peer port, that the members
 // run without their plain-text peer listener, and that the peer port refuses plain text.
-func checkPeersTLSOnly(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
+func checkPeersTLSOnly(t *testing.T, cl *clientv3.Client, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -723,11 +723,11 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		fp  string
-		tls v1.TLSMode
+		tls etcdv1alpha1.TLSMode
 	}{
-		{failpoint.AfterMigrationStart, v1.TLSDisabled}, {failpoint.AfterMemberAdd, v1.TLSDisabled}, {failpoint.AfterPromote, v1.TLSDisabled},
-		{failpoint.AfterOldMemberRemove, v1.TLSDisabled},
-		{failpoint.AfterPeerURLUpdate, v1.TLSOperatorManaged},
+		{failpoint.AfterMigrationStart, etcdv1alpha1.TLSDisabled}, {failpoint.AfterMemberAdd, etcdv1alpha1.TLSDisabled}, {failpoint.AfterPromote, etcdv1alpha1.TLSDisabled},
+		{failpoint.AfterOldMemberRemove, etcdv1alpha1.TLSDisabled},
+		{failpoint.AfterPeerURLUpdate, etcdv1alpha1.TLSOperatorManaged},
 	}
 	for _, tc := range cases {
 		fp := tc.fp
@@ -743,7 +743,7 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 			crashing := env.StartOperator(t, ns, fp)
 			// Into TLS: 3 members, so that a URL moves while the others still advertise plain text.
 			replicas := int32(1)
-			if tc.tls != v1.TLSDisabled {
+			if tc.tls != etcdv1alpha1.TLSDisabled {
 				replicas = 3
 			}
 			c := migratingCluster(t, ns, replicas, old, tc.tls, false)
@@ -752,7 +752,7 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 			}
 			env.StartOperator(t, ns, "")
 			waitMigrated(t, c, replicas)
-			if tc.tls != v1.TLSDisabled {
+			if tc.tls != etcdv1alpha1.TLSDisabled {
 				waitPeersSecured(t, c, replicas)
 				secure := env.EtcdClient(t, c)
 				framework.CheckKeys(t, secure, "/crash/", keys)
@@ -778,11 +778,11 @@ func TestMigrationStopsWhenTheSourceLosesQuorum(t *testing.T) {
 	ns := env.NewNamespace(t, "e2e-migrate-")
 	old := startOldEtcd(t, ns, 3)
 	env.StartOperator(t, ns, "")
-	c := migratingCluster(t, ns, 3, old, v1.TLSDisabled, false)
+	c := migratingCluster(t, ns, 3, old, etcdv1alpha1.TLSDisabled, false)
 	// Freeze the migration once one new member votes: 4 voters, 3 of them old.
 	framework.WaitFor(t, "a new member votes", migrateTimeout, func() error {
 		for _, m := range env.Get(t, c).Status.Members {
-			if m.Role == v1.RoleFollower || m.Role == v1.RoleLeader {
+			if m.Role == etcdv1alpha1.RoleFollower || m.Role == etcdv1alpha1.RoleLeader {
 				return nil
 			}
 		}
@@ -806,7 +806,7 @@ func TestMigrationStopsWhenTheSourceLosesQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.WaitFor(t, "Migrated=False MigrationStopped", 2*time.Minute, func() error {
-		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionMigrated)
+		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionMigrated)
 		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != "MigrationStopped" {
 			return fmt.Errorf("Migrated: %+v", cond)
 		}
@@ -815,7 +815,7 @@ func TestMigrationStopsWhenTheSourceLosesQuorum(t *testing.T) {
 	// It stays stopped, and every member is still in the member list as the survivors know it.
 	time.Sleep(30 * time.Second)
 	cur := env.Get(t, c)
-	if cond := meta.FindStatusCondition(cur.Status.Conditions, v1.ConditionMigrated); cond.Reason != "MigrationStopped" {
+	if cond := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionMigrated); cond.Reason != "MigrationStopped" {
 		t.Fatalf("Migrated: %+v", cond)
 	}
 	if cur.Status.PendingOperation != nil && cur.Status.PendingOperation.Type == "RemoveMember" {

@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -155,8 +155,8 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	if err := env.K8s.Create(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	b := createBackup(t, ns, "through-the-policy", c.Name, v1.BackupDestination{PVC: &v1.PVCDestination{ClaimName: pvc.Name, Path: "netpol"}})
-	waitBackup(t, b, v1.BackupSucceeded, 3*time.Minute)
+	b := createBackup(t, ns, "through-the-policy", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: pvc.Name, Path: "netpol"}})
+	waitBackup(t, b, etcdv1alpha1.BackupSucceeded, 3*time.Minute)
 
 	// Opt out: the policy goes, and what it refused opens.
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"networkPolicy":{"enabled":false}}}`))
@@ -190,7 +190,7 @@ func TestMetricsOnlyFromTheMonitoringNamespace(t *testing.T) {
 	mon := env.NewNamespace(t, "e2e-metrics-mon-")
 	other := env.NewNamespace(t, "e2e-metrics-other-")
 	env.StartOperator(t, ns, "")
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	c.Spec.Replicas = 1
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
 	c.Spec.NetworkPolicy.MetricsFrom = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -23,7 +23,7 @@ import (
 const previousRelease = "c48036b48419ac8a5e830c953d53639379acdc4e"
 
 // restartCounts maps member pods to their etcd container's restart count.
-func restartCounts(t *testing.T, c *v1.EtcdCluster) map[string]int32 {
+func restartCounts(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]int32 {
 	t.Helper()
 	pods := &corev1.PodList{}
 	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -25,9 +25,9 @@ import (
 const operatorGID = 4242
 
 // createWith creates a 3-member cluster after mutate and waits until it converged.
-func createWith(t *testing.T, ns string, mutate func(*v1.EtcdCluster)) *v1.EtcdCluster {
+func createWith(t *testing.T, ns string, mutate func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	c.Spec.Replicas = 3
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
 	mutate(c)
@@ -55,10 +55,10 @@ func memberIDs(t *testing.T, cl *clientv3.Client) []uint64 {
 }
 
 // a follower's name and pod IP, as status reports it.
-func follower(t *testing.T, c *v1.EtcdCluster) (name, ip string) {
+func follower(t *testing.T, c *etcdv1alpha1.EtcdCluster) (name, ip string) {
 	t.Helper()
 	for _, m := range env.Get(t, c).Status.Members {
-		if m.Role == v1.RoleFollower {
+		if m.Role == etcdv1alpha1.RoleFollower {
 			pod := &corev1.Pod{}
 			if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: m.Name}, pod); err != nil {
 				t.Fatal(err)
@@ -79,7 +79,7 @@ func TestOutageSemanticsNoRemovalWithoutEtcdEvidence(t *testing.T) {
 	const replaceAfter = 20 * time.Second
 	ns := env.NewNamespace(t, "e2e-outage-")
 	env.StartOperatorInGroup(t, ns, operatorGID)
-	c := createWith(t, ns, func(c *v1.EtcdCluster) {
+	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Maintenance.ReplaceFailedMemberAfter = replaceAfter.String()
 	})
 	cl := env.EtcdClient(t, c)
@@ -125,7 +125,7 @@ func TestOutageSemanticsNoRemovalWithoutEtcdEvidence(t *testing.T) {
 }
 
 // waitReplaced waits until victim has left status and three other members are there.
-func waitReplaced(t *testing.T, c *v1.EtcdCluster, victim string) {
+func waitReplaced(t *testing.T, c *etcdv1alpha1.EtcdCluster, victim string) {
 	t.Helper()
 	framework.WaitFor(t, victim+" replaced", 3*time.Minute, func() error {
 		var names []string

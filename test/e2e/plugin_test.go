@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -60,7 +60,7 @@ func TestKubectlEtcdStatus(t *testing.T) {
 		t.Fatalf("kubectl etcd pause: %v\n%s", err, out)
 	}
 	framework.WaitFor(t, "the cluster paused", time.Minute, func() error {
-		if got := env.Get(t, c); !got.Spec.Maintenance.Paused || got.Status.Phase != v1.PhasePaused {
+		if got := env.Get(t, c); !got.Spec.Maintenance.Paused || got.Status.Phase != etcdv1alpha1.PhasePaused {
 			return fmt.Errorf("paused %v, phase %s", got.Spec.Maintenance.Paused, got.Status.Phase)
 		}
 		return nil
@@ -69,7 +69,7 @@ func TestKubectlEtcdStatus(t *testing.T) {
 		t.Fatalf("kubectl etcd resume: %v\n%s", err, out)
 	}
 	framework.WaitFor(t, "the cluster running again", time.Minute, func() error {
-		if got := env.Get(t, c); got.Spec.Maintenance.Paused || got.Status.Phase != v1.PhaseRunning {
+		if got := env.Get(t, c); got.Spec.Maintenance.Paused || got.Status.Phase != etcdv1alpha1.PhaseRunning {
 			return fmt.Errorf("paused %v, phase %s", got.Spec.Maintenance.Paused, got.Status.Phase)
 		}
 		return nil

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -57,7 +57,7 @@ func secretData(t *testing.T, ns, name string) map[string][]byte {
 	return s.Data
 }
 
-func memberNames(c *v1.EtcdCluster) []string {
+func memberNames(c *etcdv1alpha1.EtcdCluster) []string {
 	var out []string
 	for _, m := range c.Status.Members {
 		out = append(out, m.Name)
@@ -75,7 +75,7 @@ func TestQuorumLossRecoversFromSurvivor(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-quorum-")
 	op := env.StartOperator(t, ns, "")
-	c := createWith(t, ns, func(*v1.EtcdCluster) {})
+	c := createWith(t, ns, func(*etcdv1alpha1.EtcdCluster) {})
 	cl := env.EtcdClient(t, c)
 	keys := framework.PutKeys(t, cl, "/quorum/", 2000)
 	clientSecret := env.Get(t, c).Status.Endpoints.ClientSecret
@@ -100,10 +100,10 @@ func TestQuorumLossRecoversFromSurvivor(t *testing.T) {
 	env.StartOperator(t, ns, "")
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	got := env.Get(t, c)
-	if r := got.Status.Recovery; r == nil || r.Phase != v1.RecoveryComplete || r.CompletedAt == nil {
+	if r := got.Status.Recovery; r == nil || r.Phase != etcdv1alpha1.RecoveryComplete || r.CompletedAt == nil {
 		t.Fatalf("recovery not recorded as complete: %+v", r)
 	}
-	if cond := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionQuorumLost); cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != "Recovered" {
+	if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionQuorumLost); cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != "Recovered" {
 		t.Fatalf("QuorumLost condition %+v, want False/Recovered", cond)
 	}
 	now := memberNames(got)
@@ -128,7 +128,7 @@ func TestQuorumLossManualWaitsForTheAnnotation(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-quorum-manual-")
 	op := env.StartOperator(t, ns, "")
-	c := createWith(t, ns, func(c *v1.EtcdCluster) { c.Spec.Maintenance.QuorumLoss = planner.Manual })
+	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Maintenance.QuorumLoss = planner.Manual })
 	cl := env.EtcdClient(t, c)
 	keys := framework.PutKeys(t, cl, "/manual/", 500)
 	names := memberNames(env.Get(t, c))
@@ -139,7 +139,7 @@ func TestQuorumLossManualWaitsForTheAnnotation(t *testing.T) {
 	loseMembers(t, ns, names[1:]...)
 	env.StartOperator(t, ns, "")
 	framework.WaitFor(t, "QuorumLost reported with the next step", 2*time.Minute, func() error {
-		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionQuorumLost)
+		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionQuorumLost)
 		if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != "QuorumLost" {
 			return fmt.Errorf("condition %+v", cond)
 		}
@@ -160,7 +160,7 @@ func TestQuorumLossManualWaitsForTheAnnotation(t *testing.T) {
 	if _, still := got.Annotations[planner.RecoverAnnotation]; still {
 		t.Fatal("the recovery request annotation was left on the cluster")
 	}
-	if r := got.Status.Recovery; r == nil || r.Survivor != names[0] || r.Phase != v1.RecoveryComplete {
+	if r := got.Status.Recovery; r == nil || r.Survivor != names[0] || r.Phase != etcdv1alpha1.RecoveryComplete {
 		t.Fatalf("recovery %+v, want a completed one from %s", r, names[0])
 	}
 	env.RefreshEndpoints(t, cl, c)
@@ -175,13 +175,13 @@ func TestQuorumLossRecoversFromBackup(t *testing.T) {
 	ns := env.NewNamespace(t, "e2e-quorum-backup-")
 	op := env.StartOperator(t, ns, "")
 	mio := env.DeployMinIO(t, ns, bucket)
-	c := createWith(t, ns, func(c *v1.EtcdCluster) {
+	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Maintenance.QuorumLoss = planner.FromBackup
 		c.Spec.Storage.Size = resource.MustParse("512Mi") // the snapshot and the restored data side by side
 	})
 	cl := env.EtcdClient(t, c)
 	keys := framework.PutKeys(t, cl, "bk/", 1000)
-	b := waitBackup(t, createBackup(t, ns, "before-loss", c.Name, mio.Destination(bucket, "quorum")), v1.BackupSucceeded, 3*time.Minute)
+	b := waitBackup(t, createBackup(t, ns, "before-loss", c.Name, mio.Destination(bucket, "quorum")), etcdv1alpha1.BackupSucceeded, 3*time.Minute)
 	names := memberNames(env.Get(t, c))
 
 	op.Stop() // both volumes at once, as TestQuorumLossManualWaitsForTheAnnotation explains
@@ -189,7 +189,7 @@ func TestQuorumLossRecoversFromBackup(t *testing.T) {
 	env.StartOperator(t, ns, "")
 	framework.WaitFor(t, "the cluster rebuilt from the backup", convergeTimeout, func() error {
 		r := env.Get(t, c).Status.Recovery
-		if r == nil || r.Phase != v1.RecoveryComplete {
+		if r == nil || r.Phase != etcdv1alpha1.RecoveryComplete {
 			return fmt.Errorf("recovery %+v", r)
 		}
 		return nil

@@ -26,7 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
@@ -36,7 +36,7 @@ import (
 // intruderPod is a restricted pod that mounts secret and runs etcd as a would-be member of c: with
 // --initial-cluster-state=existing, etcd first asks the members' peer ports for the membership
 // (GET /members, peer protocol) with the mounted certificate as its peer certificate.
-func intruderPod(c *v1.EtcdCluster, name, secret string) *corev1.Pod {
+func intruderPod(c *etcdv1alpha1.EtcdCluster, name, secret string) *corev1.Pod {
 	initial := []string{"intruder=https://127.0.0.1:2380"}
 	for _, m := range c.Status.Members {
 		initial = append(initial, m.Name+"="+naming.PeerURL(c.Name, c.Namespace, m.Name, true))
@@ -171,7 +171,7 @@ func TestClientCertificatesRefusedOnPeerPort(t *testing.T) {
 }
 
 // servedSerials is the serial of the certificate each member pod presents on port, by pod name.
-func servedSerials(c *v1.EtcdCluster, port int) (map[string]string, error) {
+func servedSerials(c *etcdv1alpha1.EtcdCluster, port int) (map[string]string, error) {
 	pods := &corev1.PodList{}
 	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
 		return nil, err
@@ -190,7 +190,7 @@ func servedSerials(c *v1.EtcdCluster, port int) (map[string]string, error) {
 	return out, nil
 }
 
-func secretSerial(t *testing.T, c *v1.EtcdCluster, name string) string {
+func secretSerial(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) string {
 	t.Helper()
 	s := &corev1.Secret{}
 	if err := env.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: name}, s); err != nil {
@@ -208,7 +208,7 @@ func secretSerial(t *testing.T, c *v1.EtcdCluster, name string) string {
 }
 
 // waitServed waits until every member serves the certificate of Secret secret on port.
-func waitServed(t *testing.T, c *v1.EtcdCluster, secret string, port int, timeout time.Duration) {
+func waitServed(t *testing.T, c *etcdv1alpha1.EtcdCluster, secret string, port int, timeout time.Duration) {
 	t.Helper()
 	want := secretSerial(t, c, secret)
 	framework.WaitFor(t, fmt.Sprintf("every member serving %s on %d", secret, port), timeout, func() error {
@@ -228,7 +228,7 @@ func waitServed(t *testing.T, c *v1.EtcdCluster, secret string, port int, timeou
 	})
 }
 
-func annotate(t *testing.T, c *v1.EtcdCluster, key, value string) {
+func annotate(t *testing.T, c *etcdv1alpha1.EtcdCluster, key, value string) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
 	if err := env.K8s.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
@@ -277,13 +277,13 @@ func TestCertificateRenewalAndCARotationUnderWrites(t *testing.T) {
 	}
 	start = time.Now()
 	annotate(t, c, naming.AnnotationRotateCA, "1")
-	phases := map[v1.CARotationPhase]bool{}
+	phases := map[etcdv1alpha1.CARotationPhase]bool{}
 	rotatingCA := 0 // polls that saw Progressing=True with reason RotatingCA (a failed step may name itself for a while)
 	framework.WaitFor(t, "CA rotation done", 12*time.Minute, func() error {
 		s := env.Get(t, c).Status
 		if r := s.TLS.CARotation; r != nil {
 			phases[r.Phase] = true
-			if cond := meta.FindStatusCondition(s.Conditions, v1.ConditionProgressing); cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == "RotatingCA" {
+			if cond := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionProgressing); cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == "RotatingCA" {
 				rotatingCA++
 			}
 			return fmt.Errorf("phase %s", r.Phase)

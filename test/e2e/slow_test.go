@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -34,12 +34,12 @@ func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
 	const after = 30 * time.Second
 	ns := env.NewNamespace(t, "e2e-slow-")
 	crashing := env.StartOperator(t, ns, "afterMemberRemove")
-	c := createWith(t, ns, func(c *v1.EtcdCluster) {
-		c.Spec.Maintenance.SlowMemberReplacement = v1.SlowMemberReplacementSpec{Policy: v1.SlowMemberReplace, After: after.String()}
+	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance.SlowMemberReplacement = etcdv1alpha1.SlowMemberReplacementSpec{Policy: etcdv1alpha1.SlowMemberReplace, After: after.String()}
 		// A frozen pod answers its peers' probes late, so the peer round trips rise with it, and
 		// auto-tuning, which may raise the timings before the member is reported slow (it holds
 		// back only after), would restart every member, the frozen one under a new pod.
-		c.Spec.Maintenance.AutoTuning = v1.AutoTuningDisabled
+		c.Spec.Maintenance.AutoTuning = etcdv1alpha1.AutoTuningDisabled
 	})
 	victim, victimIP := follower(t, c)
 	// The writer goes through the other members only. A put sent through the frozen member waits for
@@ -72,7 +72,7 @@ func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
 	// 90 s each while a window holds fewer than 50 fsyncs of some member.
 	framework.WaitFor(t, victim+" reported slow", 4*time.Minute, func() error {
 		cur := env.Get(t, c)
-		cond := meta.FindStatusCondition(cur.Status.Conditions, v1.ConditionDegraded)
+		cond := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		for _, m := range cur.Status.Members {
 			if m.Name == victim && m.SlowSince != nil && cond != nil && cond.Reason == "MemberSlow" {
 				report = cond.Message
@@ -119,7 +119,7 @@ func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
 
 // diskFigures reads every member pod's disk histograms, as the operator does, and describes the window
 // since base (WAL fsync p99 and count per member).
-func diskFigures(t *testing.T, c *v1.EtcdCluster, base map[string]etcdclient.DiskLatency) (map[string]etcdclient.DiskLatency, string) {
+func diskFigures(t *testing.T, c *etcdv1alpha1.EtcdCluster, base map[string]etcdclient.DiskLatency) (map[string]etcdclient.DiskLatency, string) {
 	t.Helper()
 	pods := &corev1.PodList{}
 	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {

@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -42,10 +42,10 @@ func TestFullDatabaseClearedAndFragmentationDefragmented(t *testing.T) {
 	ns := env.NewNamespace(t, "e2e-space-")
 	env.StartOperator(t, ns, "")
 	minFree := resource.MustParse("4Mi")
-	c := createWith(t, ns, func(c *v1.EtcdCluster) {
+	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Etcd.QuotaBackendBytes = 48 << 20
 		c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention = "periodic", "1m"
-		c.Spec.Maintenance.Defragmentation = v1.DefragmentationSpec{MinFreeBytes: &minFree, MinFreePercent: 40}
+		c.Spec.Maintenance.Defragmentation = etcdv1alpha1.DefragmentationSpec{MinFreeBytes: &minFree, MinFreePercent: 40}
 	})
 	cl := env.EtcdClient(t, c)
 	ctx := context.Background()

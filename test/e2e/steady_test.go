@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -37,7 +37,7 @@ func apiState(t *testing.T, ns string) map[string]string {
 		})
 	}
 	rv := func(o client.Object) string { return o.GetResourceVersion() }
-	add("EtcdCluster", &v1.EtcdClusterList{}, rv)
+	add("EtcdCluster", &etcdv1alpha1.EtcdClusterList{}, rv)
 	add("Secret", &corev1.SecretList{}, rv)
 	add("Service", &corev1.ServiceList{}, rv)
 	add("PVC", &corev1.PersistentVolumeClaimList{}, func(o client.Object) string {
@@ -92,7 +92,7 @@ func TestNoSpaceAlarmKeepsMembersHealthy(t *testing.T) {
 	const replaceAfter = 20 * time.Second
 	ns := env.NewNamespace(t, "e2e-nospace-")
 	env.StartOperator(t, ns, "")
-	c := createWith(t, ns, func(c *v1.EtcdCluster) {
+	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Etcd.QuotaBackendBytes = 24 << 20
 		c.Spec.Maintenance.ReplaceFailedMemberAfter = replaceAfter.String()
 	})
@@ -114,7 +114,7 @@ func TestNoSpaceAlarmKeepsMembersHealthy(t *testing.T) {
 		}
 	}
 	framework.WaitFor(t, "Degraded=AlarmRaised", time.Minute, func() error {
-		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionDegraded)
+		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		if cond == nil || cond.Reason != "AlarmRaised" || !strings.Contains(cond.Message, "NOSPACE") {
 			return fmt.Errorf("degraded = %+v", cond)
 		}
@@ -125,7 +125,7 @@ func TestNoSpaceAlarmKeepsMembersHealthy(t *testing.T) {
 	if s.ReadyReplicas != 3 {
 		t.Errorf("ready members = %d under NOSPACE, want 3: %+v", s.ReadyReplicas, s.Members)
 	}
-	if av := meta.FindStatusCondition(s.Conditions, v1.ConditionAvailable); av == nil || av.Status != metav1.ConditionTrue {
+	if av := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionAvailable); av == nil || av.Status != metav1.ConditionTrue {
 		t.Errorf("available = %+v under NOSPACE", av)
 	}
 	if got := memberIDs(t, cl); fmt.Sprint(got) != fmt.Sprint(ids) {

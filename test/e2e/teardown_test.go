@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -41,35 +41,35 @@ func TestNamespaceTeardownNeverHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	c.Spec.Replicas = 1
-	c.Spec.Storage.Size, c.Spec.Storage.RetentionPolicy = resource.MustParse("256Mi"), v1.PVCRetentionRetain
+	c.Spec.Storage.Size, c.Spec.Storage.RetentionPolicy = resource.MustParse("256Mi"), etcdv1alpha1.PVCRetentionRetain
 	if err := env.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	env.WaitConverged(t, c, 1, convergeTimeout)
 	framework.PutKeys(t, env.EtcdClient(t, c), "td/", 1000)
-	var schedules []*v1.EtcdBackupSchedule
-	for _, p := range []v1.SnapshotDeletionPolicy{v1.SnapshotRetain, v1.SnapshotDelete} {
-		s := &v1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(string(p)), Namespace: ns}, Spec: v1.EtcdBackupScheduleSpec{
+	var schedules []*etcdv1alpha1.EtcdBackupSchedule
+	for _, p := range []etcdv1alpha1.SnapshotDeletionPolicy{etcdv1alpha1.SnapshotRetain, etcdv1alpha1.SnapshotDelete} {
+		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(string(p)), Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
 			Schedule: "* * * * *", KeepLast: 3, SnapshotDeletionPolicy: p,
-			Template: v1.EtcdBackupSpec{ClusterName: c.Name, Destination: mio.Destination(bucket, "teardown")},
+			Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: mio.Destination(bucket, "teardown")},
 		}}
 		if err := env.K8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 		schedules = append(schedules, s)
 	}
-	oneOff := waitBackup(t, createBackup(t, ns, "one-off", c.Name, mio.Destination(bucket, "teardown")), v1.BackupSucceeded, 3*time.Minute)
+	oneOff := waitBackup(t, createBackup(t, ns, "one-off", c.Name, mio.Destination(bucket, "teardown")), etcdv1alpha1.BackupSucceeded, 3*time.Minute)
 	framework.WaitFor(t, "a successful backup of each schedule", 3*time.Minute, func() error {
 		for _, s := range schedules {
-			list := &v1.EtcdBackupList{}
+			list := &etcdv1alpha1.EtcdBackupList{}
 			if err := env.K8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{naming.LabelSchedule: s.Name}); err != nil {
 				return err
 			}
 			ok := false
 			for _, b := range list.Items {
-				ok = ok || b.Status.Phase == v1.BackupSucceeded
+				ok = ok || b.Status.Phase == etcdv1alpha1.BackupSucceeded
 			}
 			if !ok {
 				return fmt.Errorf("schedule %s: none of %d backups succeeded yet", s.Name, len(list.Items))
@@ -77,7 +77,7 @@ func TestNamespaceTeardownNeverHangs(t *testing.T) {
 		}
 		return nil
 	})
-	all := &v1.EtcdBackupList{}
+	all := &etcdv1alpha1.EtcdBackupList{}
 	if err := env.K8s.List(ctx, all, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
@@ -103,20 +103,20 @@ func TestNamespaceTeardownNeverHangs(t *testing.T) {
 			return err
 		}
 		var left []string
-		for _, l := range []client.ObjectList{&v1.EtcdBackupScheduleList{}, &v1.EtcdBackupList{}, &v1.EtcdClusterList{}} {
+		for _, l := range []client.ObjectList{&etcdv1alpha1.EtcdBackupScheduleList{}, &etcdv1alpha1.EtcdBackupList{}, &etcdv1alpha1.EtcdClusterList{}} {
 			if err := env.K8s.List(ctx, l, client.InNamespace(ns)); err != nil {
 				return err
 			}
 			switch l := l.(type) {
-			case *v1.EtcdBackupScheduleList:
+			case *etcdv1alpha1.EtcdBackupScheduleList:
 				for _, o := range l.Items {
 					left = append(left, "schedule "+o.Name+fmt.Sprint(o.Finalizers))
 				}
-			case *v1.EtcdBackupList:
+			case *etcdv1alpha1.EtcdBackupList:
 				for _, o := range l.Items {
 					left = append(left, "backup "+o.Name+fmt.Sprint(o.Finalizers))
 				}
-			case *v1.EtcdClusterList:
+			case *etcdv1alpha1.EtcdClusterList:
 				for _, o := range l.Items {
 					left = append(left, "cluster "+o.Name+fmt.Sprint(o.Finalizers))
 				}

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -32,7 +32,7 @@ func TestAutoTuningSnapshotCountFromWriteRate(t *testing.T) {
 	start := time.Now()
 	c := newCluster(t, "")
 	t.Logf("cluster converged: %s", time.Since(start).Round(time.Second))
-	if got := tunedValue(env.Get(t, c), v1.TunableSnapshotCount); got.Source != v1.TuningSourceDefault || got.Value != "10000" {
+	if got := tunedValue(env.Get(t, c), etcdv1alpha1.TunableSnapshotCount); got.Source != etcdv1alpha1.TuningSourceDefault || got.Value != "10000" {
 		t.Fatalf("before any writes: snapshotCount %+v, want the default 10000", got)
 	}
 	cl := env.EtcdClient(t, c)
@@ -60,10 +60,10 @@ func TestAutoTuningSnapshotCountFromWriteRate(t *testing.T) {
 		mu.Unlock()
 	})
 
-	var tuned v1.TunedValue
+	var tuned etcdv1alpha1.TunedValue
 	framework.WaitFor(t, "snapshotCount tuned from the write rate", 4*time.Minute, func() error {
-		tuned = tunedValue(env.Get(t, c), v1.TunableSnapshotCount)
-		if tuned.Source != v1.TuningSourceTuned {
+		tuned = tunedValue(env.Get(t, c), etcdv1alpha1.TunableSnapshotCount)
+		if tuned.Source != etcdv1alpha1.TuningSourceTuned {
 			return fmt.Errorf("snapshotCount %+v", tuned)
 		}
 		return nil
@@ -95,23 +95,23 @@ func TestAutoTuningSnapshotCountFromWriteRate(t *testing.T) {
 		t.Errorf("only %d healthy voting members at one point; a tuning roll keeps quorum", fewestReady)
 	}
 	requireEvent(t, c, "auto-tuning snapshotCount 10000 -> "+tuned.Value)
-	if got := tunedValue(env.Get(t, c), v1.TunableHeartbeatInterval); got.Source != v1.TuningSourceDefault || got.Value != "100" {
+	if got := tunedValue(env.Get(t, c), etcdv1alpha1.TunableHeartbeatInterval); got.Source != etcdv1alpha1.TuningSourceDefault || got.Value != "100" {
 		t.Errorf("heartbeat %+v: the local network's round trips are far under 100 ms, so the default stays", got)
 	}
 	t.Logf("test done in %s", time.Since(start).Round(time.Second))
 }
 
-func tunedValue(c *v1.EtcdCluster, name string) v1.TunedValue {
+func tunedValue(c *etcdv1alpha1.EtcdCluster, name string) etcdv1alpha1.TunedValue {
 	for _, v := range c.Status.Tuning.Values {
 		if v.Name == name {
 			return v
 		}
 	}
-	return v1.TunedValue{}
+	return etcdv1alpha1.TunedValue{}
 }
 
 // membersDown counts the members of c (named in uids) whose pod is missing, going away or not ready.
-func membersDown(c *v1.EtcdCluster, uids map[string]string) (int, error) {
+func membersDown(c *etcdv1alpha1.EtcdCluster, uids map[string]string) (int, error) {
 	pods := &corev1.PodList{}
 	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
 		return 0, err
@@ -131,7 +131,7 @@ func membersDown(c *v1.EtcdCluster, uids map[string]string) (int, error) {
 }
 
 // membersRunWith fails unless every member's pod was replaced since uids and runs etcd with flag.
-func membersRunWith(c *v1.EtcdCluster, uids map[string]string, flag string) error {
+func membersRunWith(c *etcdv1alpha1.EtcdCluster, uids map[string]string, flag string) error {
 	pods := &corev1.PodList{}
 	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
 		return err

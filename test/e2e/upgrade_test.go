@@ -18,12 +18,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
-func setVersion(t *testing.T, c *v1.EtcdCluster, version string) {
+func setVersion(t *testing.T, c *etcdv1alpha1.EtcdCluster, version string) {
 	t.Helper()
 	patch := []byte(fmt.Sprintf(`{"spec":{"version":%q}}`, version))
 	if err := env.K8s.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
@@ -33,7 +33,7 @@ func setVersion(t *testing.T, c *v1.EtcdCluster, version string) {
 
 // waitAllAt waits until every member reports version and is healthy; during, when set, looks at
 // every status seen on the way.
-func waitAllAt(t *testing.T, c *v1.EtcdCluster, version string, timeout time.Duration, during func(v1.EtcdClusterStatus)) {
+func waitAllAt(t *testing.T, c *etcdv1alpha1.EtcdCluster, version string, timeout time.Duration, during func(etcdv1alpha1.EtcdClusterStatus)) {
 	t.Helper()
 	framework.WaitFor(t, "every member at "+version, timeout, func() error {
 		s := env.Get(t, c).Status
@@ -53,7 +53,7 @@ func waitAllAt(t *testing.T, c *v1.EtcdCluster, version string, timeout time.Dur
 }
 
 // sameDataEverywhere compares HashKV of every member at the same revision.
-func sameDataEverywhere(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
+func sameDataEverywhere(t *testing.T, cl *clientv3.Client, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
 	sameDataAt(t, cl, env.PodEndpoints(t, c))
 }
@@ -143,7 +143,7 @@ func leaderName(t *testing.T, cl *clientv3.Client) string {
 // watchRestarts records, every 250 ms, the order in which the member pods of c are replaced (a pod
 // of the same name with a UID other than the one in uids); the returned func stops it and gives the
 // order. A restart waits for the previous member to be Ready again, far longer than a poll.
-func watchRestarts(c *v1.EtcdCluster, uids map[string]string) func() []string {
+func watchRestarts(c *etcdv1alpha1.EtcdCluster, uids map[string]string) func() []string {
 	var mu sync.Mutex
 	var order []string
 	stop := framework.Every(250*time.Millisecond, func() {
@@ -168,7 +168,7 @@ func watchRestarts(c *v1.EtcdCluster, uids map[string]string) func() []string {
 }
 
 // requireEvent fails unless an event of c says something containing text.
-func requireEvent(t *testing.T, c *v1.EtcdCluster, text string) {
+func requireEvent(t *testing.T, c *etcdv1alpha1.EtcdCluster, text string) {
 	t.Helper()
 	evs := &corev1.EventList{}
 	if err := env.K8s.List(context.Background(), evs, client.InNamespace(c.Namespace)); err != nil {
@@ -184,7 +184,7 @@ func requireEvent(t *testing.T, c *v1.EtcdCluster, text string) {
 }
 
 // raftTerm is the highest raft term any member reports: it grows by one per leader election.
-func raftTerm(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) uint64 {
+func raftTerm(t *testing.T, cl *clientv3.Client, c *etcdv1alpha1.EtcdCluster) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -198,7 +198,7 @@ func raftTerm(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) uint64 {
 }
 
 // followPods keeps cl pointed at the member pods of c while they are replaced.
-func followPods(cl *clientv3.Client, c *v1.EtcdCluster) (stop func()) {
+func followPods(cl *clientv3.Client, c *etcdv1alpha1.EtcdCluster) (stop func()) {
 	return framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })
 }
 
@@ -206,7 +206,7 @@ func followPods(cl *clientv3.Client, c *v1.EtcdCluster) (stop func()) {
 // retries failed puts, and checks what the issue asks of every version change: every member at the
 // target, no acknowledged write lost, at most one leader election per member restart, and the same
 // data on every member (HashKV).
-func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, during func(s v1.EtcdClusterStatus)) *v1.EtcdCluster {
+func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, during func(s etcdv1alpha1.EtcdClusterStatus)) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	c := newCluster(t, from)
 	cl := env.EtcdClient(t, c)
@@ -217,7 +217,7 @@ func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, durin
 
 	w.FaultBegins()
 	setVersion(t, c, to)
-	waitAllAt(t, c, to, 10*time.Minute, func(s v1.EtcdClusterStatus) {
+	waitAllAt(t, c, to, 10*time.Minute, func(s etcdv1alpha1.EtcdClusterStatus) {
 		if during != nil {
 			during(s)
 		}
@@ -248,7 +248,7 @@ func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, durin
 func TestUpgrade35To37StepsThrough36(t *testing.T) {
 	t.Parallel()
 	seen36, sawBarrier := false, false
-	c := versionChangeUnderWrites(t, "3.5.35", "3.7.3", 6, func(s v1.EtcdClusterStatus) {
+	c := versionChangeUnderWrites(t, "3.5.35", "3.7.3", 6, func(s etcdv1alpha1.EtcdClusterStatus) {
 		if s.CurrentVersion == "3.6.16" {
 			seen36 = true
 		}
@@ -280,7 +280,7 @@ func TestFailedUpgradeIsRolledBack(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-")
 	env.StartOperator(t, ns, "", "RELATED_IMAGE_ETCD_V3_7_3=localhost/etcd:does-not-exist")
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}, Spec: v1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}}
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
 	c.Spec.Maintenance.UpgradeTimeout = "30s"
 	if err := env.K8s.Create(context.Background(), c); err != nil {
@@ -294,7 +294,7 @@ func TestFailedUpgradeIsRolledBack(t *testing.T) {
 	setVersion(t, c, "3.7.3")
 	framework.WaitFor(t, "the failed step is reported and rolled back", 4*time.Minute, func() error {
 		s := env.Get(t, c).Status
-		d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
+		d := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionDegraded)
 		if s.UpgradeBlocked == nil || d == nil || d.Status != metav1.ConditionTrue || d.Reason != "UpgradeFailed" {
 			return fmt.Errorf("blocked %+v, Degraded %+v", s.UpgradeBlocked, d)
 		}
@@ -327,7 +327,7 @@ func TestFailedUpgradeIsRolledBack(t *testing.T) {
 	setVersion(t, c, "3.6.16")
 	framework.WaitFor(t, "the block is cleared", time.Minute, func() error {
 		s := env.Get(t, c).Status
-		d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
+		d := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionDegraded)
 		if s.UpgradeBlocked != nil || d == nil || d.Status != metav1.ConditionFalse {
 			return fmt.Errorf("blocked %+v, Degraded %+v", s.UpgradeBlocked, d)
 		}

@@ -24,7 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -117,11 +117,11 @@ func TestUserProvidedCertificatesRenewedUnderWrites(t *testing.T) {
 	}
 	issueAll(6 * time.Hour)
 
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	c.Spec.Replicas = 3
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
-	c.Spec.TLS = v1.TLSSpec{Client: v1.TLSUserProvided, Peer: v1.TLSUserProvided,
-		Secrets: &v1.TLSSecrets{Server: "user-server", OperatorClient: "user-operator", Peer: "user-peer"}}
+	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSUserProvided, Peer: etcdv1alpha1.TLSUserProvided,
+		Secrets: &etcdv1alpha1.TLSSecrets{Server: "user-server", OperatorClient: "user-operator", Peer: "user-peer"}}
 	// TLS alone must refuse a client certificate on the peer port (below): without the NetworkPolicy,
 	// which would reset the connection first.
 	c.Spec.NetworkPolicy.Enabled = ptr.To(false)

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -31,7 +31,7 @@ import (
 const expandableClass = "csi-hostpath-expandable"
 
 // claims lists the member claims of c.
-func claims(c *v1.EtcdCluster) ([]corev1.PersistentVolumeClaim, error) {
+func claims(c *etcdv1alpha1.EtcdCluster) ([]corev1.PersistentVolumeClaim, error) {
 	pvcs := &corev1.PersistentVolumeClaimList{}
 	if err := env.K8s.List(context.Background(), pvcs, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func claims(c *v1.EtcdCluster) ([]corev1.PersistentVolumeClaim, error) {
 }
 
 // claimSizes maps each member claim of c to the size it asks for.
-func claimSizes(c *v1.EtcdCluster) (map[string]string, error) {
+func claimSizes(c *etcdv1alpha1.EtcdCluster) (map[string]string, error) {
 	items, err := claims(c)
 	if err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func claimSizes(c *v1.EtcdCluster) (map[string]string, error) {
 }
 
 // grownOnline says why not every member claim of c has reached size with its file system grown.
-func grownOnline(c *v1.EtcdCluster, size resource.Quantity) error {
+func grownOnline(c *etcdv1alpha1.EtcdCluster, size resource.Quantity) error {
 	items, err := claims(c)
 	if err != nil {
 		return err
@@ -76,7 +76,7 @@ func grownOnline(c *v1.EtcdCluster, size resource.Quantity) error {
 	return nil
 }
 
-func growTo(t *testing.T, c *v1.EtcdCluster, size string) {
+func growTo(t *testing.T, c *etcdv1alpha1.EtcdCluster, size string) {
 	t.Helper()
 	patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"storage":{"size":%q}}}`, size)))
 	if err := env.K8s.Patch(context.Background(), env.Get(t, c), patch); err != nil {
@@ -102,19 +102,19 @@ func TestVolumeGrowth(t *testing.T) {
 		t.Fatalf("StorageClass %s (hack/cluster/up.sh makes it): %v", expandableClass, err)
 	}
 
-	fixed := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "fixed", Namespace: ns}}
+	fixed := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "fixed", Namespace: ns}}
 	fixed.Spec.Replicas = 1
 	fixed.Spec.Storage.Size = resource.MustParse("256Mi")
 	if err := env.K8s.Create(ctx, fixed); err != nil {
 		t.Fatal(err)
 	}
 	class := expandableClass
-	c := createWith(t, ns, func(c *v1.EtcdCluster) { c.Spec.Storage.StorageClassName = &class })
+	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = &class })
 	env.WaitConverged(t, fixed, 1, convergeTimeout)
 
 	growTo(t, fixed, "512Mi")
 	framework.WaitFor(t, "the growth on local-path refused with a reason", time.Minute, func() error {
-		d := meta.FindStatusCondition(env.Get(t, fixed).Status.Conditions, v1.ConditionDegraded)
+		d := meta.FindStatusCondition(env.Get(t, fixed).Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		if d == nil || d.Reason != "VolumeExpansionUnsupported" || !strings.Contains(d.Message, "StorageClass local-path does not allow volume expansion") {
 			return fmt.Errorf("Degraded = %+v", d)
 		}
@@ -136,13 +136,13 @@ func TestVolumeGrowth(t *testing.T) {
 	var mu sync.Mutex
 	reasons, minReady := map[string]bool{}, int32(3)
 	sample := framework.Every(250*time.Millisecond, func() {
-		got := &v1.EtcdCluster{}
+		got := &etcdv1alpha1.EtcdCluster{}
 		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if p := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionProgressing); p != nil && p.Status == metav1.ConditionTrue {
+		if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && p.Status == metav1.ConditionTrue {
 			reasons[p.Reason+": "+p.Message] = true
 		}
 		minReady = min(minReady, got.Status.ReadyReplicas)
@@ -197,7 +197,7 @@ func TestVolumeGrowth(t *testing.T) {
 		return nil
 	})
 	framework.WaitFor(t, "Progressing no longer ExpandingVolumes", time.Minute, func() error {
-		if p := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, v1.ConditionProgressing); p != nil && p.Reason == "ExpandingVolumes" {
+		if p := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && p.Reason == "ExpandingVolumes" {
 			return fmt.Errorf("Progressing = %+v", p)
 		}
 		return nil

@@ -34,7 +34,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -70,7 +70,7 @@ func Connect(repoRoot string) (*Env, error) {
 	e.Config = cfg
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1.AddToScheme(scheme)
+	_ = etcdv1alpha1.AddToScheme(scheme)
 	_ = apiextensionsv1.AddToScheme(scheme)
 	if e.K8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
@@ -317,12 +317,12 @@ func (e *Env) NewNamespace(t *testing.T, prefix string) string {
 		// The test's operator has stopped by now; release its finalizers so the namespace can go.
 		ctx := context.Background()
 		release := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
-		list := &v1.EtcdClusterList{}
+		list := &etcdv1alpha1.EtcdClusterList{}
 		_ = e.K8s.List(ctx, list, client.InNamespace(ns.Name))
 		for i := range list.Items {
 			_ = e.K8s.Patch(ctx, &list.Items[i], release)
 		}
-		backups := &v1.EtcdBackupList{} // scheduled backups hold their snapshot's finalizer
+		backups := &etcdv1alpha1.EtcdBackupList{} // scheduled backups hold their snapshot's finalizer
 		_ = e.K8s.List(ctx, backups, client.InNamespace(ns.Name))
 		for i := range backups.Items {
 			_ = e.K8s.Patch(ctx, &backups.Items[i], release)
@@ -332,9 +332,9 @@ func (e *Env) NewNamespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-func (e *Env) CreateCluster(t *testing.T, ns string, replicas int32, version string) *v1.EtcdCluster {
+func (e *Env) CreateCluster(t *testing.T, ns string, replicas int32, version string) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	c := &v1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	c.Spec.Replicas, c.Spec.Version = replicas, version
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
 	if err := e.K8s.Create(context.Background(), c); err != nil {
@@ -343,16 +343,16 @@ func (e *Env) CreateCluster(t *testing.T, ns string, replicas int32, version str
 	return c
 }
 
-func (e *Env) Get(t *testing.T, c *v1.EtcdCluster) *v1.EtcdCluster {
+func (e *Env) Get(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	out := &v1.EtcdCluster{}
+	out := &etcdv1alpha1.EtcdCluster{}
 	if err := e.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), out); err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
 
-func (e *Env) SetReplicas(t *testing.T, c *v1.EtcdCluster, n int32) {
+func (e *Env) SetReplicas(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32) {
 	t.Helper()
 	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
 	if err := e.K8s.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
@@ -378,7 +378,7 @@ func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() error
 // Available promises that a client of the published endpoint gets an answer, so right after it,
 // with no retry loop of the test's own, a read through the client Service must succeed: every
 // creation in the suites waits here, and so checks that promise.
-func (e *Env) WaitConverged(t *testing.T, c *v1.EtcdCluster, n int32, timeout time.Duration) {
+func (e *Env) WaitConverged(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32, timeout time.Duration) {
 	t.Helper()
 	WaitFor(t, fmt.Sprintf("%s converged at %d members", c.Name, n), timeout, func() error { return e.Converged(c, n) })
 	if err := e.ClientServiceAnswers(c); err != nil {
@@ -390,14 +390,14 @@ func (e *Env) WaitConverged(t *testing.T, c *v1.EtcdCluster, n int32, timeout ti
 // host reaches through kube-proxy as a pod would), with the client certificate the operator
 // publishes in status.endpoints.clientSecret, or in plain text when client TLS is disabled. Clusters
 // with user-provided client TLS are skipped: the test holds their client certificates, not the framework.
-func (e *Env) ClientServiceAnswers(c *v1.EtcdCluster) error {
+func (e *Env) ClientServiceAnswers(c *etcdv1alpha1.EtcdCluster) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cur := &v1.EtcdCluster{}
+	cur := &etcdv1alpha1.EtcdCluster{}
 	if err := e.K8s.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
 		return err
 	}
-	if cur.Spec.TLS.Client == v1.TLSUserProvided {
+	if cur.Spec.TLS.Client == etcdv1alpha1.TLSUserProvided {
 		return nil
 	}
 	svc := &corev1.Service{}
@@ -408,7 +408,7 @@ func (e *Env) ClientServiceAnswers(c *v1.EtcdCluster) error {
 		return fmt.Errorf("client Service %s has no ClusterIP", svc.Name)
 	}
 	cfg := clientv3.Config{DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
-	secure := cur.Spec.TLS.Client != v1.TLSDisabled
+	secure := cur.Spec.TLS.Client != etcdv1alpha1.TLSDisabled
 	cfg.Endpoints = []string{naming.EndpointForIP(svc.Spec.ClusterIP, secure)}
 	if secure {
 		sec := &corev1.Secret{}
@@ -435,14 +435,14 @@ func (e *Env) ClientServiceAnswers(c *v1.EtcdCluster) error {
 }
 
 // Converged says why the cluster is not (yet) converged at n members, or nil.
-func (e *Env) Converged(c *v1.EtcdCluster, n int32) error {
-	cur := &v1.EtcdCluster{}
+func (e *Env) Converged(c *etcdv1alpha1.EtcdCluster, n int32) error {
+	cur := &etcdv1alpha1.EtcdCluster{}
 	if err := e.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), cur); err != nil {
 		return err
 	}
 	s := cur.Status
-	av := meta.FindStatusCondition(s.Conditions, v1.ConditionAvailable)
-	pr := meta.FindStatusCondition(s.Conditions, v1.ConditionProgressing)
+	av := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionAvailable)
+	pr := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionProgressing)
 	if av == nil || av.Status != metav1.ConditionTrue || pr == nil || pr.Status != metav1.ConditionFalse ||
 		s.ReadyReplicas != n || s.Replicas != n || len(s.Members) != int(n) || s.PendingOperation != nil {
 		return fmt.Errorf("phase=%s ready=%d/%d members=%d available=%v progressing=%v", s.Phase, s.ReadyReplicas, s.Replicas, len(s.Members), av, pr)
@@ -452,7 +452,7 @@ func (e *Env) Converged(c *v1.EtcdCluster, n int32) error {
 
 // EtcdClient dials the cluster from the host through pod IPs with the user client certificate
 // the operator publishes in status.endpoints.clientSecret.
-func (e *Env) EtcdClient(t *testing.T, c *v1.EtcdCluster) *clientv3.Client {
+func (e *Env) EtcdClient(t *testing.T, c *etcdv1alpha1.EtcdCluster) *clientv3.Client {
 	t.Helper()
 	ctx := context.Background()
 	cur := e.Get(t, c)
@@ -479,7 +479,7 @@ func (e *Env) EtcdClient(t *testing.T, c *v1.EtcdCluster) *clientv3.Client {
 	return cl
 }
 
-func (e *Env) PodEndpoints(t *testing.T, c *v1.EtcdCluster) []string {
+func (e *Env) PodEndpoints(t *testing.T, c *etcdv1alpha1.EtcdCluster) []string {
 	eps, err := e.CurrentEndpoints(c)
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +488,7 @@ func (e *Env) PodEndpoints(t *testing.T, c *v1.EtcdCluster) []string {
 }
 
 // CurrentEndpoints are the client URLs of the member pods that have an IP and are not going away.
-func (e *Env) CurrentEndpoints(c *v1.EtcdCluster) ([]string, error) {
+func (e *Env) CurrentEndpoints(c *etcdv1alpha1.EtcdCluster) ([]string, error) {
 	pods := &corev1.PodList{}
 	if err := e.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
 		return nil, err
@@ -533,7 +533,7 @@ func Every(period time.Duration, fn func()) (stop func()) {
 
 // StopWriter lets a cluster that just converged settle, stops w and its endpoint follower, and points
 // cl at the current pods for the checks that follow.
-func (e *Env) StopWriter(t *testing.T, w *Writer, stopFollowing func(), cl *clientv3.Client, c *v1.EtcdCluster) (acked []string, failed int) {
+func (e *Env) StopWriter(t *testing.T, w *Writer, stopFollowing func(), cl *clientv3.Client, c *etcdv1alpha1.EtcdCluster) (acked []string, failed int) {
 	t.Helper()
 	w.FaultEnds()
 	time.Sleep(2 * time.Second)
@@ -544,11 +544,11 @@ func (e *Env) StopWriter(t *testing.T, w *Writer, stopFollowing func(), cl *clie
 }
 
 // RefreshEndpoints points cl at the current member pods (IPs change when pods are replaced).
-func (e *Env) RefreshEndpoints(t *testing.T, cl *clientv3.Client, c *v1.EtcdCluster) {
+func (e *Env) RefreshEndpoints(t *testing.T, cl *clientv3.Client, c *etcdv1alpha1.EtcdCluster) {
 	cl.SetEndpoints(e.PodEndpoints(t, c)...)
 }
 
-func (e *Env) MemberPodUIDs(t *testing.T, c *v1.EtcdCluster) map[string]string {
+func (e *Env) MemberPodUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	pods := &corev1.PodList{}
 	if err := e.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/miniotest"
 )
 
@@ -71,8 +71,8 @@ func (e *Env) DeployMinIO(t *testing.T, ns, bucket string) *MinIO {
 }
 
 // Destination is an S3 backup destination in m's bucket under prefix, with m's credentials.
-func (m *MinIO) Destination(bucket, prefix string) v1.BackupDestination {
-	return v1.BackupDestination{S3: &v1.S3Destination{Bucket: bucket, Prefix: prefix, Endpoint: m.Endpoint, Region: "us-east-1", ForcePathStyle: true, CredentialsSecret: m.Secret}}
+func (m *MinIO) Destination(bucket, prefix string) etcdv1alpha1.BackupDestination {
+	return etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: bucket, Prefix: prefix, Endpoint: m.Endpoint, Region: "us-east-1", ForcePathStyle: true, CredentialsSecret: m.Secret}}
 }
 
 // Keys lists the object keys under prefix.

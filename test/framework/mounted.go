@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
@@ -25,7 +25,7 @@ import (
 // MountedSecretClient is an etcd client of c that behaves like a pod mounting the user client Secret:
 // each new TLS handshake uses the certificate and trusts the ca.crt the Secret holds at that moment
 // (re-read every second), as a kubelet-updated volume would provide; established connections are kept.
-func (e *Env) MountedSecretClient(t *testing.T, c *v1.EtcdCluster) *clientv3.Client {
+func (e *Env) MountedSecretClient(t *testing.T, c *etcdv1alpha1.EtcdCluster) *clientv3.Client {
 	t.Helper()
 	var mu sync.Mutex
 	var cert tls.Certificate

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 )
 
@@ -30,7 +30,7 @@ type Availability struct {
 }
 
 // WatchAvailable starts sampling c's Available condition.
-func (e *Env) WatchAvailable(c *v1.EtcdCluster) *Availability {
+func (e *Env) WatchAvailable(c *etcdv1alpha1.EtcdCluster) *Availability {
 	a := &Availability{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
@@ -42,11 +42,11 @@ func (e *Env) WatchAvailable(c *v1.EtcdCluster) *Availability {
 				return
 			case <-tick.C:
 			}
-			cur := &v1.EtcdCluster{}
+			cur := &etcdv1alpha1.EtcdCluster{}
 			if err := e.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), cur); err != nil {
 				continue
 			}
-			if cond := meta.FindStatusCondition(cur.Status.Conditions, v1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionTrue {
+			if cond := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionTrue {
 				a.mu.Lock()
 				a.lost = append(a.lost, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), cond))
 				a.mu.Unlock()
@@ -67,7 +67,7 @@ func (a *Availability) Finish() []string {
 
 // SetPaused sets spec.maintenance.paused and waits until the operator has observed that
 // generation (and, when pausing, reports the Paused phase).
-func (e *Env) SetPaused(t *testing.T, c *v1.EtcdCluster, paused bool, timeout time.Duration) {
+func (e *Env) SetPaused(t *testing.T, c *etcdv1alpha1.EtcdCluster, paused bool, timeout time.Duration) {
 	t.Helper()
 	patch := []byte(fmt.Sprintf(`{"spec":{"maintenance":{"paused":%v}}}`, paused))
 	if err := e.K8s.Patch(context.Background(), e.Get(t, c), client.RawPatch("application/merge-patch+json", patch)); err != nil {
@@ -75,7 +75,7 @@ func (e *Env) SetPaused(t *testing.T, c *v1.EtcdCluster, paused bool, timeout ti
 	}
 	WaitFor(t, fmt.Sprintf("paused=%v observed", paused), timeout, func() error {
 		got := e.Get(t, c)
-		if got.Status.ObservedGeneration != got.Generation || paused != (got.Status.Phase == v1.PhasePaused) {
+		if got.Status.ObservedGeneration != got.Generation || paused != (got.Status.Phase == etcdv1alpha1.PhasePaused) {
 			return fmt.Errorf("observed generation %d of %d, phase %s", got.Status.ObservedGeneration, got.Generation, got.Status.Phase)
 		}
 		return nil
@@ -83,7 +83,7 @@ func (e *Env) SetPaused(t *testing.T, c *v1.EtcdCluster, paused bool, timeout ti
 }
 
 // Untouched fails unless no operator has acted on c: no status, no finalizer, no member pods.
-func (e *Env) Untouched(t *testing.T, c *v1.EtcdCluster) {
+func (e *Env) Untouched(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
 	got := e.Get(t, c)
 	pods := &corev1.PodList{}

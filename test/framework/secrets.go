@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
@@ -73,7 +73,7 @@ func (e *Env) secretHaystacks(ctx context.Context, ns, operatorLog string) (map[
 			return nil, err
 		}
 	}
-	clusters, backups, schedules := &v1.EtcdClusterList{}, &v1.EtcdBackupList{}, &v1.EtcdBackupScheduleList{}
+	clusters, backups, schedules := &etcdv1alpha1.EtcdClusterList{}, &etcdv1alpha1.EtcdBackupList{}, &etcdv1alpha1.EtcdBackupScheduleList{}
 	for _, l := range []client.ObjectList{clusters, backups, schedules} {
 		if err := e.K8s.List(ctx, l, in); err != nil {
 			return nil, err

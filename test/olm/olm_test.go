@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -269,7 +269,7 @@ func waitCSVReplaced(t *testing.T, ns, csv string) {
 }
 
 // newCluster creates an EtcdCluster named "etcd" in ns.
-func newCluster(t *testing.T, ns string, replicas int32) *v1.EtcdCluster {
+func newCluster(t *testing.T, ns string, replicas int32) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	return env.CreateCluster(t, ns, replicas, "3.6.16")
 }
@@ -294,7 +294,7 @@ func checkScoped(t *testing.T, opNS string, targets []string) {
 	outside := env.NewNamespace(t, "olm-outside-")
 	install(t, subscription{ns: opNS, targets: targets})
 	waitCSV(t, opNS, currentCSV)
-	var clusters []*v1.EtcdCluster
+	var clusters []*etcdv1alpha1.EtcdCluster
 	for _, ns := range targets {
 		clusters = append(clusters, newCluster(t, ns, 1))
 	}
@@ -388,7 +388,7 @@ func TestInstallModes(t *testing.T) {
 func waitNoForeignClusters(t *testing.T, timeout time.Duration) {
 	t.Helper()
 	framework.WaitFor(t, "no EtcdCluster of other tests on the cluster", timeout, func() error {
-		list := &v1.EtcdClusterList{}
+		list := &etcdv1alpha1.EtcdClusterList{}
 		if err := env.K8s.List(context.Background(), list); err != nil {
 			return err
 		}
@@ -509,7 +509,7 @@ func testUpgradeHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.WaitFor(t, "the version change under way", clusterTimeout, func() error {
-		if !meta.IsStatusConditionTrue(env.Get(t, c).Status.Conditions, v1.ConditionUpgrading) {
+		if !meta.IsStatusConditionTrue(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionUpgrading) {
 			return fmt.Errorf("Upgrading is not True")
 		}
 		return nil

@@ -31,7 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -114,7 +114,7 @@ func removeOtherInstalls(ctx context.Context) error {
 	}
 	release := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
 	for _, kind := range []string{"EtcdClusterList", "EtcdBackupList", "EtcdBackupScheduleList"} {
-		l := listOf(v1.GroupVersion.WithKind(kind))
+		l := listOf(etcdv1alpha1.GroupVersion.WithKind(kind))
 		if err := env.K8s.List(ctx, l); err != nil {
 			continue // no CRD
 		}
@@ -335,7 +335,7 @@ func crdsKept(t *testing.T) {
 func TestOLMv1(t *testing.T) {
 	// The cluster lives through every case: upgraded under, left without an operator, adopted again.
 	clusterNS := env.NewNamespace(t, "olmv1-")
-	var c *v1.EtcdCluster
+	var c *etcdv1alpha1.EtcdCluster
 
 	if !t.Run("AllNamespaces, upgraded twice through the catalog, uninstalled with the cluster serving", func(t *testing.T) {
 		apply(t, extension{version: previous, noCRDUpgradeCheck: true})

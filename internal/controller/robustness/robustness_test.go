@@ -12,14 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/controller"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 func object(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1.GroupVersion.String(), "kind": kind,
+		"apiVersion": etcdv1alpha1.GroupVersion.String(), "kind": kind,
 		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec,
 	}}
 }
@@ -32,7 +32,7 @@ func loosenCRDs(t *testing.T) (restore func()) {
 	var originals []*apiextensionsv1.CustomResourceDefinition
 	for _, plural := range []string{"etcdclusters", "etcdbackups", "etcdbackupschedules"} {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := k8s.Get(ctx, client.ObjectKey{Name: plural + "." + v1.GroupVersion.Group}, crd); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Name: plural + "." + etcdv1alpha1.GroupVersion.Group}, crd); err != nil {
 			t.Fatal(err)
 		}
 		originals = append(originals, crd.DeepCopy())
@@ -87,10 +87,10 @@ func TestStoredObjectsTheOperatorCannotReadNeverStopIt(t *testing.T) {
 		cond  string // the condition that carries InvalidSpec; "" when the API server refuses every write
 	}
 	bads := []bad{
-		{object("EtcdCluster", ns, "bad-size", map[string]any{"replicas": int64(1), "version": "3.6.16", "storage": map[string]any{"size": "lots"}}), "spec.storage.size", v1.ConditionDegraded},
-		{object("EtcdCluster", ns, "bad-heartbeat", map[string]any{"replicas": int64(1), "version": "3.6.16", "etcd": map[string]any{"heartbeatIntervalMillis": int64(1_000_000_000_000)}}), "spec.etcd.heartbeatIntervalMillis", v1.ConditionDegraded},
-		{object("EtcdCluster", ns, "bad-timeout", map[string]any{"replicas": int64(1), "version": "3.6.16", "maintenance": map[string]any{"upgradeTimeout": "forever"}}), "spec.maintenance.upgradeTimeout", v1.ConditionDegraded},
-		{object("EtcdBackup", ns, "bad-nodest", map[string]any{"clusterName": "good", "destination": map[string]any{}}), "spec.destination", v1.BackupConditionFailed},
+		{object("EtcdCluster", ns, "bad-size", map[string]any{"replicas": int64(1), "version": "3.6.16", "storage": map[string]any{"size": "lots"}}), "spec.storage.size", etcdv1alpha1.ConditionDegraded},
+		{object("EtcdCluster", ns, "bad-heartbeat", map[string]any{"replicas": int64(1), "version": "3.6.16", "etcd": map[string]any{"heartbeatIntervalMillis": int64(1_000_000_000_000)}}), "spec.etcd.heartbeatIntervalMillis", etcdv1alpha1.ConditionDegraded},
+		{object("EtcdCluster", ns, "bad-timeout", map[string]any{"replicas": int64(1), "version": "3.6.16", "maintenance": map[string]any{"upgradeTimeout": "forever"}}), "spec.maintenance.upgradeTimeout", etcdv1alpha1.ConditionDegraded},
+		{object("EtcdBackup", ns, "bad-nodest", map[string]any{"clusterName": "good", "destination": map[string]any{}}), "spec.destination", etcdv1alpha1.BackupConditionFailed},
 		// A value of the wrong JSON type under a transition rule (a backup's spec is immutable):
 		// the API server cannot evaluate the rule, so it refuses any write to the object, status
 		// included; the event is all the operator can leave.
@@ -126,7 +126,7 @@ func TestStoredObjectsTheOperatorCannotReadNeverStopIt(t *testing.T) {
 	if err := k8s.Create(ctx, late); err != nil {
 		t.Fatal(err)
 	}
-	want := map[*unstructured.Unstructured]string{good[0]: v1.ConditionProgressing, good[1]: v1.BackupConditionComplete, good[2]: controller.ConditionScheduled, late: controller.ConditionScheduled}
+	want := map[*unstructured.Unstructured]string{good[0]: etcdv1alpha1.ConditionProgressing, good[1]: etcdv1alpha1.BackupConditionComplete, good[2]: controller.ConditionScheduled, late: controller.ConditionScheduled}
 	for o, typ := range want {
 		eventually(t, 30*time.Second, o.GetName()+" reconciled", func() error {
 			conds, err := conditions(t, o)

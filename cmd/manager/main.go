@@ -43,14 +43,18 @@ func main() {
 	}
 }
 
-// defaultOperatorImage is this release's image; OPERATOR_IMAGE overrides it (a development build).
+// defaultOperatorImage is this release's image, for a manager started without either variable below.
 const defaultOperatorImage = "ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0"
 
-// operatorImage runs the backup Jobs and the restore init containers: the operator's own image,
-// which holds the worker binary (cmd/worker) beside the manager.
+// operatorImage runs the backup Jobs and the restore and peer-wait init containers: the operator's
+// own image, which holds the worker binary (cmd/worker) beside the manager. OPERATOR_IMAGE (a
+// development build) comes first; then RELATED_IMAGE_OPERATOR, which the CSV sets to the image it
+// lists in relatedImages, so a digest pinned there (a mirrored, disconnected install) reaches the pods.
 func operatorImage() string {
-	if img := strings.TrimSpace(os.Getenv("OPERATOR_IMAGE")); img != "" {
-		return img
+	for _, env := range []string{"OPERATOR_IMAGE", "RELATED_IMAGE_OPERATOR"} {
+		if img := strings.TrimSpace(os.Getenv(env)); img != "" {
+			return img
+		}
 	}
 	return defaultOperatorImage
 }

@@ -50,3 +50,23 @@ func TestDefaultOperatorImageFollowsVersion(t *testing.T) {
 		t.Fatalf("defaultOperatorImage = %s, want %s", defaultOperatorImage, want)
 	}
 }
+
+// The CSV's RELATED_IMAGE_OPERATOR (a digest when mirrored) reaches the pods the operator creates;
+// OPERATOR_IMAGE, a development override, still wins.
+func TestOperatorImageFromTheCSV(t *testing.T) {
+	const pinned = "mirror.example/etcd-autopilot@sha256:0123"
+	t.Setenv("OPERATOR_IMAGE", "")
+	t.Setenv("RELATED_IMAGE_OPERATOR", pinned)
+	if got := operatorImage(); got != pinned {
+		t.Fatalf("with RELATED_IMAGE_OPERATOR: operatorImage() = %s, want %s", got, pinned)
+	}
+	t.Setenv("OPERATOR_IMAGE", "localhost/dev:latest")
+	if got := operatorImage(); got != "localhost/dev:latest" {
+		t.Fatalf("with OPERATOR_IMAGE: operatorImage() = %s, want the override", got)
+	}
+	t.Setenv("OPERATOR_IMAGE", "")
+	t.Setenv("RELATED_IMAGE_OPERATOR", "")
+	if got := operatorImage(); got != defaultOperatorImage {
+		t.Fatalf("with neither: operatorImage() = %s, want %s", got, defaultOperatorImage)
+	}
+}

@@ -804,6 +804,7 @@ type QuorumRecovery struct {
 	// serves with an applied index at least this high.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Committed index to keep",xDescriptors={"urn:alm:descriptor:text"}
 	CommittedIndex int64 `json:"committedIndex,omitempty"`
 	// Reason says why the recovery started.
 	// +optional
@@ -1030,10 +1031,12 @@ type EtcdClusterStatus struct {
 // defragmented once.
 type NoSpaceCleanup struct {
 	// CompactedRevision is the revision the key history was compacted at for this round.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="NOSPACE compacted revision",xDescriptors={"urn:alm:descriptor:text"}
 	CompactedRevision int64 `json:"compactedRevision"`
 	// Defragmented lists the members defragmented since that compaction.
 	// +optional
 	// +listType=set
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="NOSPACE members defragmented"
 	Defragmented []string `json:"defragmented,omitempty"`
 }
 

@@ -73,7 +73,7 @@ func render(dir string) (string, error) {
 	b.WriteString("server fills in, the validation it applies and the description. Conditions and their reasons are in\n")
 	b.WriteString("[conditions-and-events.md](conditions-and-events.md).\n\n")
 	for _, crd := range crds {
-		b.WriteString(fmt.Sprintf("- [%s](#%s)\n", crd.Spec.Names.Kind, strings.ToLower(crd.Spec.Names.Kind)))
+		fmt.Fprintf(&b, "- [%s](#%s)\n", crd.Spec.Names.Kind, strings.ToLower(crd.Spec.Names.Kind))
 	}
 	for _, crd := range crds {
 		for _, v := range crd.Spec.Versions {

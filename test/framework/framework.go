@@ -94,12 +94,21 @@ func Setup(repoRoot string) (*Env, error) {
 		return nil, err
 	}
 	e.ManagerBin = filepath.Join(e.dir, "manager")
-	build := exec.Command("go", "build", "-o", e.ManagerBin, repoRoot)
+	build := exec.Command("go", "build", "-o", e.ManagerBin, managerPackage(repoRoot))
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return nil, fmt.Errorf("build manager: %w", err)
 	}
 	return e, nil
+}
+
+// managerPackage is the manager's main package in the source tree at root: cmd/manager since the
+// go/v4 layout, the root directory in releases before it.
+func managerPackage(root string) string {
+	if _, err := os.Stat(filepath.Join(root, "cmd", "manager", "main.go")); err == nil {
+		return filepath.Join(root, "cmd", "manager")
+	}
+	return root
 }
 
 // Close removes the manager binary.
@@ -117,7 +126,7 @@ func (e *Env) BuildManagerAt(repoRoot, commit string) (string, error) {
 		return "", fmt.Errorf("extract %s: %w\n%s", commit, err, out)
 	}
 	bin := filepath.Join(e.dir, "manager-"+commit)
-	build := exec.Command("go", "build", "-o", bin, ".")
+	build := exec.Command("go", "build", "-o", bin, managerPackage(src))
 	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build manager at %s: %w\n%s", commit, err, out)

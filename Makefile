@@ -254,7 +254,7 @@ plugin: ## Build the kubectl etcd plugin (bin/kubectl-etcd; put it on the PATH a
 
 .PHONY: run
 run: manifests generate ## Run the manager against the current kubeconfig.
-	go run .
+	go run ./cmd/manager
 
 include hack/cluster/cluster.mk
 

@@ -54,11 +54,18 @@ func TestAutoTuningSnapshotCountFromWriteRate(t *testing.T) {
 		if err != nil {
 			return
 		}
-		ready := env.Get(t, c).Status.ReadyReplicas
+		// Not env.Get: a t.Fatal from this goroutine after the test ended (a failed wait below) panics
+		// the whole e2e binary, and every test running beside it with it.
+		got := &etcdv1alpha1.EtcdCluster{}
+		if err := env.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
+			return
+		}
+		ready := got.Status.ReadyReplicas
 		mu.Lock()
 		worstPods, fewestReady = max(worstPods, down), min(fewestReady, ready)
 		mu.Unlock()
 	})
+	t.Cleanup(stopWatching) // before the namespace's own cleanup, when a wait below fails
 
 	var tuned etcdv1alpha1.TunedValue
 	framework.WaitFor(t, "snapshotCount tuned from the write rate", 4*time.Minute, func() error {

@@ -336,6 +336,11 @@ func (e *Env) NewNamespace(t *testing.T, prefix string) string {
 		for i := range backups.Items {
 			_ = e.K8s.Patch(ctx, &backups.Items[i], release)
 		}
+		schedules := &etcdv1alpha1.EtcdBackupScheduleList{} // a schedule holds one until its runs are gone
+		_ = e.K8s.List(ctx, schedules, client.InNamespace(ns.Name))
+		for i := range schedules.Items {
+			_ = e.K8s.Patch(ctx, &schedules.Items[i], release)
+		}
 		_ = e.K8s.Delete(ctx, ns)
 	})
 	return ns.Name

@@ -89,8 +89,11 @@ func Main(ctx context.Context, args []string, out io.Writer) int {
 			return backup.ExitPermanent
 		}
 		dest, err := df.dest()
-		if err != nil || *endpoints == "" {
-			return report(nil, errPermanent{fmt.Errorf("bad arguments: %v (endpoints %q)", err, *endpoints)})
+		if err == nil && *endpoints == "" {
+			err = errors.New("--endpoints is needed")
+		}
+		if err != nil {
+			return report(nil, errPermanent{fmt.Errorf("bad arguments: %w", err)})
 		}
 		tlsConfig, err := backup.LoadTLS(*tlsDir, *serverName)
 		if err != nil {

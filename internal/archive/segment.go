@@ -184,7 +184,7 @@ func Decode(data []byte) (Segment, error) {
 	}
 	seg := Segment{SHA256: hex.EncodeToString(sum[:])}
 	if err := json.Unmarshal(rest[n:n+int(hl)], &seg.Header); err != nil {
-		return Segment{}, fmt.Errorf("%w: header: %v", ErrCorrupt, err)
+		return Segment{}, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
 	}
 	if seg.Header.Format != Format {
 		return Segment{}, fmt.Errorf("%w: format %d, this worker reads %d", ErrCorrupt, seg.Header.Format, Format)
@@ -193,7 +193,7 @@ func Decode(data []byte) (Segment, error) {
 	for len(rest) > 0 {
 		rec, r, err := decodeRecord(rest)
 		if err != nil {
-			return Segment{}, fmt.Errorf("%w: record %d: %v", ErrCorrupt, len(seg.Records), err)
+			return Segment{}, fmt.Errorf("%w: record %d: %w", ErrCorrupt, len(seg.Records), err)
 		}
 		seg.Records, rest = append(seg.Records, rec), r
 	}

@@ -1,7 +1,8 @@
 // Command worker does the operator's data work in Jobs and init containers, from the operator image:
 // `backup` (an EtcdBackup's Job), `delete` (retention's Job), `verify` (a schedule's test-restore
-// Job), `restore` (a restoring member's init container), `copy-self` (puts this binary where a
-// container of the etcd image, which has no shell, can run it) and `wait-peers` (starts a joining or
+// Job), `restore` (a restoring member's init container), `archive` (the continuous archive's
+// long-lived writer, chain verifier and point-in-time replay: internal/archive), `copy-self`
+// (puts this binary where a container of the etcd image, which has no shell, can run it) and `wait-peers` (starts a joining or
 // re-created member's etcd once a peer admits it: see internal/peerwait).
 //
 // It is a separate binary from the manager so that a backup's memory is the snapshot stream's and
@@ -16,13 +17,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/etcd-autopilot/etcd-autopilot/internal/archive"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/peerwait"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: worker backup|restore|delete|verify|copy-self|wait-peers [flags]")
+		fmt.Fprintln(os.Stderr, "usage: worker backup|restore|delete|verify|archive|copy-self|wait-peers [flags]")
 		os.Exit(backup.ExitPermanent)
 	}
 	os.Exit(run(os.Args[1], os.Args[2:]))
@@ -40,6 +42,8 @@ func run(name string, args []string) int {
 		return backup.DeleteMain(ctx, args, os.Stdout)
 	case "verify":
 		return backup.VerifyMain(ctx, args, os.Stdout)
+	case "archive":
+		return archive.Main(ctx, args, os.Stdout)
 	case "copy-self":
 		if err := backup.CopySelfMain(args); err != nil {
 			fmt.Fprintln(os.Stderr, "copy-self:", err)
@@ -60,6 +64,6 @@ func run(name string, args []string) int {
 		fmt.Fprintf(os.Stderr, "wait-peers: exec %s: %v\n", command[0], err)
 		return backup.ExitPermanent
 	}
-	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, verify, copy-self, wait-peers)\n", name)
+	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, verify, archive, copy-self, wait-peers)\n", name)
 	return backup.ExitPermanent
 }

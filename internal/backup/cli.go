@@ -242,6 +242,7 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer) int {
 	fs.StringVar(&cfg.InitialCluster, "initial-cluster", "", "initial cluster")
 	fs.StringVar(&cfg.InitialClusterToken, "initial-cluster-token", "", "initial cluster token")
 	fs.StringVar(&cfg.InitialAdvertisePeerURLs, "initial-advertise-peer-urls", "", "this member's peer URL")
+	fs.Int64Var(&cfg.BumpRevision, "bump-revision", 0, "raise the revision by this much and mark it compacted (a point-in-time restore)")
 	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
 	if err := fs.Parse(args); err != nil {
 		return ExitPermanent

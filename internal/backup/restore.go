@@ -84,6 +84,12 @@ type RestoreConfig struct {
 	InitialCluster           string
 	InitialClusterToken      string
 	InitialAdvertisePeerURLs string
+	// BumpRevision, when positive, restores with the revision raised by that much and everything
+	// up to the new revision marked compacted (etcdutl allows the one only with the other): a
+	// kube-apiserver that watched the old cluster gets "compacted" and re-lists instead of missing
+	// changes (a point-in-time restore goes back in time, and its revisions would otherwise repeat
+	// ones the old cluster already served with other contents).
+	BumpRevision int64
 }
 
 // Restored says whether dataDir already holds a member (an earlier run finished, or etcd ran).
@@ -109,6 +115,9 @@ func Restore(ctx context.Context, cfg RestoreConfig) error {
 		"--initial-cluster="+cfg.InitialCluster,
 		"--initial-cluster-token="+cfg.InitialClusterToken,
 		"--initial-advertise-peer-urls="+cfg.InitialAdvertisePeerURLs)
+	if cfg.BumpRevision > 0 {
+		cmd.Args = append(cmd.Args, fmt.Sprintf("--bump-revision=%d", cfg.BumpRevision), "--mark-compacted")
+	}
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		msg := lastLines(out.String(), 5)

@@ -101,9 +101,17 @@ func TestAutoTuningSnapshotCountFromWriteRate(t *testing.T) {
 	if fewestReady < 2 {
 		t.Errorf("only %d healthy voting members at one point; a tuning roll keeps quorum", fewestReady)
 	}
-	requireEvent(t, c, "auto-tuning snapshotCount 10000 -> "+tuned.Value)
-	if got := tunedValue(env.Get(t, c), etcdv1alpha1.TunableHeartbeatInterval); got.Source != etcdv1alpha1.TuningSourceDefault || got.Value != "100" {
-		t.Errorf("heartbeat %+v: the local network's round trips are far under 100 ms, so the default stays", got)
+	// One event names every value a pass tuned ("auto-tuning heartbeatIntervalMillis …; snapshotCount …").
+	requireEvent(t, c, "snapshotCount 10000 -> "+tuned.Value)
+	// The local network's round trips are far under 100 ms on a quiet machine, and the default heartbeat
+	// stays; on a machine loaded by the tests beside this one they can reach 200 ms, and then the tuned
+	// value must say so.
+	switch got := tunedValue(env.Get(t, c), etcdv1alpha1.TunableHeartbeatInterval); {
+	case got.Source == etcdv1alpha1.TuningSourceDefault && got.Value == "100":
+	case got.Source == etcdv1alpha1.TuningSourceTuned && strings.Contains(got.Evidence, "round-trip time"):
+		t.Logf("heartbeat tuned under this machine's load: %+v", got)
+	default:
+		t.Errorf("heartbeat %+v: neither the default nor tuned on measured round trips", got)
 	}
 	t.Logf("test done in %s", time.Since(start).Round(time.Second))
 }

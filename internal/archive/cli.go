@@ -30,31 +30,25 @@ const (
 
 // destFlags name a chain's destination: an S3 prefix, or a directory on a mounted volume.
 type destFlags struct {
-	s3Endpoint, s3Region, s3Bucket, s3Prefix, s3SSE string
-	s3PathStyle                                     bool
-	dir, location                                   string
+	s3                      backup.S3Flags
+	s3Prefix, dir, location string
 }
 
 func (f *destFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (empty: AWS)")
-	fs.StringVar(&f.s3Region, "s3-region", "us-east-1", "S3 region")
-	fs.StringVar(&f.s3Bucket, "s3-bucket", "", "S3 bucket")
+	f.s3.Register(fs)
 	fs.StringVar(&f.s3Prefix, "s3-prefix", "", "S3 key prefix of the chain's segments")
-	fs.StringVar(&f.s3SSE, "s3-sse", "", "server-side encryption: AES256 or aws:kms")
-	fs.BoolVar(&f.s3PathStyle, "s3-path-style", false, "path-style bucket addressing")
 	fs.StringVar(&f.dir, "dir", "", "directory of the chain's segments on a mounted volume (instead of S3)")
 	fs.StringVar(&f.location, "location", "", "the directory's location for humans, e.g. pvc://claim/path")
 }
 
 func (f *destFlags) dest() (Destination, error) {
-	if (f.s3Bucket == "") == (f.dir == "") {
+	if (f.s3.Bucket == "") == (f.dir == "") {
 		return nil, errors.New("exactly one of --s3-bucket or --dir is needed")
 	}
 	if f.dir != "" {
 		return &DirDestination{Dir: f.dir, Where: f.location}, nil
 	}
-	return &S3Destination{S3: backup.S3{Endpoint: f.s3Endpoint, Region: f.s3Region, Bucket: f.s3Bucket, Key: f.s3Prefix,
-		PathStyle: f.s3PathStyle, SSE: f.s3SSE, AccessKey: os.Getenv(backup.EnvAccessKey), SecretKey: os.Getenv(backup.EnvSecretKey)}}, nil
+	return &S3Destination{S3: *f.s3.S3(f.s3Prefix)}, nil
 }
 
 // Main is `worker archive run|verify|replay`.

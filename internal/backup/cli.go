@@ -104,20 +104,36 @@ func ParseReport(msg string) (Report, bool) {
 	return r, true
 }
 
+// S3Flags reach an S3 bucket: every worker subcommand that reads or writes one registers them.
+type S3Flags struct {
+	Endpoint, Region, Bucket, SSE string
+	PathStyle                     bool
+}
+
+// Register adds --s3-endpoint, --s3-region, --s3-bucket, --s3-sse and --s3-path-style to fs.
+func (f *S3Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Endpoint, "s3-endpoint", "", "S3 endpoint URL (empty: AWS)")
+	fs.StringVar(&f.Region, "s3-region", "us-east-1", "S3 region")
+	fs.StringVar(&f.Bucket, "s3-bucket", "", "S3 bucket")
+	fs.StringVar(&f.SSE, "s3-sse", "", "server-side encryption: AES256 or aws:kms")
+	fs.BoolVar(&f.PathStyle, "s3-path-style", false, "path-style bucket addressing")
+}
+
+// S3 is key (an object, or a prefix) in the named bucket, with the credentials from the environment.
+func (f *S3Flags) S3(key string) *S3 {
+	return &S3{Endpoint: f.Endpoint, Region: f.Region, Bucket: f.Bucket, Key: key, PathStyle: f.PathStyle,
+		SSE: f.SSE, AccessKey: os.Getenv(EnvAccessKey), SecretKey: os.Getenv(EnvSecretKey)}
+}
+
 // storageFlags name one snapshot location: an S3 object, or a file on a mounted volume.
 type storageFlags struct {
-	s3Endpoint, s3Region, s3Bucket, s3Key, s3SSE string
-	s3PathStyle                                  bool
-	file, location                               string
+	s3                    S3Flags
+	s3Key, file, location string
 }
 
 func (f *storageFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (empty: AWS)")
-	fs.StringVar(&f.s3Region, "s3-region", "us-east-1", "S3 region")
-	fs.StringVar(&f.s3Bucket, "s3-bucket", "", "S3 bucket")
+	f.s3.Register(fs)
 	fs.StringVar(&f.s3Key, "s3-key", "", "S3 object key")
-	fs.StringVar(&f.s3SSE, "s3-sse", "", "server-side encryption: AES256 or aws:kms")
-	fs.BoolVar(&f.s3PathStyle, "s3-path-style", false, "path-style bucket addressing")
 	fs.StringVar(&f.file, "file", "", "snapshot file on a mounted volume (instead of S3)")
 	fs.StringVar(&f.location, "location", "", "the file's location for humans, e.g. pvc://claim/path")
 }
@@ -131,18 +147,17 @@ type store interface {
 
 // store is the S3 object when a bucket is named, else the file.
 func (f *storageFlags) store() store {
-	if f.s3Bucket == "" {
+	if f.s3.Bucket == "" {
 		return &File{Path: f.file, Location: f.location}
 	}
-	return &S3{Endpoint: f.s3Endpoint, Region: f.s3Region, Bucket: f.s3Bucket, Key: f.s3Key, PathStyle: f.s3PathStyle,
-		SSE: f.s3SSE, AccessKey: os.Getenv(EnvAccessKey), SecretKey: os.Getenv(EnvSecretKey)}
+	return f.s3.S3(f.s3Key)
 }
 
 func (f *storageFlags) validate() error {
-	if (f.s3Bucket == "") == (f.file == "") {
+	if (f.s3.Bucket == "") == (f.file == "") {
 		return errors.New("exactly one of --s3-bucket or --file is needed")
 	}
-	if f.s3Bucket != "" && f.s3Key == "" {
+	if f.s3.Bucket != "" && f.s3Key == "" {
 		return errors.New("--s3-key is needed with --s3-bucket")
 	}
 	return nil

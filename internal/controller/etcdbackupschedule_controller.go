@@ -297,13 +297,10 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alph
 		setVerifiedCondition(s, false, reason.InvalidSchedule, err.Error())
 		return 0, nil
 	}
+	succeeded := succeededNewestFirst(backups)
 	var newest *etcdv1alpha1.EtcdBackup
-	for i := range backups {
-		b := &backups[i]
-		if b.Status.Phase == etcdv1alpha1.BackupSucceeded && b.DeletionTimestamp.IsZero() && b.Status.CompletionTime != nil &&
-			(newest == nil || newest.Status.CompletionTime.Before(b.Status.CompletionTime)) {
-			newest = b
-		}
+	if len(succeeded) > 0 {
+		newest = succeeded[0]
 	}
 	last := s.CreationTimestamp.Time
 	if s.Status.LastVerifyTime != nil {
@@ -313,7 +310,7 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alph
 	if newest == nil {
 		return next.Sub(now), nil
 	}
-	if err := r.recordNewestFinishedVerify(ctx, s, backups); err != nil {
+	if err := r.recordNewestFinishedVerify(ctx, s, succeeded); err != nil {
 		return 0, err
 	}
 	job := &batchv1.Job{}
@@ -343,20 +340,26 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alph
 	return next.Sub(now), nil
 }
 
-// recordNewestFinishedVerify records the outcome of the finished test-restore of the most recent
-// backup that has one. A test-restore can outlast the next backup (a large database, a busy node):
-// were only the newest backup's Job read, a schedule whose runs come faster than its test-restores
-// end would never report one.
-func (r *EtcdBackupScheduleReconciler) recordNewestFinishedVerify(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, backups []etcdv1alpha1.EtcdBackup) error {
+// succeededNewestFirst are the schedule's succeeded backups that are not being deleted, the most
+// recently completed first.
+func succeededNewestFirst(backups []etcdv1alpha1.EtcdBackup) []*etcdv1alpha1.EtcdBackup {
 	var done []*etcdv1alpha1.EtcdBackup
 	for i := range backups {
 		if b := &backups[i]; b.Status.Phase == etcdv1alpha1.BackupSucceeded && b.DeletionTimestamp.IsZero() && b.Status.CompletionTime != nil {
 			done = append(done, b)
 		}
 	}
-	slices.SortFunc(done, func(a, b *etcdv1alpha1.EtcdBackup) int {
+	slices.SortStableFunc(done, func(a, b *etcdv1alpha1.EtcdBackup) int {
 		return b.Status.CompletionTime.Compare(a.Status.CompletionTime.Time)
 	})
+	return done
+}
+
+// recordNewestFinishedVerify records the outcome of the finished test-restore of the most recent
+// backup (done: newest first) that has one. A test-restore can outlast the next backup (a large database, a busy node):
+// were only the newest backup's Job read, a schedule whose runs come faster than its test-restores
+// end would never report one.
+func (r *EtcdBackupScheduleReconciler) recordNewestFinishedVerify(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, done []*etcdv1alpha1.EtcdBackup) error {
 	for _, b := range done {
 		job := &batchv1.Job{}
 		err := getOwnedJob(ctx, r.Client, client.ObjectKey{Namespace: s.Namespace, Name: resources.VerifyJobName(b.Name)}, s.UID, job)

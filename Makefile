@@ -79,6 +79,7 @@ verify-generated: manifests generate ## Fail if generated files differ from what
 	@git diff --exit-code -- api config docs/conditions-and-events.md docs/api-reference.md || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
 	@hack/olm/render.sh --check
 	@hack/olmv1/render.sh --check
+	@hack/community-catalog.sh --check
 
 .PHONY: fmt
 fmt:

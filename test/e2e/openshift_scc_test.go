@@ -166,7 +166,7 @@ func sccNamespace(t *testing.T) string {
 	framework.WaitFor(t, "the emulated restricted-v2 admission", time.Minute, func() error {
 		fixed := probe(ptr.To[int64](65532))
 		if err := env.K8s.Create(ctx, fixed, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "restricted-v2") {
-			return fmt.Errorf("a pod with runAsUser 65532 was not refused: %v", err)
+			return fmt.Errorf("a pod with runAsUser 65532 was not refused: %w", err)
 		}
 		open := probe(nil)
 		if err := env.K8s.Create(ctx, open, client.DryRunAll); err != nil {

@@ -79,6 +79,7 @@ verify-generated: manifests generate ## Fail if generated files differ from what
 	@git diff --exit-code -- api config docs/conditions-and-events.md docs/api-reference.md || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
 	@hack/olm/render.sh --check
 	@hack/olmv1/render.sh --check
+	@hack/community-catalog.sh --check
 
 .PHONY: fmt
 fmt:
@@ -143,6 +144,8 @@ OPENSHIFT_VERSIONS ?= v4.17
 bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Dockerfile from config/manifests, then validate.
 	$(OPERATOR_SDK) generate kustomize manifests --interactive=false -q --apis-dir api
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	@# operator-sdk overwrites but never deletes: an object dropped from config/ would linger in bundle/
+	rm -rf bundle/manifests
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
 	sed -i -E 's|^(    createdAt: ).*|\1"$(BUNDLE_CREATED_AT)"|; s|^(    containerImage: ).*|\1$(IMG)|' bundle/manifests/etcd-autopilot.clusterserviceversion.yaml
 	$(KUSTOMIZE) build config/manifests/leader-election -o bundle/manifests/

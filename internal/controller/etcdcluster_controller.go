@@ -30,6 +30,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
@@ -62,6 +63,8 @@ type EtcdClusterReconciler struct {
 	// OperatorImage runs the init containers of member pods: a restoring member's, and the peer wait
 	// of a joining or re-created one.
 	OperatorImage string
+	// PodIDs: whether member pods name their user and group IDs or the platform assigns them.
+	PodIDs resources.PodIDs
 	// OperatorNamespace is where the operator's pods run (OPERATOR_NAMESPACE); the members'
 	// NetworkPolicy lets them in. Empty: the operator runs outside the cluster.
 	OperatorNamespace string

@@ -57,6 +57,8 @@ type MemberPodInput struct {
 	// IPv6: the cluster's pods get IPv6 addresses (the first IP family of its client Service), so the
 	// metrics listener's URL brackets the pod IP.
 	IPv6 bool
+	// IDs says whether the pod names its user and group IDs or leaves them to the platform.
+	IDs PodIDs
 }
 
 // DefaultQuota is etcd's own database quota.
@@ -350,7 +352,7 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 			NodeSelector:                  pt.NodeSelector,
 			TopologySpreadConstraints:     pt.TopologySpreadConstraints,
 			PriorityClassName:             pt.PriorityClassName,
-			SecurityContext:               restrictedPod(),
+			SecurityContext:               restrictedPod(in.IDs),
 		},
 	}
 	if in.Bootstrap && in.Restore != nil {

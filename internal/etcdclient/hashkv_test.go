@@ -1,54 +1,16 @@
 package etcdclient
 
 import (
-	"bytes"
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 )
-
-// corruptValue changes, in place, the stored value of key in the stopped member's database file,
-// the way a bad disk or a bug would: raft and the WAL know nothing of it.
-func corruptValue(t *testing.T, m *etcdtest.Member, key, value string) {
-	t.Helper()
-	db, err := bolt.Open(filepath.Join(m.Etcd.Config().Dir, "member", "snap", "db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = db.Close() }()
-	changed := 0
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("key"))
-		return b.ForEach(func(k, v []byte) error {
-			var kv mvccpb.KeyValue
-			if err := kv.Unmarshal(v); err != nil {
-				return err
-			}
-			if string(kv.Key) != key {
-				return nil
-			}
-			kv.Value = []byte(value)
-			out, err := kv.Marshal()
-			if err != nil {
-				return err
-			}
-			changed++
-			return b.Put(bytes.Clone(k), out)
-		})
-	})
-	if err != nil || changed == 0 {
-		t.Fatalf("corrupt %s in %s: changed %d revisions, %v", key, m.Name, changed, err)
-	}
-}
 
 // hashAll asks every member for its HashKV at the lowest revision all of them hold, as the operator
 // does, and returns the round for the planner.
@@ -100,7 +62,7 @@ func TestHashKVFindsAMemberWhoseDatabaseWasChangedInPlace(t *testing.T) {
 		follower = ms[1]
 	}
 	follower.Stop()
-	corruptValue(t, follower, "b", "evil")
+	etcdtest.CorruptValue(t, follower, "b", "evil")
 	follower.Restart(t, nil) // etcd's initial check off: the member starts and serves its data
 
 	one, err := New([]string{follower.ClientURL}, nil)
@@ -140,7 +102,7 @@ func TestInitialCorruptCheckRefusesToStartAChangedMember(t *testing.T) {
 		follower = ms[1]
 	}
 	follower.Stop()
-	corruptValue(t, follower, "a", "evil")
+	etcdtest.CorruptValue(t, follower, "a", "evil")
 	restarted := false
 	func() {
 		defer func() { _ = recover() }()

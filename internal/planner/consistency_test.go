@@ -7,7 +7,9 @@ import (
 )
 
 func TestJudgeHashes(t *testing.T) {
-	voter := func(m string, h uint32) MemberHash { return MemberHash{Member: m, Voter: true, Hash: h, CompactRevision: 40} }
+	voter := func(m string, h uint32) MemberHash {
+		return MemberHash{Member: m, Voter: true, Hash: h, CompactRevision: 40}
+	}
 	learner := func(m string, h uint32) MemberHash { return MemberHash{Member: m, Hash: h, CompactRevision: 40} }
 	for _, tc := range []struct {
 		name         string

@@ -231,6 +231,7 @@ const (
 	// CertificateRenewed: a leaf certificate was re-issued (near expiry, missing a name, or asked for with renew-certs).
 	CertificateRenewed Reason = "CertificateRenewed"
 )
+
 // EtcdCluster: the consistency guardian (Degraded, and the rebuild's steps).
 const (
 	// MemberDiverged: a member's HashKV at a revision all members hold differs from the hash a strict majority of the voting members agree on; the message has the revision and every member's hash.

@@ -52,6 +52,10 @@ $(GOLANGCI_LINT):
 .PHONY: envtest-assets
 envtest-assets:
 	$(TOOLS) kubernetes etcd-v3.6
+# etcd 3.5 and 3.7: internal/resources starts each supported release with the flags it generates
+.PHONY: etcd-releases
+etcd-releases:
+	$(TOOLS) etcd-v3.5 etcd-v3.7
 # MinIO: the S3 tests of internal/backup run a real server (internal/miniotest)
 .PHONY: minio
 minio:
@@ -94,7 +98,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test-unit
-test-unit: envtest-assets minio promtool ## Unit and envtest integration tests.
+test-unit: envtest-assets etcd-releases minio promtool ## Unit and envtest integration tests.
 	go test ./... -count=1
 	cd hack/tools/netpol && go test . -count=1   # the local cluster's NetworkPolicy enforcer (its own module)
 	cd hack/tools/csi && go test ./hostpath -count=1   # the local cluster's CSI node plugin (its own module)

@@ -205,6 +205,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err := p.retireLegacyOperatorSecret(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := p.ensureServing(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := p.ensureServices(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -217,6 +220,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	p.obs = obs
+	if err := p.checkConsistency(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	if p.recoveryRequest, err = p.settleRecoveryRequest(ctx); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -156,11 +156,12 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Do
 	printf '\n  # OpenShift: %s and later (minKubeVersion %s). No olm.maxOpenShiftVersion: the bundle uses no API a\n  # later OpenShift removes (test/bundle, deprecated-apis), and the cap would block cluster upgrades.\n  com.redhat.openshift.versions: %s\n' \
 	  $(OPENSHIFT_VERSIONS) $(MIN_KUBE_VERSION) $(OPENSHIFT_VERSIONS) >> bundle/metadata/annotations.yaml
 	printf '\n# OpenShift versions (see metadata/annotations.yaml).\nLABEL com.redhat.openshift.versions=%s\n' $(OPENSHIFT_VERSIONS) >> bundle.Dockerfile
+	hack/community-catalog.sh
 	$(MAKE) --no-print-directory bundle-validate
 
 .PHONY: verify-bundle
 verify-bundle: bundle ## Fail if bundle/ differs from what make bundle renders (it is reproducible), after validating it.
-	@git diff --exit-code -- bundle bundle.Dockerfile config/manager || { echo "bundle/ is stale: run 'make bundle' and commit" >&2; exit 1; }
+	@git diff --exit-code -- bundle bundle.Dockerfile config/manager community || { echo "bundle/ is stale: run 'make bundle' and commit" >&2; exit 1; }
 
 .PHONY: bundle-validate
 bundle-validate: $(OPERATOR_SDK) envtest-assets ## Validate bundle/: operator-sdk's suites (operatorframework, operatorhub, community), test/bundle (every operator-framework/api validator, console readiness, images), size under 1 MiB compressed.

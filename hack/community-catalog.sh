@@ -11,6 +11,7 @@ cd "$repo"
 dir=community/etcd-autopilot
 template=$dir/catalog-templates/basic.yaml
 opm=bin/opm
+hack/tools/build.sh opm >&2 # a fresh clone has no bin/ yet (no-op when cached)
 stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
 
 version=$(awk '$1 == "VERSION" && $2 == "?=" {print $3}' Makefile)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -314,14 +315,16 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alph
 	if newest == nil {
 		return next.Sub(now), nil
 	}
+	if err := r.recordNewestFinishedVerify(ctx, s, backups); err != nil {
+		return 0, err
+	}
 	job := &batchv1.Job{}
 	err = getOwnedJob(ctx, r.Client, client.ObjectKey{Namespace: s.Namespace, Name: resources.VerifyJobName(newest.Name)}, s.UID, job)
 	var foreign *foreignJob
 	switch {
 	case errors.As(err, &foreign):
 		setVerifiedCondition(s, false, reason.JobNameConflict, foreign.Error())
-	case err == nil:
-		r.recordVerify(ctx, s, newest, job)
+	case err == nil: // recorded above once it has finished
 	case !apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("read verify job: %w", err)
 	case due && s.Status.LastVerifiedBackup != newest.Name:
@@ -340,6 +343,37 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alph
 		s.Status.LastVerifyTime = &t
 	}
 	return next.Sub(now), nil
+}
+
+// recordNewestFinishedVerify records the outcome of the finished test-restore of the most recent
+// backup that has one. A test-restore can outlast the next backup (a large database, a busy node):
+// were only the newest backup's Job read, a schedule whose runs come faster than its test-restores
+// end would never report one.
+func (r *EtcdBackupScheduleReconciler) recordNewestFinishedVerify(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, backups []etcdv1alpha1.EtcdBackup) error {
+	var done []*etcdv1alpha1.EtcdBackup
+	for i := range backups {
+		if b := &backups[i]; b.Status.Phase == etcdv1alpha1.BackupSucceeded && b.DeletionTimestamp.IsZero() && b.Status.CompletionTime != nil {
+			done = append(done, b)
+		}
+	}
+	slices.SortFunc(done, func(a, b *etcdv1alpha1.EtcdBackup) int {
+		return b.Status.CompletionTime.Compare(a.Status.CompletionTime.Time)
+	})
+	for _, b := range done {
+		job := &batchv1.Job{}
+		err := getOwnedJob(ctx, r.Client, client.ObjectKey{Namespace: s.Namespace, Name: resources.VerifyJobName(b.Name)}, s.UID, job)
+		var foreign *foreignJob
+		switch {
+		case apierrors.IsNotFound(err) || errors.As(err, &foreign):
+			continue
+		case err != nil:
+			return fmt.Errorf("read verify job of %s: %w", b.Name, err)
+		case jobFinished(job):
+			r.recordVerify(ctx, s, b, job)
+			return nil
+		}
+	}
+	return nil
 }
 
 // recordVerify records a finished test-restore Job of backup b once.

@@ -518,3 +518,72 @@ func TestRetentionKeepsABackupBeingRestored(t *testing.T) {
 		}
 	}
 }
+
+// A test-restore that outlasts the next backup is still recorded: the schedule's runs can come faster
+// than its test-restores end (a large database, a busy node), and reading only the newest backup's
+// Job, Verified would never be reported.
+func TestAVerificationThatOutlastsTheNextBackupIsRecorded(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "slow-verify", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
+		Schedule: "0 0 1 1 *", KeepLast: 3, Verify: &etcdv1alpha1.VerifySpec{Schedule: "* * * * *"},
+		Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
+	}}
+	if err := k8s.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	succeeded := func(name string, at time.Time) *etcdv1alpha1.EtcdBackup {
+		b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
+			Spec: s.Spec.Template}
+		if err := k8s.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "backup "+name+" recorded", func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+				return err
+			}
+			done := metav1.NewTime(at)
+			b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &done, CompletionTime: &done, EtcdVersion: "3.6.16",
+				Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/" + name + ".db"}
+			return k8s.Status().Update(ctx, b)
+		})
+		return b
+	}
+	verifyJob := func(b *etcdv1alpha1.EtcdBackup) *batchv1.Job {
+		job := &batchv1.Job{}
+		eventually(t, "verify job of "+b.Name, func() error {
+			return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(b.Name)}, job)
+		})
+		return job
+	}
+	verified := func(want string) {
+		eventually(t, want+" verified", func() error {
+			cur := &etcdv1alpha1.EtcdBackupSchedule{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(s), cur); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(cur.Status.Conditions, ConditionVerified)
+			if cur.Status.LastVerifiedBackup != want || c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("last verified %q, condition %+v", cur.Status.LastVerifiedBackup, c)
+			}
+			return nil
+		})
+	}
+
+	older := succeeded("slow-verify-1", time.Now().Add(-time.Minute))
+	scheduleClock.advance(61 * time.Second)
+	poke(t, s)
+	olderJob := verifyJob(older)
+	// The next backup ends, and the next verification starts, before the first test-restore ends.
+	newer := succeeded("slow-verify-2", time.Now())
+	scheduleClock.advance(61 * time.Second)
+	poke(t, s)
+	newerJob := verifyJob(newer)
+	finishJob(t, olderJob, backup.Report{Result: &backup.Result{Revision: 80}}, true)
+	poke(t, s)
+	verified(older.Name)
+	finishJob(t, newerJob, backup.Report{Result: &backup.Result{Revision: 80}}, true)
+	poke(t, s)
+	verified(newer.Name)
+}

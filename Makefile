@@ -52,6 +52,10 @@ $(GOLANGCI_LINT):
 .PHONY: envtest-assets
 envtest-assets:
 	$(TOOLS) kubernetes etcd-v3.6
+# etcd 3.5 and 3.7: internal/resources starts each supported release with the flags it generates
+.PHONY: etcd-releases
+etcd-releases:
+	$(TOOLS) etcd-v3.5 etcd-v3.7
 # MinIO: the S3 tests of internal/backup run a real server (internal/miniotest)
 .PHONY: minio
 minio:
@@ -79,6 +83,7 @@ verify-generated: manifests generate ## Fail if generated files differ from what
 	@git diff --exit-code -- api config docs/conditions-and-events.md docs/api-reference.md || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
 	@hack/olm/render.sh --check
 	@hack/olmv1/render.sh --check
+	@hack/community-catalog.sh --check
 
 .PHONY: fmt
 fmt:
@@ -93,7 +98,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test-unit
-test-unit: envtest-assets minio promtool ## Unit and envtest integration tests.
+test-unit: envtest-assets etcd-releases minio promtool ## Unit and envtest integration tests.
 	go test ./... -count=1
 	cd hack/tools/netpol && go test . -count=1   # the local cluster's NetworkPolicy enforcer (its own module)
 	cd hack/tools/csi && go test ./hostpath -count=1   # the local cluster's CSI node plugin (its own module)
@@ -143,17 +148,20 @@ OPENSHIFT_VERSIONS ?= v4.17
 bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Dockerfile from config/manifests, then validate.
 	$(OPERATOR_SDK) generate kustomize manifests --interactive=false -q --apis-dir api
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	@# operator-sdk overwrites but never deletes: an object dropped from config/ would linger in bundle/
+	rm -rf bundle/manifests
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
 	sed -i -E 's|^(    createdAt: ).*|\1"$(BUNDLE_CREATED_AT)"|; s|^(    containerImage: ).*|\1$(IMG)|' bundle/manifests/etcd-autopilot.clusterserviceversion.yaml
 	$(KUSTOMIZE) build config/manifests/leader-election -o bundle/manifests/
 	printf '\n  # OpenShift: %s and later (minKubeVersion %s). No olm.maxOpenShiftVersion: the bundle uses no API a\n  # later OpenShift removes (test/bundle, deprecated-apis), and the cap would block cluster upgrades.\n  com.redhat.openshift.versions: %s\n' \
 	  $(OPENSHIFT_VERSIONS) $(MIN_KUBE_VERSION) $(OPENSHIFT_VERSIONS) >> bundle/metadata/annotations.yaml
 	printf '\n# OpenShift versions (see metadata/annotations.yaml).\nLABEL com.redhat.openshift.versions=%s\n' $(OPENSHIFT_VERSIONS) >> bundle.Dockerfile
+	hack/community-catalog.sh
 	$(MAKE) --no-print-directory bundle-validate
 
 .PHONY: verify-bundle
 verify-bundle: bundle ## Fail if bundle/ differs from what make bundle renders (it is reproducible), after validating it.
-	@git diff --exit-code -- bundle bundle.Dockerfile config/manager || { echo "bundle/ is stale: run 'make bundle' and commit" >&2; exit 1; }
+	@git diff --exit-code -- bundle bundle.Dockerfile config/manager community || { echo "bundle/ is stale: run 'make bundle' and commit" >&2; exit 1; }
 
 .PHONY: bundle-validate
 bundle-validate: $(OPERATOR_SDK) envtest-assets ## Validate bundle/: operator-sdk's suites (operatorframework, operatorhub, community), test/bundle (every operator-framework/api validator, console readiness, images), size under 1 MiB compressed.

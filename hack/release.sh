@@ -67,6 +67,8 @@ created=${RELEASE_CREATED_AT:-$(date -u +%Y-%m-%dT00:00:00Z)}
 for ch in candidate fast ${promote:+stable}; do channel_add "$ch" "$new" "$cur" "$range"; done
 sed -i -E "s/^(VERSION \?= ).*/\1$new/; s/^(RELEASES \?= .*)$/\1 $cur=$head/; s/^(BUNDLE_CREATED_AT \?= ).*/\1$created/" Makefile
 sed -i -E "s/^(  replaces: ).*/\1$pkg.v$cur/; s/^(    olm.skipRange: ).*/\1'$range'/" "$csv"
+# The first release in the community catalogs replaced nothing there (no replaces line): the next names it.
+grep -q '^  replaces: ' "$csv" || sed -i -E "s/^(  version: .*)$/  replaces: $pkg.v$cur\n\1/" "$csv"
 printf -- '- schema: olm.bundle\n  image: %s:v%s\n' "$bundle_repo" "$new" >> "$template"
 
 make --no-print-directory bundle

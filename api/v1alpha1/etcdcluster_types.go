@@ -531,7 +531,32 @@ type MaintenanceSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Auto-tuning",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Enabled","urn:alm:descriptor:com.tectonic.ui:select:Disabled"}
 	AutoTuning string `json:"autoTuning,omitempty"`
+
+	// DivergedMember says what the operator does about a member whose data differs from the
+	// majority's. Every 5 minutes, and after every start, restore, recovery, upgrade or replacement
+	// of a member, the operator asks each member for the hash of its key-value store (HashKV) at a
+	// revision all of them hold; a member whose hash differs from the one a strict majority of the
+	// voting members agree on has diverged. It is contained at once, whatever the policy: its pod
+	// loses the etcd.autopilot.dev/serving label the client Service selects on, so clients of the
+	// Service stop reaching it, and the cluster reports Degraded (reason MemberDiverged, with the
+	// revision and every member's hash), a Warning event and the
+	// etcd_autopilot_cluster_diverged_members metric. Rebuild (default) then removes the member and
+	// adds a new one in its place on a fresh volume, copied from its peers, while the others keep
+	// quorum; Report leaves it contained for a person to investigate. When the hashes differ and no
+	// hash has a strict majority (two members of three disagreeing, the third silent), nobody is
+	// named and nothing is changed (reason HashesDisagree).
+	// +kubebuilder:validation:Enum=Rebuild;Report
+	// +kubebuilder:default=Rebuild
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Diverged member policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Rebuild","urn:alm:descriptor:com.tectonic.ui:select:Report"}
+	DivergedMember string `json:"divergedMember,omitempty"`
 }
+
+// Diverged-member policies (spec.maintenance.divergedMember).
+const (
+	DivergedMemberRebuild = "Rebuild"
+	DivergedMemberReport  = "Report"
+)
 
 // AutoTuningDisabled turns auto-tuning off (spec.maintenance.autoTuning).
 const AutoTuningDisabled = "Disabled"
@@ -753,6 +778,30 @@ type MemberStatus struct {
 	// spec.maintenance.slowMemberReplacement), as measured without interruption by the operator.
 	// +optional
 	SlowSince *metav1.Time `json:"slowSince,omitempty"`
+	// Diverged is the evidence that the member's data differs from the majority's (see
+	// spec.maintenance.divergedMember); while it is set the member's pod is out of the client Service.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Diverged",xDescriptors={"urn:alm:descriptor:text"}
+	Diverged *Divergence `json:"diverged,omitempty"`
+}
+
+// Divergence is what the operator's consistency check found of one member.
+type Divergence struct {
+	// Since is when the check first found the member diverged.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Diverged since",xDescriptors={"urn:alm:descriptor:text"}
+	Since metav1.Time `json:"since"`
+	// Revision is the key-value revision every member hashed.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Revision",xDescriptors={"urn:alm:descriptor:text"}
+	Revision int64 `json:"revision"`
+	// Hash is the member's HashKV at Revision; MajorityHash, the one a strict majority of the voting
+	// members agree on.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Hash",xDescriptors={"urn:alm:descriptor:text"}
+	Hash int64 `json:"hash"`
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Majority hash",xDescriptors={"urn:alm:descriptor:text"}
+	MajorityHash int64 `json:"majorityHash"`
+	// Evidence is the check in words: the revision and every member's hash.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Evidence",xDescriptors={"urn:alm:descriptor:text"}
+	Evidence string `json:"evidence"`
 }
 
 // PendingOperation records an irreversible etcd call before it is made, so that an operator

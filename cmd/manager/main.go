@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -21,7 +25,10 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/controller"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoring"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/olmcondition"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/platform"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
 func main() {
@@ -75,6 +82,31 @@ func watchNamespaces() map[string]cache.Config {
 	return out
 }
 
+// addMonitoring has the operator keep its ServiceMonitors and PrometheusRule where the cluster
+// serves the Prometheus Operator's API, unless MONITORING=off (for those who manage their own, or
+// whose Prometheus should not scrape it).
+func addMonitoring(mgr ctrl.Manager, disc discovery.DiscoveryInterface) error {
+	log := ctrl.Log.WithName("monitoring")
+	ns := strings.TrimSpace(os.Getenv("OPERATOR_NAMESPACE"))
+	switch {
+	case strings.TrimSpace(os.Getenv("MONITORING")) == "off":
+		log.Info("MONITORING=off: the operator creates no ServiceMonitors or PrometheusRule")
+		return nil
+	case ns == "":
+		log.Info("no OPERATOR_NAMESPACE (running outside the cluster): the operator creates no ServiceMonitors or PrometheusRule")
+		return nil
+	}
+	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+	core, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("core client: %w", err)
+	}
+	return mgr.Add(&monitoring.Syncer{Discovery: disc, Dynamic: dyn, Core: core, Namespace: ns, Log: log, Interval: time.Minute})
+}
+
 func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -97,22 +129,32 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	recorder := mgr.GetEventRecorderFor("etcd-autopilot")
+	disc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	podIDs, err := platform.PodIDs(os.Getenv("POD_IDS"), disc)
+	if err != nil {
+		return fmt.Errorf("choose the pods' user and group IDs: %w", err)
+	}
+	ctrl.Log.WithName("setup").Info("pod user and group IDs", "platformAssigns", podIDs == resources.PlatformIDs)
 	if err := (&controller.EtcdClusterReconciler{
 		Client:        mgr.GetClient(),
 		Scheme:        mgr.GetScheme(),
 		Recorder:      recorder,
 		OperatorImage: operatorImage(),
+		PodIDs:        podIDs,
 		// the downward API's metadata.namespace (config/manager); the members' NetworkPolicy admits this namespace
 		OperatorNamespace: strings.TrimSpace(os.Getenv("OPERATOR_NAMESPACE")),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdCluster controller: %w", err)
 	}
 	if err := (&controller.EtcdBackupReconciler{
-		Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage(),
+		Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage(), PodIDs: podIDs,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackup controller: %w", err)
 	}
-	if err := (&controller.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage()}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage(), PodIDs: podIDs}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
 	}
 	// Under OLM v0 only: OLM names the OperatorCondition it made for our CSV; elsewhere there is none.
@@ -123,6 +165,9 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up OperatorCondition controller: %w", err)
 		}
+	}
+	if err := addMonitoring(mgr, disc); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

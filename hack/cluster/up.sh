@@ -363,6 +363,8 @@ if phase_on start; then
     --initial-cluster kc=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
   wait_for etcd 60 etcdctl --endpoints=http://127.0.0.1:2379 endpoint health
 
+  # MutatingAdmissionPolicy (beta, off by default in 1.34): test/e2e/openshift_scc_test.go emulates
+  # OpenShift's restricted-v2 SCC, which assigns a UID to pods that name none, with one.
   start_proc kube-apiserver kube-apiserver \
     --advertise-address="$NODE_IP" --bind-address=0.0.0.0 --secure-port=6443 \
     --etcd-servers=http://127.0.0.1:2379 \
@@ -375,6 +377,7 @@ if phase_on start; then
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction --allow-privileged=true \
+    --feature-gates=MutatingAdmissionPolicy=true --runtime-config=admissionregistration.k8s.io/v1beta1=true \
     --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
     --requestheader-extra-headers-prefix=X-Remote-Extra- --requestheader-group-headers=X-Remote-Group \
     --requestheader-username-headers=X-Remote-User \

@@ -128,7 +128,7 @@ func (p *pass) act(ctx context.Context, a planner.Action) error {
 			}
 		}
 		for _, m := range a.Members {
-			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage}
+			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage, IDs: p.r.PodIDs, Contained: contained(c, m)}
 			if err := p.createMember(ctx, in); err != nil {
 				return err
 			}

@@ -42,7 +42,7 @@ func (r *EtcdClusterReconciler) specObjects(c *etcdv1alpha1.EtcdCluster) []built
 	if image == "" {
 		image = "unsupported-version" // refused elsewhere (UnsupportedVersion); the rest is still checked
 	}
-	in := resources.MemberPodInput{Member: member, Image: image, Version: c.Spec.Version, OperatorImage: r.OperatorImage,
+	in := resources.MemberPodInput{Member: member, Image: image, Version: c.Spec.Version, OperatorImage: r.OperatorImage, IDs: r.PodIDs,
 		InitialCluster: []string{member, naming.MemberName(c.Name, c.Status.NextMemberIndex+1)}}
 	out := []builtObject{
 		{resources.MemberPod(c, in), "spec.podTemplate, spec.resources", "the member pod"},

@@ -41,7 +41,9 @@ type EtcdBackupReconciler struct {
 	Recorder record.EventRecorder
 	// OperatorImage runs the backup Jobs.
 	OperatorImage string
-	Now           func() time.Time
+	// PodIDs: whether the Jobs name their user and group IDs or the platform assigns them.
+	PodIDs resources.PodIDs
+	Now    func() time.Time
 	// secrets reads users' credential Secrets from the API server, one at a time when a backup
 	// starts: the cache holds only the objects the operator made (see CacheOptions).
 	secrets client.Reader
@@ -120,7 +122,7 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *etcdv1alpha1.EtcdBac
 			return ctrl.Result{}, fmt.Errorf("read credentials secret: %w", err)
 		}
 	}
-	if err := r.Create(ctx, resources.BackupJob(b, c, r.OperatorImage)); namespaceTerminating(err) {
+	if err := r.Create(ctx, resources.BackupJob(b, c, r.OperatorImage, r.PodIDs)); namespaceTerminating(err) {
 		r.failed(b, reason.NamespaceTerminating, fmt.Sprintf("namespace %s is being deleted: no backup Job can start", b.Namespace))
 		return ctrl.Result{}, nil
 	} else if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -310,7 +312,7 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1alph
 			r.Recorder.Eventf(b, corev1.EventTypeNormal, string(reason.SnapshotRetained), "kept %s: its schedule is being deleted with snapshotDeletionPolicy Retain", b.Status.Location)
 			return release()
 		}
-		err := r.Create(ctx, resources.BackupDeleteJob(b, r.OperatorImage))
+		err := r.Create(ctx, resources.BackupDeleteJob(b, r.OperatorImage, r.PodIDs))
 		if namespaceTerminating(err) {
 			// The namespace is going and takes every Job with it: holding the record would
 			// hang the namespace's deletion forever. Say where the snapshot stays. The event

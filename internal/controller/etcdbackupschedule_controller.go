@@ -46,6 +46,8 @@ type EtcdBackupScheduleReconciler struct {
 	Recorder record.EventRecorder
 	// OperatorImage runs the test-restore Jobs' init container.
 	OperatorImage string
+	// PodIDs: whether the Jobs name their user and group IDs or the platform assigns them.
+	PodIDs resources.PodIDs
 	// Now is the clock; tests move it.
 	Now func() time.Time
 }
@@ -328,7 +330,7 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alph
 			setVerifiedCondition(s, false, reason.UnsupportedVersion, fmt.Sprintf("backup %s was taken from etcd %s: %v", newest.Name, newest.Status.EtcdVersion, err))
 			break
 		}
-		if err := r.Create(ctx, resources.VerifyJob(s, newest, r.OperatorImage, image)); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.Create(ctx, resources.VerifyJob(s, newest, r.OperatorImage, image, r.PodIDs)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return 0, fmt.Errorf("create verify job: %w", err)
 		}
 		r.Recorder.Event(s, corev1.EventTypeNormal, string(reason.VerifyStarted), "test-restoring "+newest.Name)

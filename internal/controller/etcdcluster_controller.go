@@ -30,6 +30,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/speccheck"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
@@ -62,6 +63,8 @@ type EtcdClusterReconciler struct {
 	// OperatorImage runs the init containers of member pods: a restoring member's, and the peer wait
 	// of a joining or re-created one.
 	OperatorImage string
+	// PodIDs: whether member pods name their user and group IDs or the platform assigns them.
+	PodIDs resources.PodIDs
 	// OperatorNamespace is where the operator's pods run (OPERATOR_NAMESPACE); the members'
 	// NetworkPolicy lets them in. Empty: the operator runs outside the cluster.
 	OperatorNamespace string
@@ -202,6 +205,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err := p.retireLegacyOperatorSecret(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := p.ensureServing(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := p.ensureServices(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -214,6 +220,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	p.obs = obs
+	if err := p.checkConsistency(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	if p.recoveryRequest, err = p.settleRecoveryRequest(ctx); err != nil {
 		return ctrl.Result{}, err
 	}

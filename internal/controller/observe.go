@@ -549,6 +549,7 @@ func (p *pass) plannerInput() planner.Input {
 	in.UpgradeTimeout, _ = c.Spec.Maintenance.UpgradeTimeoutDuration()
 	in.ReplaceAfter, _ = c.Spec.Maintenance.ReplaceFailedMemberAfterDuration()
 	in.Slow = slowPolicy(c)
+	in.DivergedMembers, in.Diverged = divergedInput(c)
 	if b := c.Status.UpgradeBlocked; b != nil {
 		in.Blocked = b.Version
 	}

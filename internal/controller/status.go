@@ -174,6 +174,7 @@ func (p *pass) recordObservation(action planner.Action) {
 	}
 
 	degraded := c.Status.Bootstrapped && (!available || healthyVoters < c.Spec.Replicas)
+	divergenceReason, divergence := p.divergenceCondition()
 	quorumLost := p.recordQuorumLoss(action, available)
 	switch {
 	case action.Kind == planner.Wait && action.Reason == reason.Paused:
@@ -194,6 +195,8 @@ func (p *pass) recordObservation(action planner.Action) {
 		setCondition(c, etcdv1alpha1.ConditionDegraded, true, p.trust.reason, p.trust.message)
 	case len(o.alarms) > 0:
 		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.AlarmRaised, alarmMessage(o))
+	case divergence != "":
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, divergenceReason, divergence)
 	case o.volumeRefusal != "" && !degraded:
 		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); cond == nil || cond.Reason != string(reason.VolumeExpansionUnsupported) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.VolumeExpansionUnsupported), o.volumeRefusal)

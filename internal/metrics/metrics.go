@@ -56,6 +56,9 @@ var (
 	MemberIsLeader   = gauge("member_is_leader", "1 for the leader, 0 for others.", member...)
 	MemberIsLearner  = gauge("member_is_learner", "1 for a learner, 0 for voting members.", member...)
 	MemberSlow       = gauge("member_slow", "1 while the member's WAL fsync or backend commit p99 is far above its peers' (status.members[].slowSince), else 0.", member...)
+
+	DivergedMembers   = gauge("cluster_diverged_members", "Members whose data differs from the majority's (status.members[].diverged): contained out of the client Service, and rebuilt under spec.maintenance.divergedMember Rebuild.", cl...)
+	ConsistencyChecks = counter("cluster_consistency_checks_total", "Rounds of the operator's consistency check (every member's HashKV at a common revision), by result: agreed, diverged, split (no majority) or inconclusive.", "namespace", "cluster", "result")
 )
 
 // Backups, set from EtcdBackup and EtcdBackupSchedule status (rebuilt from the API after a restart).
@@ -86,6 +89,7 @@ var All = []prometheus.Collector{
 	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures, CertificateExpiry,
 	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner, MemberSlow,
 	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure, BackupLastVerified, ScheduleInterval, ScheduleVerifyFail,
+	DivergedMembers, ConsistencyChecks,
 	ReconcileDuration, ReconcileErrors, EtcdRPCDuration,
 }
 
@@ -100,7 +104,7 @@ var perCluster = []interface {
 	MembersDesired, MembersReady, MembersVoting, Learners, HasLeader, LeaderChanges, QuorumMargin, Quota, Alarms,
 	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures, CertificateExpiry,
 	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner, MemberSlow,
-	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure,
+	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure, DivergedMembers, ConsistencyChecks,
 }
 
 // state is what SetCluster must remember between passes: the last leader (for LeaderChanges) and

@@ -31,6 +31,13 @@ const (
 	LabelMember = "etcd.autopilot.dev/member"
 	// LabelVersion on a member pod is the etcd version it was built to run.
 	LabelVersion = "etcd.autopilot.dev/version"
+	// LabelServing on a member pod puts it behind the client Service (whose selector requires it);
+	// the operator takes it off the pod of a member whose data diverged from the majority's, so
+	// clients stop reaching that member at once while it keeps its peers (the peer Service does
+	// not select on it).
+	LabelServing = "etcd.autopilot.dev/serving"
+	// Serving is LabelServing's value.
+	Serving = "true"
 
 	AppName   = "etcd"
 	ManagedBy = "etcd-autopilot"

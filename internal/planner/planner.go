@@ -204,6 +204,10 @@ type Input struct {
 	NewestBackup string
 	// Snapshot is what the bootstrap restores; nil when the members start empty.
 	Snapshot *Snapshot
+	// DivergedMembers are the members whose data the operator's consistency check found diverged
+	// from the majority's (status.divergedMembers), with the evidence; Diverged is what to do.
+	DivergedMembers map[string]string
+	Diverged        DivergedPolicy
 }
 
 // Kind of an action.
@@ -479,6 +483,9 @@ func decideRunning(in Input) Action {
 				return a
 			}
 		}
+	}
+	if a, ok := decideDiverged(in, e); ok {
+		return a
 	}
 	if a, ok := cancelDowngrade(in, e); ok {
 		return a

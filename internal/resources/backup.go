@@ -80,14 +80,6 @@ func BackupObjectName(b *etcdv1alpha1.EtcdBackup) string {
 	return path.Join(b.Namespace, b.Spec.ClusterName, name+"-"+uid+".db")
 }
 
-// restrictedPod is the security context every pod of the operator runs with (restricted PSA).
-func restrictedPod() *corev1.PodSecurityContext {
-	return &corev1.PodSecurityContext{
-		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-}
-
 func restrictedContainer() *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true),
@@ -140,7 +132,7 @@ func PVCLocation(claim, rel string) string {
 // service account token: it reports through its termination message, which the operator reads,
 // so the Job needs no API access at all. Permanent failures (exit 2) fail the Job at once;
 // transient ones are retried backupRetries times.
-func BackupJob(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster, operatorImage string) *batchv1.Job {
+func BackupJob(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster, operatorImage string, ids PodIDs) *batchv1.Job {
 	tls := ClientTLS(c)
 	var endpoints []string
 	for _, m := range c.Status.Members {
@@ -157,7 +149,7 @@ func BackupJob(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster, operator
 		vols = append(vols, secretVolume("client-tls", OperatorClientSecretName(c)))
 		mounts = append(mounts, corev1.VolumeMount{Name: "client-tls", MountPath: clientTLSMount, ReadOnly: true})
 	}
-	return snapshotJob(b, ownerRef(b, "EtcdBackup"), BackupJobName(b.Name), "backup", operatorImage, args, env, vols, mounts)
+	return snapshotJob(b, ownerRef(b, "EtcdBackup"), BackupJobName(b.Name), "backup", operatorImage, ids, args, env, vols, mounts)
 }
 
 func ownerRef(o metav1.Object, kind string) metav1.OwnerReference {
@@ -167,9 +159,9 @@ func ownerRef(o metav1.Object, kind string) metav1.OwnerReference {
 // BackupDeleteJob deletes the snapshot of b (retention of scheduled backups) with `worker delete`.
 // Like the backup itself this runs in a Job, so the operator never holds storage credentials
 // nor mounts backup volumes.
-func BackupDeleteJob(b *etcdv1alpha1.EtcdBackup, operatorImage string) *batchv1.Job {
+func BackupDeleteJob(b *etcdv1alpha1.EtcdBackup, operatorImage string, ids PodIDs) *batchv1.Job {
 	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, false)
-	return snapshotJob(b, ownerRef(b, "EtcdBackup"), BackupDeleteJobName(b.Name), "backup-delete", operatorImage, append([]string{"delete"}, args...), env, vols, mounts)
+	return snapshotJob(b, ownerRef(b, "EtcdBackup"), BackupDeleteJobName(b.Name), "backup-delete", operatorImage, ids, append([]string{"delete"}, args...), env, vols, mounts)
 }
 
 // VerifyJobName is the test-restore Job of one backup.
@@ -178,7 +170,7 @@ func VerifyJobName(backupName string) string { return jobName("etcdverify-", bac
 // VerifyJob test-restores the successful backup b for schedule s: `worker verify` in the etcd
 // image of the backup's version (so its etcdutl and etcd open the snapshot as the cluster would),
 // the binary copied there by an operator-image init container, everything on scratch volumes.
-func VerifyJob(s *etcdv1alpha1.EtcdBackupSchedule, b *etcdv1alpha1.EtcdBackup, operatorImage, etcdImage string) *batchv1.Job {
+func VerifyJob(s *etcdv1alpha1.EtcdBackupSchedule, b *etcdv1alpha1.EtcdBackup, operatorImage, etcdImage string, ids PodIDs) *batchv1.Job {
 	const work = "/verify"
 	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, true)
 	args = append([]string{"verify", "--work-dir=" + work + "/scratch", "--sha256=" + b.Status.SHA256,
@@ -186,7 +178,7 @@ func VerifyJob(s *etcdv1alpha1.EtcdBackupSchedule, b *etcdv1alpha1.EtcdBackup, o
 	copySelf, tools, mount := workerCopy(operatorImage)
 	mounts = append(mounts, mount, corev1.VolumeMount{Name: "scratch", MountPath: work})
 	vols = append(vols, tools, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	job := snapshotJob(b, ownerRef(s, "EtcdBackupSchedule"), VerifyJobName(b.Name), "backup-verify", etcdImage, args, env, vols, mounts)
+	job := snapshotJob(b, ownerRef(s, "EtcdBackupSchedule"), VerifyJobName(b.Name), "backup-verify", etcdImage, ids, args, env, vols, mounts)
 	pod := &job.Spec.Template.Spec
 	pod.Containers[0].Command = []string{copiedWorker}
 	pod.InitContainers = []corev1.Container{copySelf}
@@ -211,7 +203,7 @@ func SnapshotSource(b *etcdv1alpha1.EtcdBackup) etcdv1alpha1.BackupDestination {
 	return src
 }
 
-func snapshotJob(b *etcdv1alpha1.EtcdBackup, owner metav1.OwnerReference, name, component, image string, args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) *batchv1.Job {
+func snapshotJob(b *etcdv1alpha1.EtcdBackup, owner metav1.OwnerReference, name, component, image string, ids PodIDs, args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount) *batchv1.Job {
 	labels := map[string]string{naming.LabelApp: naming.AppName, naming.LabelInstance: b.Spec.ClusterName, naming.LabelManagedBy: naming.ManagedBy, naming.LabelComponent: component}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
@@ -231,7 +223,7 @@ func snapshotJob(b *etcdv1alpha1.EtcdBackup, owner metav1.OwnerReference, name, 
 					RestartPolicy:                corev1.RestartPolicyNever,
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
-					SecurityContext:              restrictedPod(),
+					SecurityContext:              restrictedPod(ids),
 					Volumes:                      vols,
 					Containers: []corev1.Container{{
 						Name: BackupContainer, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,

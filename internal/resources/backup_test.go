@@ -96,7 +96,7 @@ func TestBackupKeysNeverCollide(t *testing.T) {
 			backupOf("a", "other", "nightly-2", "33333333-cccc", d),
 			backupOf("a", "main", "nightly", "44444444-dddd", d), // re-created after a deletion
 		} {
-			args := strings.Join(BackupJob(b, c, "op:1").Spec.Template.Spec.Containers[0].Args, " ")
+			args := strings.Join(BackupJob(b, c, "op:1", FixedIDs).Spec.Template.Spec.Containers[0].Args, " ")
 			var key string
 			for _, a := range strings.Fields(args) {
 				if strings.HasPrefix(a, "--s3-key=") || strings.HasPrefix(a, "--location=") {

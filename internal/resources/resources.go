@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"sort"
@@ -57,6 +58,11 @@ type MemberPodInput struct {
 	// IPv6: the cluster's pods get IPv6 addresses (the first IP family of its client Service), so the
 	// metrics listener's URL brackets the pod IP.
 	IPv6 bool
+	// IDs says whether the pod names its user and group IDs or leaves them to the platform.
+	IDs PodIDs
+	// Contained: the member's data diverged from the majority's (status.divergedMembers); its pod is
+	// built without LabelServing, so the client Service does not send it clients.
+	Contained bool
 }
 
 // DefaultQuota is etcd's own database quota.
@@ -220,6 +226,7 @@ func etcdArgs(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) []string {
 	if q := QuotaArg(c); q != "" {
 		args = append(args, q)
 	}
+	args = append(args, ConsistencyArgs(in.Version)...)
 	if in.ForceNewCluster {
 		args = append(args, ForceNewClusterFlag)
 	}
@@ -285,8 +292,9 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 	if in.Version != "" {
 		labels[naming.LabelVersion] = in.Version
 	}
+	maps.Copy(labels, ServingLabels(in.Contained))
 	for k, v := range c.Spec.PodTemplate.Labels {
-		if _, reserved := labels[k]; !reserved {
+		if _, reserved := labels[k]; !reserved && k != naming.LabelServing {
 			labels[k] = v
 		}
 	}
@@ -350,7 +358,7 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 			NodeSelector:                  pt.NodeSelector,
 			TopologySpreadConstraints:     pt.TopologySpreadConstraints,
 			PriorityClassName:             pt.PriorityClassName,
-			SecurityContext:               restrictedPod(),
+			SecurityContext:               restrictedPod(in.IDs),
 		},
 	}
 	if in.Bootstrap && in.Restore != nil {
@@ -440,6 +448,9 @@ func MemberProbes() (startup, liveness, readiness *corev1.Probe) {
 // operator restarts nothing by itself.
 //
 // Revisions: 2 — peer port accepts only the peer certificate's CN; TLS 1.2+ with AEAD suites only.
+// etcd's own consistency checks (ConsistencyArgs) did not raise it: members started by an earlier
+// operator get them at their next recreation (an upgrade, a reconfiguration), and until then the
+// operator's own HashKV comparison covers them; an operator upgrade restarts no member for them.
 const PodRevision = 2
 
 // QuotaArg is the etcd flag that sets c's database quota; "" for etcd's default.
@@ -549,13 +560,17 @@ func MemberPVC(c *etcdv1alpha1.EtcdCluster, member string) *corev1.PersistentVol
 	}
 }
 
-// ClientService is the ClusterIP Service clients use.
+// ClientService is the ClusterIP Service clients use. It selects only member pods with LabelServing:
+// taking the label off a pod takes the member out of the Service at once, whether or not etcd on it
+// looks healthy (a readiness gate would do the same only for pods created with it, and would keep
+// every new pod from serving until the operator marks it, so a member could not start serving while
+// the operator is down).
 func ClientService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: objectMeta(c, naming.ClientService(c.Name), naming.Labels(c.Name)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: naming.Labels(c.Name),
+			Selector: clientSelector(c.Name),
 			Ports:    []corev1.ServicePort{{Name: "client", Protocol: corev1.ProtocolTCP, Port: naming.ClientPort, TargetPort: intstr.FromString("client")}},
 		},
 	}

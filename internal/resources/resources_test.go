@@ -190,7 +190,7 @@ func TestPDBSelectsMemberPodsOnly(t *testing.T) {
 	}
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo",
 		Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "bkt", CredentialsSecret: "s3"}}}}
-	job := BackupJob(b, c, "operator:v")
+	job := BackupJob(b, c, "operator:v", FixedIDs)
 	if sel.Matches(labels.Set(job.Spec.Template.Labels)) {
 		t.Errorf("PDB selector %s selects backup Job pods %v", sel, job.Spec.Template.Labels)
 	}
@@ -219,7 +219,7 @@ func TestEveryObjectIsLabelledAsTheOperators(t *testing.T) {
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo",
 		Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "bkt", CredentialsSecret: "s3"}}}}
 	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns"}}
-	backupJob, deleteJob, verifyJob := BackupJob(b, c, "op:1"), BackupDeleteJob(b, "op:1"), VerifyJob(s, b, "op:1", "etcd:1")
+	backupJob, deleteJob, verifyJob := BackupJob(b, c, "op:1", FixedIDs), BackupDeleteJob(b, "op:1", FixedIDs), VerifyJob(s, b, "op:1", "etcd:1", FixedIDs)
 	for _, obj := range []metav1.Object{
 		MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}}),
 		MemberPVC(c, "demo-0"), ClientService(c), PeerService(c), PodDisruptionBudget(c), Secret(c, "demo-ca", nil),
@@ -319,7 +319,7 @@ func TestUserCertificatesAreMountedFromTheUsersSecrets(t *testing.T) {
 	}
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "b1"}}
 	b.Spec.Destination.PVC = &etcdv1alpha1.PVCDestination{ClaimName: "backups"}
-	job := BackupJob(b, c, "op:1")
+	job := BackupJob(b, c, "op:1", FixedIDs)
 	var mounted []string
 	for _, v := range job.Spec.Template.Spec.Volumes {
 		if v.Secret != nil {

@@ -1,0 +1,195 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
+)
+
+// A follower whose database file was changed in place (real etcd, embedded) is found by the
+// operator's check, recorded in status with the evidence, taken out of the client Service's selection
+// (its pod's serving label removed on the API server), reported Degraded MemberDiverged with a Warning
+// event, and the planner's next step is its removal (Rebuild). Its peers keep serving.
+func TestDivergedMemberIsContainedAndRebuilt(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	// Paused: the manager leaves it alone; this test runs the pass's steps itself.
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance.Paused = true
+		c.Spec.Version = "3.6.16"
+		c.Spec.TLS.Client, c.Spec.TLS.Peer = etcdv1alpha1.TLSDisabled, etcdv1alpha1.TLSDisabled
+	})
+	c = get(t, c)
+
+	base := fmt.Sprintf("127.%d.%d.", 1+rand.IntN(250), rand.IntN(250))
+	pods := map[string]*corev1.Pod{}
+	var ms []*etcdtest.Member
+	for i := range 3 {
+		name, ip := naming.MemberName(c.Name, int32(i)), base+fmt.Sprint(10+i)
+		pod := resources.MemberPod(c, resources.MemberPodInput{Member: name, Image: "etcd", Version: c.Spec.Version, InitialCluster: []string{name}})
+		if err := k8s.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = corev1.PodStatus{PodIP: ip, Phase: corev1.PodRunning}
+		if err := k8s.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pods[name] = pod
+		ms = append(ms, &etcdtest.Member{Name: name, PeerURL: "http://" + loopback.FreeAddr(t), ClientURL: naming.EndpointForIP(ip, false)})
+	}
+	eventually(t, "record the members in status", func() error {
+		cur := get(t, c)
+		cur.Status.Members = nil
+		for i := range 3 {
+			cur.Status.Members = append(cur.Status.Members, etcdv1alpha1.MemberStatus{Name: naming.MemberName(c.Name, int32(i))})
+		}
+		cur.Status.Bootstrapped = true
+		return k8s.Status().Update(ctx, cur)
+	})
+	etcdtest.StartMembers(t, ms, nil)
+	cl, err := etcdclient.New(etcdtest.ClientURLs(ms), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	for _, k := range []string{"/registry/a", "/registry/b"} {
+		if _, err := cl.Raw().Put(ctx, k, "good"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rec := record.NewFakeRecorder(100)
+	r := &EtcdClusterReconciler{Client: k8s, Scheme: k8s.Scheme(), Recorder: rec}
+	round := func(now time.Time) *pass {
+		t.Helper()
+		cur := get(t, c)
+		cur.Spec.Maintenance.Paused = false // as the pass sees it; the manager still leaves the object alone
+		p := &pass{r: r, c: cur, orig: cur.DeepCopy(), now: now, mem: &clusterMemory{}}
+		observeSpace(ctx, t, p, cl, pods)
+		if err := p.checkConsistency(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	start := time.Now()
+	p := round(start)
+	for _, m := range get(t, c).Status.Members {
+		if m.Diverged != nil {
+			t.Fatalf("a healthy cluster: %s recorded diverged: %+v", m.Name, m.Diverged)
+		}
+	}
+	if why, msg := p.divergenceCondition(); why != "" {
+		t.Fatalf("a healthy cluster: %s %s", why, msg)
+	}
+
+	follower := ms[2]
+	if uint64(follower.Etcd.Server.Leader()) == uint64(follower.Etcd.Server.MemberID()) {
+		follower = ms[1]
+	}
+	follower.Stop()
+	etcdtest.CorruptValue(t, follower, "/registry/b", "evil")
+	follower.Restart(t, nil)
+
+	// The restart changed nothing the operator watches here (the pods are the same objects), so the
+	// round that finds it is the periodic one.
+	p = round(start.Add(resources.ConsistencyCheckInterval))
+	got := get(t, c)
+	var d *etcdv1alpha1.Divergence
+	for _, m := range got.Status.Members {
+		switch {
+		case m.Name == follower.Name:
+			d = m.Diverged
+		case m.Diverged != nil:
+			t.Errorf("%s recorded diverged too: %+v", m.Name, m.Diverged)
+		}
+	}
+	if d == nil || d.Hash == d.MajorityHash || d.Revision == 0 || !strings.Contains(d.Evidence, follower.Name+"=") {
+		t.Fatalf("status of %s: diverged %+v", follower.Name, d)
+	}
+
+	// Contained: the client Service's selector no longer selects its pod; the peer Service still does.
+	svc := resources.ClientService(got)
+	selected := &corev1.PodList{}
+	if err := k8s.List(ctx, selected, client.InNamespace(ns), client.MatchingLabels(svc.Spec.Selector)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, pod := range selected.Items {
+		names = append(names, pod.Name)
+	}
+	if len(names) != 2 || strings.Contains(strings.Join(names, ","), follower.Name) {
+		t.Errorf("client Service selects %v; want the two members other than %s", names, follower.Name)
+	}
+	peers := &corev1.PodList{}
+	if err := k8s.List(ctx, peers, client.InNamespace(ns), client.MatchingLabels(resources.PeerService(got).Spec.Selector)); err != nil || len(peers.Items) != 3 {
+		t.Errorf("peer Service selects %d pods (%v); want all 3", len(peers.Items), err)
+	}
+
+	why, msg := p.divergenceCondition()
+	if why != reason.MemberDiverged || !strings.Contains(msg, follower.Name) || !strings.Contains(msg, fmt.Sprint(d.Revision)) {
+		t.Errorf("Degraded verdict %s %q", why, msg)
+	}
+	p.recordObservation(planner.Action{Kind: planner.None, Reason: reason.Ready})
+	if cond := meta.FindStatusCondition(p.c.Status.Conditions, etcdv1alpha1.ConditionDegraded); cond == nil || cond.Status != "True" || cond.Reason != string(reason.MemberDiverged) {
+		t.Errorf("Degraded condition %+v", cond)
+	}
+	if ev := drain(rec); !strings.Contains(ev, "Warning MemberDiverged") || !strings.Contains(ev, follower.Name) {
+		t.Errorf("events %q: want a Warning MemberDiverged naming %s", ev, follower.Name)
+	}
+
+	// Rebuild (the default): the planner removes it, through the replace path.
+	in := spacePlannerInput(p)
+	in.DivergedMembers, in.Diverged = divergedInput(p.c)
+	a := planner.Decide(in)
+	if (a.Kind != planner.RemoveMember && a.Kind != planner.MoveLeader) || a.Members[0] != follower.Name || a.Reason != reason.MemberDiverged {
+		t.Errorf("next step %+v; want the removal of %s", a, follower.Name)
+	}
+	// Report: contained, not acted on.
+	p.c.Spec.Maintenance.DivergedMember = etcdv1alpha1.DivergedMemberReport
+	in.DivergedMembers, in.Diverged = divergedInput(p.c)
+	if a := planner.Decide(in); a.Kind != planner.None {
+		t.Errorf("policy Report: next step %+v; want none", a)
+	}
+
+	// The contained member still has its data and peers: it serves reads of its own (what a client
+	// pinned to it would see), which is why it is out of the Service.
+	one, err := etcdclient.New([]string{follower.ClientURL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = one.Close() }()
+	if r, err := one.Raw().Get(ctx, "/registry/b", clientv3.WithSerializable()); err != nil || string(r.Kvs[0].Value) != "evil" {
+		t.Errorf("the contained member's own read: %v %v", r, err)
+	}
+}
+
+func drain(rec *record.FakeRecorder) string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}

@@ -1,0 +1,45 @@
+package etcdtest
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// CorruptValue changes, in place, every stored revision of key in the stopped member's database
+// file, the way a bad disk or a bug would: raft and the WAL know nothing of it, so the member serves
+// the changed value once restarted and its HashKV differs from its peers'.
+func CorruptValue(t testing.TB, m *Member, key, value string) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(m.dir, "member", "snap", "db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	changed := 0
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("key"))
+		return b.ForEach(func(k, v []byte) error {
+			var kv mvccpb.KeyValue
+			if err := kv.Unmarshal(v); err != nil {
+				return err
+			}
+			if string(kv.Key) != key {
+				return nil
+			}
+			kv.Value = []byte(value)
+			out, err := kv.Marshal()
+			if err != nil {
+				return err
+			}
+			changed++
+			return b.Put(bytes.Clone(k), out)
+		})
+	})
+	if err != nil || changed == 0 {
+		t.Fatalf("corrupt %s in %s: changed %d revisions, %v", key, m.Name, changed, err)
+	}
+}

@@ -392,9 +392,30 @@ func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() error
 // Available promises that a client of the published endpoint gets an answer, so right after it,
 // with no retry loop of the test's own, a read through the client Service must succeed: every
 // creation in the suites waits here, and so checks that promise.
+//
+// timeout bounds a stall, not the whole wait: it fails once what Converged reports (phase, counts,
+// the Available and Progressing conditions) has not changed for timeout, or after three times
+// timeout in all. A roll of every member is a chain of steps, each on time, whose sum outlasts any
+// one fixed bound on a loaded machine; a stuck step still fails after timeout.
 func (e *Env) WaitConverged(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32, timeout time.Duration) {
 	t.Helper()
-	WaitFor(t, fmt.Sprintf("%s converged at %d members", c.Name, n), timeout, func() error { return e.Converged(c, n) })
+	start := time.Now()
+	lastChange, last := start, ""
+	for {
+		err := e.Converged(c, n)
+		if err == nil {
+			break
+		}
+		now := time.Now()
+		if err.Error() != last {
+			last, lastChange = err.Error(), now
+		}
+		if stalled := now.Sub(lastChange); stalled > timeout || now.Sub(start) > 3*timeout {
+			t.Fatalf("%s converged at %d members: not after %s (unchanged for %s): %v",
+				c.Name, n, now.Sub(start).Round(time.Second), stalled.Round(time.Second), err)
+		}
+		time.Sleep(time.Second)
+	}
 	if err := e.ClientServiceAnswers(c); err != nil {
 		t.Fatalf("%s is Available but a client of its client Service gets no answer: %v", c.Name, err)
 	}

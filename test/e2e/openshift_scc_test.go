@@ -65,7 +65,7 @@ func restrictedV2(t *testing.T, name string) {
 			Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
 		}}},
 	}
-	containersUIDs := "object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : [])"
+	containersUIDs := "(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
 	vap := &admissionv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{

@@ -105,6 +105,7 @@ func TestDivergedMemberIsContainedAndRebuilt(t *testing.T) {
 	if uint64(follower.Etcd.Server.Leader()) == uint64(follower.Etcd.Server.MemberID()) {
 		follower = ms[1]
 	}
+	etcdtest.WaitApplied(t, ms) // the follower's database file holds the value the test changes
 	follower.Stop()
 	etcdtest.CorruptValue(t, follower, "/registry/b", "evil")
 	follower.Restart(t, nil)

@@ -61,6 +61,7 @@ func TestHashKVFindsAMemberWhoseDatabaseWasChangedInPlace(t *testing.T) {
 	if uint64(follower.Etcd.Server.Leader()) == uint64(follower.Etcd.Server.MemberID()) {
 		follower = ms[1]
 	}
+	etcdtest.WaitApplied(t, ms) // the follower's database file holds the value the test changes
 	follower.Stop()
 	etcdtest.CorruptValue(t, follower, "b", "evil")
 	follower.Restart(t, nil) // etcd's initial check off: the member starts and serves its data
@@ -101,6 +102,7 @@ func TestInitialCorruptCheckRefusesToStartAChangedMember(t *testing.T) {
 	if uint64(follower.Etcd.Server.Leader()) == uint64(follower.Etcd.Server.MemberID()) {
 		follower = ms[1]
 	}
+	etcdtest.WaitApplied(t, ms) // the follower's database file holds the value the test changes
 	follower.Stop()
 	etcdtest.CorruptValue(t, follower, "a", "evil")
 	restarted := false

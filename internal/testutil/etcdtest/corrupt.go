@@ -4,10 +4,36 @@ import (
 	"bytes"
 	"path/filepath"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
+
+// WaitApplied waits until every member of ms has applied what the most advanced one has: a follower
+// applies an entry a moment after the leader acknowledged it, and a member stopped before that has
+// the entry in its WAL but not yet in its database file.
+func WaitApplied(t testing.TB, ms []*Member) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var lo, hi uint64
+		for i, m := range ms {
+			a := m.Etcd.Server.AppliedIndex()
+			if i == 0 || a < lo {
+				lo = a
+			}
+			hi = max(hi, a)
+		}
+		if lo == hi {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members applied %d..%d after 10s", lo, hi)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // CorruptValue changes, in place, every stored revision of key in the stopped member's database
 // file, the way a bad disk or a bug would: raft and the WAL know nothing of it, so the member serves

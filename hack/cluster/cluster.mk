@@ -1,14 +1,15 @@
-# Local single-node Kubernetes cluster and daemonless images (hack/cluster, hack/images).
+# Local Kubernetes cluster (one node, or NODES on this one host) and daemonless images (hack/cluster, hack/images).
 # Included from the root Makefile; every variable here can be overridden there or on the command line.
 CLUSTER_DIR ?= $(CURDIR)/.cluster
 IMG ?= ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0
+NODES ?= 1
 CLUSTER_MK_ROOT := $(patsubst %/hack/cluster/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 
 ##@ Local cluster
 
 .PHONY: cluster-up
-cluster-up: ## Start the local cluster in $(CLUSTER_DIR) (idempotent); then: source $(CLUSTER_DIR)/env.sh
-	$(CLUSTER_MK_ROOT)/hack/cluster/up.sh $(CLUSTER_DIR)
+cluster-up: ## Start the local cluster in $(CLUSTER_DIR) (idempotent; NODES=4: one control plane and 4 nodes in zones a, b, c); then: source $(CLUSTER_DIR)/env.sh
+	NODES=$(NODES) $(CLUSTER_MK_ROOT)/hack/cluster/up.sh $(CLUSTER_DIR)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster, keeping its data.

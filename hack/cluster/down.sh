@@ -49,33 +49,47 @@ stop() { # name [grace_s]
   say "stopped $1 ($pid)"
 }
 
-# 1. kubelet first, so nothing restarts pods behind our back
+# the nodes NODES > 1 added (up.sh section 7b): STATE/nodes/K, processes kubelet-K and containerd-K
+NODE_DIRS=()
+for d in "$STATE"/nodes/*/; do [ -d "$d" ] && NODE_DIRS+=("${d%/}"); done
+
+# 1. kubelets first, so nothing restarts pods behind our back
 stop kubelet 30
+for d in "${NODE_DIRS[@]}"; do stop "kubelet-${d##*/}" 30; done
 
 # 2. pods: remove every sandbox through CRI -> CNI DEL (veth, netns, CNI-* chains, IPAM)
 NETNS=()
-if pid_of containerd >/dev/null; then
-  mapfile -t NETNS < <(crictl inspectp -o json $(crictl pods -q 2>/dev/null) 2>/dev/null |
+remove_pods() { # containerd socket
+  local sock=$1 t
+  export CONTAINER_RUNTIME_ENDPOINT=unix://$sock IMAGE_SERVICE_ENDPOINT=unix://$sock
+  mapfile -t -O "${#NETNS[@]}" NETNS < <(crictl inspectp -o json $(crictl pods -q 2>/dev/null) 2>/dev/null |
     jq -r '.info.runtimeSpec.linux.namespaces[]? | select(.type=="network") | .path // empty' 2>/dev/null | sort -u)
   if [ -n "$(crictl pods -q 2>/dev/null)" ]; then
-    timeout 120 crictl rmp -fa >/dev/null 2>&1 || say "crictl rmp reported errors"
+    timeout 120 crictl rmp -fa >/dev/null 2>&1 || say "crictl rmp on $sock reported errors"
   fi
   # anything CRI did not know about (e.g. ctr run) in the k8s.io namespace
-  for t in $(ctr -a "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
-    ctr -a "$SOCK" -n k8s.io tasks kill -s KILL "$t" >/dev/null 2>&1
-    sleep 0.5; ctr -a "$SOCK" -n k8s.io tasks rm -f "$t" >/dev/null 2>&1
+  for t in $(ctr -a "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
+    ctr -a "$sock" -n k8s.io tasks kill -s KILL "$t" >/dev/null 2>&1
+    sleep 0.5; ctr -a "$sock" -n k8s.io tasks rm -f "$t" >/dev/null 2>&1
   done
-fi
+}
+if pid_of containerd >/dev/null; then remove_pods "$SOCK"; fi
+for d in "${NODE_DIRS[@]}"; do
+  if pid_of "containerd-${d##*/}" >/dev/null; then remove_pods "$d/containerd/containerd.sock"; fi
+done
 
 # 3. node + control plane (netpol-enforcer removes its own KC-NP-* rules on TERM; step 5 is the fallback)
 stop netpol-enforcer
 stop csi-hostpath   # its volumes' bind mounts in pod directories go with the other mounts (step 4)
 stop kube-proxy
 stop containerd 30
-# shims of *this* containerd (they daemonize, so they are not in the pid file);
+for d in "${NODE_DIRS[@]}"; do stop "containerd-${d##*/}" 30; done
+# shims of *these* containerds (they daemonize, so they are not in the pid file);
 # matched by their exact -address argument, killed by pid
-for p in $(pgrep -f "containerd-shim-runc-v2 .*-address $SOCK( |$)" || true); do
-  say "killing leftover shim $p"; kill -KILL "$p" 2>/dev/null
+for s in "$SOCK" "${NODE_DIRS[@]/%//containerd/containerd.sock}"; do
+  for p in $(pgrep -f "containerd-shim-runc-v2 .*-address $s( |$)" || true); do
+    say "killing leftover shim $p"; kill -KILL "$p" 2>/dev/null
+  done
 done
 stop kube-scheduler
 stop kube-controller-manager
@@ -93,7 +107,11 @@ for n in "${NETNS[@]}"; do
 done
 
 # 5. network: bridge, iptables (KUBE-* from kubelet/kube-proxy, KC-NP-* from netpol-enforcer, CNI-* of our network)
-ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE" && say "deleted bridge $BRIDGE"
+BRIDGES=("$BRIDGE")
+for d in "${NODE_DIRS[@]}"; do [ -f "$d/bridge" ] && BRIDGES+=("$(cat "$d/bridge")"); done
+for b in "${BRIDGES[@]}"; do
+  ip link show "$b" >/dev/null 2>&1 && ip link del "$b" && say "deleted bridge $b"
+done
 for v in iptables ip6tables; do
   command -v "$v-save" >/dev/null || continue
   dump=$("$v-save" -c 2>/dev/null) || continue
@@ -114,7 +132,7 @@ rm -f /var/lib/cni/results/"$CNI_NET"-* 2>/dev/null
 for l in /var/log/containers/*.log; do
   [ -L "$l" ] && [[ "$(readlink "$l")" == "$STATE/"* ]] && rm -f "$l"
 done
-for c in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/unified/kubepods; do
+for c in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/unified/kubepods /sys/fs/cgroup/*/kc-nodes; do
   [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
 done
 

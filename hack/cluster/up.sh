@@ -14,7 +14,7 @@
 #
 # STATE_DIR: argument, else $CLUSTER_DIR, else <repo>/.cluster (short: the containerd
 # socket path must stay under 108 bytes). Afterwards: source STATE_DIR/env.sh
-# Env knobs: NODE_NAME NODE_IP PHASES ("prereq build pki config start addons")
+# Env knobs: NODES (default 1; see section 7b) NODE_NAME NODE_IP PHASES ("prereq build pki config start addons")
 set -Eeuo pipefail
 trap 'echo "up.sh: FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR
 
@@ -52,6 +52,13 @@ export PATH=$BIN:/usr/local/go/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
 
 NODE_NAME=${NODE_NAME:-$(hostname | tr 'A-Z' 'a-z')}
+# NODES > 1 adds worker nodes NODE_NAME-2 … NODE_NAME-N beside the first (section 7b), each a kubelet with its
+# own containerd, bridge, pod CIDR and cgroup root, in zones a, b, c, a, … (docs/dev/local-cluster.md)
+NODES=${NODES:-1}
+[[ "$NODES" =~ ^[1-9]$ ]] || { echo "NODES must be 1-9, not $NODES" >&2; exit 2; }
+# Pods talk across nodes through the host's routes between bridges; masquerading that traffic (the bridge
+# plugin's ipMasq) would hide the source pod's IP from NetworkPolicy, so only a one-node cluster uses it.
+POD_MASQ=true; [ "$NODES" -gt 1 ] && POD_MASQ=false
 if [ -z "${NODE_IP:-}" ]; then
   NODE_IP=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' || true)
   [ -n "$NODE_IP" ] || NODE_IP=$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
@@ -189,18 +196,18 @@ export KUBECONFIG=$KUBECONFIG_ADMIN
 ###############################################################################
 # 4. config files: containerd, CNI, kubelet, kube-proxy
 ###############################################################################
-if phase_on config; then
-  log "config (node $NODE_NAME, ip $NODE_IP)"
-  mkdir -p "$STATE/containerd" "$STATE/cni/net.d" "$STATE/cni/ipam" "$STATE/kubelet" "$STATE/pod-logs" "$STATE/local-path"
-  write_if_changed "$STATE/containerd/config.toml" <<EOF
+# one node's files: containerd (root, state, socket and runc root under DIR, CNI config from CNI_DIR),
+# its CNI network (bridge, pod subnet) and its kubelet (serving cert, runtime socket, log dir, extra lines)
+containerd_config() { # DIR CNI_DIR
+  write_if_changed "$1/config.toml" <<EOF
 version = 2
-root = "$STATE/containerd/root"
-state = "$STATE/containerd/state"
+root = "$1/root"
+state = "$1/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
 [grpc]
-  address = "$SOCK"
+  address = "$1/containerd.sock"
 [plugins."io.containerd.internal.v1.opt"]
-  path = "$STATE/containerd/opt"
+  path = "$1/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
   # THE key fix on this VM: the capability bounding set lacks CAP_SYS_RESOURCE, so
@@ -218,26 +225,28 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-        Root = "$STATE/containerd/runc"
+        Root = "$1/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = "$STATE/cni/net.d"
+    conf_dir = "$2"
 EOF
-  write_if_changed "$STATE/cni/net.d/10-kc.conflist" <<EOF
+}
+cni_config() { # CNI_DIR BRIDGE SUBNET GATEWAY
+  write_if_changed "$1/net.d/10-kc.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "$CNI_NET",
   "plugins": [
     {
       "type": "bridge",
-      "bridge": "$BRIDGE",
+      "bridge": "$2",
       "isGateway": true,
-      "ipMasq": true,
+      "ipMasq": $POD_MASQ,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "dataDir": "$STATE/cni/ipam",
-        "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$POD_GW"}]],
+        "dataDir": "$1/ipam",
+        "ranges": [[{"subnet": "$3", "gateway": "$4"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     },
@@ -245,7 +254,9 @@ EOF
   ]
 }
 EOF
-  write_if_changed "$STATE/kubelet-config.yaml" <<EOF
+}
+kubelet_config() { # FILE SERVING_CERT SOCK POD_LOGS [EXTRA_YAML]
+  { cat <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:
@@ -253,14 +264,14 @@ authentication:
   webhook: {enabled: true}
   x509: {clientCAFile: $PKI/ca.crt}
 authorization: {mode: Webhook}
-tlsCertFile: $PKI/kubelet-serving.crt
-tlsPrivateKeyFile: $PKI/kubelet-serving.key
+tlsCertFile: $PKI/$2.crt
+tlsPrivateKeyFile: $PKI/$2.key
 cgroupDriver: cgroupfs
-containerRuntimeEndpoint: unix://$SOCK
+containerRuntimeEndpoint: unix://$3
 clusterDNS: [$DNS_SVC_IP]
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
-podLogsDir: $STATE/pod-logs
+podLogsDir: $4
 failSwapOn: false
 oomScoreAdj: 0            # -999 (default) is refused here: no CAP_SYS_RESOURCE in the VM
 staticPodPath: ""
@@ -272,6 +283,14 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 2%, nodefs.inodesFree:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOF
+    printf '%s' "${5:-}"; } | write_if_changed "$1"
+}
+if phase_on config; then
+  log "config (node $NODE_NAME, ip $NODE_IP)"
+  mkdir -p "$STATE/containerd" "$STATE/cni/net.d" "$STATE/cni/ipam" "$STATE/kubelet" "$STATE/pod-logs" "$STATE/local-path"
+  containerd_config "$STATE/containerd" "$STATE/cni/net.d"
+  cni_config "$STATE/cni" "$BRIDGE" "$POD_SUBNET" "$POD_GW"
+  kubelet_config "$STATE/kubelet-config.yaml" kubelet-serving "$SOCK" "$STATE/pod-logs"
   write_if_changed "$STATE/kube-proxy-config.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -403,6 +422,54 @@ if phase_on start; then
     --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki"
   start_proc kube-proxy kube-proxy --config="$STATE/kube-proxy-config.yaml"
   wait_for "node $NODE_NAME Ready" 180 node_ready
+fi
+
+###############################################################################
+# 7b. more nodes (NODES > 1): NODE_NAME-2 … NODE_NAME-N, on this same host
+###############################################################################
+# Node K is a kubelet with its own containerd (root, state, socket and runc root under STATE/nodes/K), its own
+# CNI bridge kcbrK on the pod CIDR the controller-manager allocated it, its own kubelet root and cgroup root
+# (/kc-nodes/K), and ports 10240+10K (kubelet) and 10238+10K (healthz). All nodes share the host's network
+# namespace: pods on different bridges reach each other through the host's connected routes, and the one
+# kube-proxy serves every node. Zones: topology.kubernetes.io/zone a, b, c, a, … by node number.
+zone_of() { local z=(a b c); echo "${z[$((($1 - 1) % 3))]}"; }
+node_pod_cidr() { kubectl get node "$1" -o jsonpath='{.spec.podCIDR}' 2>/dev/null | grep .; }
+node_is_ready() { [ "$(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
+if phase_on start; then
+  # a cluster brought up with more nodes before: the nodes beyond NODES that no longer run leave the API
+  for d in "$STATE"/nodes/[2-9]; do
+    k=${d##*/}
+    if [ -d "$d" ] && [ "$k" -gt "$NODES" ] && ! is_running "kubelet-$k"; then
+      kubectl delete node "$NODE_NAME-$k" --ignore-not-found >/dev/null && log "node $NODE_NAME-$k removed (NODES=$NODES)"
+    fi
+  done
+fi
+if phase_on start && [ "$NODES" -gt 1 ]; then
+  kubectl label node "$NODE_NAME" --overwrite "topology.kubernetes.io/zone=$(zone_of 1)" >/dev/null
+  for ((k = 2; k <= NODES; k++)); do
+    name=$NODE_NAME-$k dir=$STATE/nodes/$k
+    log "node $name (zone $(zone_of "$k"))"
+    mkdir -p "$dir/containerd" "$dir/cni/net.d" "$dir/cni/ipam" "$dir/kubelet" "$dir/pod-logs"
+    ssl_cert "kubelet-$k" "system:node:$name" system:nodes clientAuth ""
+    ssl_cert "kubelet-serving-$k" "system:node:$name" system:nodes serverAuth "DNS:$name,DNS:localhost,IP:$NODE_IP,IP:127.0.0.1"
+    kubeconfig "$PKI/kubelet-$k.kubeconfig" "system:node:$name" "kubelet-$k"
+    containerd_config "$dir/containerd" "$dir/cni/net.d"
+    kubelet_config "$dir/kubelet-config.yaml" "kubelet-serving-$k" "$dir/containerd/containerd.sock" "$dir/pod-logs" \
+      "$(printf 'port: %d\nhealthzPort: %d\ncgroupRoot: /kc-nodes/%d\n' $((10240 + 10 * k)) $((10238 + 10 * k)) "$k")"
+    # the kubelet refuses a cgroup root that does not exist in every hierarchy (cgroup v1 here)
+    for c in /sys/fs/cgroup/*; do [ -L "$c" ] || [ ! -d "$c" ] || mkdir -p "$c/kc-nodes/$k"; done
+    start_proc "containerd-$k" containerd --config "$dir/containerd/config.toml"
+    wait_for "containerd of $name" 60 ctr -a "$dir/containerd/containerd.sock" version
+    load_images   # into every node's containerd: nothing here pulls from a registry
+    start_proc "kubelet-$k" kubelet --config="$dir/kubelet-config.yaml" --kubeconfig="$PKI/kubelet-$k.kubeconfig" \
+      --hostname-override="$name" --node-ip="$NODE_IP" --root-dir="$dir/kubelet" --cert-dir="$dir/kubelet/pki" \
+      --node-labels="topology.kubernetes.io/zone=$(zone_of "$k")"
+    wait_for "pod CIDR of $name" 120 node_pod_cidr "$name"
+    cidr=$(node_pod_cidr "$name")
+    echo "kcbr$k" > "$dir/bridge"
+    cni_config "$dir/cni" "kcbr$k" "$cidr" "${cidr%.*}.1"
+  done
+  for ((k = 2; k <= NODES; k++)); do wait_for "node $NODE_NAME-$k Ready" 180 node_is_ready "$NODE_NAME-$k"; done
 fi
 
 ###############################################################################

@@ -147,10 +147,21 @@ build_sets() {
   done
 }
 
+# load imports the built images into every node's containerd: the first node's, and those of the nodes
+# hack/cluster/up.sh adds with NODES > 1 (CLUSTER_DIR/nodes/K), which pull from no registry either.
 load() {
-  local sock=$CLUSTER_DIR/containerd/containerd.sock have line name file idx want ref cur
+  local sock=$CLUSTER_DIR/containerd/containerd.sock
   [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1 ||
     { echo "images: no containerd at $sock: start the cluster (hack/cluster/up.sh)" >&2; exit 1; }
+  load_into "$sock"
+  for sock in "$CLUSTER_DIR"/nodes/*/containerd/containerd.sock; do
+    [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1 && load_into "$sock"
+  done
+  return 0
+}
+
+load_into() { # containerd socket
+  local sock=$1 have line name file idx want ref cur
   # capture first: `ctr ... | grep -q` under pipefail can fail by SIGPIPE
   have=$(ctr -a "$sock" -n k8s.io images ls)
   for line in "${BUILT[@]}"; do

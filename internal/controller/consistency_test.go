@@ -101,13 +101,7 @@ func TestDivergedMemberIsContainedAndRebuilt(t *testing.T) {
 		t.Fatalf("a healthy cluster: %s %s", why, msg)
 	}
 
-	follower := ms[2]
-	if uint64(follower.Etcd.Server.Leader()) == uint64(follower.Etcd.Server.MemberID()) {
-		follower = ms[1]
-	}
-	etcdtest.WaitApplied(t, ms) // the follower's database file holds the value the test changes
-	follower.Stop()
-	etcdtest.CorruptValue(t, follower, "/registry/b", "evil")
+	follower := etcdtest.CorruptFollower(t, ms, "/registry/b", "evil")
 	follower.Restart(t, nil)
 
 	// The restart changed nothing the operator watches here (the pods are the same objects), so the

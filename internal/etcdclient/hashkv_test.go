@@ -57,13 +57,7 @@ func TestHashKVFindsAMemberWhoseDatabaseWasChangedInPlace(t *testing.T) {
 		t.Fatalf("a healthy cluster: %+v", v)
 	}
 
-	follower := ms[2]
-	if uint64(follower.Etcd.Server.Leader()) == uint64(follower.Etcd.Server.MemberID()) {
-		follower = ms[1]
-	}
-	etcdtest.WaitApplied(t, ms) // the follower's database file holds the value the test changes
-	follower.Stop()
-	etcdtest.CorruptValue(t, follower, "b", "evil")
+	follower := etcdtest.CorruptFollower(t, ms, "b", "evil")
 	follower.Restart(t, nil) // etcd's initial check off: the member starts and serves its data
 
 	one, err := New([]string{follower.ClientURL}, nil)
@@ -98,13 +92,7 @@ func TestInitialCorruptCheckRefusesToStartAChangedMember(t *testing.T) {
 	if _, err := c.Raw().Put(context.Background(), "a", "good"); err != nil {
 		t.Fatal(err)
 	}
-	follower := ms[2]
-	if uint64(follower.Etcd.Server.Leader()) == uint64(follower.Etcd.Server.MemberID()) {
-		follower = ms[1]
-	}
-	etcdtest.WaitApplied(t, ms) // the follower's database file holds the value the test changes
-	follower.Stop()
-	etcdtest.CorruptValue(t, follower, "a", "evil")
+	follower := etcdtest.CorruptFollower(t, ms, "a", "evil")
 	restarted := false
 	func() {
 		defer func() { _ = recover() }()

@@ -35,6 +35,21 @@ func WaitApplied(t testing.TB, ms []*Member) {
 	}
 }
 
+// CorruptFollower stops a member of ms that is not the leader, once every member has applied what
+// the leader has, and changes key's stored value in its database file (CorruptValue); the caller
+// restarts it with the configuration it wants to test.
+func CorruptFollower(t testing.TB, ms []*Member, key, value string) *Member {
+	t.Helper()
+	follower := ms[len(ms)-1]
+	if uint64(follower.Etcd.Server.Leader()) == uint64(follower.Etcd.Server.MemberID()) {
+		follower = ms[len(ms)-2]
+	}
+	WaitApplied(t, ms) // the follower's database file holds the value changed below
+	follower.Stop()
+	CorruptValue(t, follower, key, value)
+	return follower
+}
+
 // CorruptValue changes, in place, every stored revision of key in the stopped member's database
 // file, the way a bad disk or a bug would: raft and the WAL know nothing of it, so the member serves
 // the changed value once restarted and its HashKV differs from its peers'.

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoring"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/kubetest"
 )
 
 var (
@@ -33,14 +34,7 @@ var (
 // Prometheus Operator's own CRDs (the version hack/olm/monitoring-crds pins) part-way.
 func TestMain(m *testing.M) {
 	env = &envtest.Environment{}
-	var err error
-	if cfg, err = env.Start(); err != nil {
-		_ = env.Stop()
-		panic("start envtest (run `make envtest-assets`, KUBEBUILDER_ASSETS=bin): " + err.Error())
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	kubetest.Main(m, env, &cfg)
 }
 
 // monitoringCRDs is the directory of the Prometheus Operator's CRDs in its Go module.

@@ -1,7 +1,6 @@
 package platform_test
 
 import (
-	"os"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/platform"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/kubetest"
 )
 
 var (
@@ -21,14 +21,7 @@ var (
 
 func TestMain(m *testing.M) {
 	env = &envtest.Environment{}
-	var err error
-	if cfg, err = env.Start(); err != nil {
-		_ = env.Stop()
-		panic("start envtest (run `make envtest-assets`, KUBEBUILDER_ASSETS=bin): " + err.Error())
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	kubetest.Main(m, env, &cfg)
 }
 
 // sccCRD stands in for OpenShift's SecurityContextConstraints API: discovery sees the group and

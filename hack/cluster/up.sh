@@ -59,6 +59,11 @@ NODES=${NODES:-1}
 # Pods talk across nodes through the host's routes between bridges; masquerading that traffic (the bridge
 # plugin's ipMasq) would hide the source pod's IP from NetworkPolicy, so only a one-node cluster uses it.
 POD_MASQ=true; [ "$NODES" -gt 1 ] && POD_MASQ=false
+# The default StorageClass: on one node our CSI driver (a host process: provisioning and deletion are RPCs, no
+# pod per volume), so a test suite that creates and deletes hundreds of volumes does not also start hundreds of
+# local-path helper pods on an already loaded machine; on several nodes local-path, whose volumes live on
+# whichever node the pod lands on (the CSI driver serves the first node only).
+DEFAULT_STORAGE_CLASS=csi-hostpath-expandable; [ "$NODES" -gt 1 ] && DEFAULT_STORAGE_CLASS=local-path
 if [ -z "${NODE_IP:-}" ]; then
   NODE_IP=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' || true)
   [ -n "$NODE_IP" ] || NODE_IP=$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
@@ -611,7 +616,7 @@ spec:
   - {name: metrics, port: 9153, protocol: TCP}
 EOF
   # derived from local-path-provisioner $LPP_VERSION deploy/local-path-storage.yaml:
-  # local images, PV data under \$STATE/local-path, default StorageClass; the client's request limit
+  # local images, PV data under \$STATE/local-path, the default StorageClass on several nodes; the client's request limit
   # raised from client-go's 5/s: each volume takes ~10 requests (helper pod, its polls, logs, PV, events),
   # so three volumes at once throttled it by 1–3 s a volume, unevenly between benchmark runs
   write_if_changed "$STATE/manifests/local-path-storage.yaml" <<EOF
@@ -700,7 +705,7 @@ apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata:
   name: local-path
-  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+  annotations: {storageclass.kubernetes.io/is-default-class: "$([ "$DEFAULT_STORAGE_CLASS" = local-path ] && echo true || echo false)"}
 provisioner: rancher.io/local-path
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Delete
@@ -824,7 +829,9 @@ spec:
 ---
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
-metadata: {name: csi-hostpath-expandable}
+metadata:
+  name: csi-hostpath-expandable
+  annotations: {storageclass.kubernetes.io/is-default-class: "$([ "$DEFAULT_STORAGE_CLASS" = csi-hostpath-expandable ] && echo true || echo false)"}
 provisioner: $CSI_DRIVER
 allowVolumeExpansion: true
 volumeBindingMode: WaitForFirstConsumer

@@ -100,6 +100,7 @@ spec:
   - metadata: {name: data}
     spec:
       accessModes: [ReadWriteOnce]
+      storageClassName: local-path
       resources: {requests: {storage: 1Gi}}
 EOF
 
@@ -118,7 +119,7 @@ check "pod DNS: external name via forward (best effort; needs host resolver)" ku
 
 # --- etcd StatefulSet --------------------------------------------------------
 check "etcd StatefulSet 3/3 Ready" kubectl -n $NS rollout status sts/etcd --timeout=300s
-check "PVCs Bound (local-path, default StorageClass)" sh -c "[ \$(kubectl -n $NS get pvc -o jsonpath='{.items[*].status.phase}' | tr ' ' '\n' | grep -c Bound) = 3 ]"
+check "PVCs Bound (local-path)" sh -c "[ \$(kubectl -n $NS get pvc -o jsonpath='{.items[*].status.phase}' | tr ' ' '\n' | grep -c Bound) = 3 ]"
 E0=$(kubectl -n $NS get pod etcd-0 -o jsonpath='{.status.podIP}')
 check "etcdctl endpoint health --cluster (host -> pod IPs)" retry 30 etcdctl --endpoints=http://$E0:2379 endpoint health --cluster
 etcdctl --endpoints=http://$E0:2379 member list -w table || true

@@ -85,7 +85,7 @@ func growTo(t *testing.T, c *etcdv1alpha1.EtcdCluster, size string) {
 }
 
 // Issue 14 item 4 on the local cluster:
-//   - on local-path (the default class, which does not allow expansion) a larger spec.storage.size is
+//   - on local-path (which does not allow expansion) a larger spec.storage.size is
 //     refused with Degraded=VolumeExpansionUnsupported and the next step; no claim is touched;
 //   - on csi-hostpath-expandable, whose CSI driver grows mounted volumes (ONLINE expansion), every
 //     claim of a 3-member cluster under a writer is grown one per pass, the kubelet grows each file
@@ -105,6 +105,8 @@ func TestVolumeGrowth(t *testing.T) {
 	fixed := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "fixed", Namespace: ns}}
 	fixed.Spec.Replicas = 1
 	fixed.Spec.Storage.Size = resource.MustParse("256Mi")
+	localPath := "local-path" // named: the one-node cluster's default class is the expandable one
+	fixed.Spec.Storage.StorageClassName = &localPath
 	if err := env.K8s.Create(ctx, fixed); err != nil {
 		t.Fatal(err)
 	}

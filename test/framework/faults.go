@@ -155,14 +155,44 @@ func podNetns(podIP string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("ip netns list: %w", err)
 	}
+	// Under pod churn an IP can be held by two namespaces for a while: a sandbox being torn down (its
+	// IP already released to IPAM, its interface not yet deleted) and the new pod that got the IP.
+	// Only a namespace whose interface with the IP has carrier is the live pod; when that is still
+	// ambiguous the caller is told, so a polling caller tries again instead of dialling from a corpse.
+	var live, all []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		name := strings.Fields(line + " ")[0]
 		addrs, err := exec.Command("ip", "netns", "exec", name, "ip", "-o", "addr", "show").Output()
-		if err == nil && strings.Contains(string(addrs), " "+podIP+"/") {
-			return name, nil
+		if err != nil {
+			continue
+		}
+		for _, a := range strings.Split(string(addrs), "\n") {
+			if !strings.Contains(a, " "+podIP+"/") {
+				continue
+			}
+			all = append(all, name)
+			ifindex := strings.Fields(a)[0] // "2:"
+			links, err := exec.Command("ip", "netns", "exec", name, "ip", "-o", "link", "show").Output()
+			if err != nil {
+				break
+			}
+			for _, l := range strings.Split(string(links), "\n") {
+				if strings.HasPrefix(l, ifindex+" ") && strings.Contains(l, "LOWER_UP") {
+					live = append(live, name)
+				}
+			}
+			break
 		}
 	}
-	return "", fmt.Errorf("no network namespace holds %s", podIP)
+	switch {
+	case len(all) == 0:
+		return "", fmt.Errorf("no network namespace holds %s", podIP)
+	case len(all) == 1:
+		return all[0], nil
+	case len(live) == 1:
+		return live[0], nil
+	}
+	return "", fmt.Errorf("%d network namespaces hold %s (%s), %d of them with carrier", len(all), podIP, strings.Join(all, ", "), len(live))
 }
 
 // once returns f as an idempotent function that also runs when the test ends.

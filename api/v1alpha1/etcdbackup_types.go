@@ -149,6 +149,11 @@ type EtcdBackupStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Location",xDescriptors={"urn:alm:descriptor:text"}
 	Location string `json:"location,omitempty"`
+	// ClusterID (hex) of the etcd cluster the snapshot was taken from: a point-in-time restore
+	// continues it with that cluster's archive.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Cluster ID",xDescriptors={"urn:alm:descriptor:text"}
+	ClusterID string `json:"clusterID,omitempty"`
 	// Conditions: Complete, and Failed with the failure's reason.
 	// +optional
 	// +listType=map

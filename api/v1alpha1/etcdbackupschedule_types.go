@@ -57,6 +57,29 @@ type EtcdBackupScheduleSpec struct {
 	// +kubebuilder:default=Retain
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Snapshot deletion policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Retain","urn:alm:descriptor:com.tectonic.ui:select:Delete"}
 	SnapshotDeletionPolicy SnapshotDeletionPolicy `json:"snapshotDeletionPolicy,omitempty"`
+	// Archive, when set, ships every change of the cluster to the template's destination as it is
+	// committed, between the full snapshots, so the cluster can be restored to any revision or
+	// instant from the oldest kept snapshot on (spec.bootstrap.restore.pointInTime of an
+	// EtcdCluster). A worker pod per schedule (<schedule>-archive, the operator image) watches the
+	// cluster and stores segments under <destination>/<namespace>/<cluster>/archive/<cluster ID>/;
+	// a cluster restored or recovered from a snapshot is another etcd cluster and gets a new chain.
+	// With a claim destination the worker mounts the claim for as long as it runs.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Continuous archive"
+	Archive *ArchiveSpec `json:"archive,omitempty"`
+}
+
+// ArchiveSpec tunes the continuous archive.
+type ArchiveSpec struct {
+	// FlushInterval is the longest a committed change waits in the archive worker's memory before
+	// it is stored: what a restore to the latest point can miss is about this plus one upload.
+	// Shorter means more, smaller segments. A Go duration from 1s to 5m.
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}([.][0-9]{1,9})?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('5m')",message="archive.flushInterval must be a duration from 1s to 5m, written like 1s, 10s or 2m"
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Flush interval",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	FlushInterval string `json:"flushInterval,omitempty"`
 }
 
 // SnapshotDeletionPolicy is what deleting an EtcdBackupSchedule does to the snapshots it made.
@@ -109,7 +132,19 @@ type EtcdBackupScheduleStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Last test-restore",xDescriptors={"urn:alm:descriptor:text"}
 	LastVerifyTime *metav1.Time `json:"lastVerifyTime,omitempty"`
-	// Conditions of the schedule's runs and test-restores.
+	// ArchiveLocation is where the continuous archive of the cluster's current etcd cluster is
+	// stored (s3://bucket/prefix or pvc://claim/path), while spec.archive is set.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Archive location",xDescriptors={"urn:alm:descriptor:text"}
+	ArchiveLocation string `json:"archiveLocation,omitempty"`
+	// ArchiveRestartRevision is where the archive's chain restarted after the cluster compacted
+	// changes it had not stored (the worker was down for longer than the cluster keeps its
+	// history): a backup was taken and the chain goes on from just after it. Point-in-time restores
+	// to an instant before it, from an older backup, are not possible. 0 when it never happened.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Archive restart revision",xDescriptors={"urn:alm:descriptor:text"}
+	ArchiveRestartRevision int64 `json:"archiveRestartRevision,omitempty"`
+	// Conditions of the schedule's runs, test-restores and archive.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -435,6 +435,7 @@ type MigrateFromSpec struct {
 // RestoreSpec names the snapshot to restore: an EtcdBackup in the same namespace, or a raw source.
 // +kubebuilder:validation:XValidation:rule="has(self.backupName) != has(self.source)",message="restore needs exactly one of backupName or source"
 // +kubebuilder:validation:XValidation:rule="!has(self.sha256) || has(self.source)",message="restore.sha256 goes with restore.source; a backupName's checksum comes from its EtcdBackup"
+// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || has(self.backupName)",message="restore.pointInTime goes with restore.backupName: the archive that continues a snapshot is found through its EtcdBackup"
 type RestoreSpec struct {
 	// BackupName of a completed EtcdBackup in this namespace.
 	// +optional
@@ -453,6 +454,32 @@ type RestoreSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-f]{64}$')",message="restore.sha256 must be 64 lowercase hex digits, as sha256sum prints them"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="SHA-256",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	SHA256 string `json:"sha256,omitempty"`
+	// PointInTime restores the state the cluster had at a revision or an instant after the backup,
+	// from the continuous archive of the schedule that made it (EtcdBackupSchedule spec.archive):
+	// the backup's snapshot is restored, the archived changes are replayed onto it up to the
+	// target, and the result starts the cluster with its revision raised past anything the old
+	// cluster served and compacted, so clients that watched the old cluster (a kube-apiserver)
+	// re-read instead of missing changes. Empty ({}) restores the latest archived state. One
+	// member replays; the others join it. Only with backupName.
+	// +optional
+	PointInTime *PointInTimeSpec `json:"pointInTime,omitempty"`
+}
+
+// PointInTimeSpec is the target of a point-in-time restore: a revision, an instant, or (neither)
+// the end of the archive.
+// +kubebuilder:validation:XValidation:rule="!(has(self.revision) && has(self.time))",message="pointInTime takes revision or time, not both"
+type PointInTimeSpec struct {
+	// Revision is the last revision restored: the keyspace is exactly the old cluster's at it.
+	// It must be at or after the backup's revision.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Revision",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
+	Revision int64 `json:"revision,omitempty"`
+	// Time (RFC 3339) restores every change the archive had received at or before it. It must be
+	// after the backup was taken.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Time",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	Time *metav1.Time `json:"time,omitempty"`
 }
 
 // MaintenanceSpec controls the operator's actions on this cluster.

@@ -37,10 +37,11 @@ type setter struct {
 }
 
 var setters = map[string]setter{
-	"setCondition":         {kind: kindCluster, typeArg: 1, statusArg: 2, reason: 3},
-	"setBackupCondition":   {kind: kindBackup, typeArg: 1, statusArg: 2, reason: 3},
-	"setScheduleCondition": {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionScheduled"},
-	"setVerifiedCondition": {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionVerified"},
+	"setCondition":          {kind: kindCluster, typeArg: 1, statusArg: 2, reason: 3},
+	"setBackupCondition":    {kind: kindBackup, typeArg: 1, statusArg: 2, reason: 3},
+	"setScheduleCondition":  {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionScheduled"},
+	"setVerifiedCondition":  {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionVerified"},
+	"setArchivingCondition": {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionArchiving"},
 }
 
 // eventKind is the kind whose events a controller file records.
@@ -48,7 +49,7 @@ func eventKind(file string) string {
 	switch filepath.Base(file) {
 	case "etcdbackup_controller.go":
 		return kindBackup
-	case "etcdbackupschedule_controller.go":
+	case "etcdbackupschedule_controller.go", "archive.go":
 		return kindSchedule
 	case "invalid_spec.go":
 		return kindAny

@@ -46,7 +46,9 @@ func AsFailure(err error, fallback reason.Reason) *Failure {
 // Result describes one written snapshot.
 type Result struct {
 	// Member is the hex ID of the etcd member the snapshot was taken from.
-	Member      string `json:"member"`
+	Member string `json:"member"`
+	// ClusterID is the hex ID of the member's cluster: the archive that continues the snapshot.
+	ClusterID   string `json:"clusterID,omitempty"`
 	EtcdVersion string `json:"etcdVersion"`
 	// Revision is the member's revision just before the snapshot: the snapshot holds at least it.
 	Revision int64  `json:"revision"`
@@ -120,7 +122,7 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 		return Result{}, err
 	}
 	return Result{
-		Member: fmt.Sprintf("%x", st.ID), EtcdVersion: st.Version, Revision: st.Revision,
+		Member: fmt.Sprintf("%x", st.ID), ClusterID: fmt.Sprintf("%x", st.ClusterID), EtcdVersion: st.Version, Revision: st.Revision,
 		Size: hr.n, SHA256: hr.sum(), Location: loc,
 	}, nil
 }

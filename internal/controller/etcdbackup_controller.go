@@ -208,6 +208,7 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.E
 		now := metav1.NewTime(nowOr(r.Now))
 		b.Status.Phase, b.Status.CompletionTime = etcdv1alpha1.BackupSucceeded, &now
 		b.Status.EtcdVersion, b.Status.Revision, b.Status.Size, b.Status.SHA256, b.Status.Location = res.EtcdVersion, res.Revision, res.Size, res.SHA256, res.Location
+		b.Status.ClusterID = res.ClusterID
 		msg := fmt.Sprintf("%d bytes at revision %d from member %s stored at %s", res.Size, res.Revision, res.Member, res.Location)
 		setBackupCondition(b, etcdv1alpha1.BackupConditionComplete, true, reason.Succeeded, msg)
 		r.Recorder.Event(b, corev1.EventTypeNormal, string(reason.BackupSucceeded), msg)

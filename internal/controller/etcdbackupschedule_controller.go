@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -154,6 +155,11 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	archiveWait, err := r.archiveWorker(ctx, s, owned)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	verifyWait = requeue(verifyWait, archiveWait).RequeueAfter
 
 	last := s.CreationTimestamp.Time
 	if s.Status.LastScheduleTime != nil {
@@ -170,22 +176,9 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1
 		setScheduleCondition(s, true, reason.Waiting, fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
 		return requeue(verifyWait, scheduleBusyRequeue), nil
 	case due:
-		b := &etcdv1alpha1.EtcdBackup{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: backupschedule.BackupName(s.Name, run), Namespace: s.Namespace,
-				Labels:          map[string]string{naming.LabelSchedule: s.Name},
-				Annotations:     map[string]string{naming.AnnotationScheduledAt: run.UTC().Format(time.RFC3339)},
-				Finalizers:      []string{naming.SnapshotFinalizer},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))},
-			},
-			Spec: *s.Spec.Template.DeepCopy(),
+		if err := r.createRun(ctx, s, run, "created EtcdBackup %s"); err != nil {
+			return ctrl.Result{}, err
 		}
-		if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, fmt.Errorf("create backup %s: %w", b.Name, err)
-		}
-		t := metav1.NewTime(run)
-		s.Status.LastScheduleTime, s.Status.LastBackup = &t, b.Name
-		r.Recorder.Event(s, corev1.EventTypeNormal, string(reason.BackupCreated), "created EtcdBackup "+b.Name)
 		setScheduleCondition(s, true, reason.Scheduled, "next run at "+next.UTC().Format(time.RFC3339))
 		return requeue(verifyWait, scheduleBusyRequeue), nil
 	}
@@ -195,6 +188,39 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1
 		wait = scheduleBusyRequeue
 	}
 	return requeue(verifyWait, wait), nil
+}
+
+// createRun creates the EtcdBackup of the run at run (its name is the run's, so a repeated create
+// after a crash finds it) and records it; event is the event's message, with the backup's name.
+func (r *EtcdBackupScheduleReconciler) createRun(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, run time.Time, event string) error {
+	b := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: backupschedule.BackupName(s.Name, run), Namespace: s.Namespace,
+			Labels:          map[string]string{naming.LabelSchedule: s.Name},
+			Annotations:     map[string]string{naming.AnnotationScheduledAt: run.UTC().Format(time.RFC3339)},
+			Finalizers:      []string{naming.SnapshotFinalizer},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))},
+		},
+		Spec: *s.Spec.Template.DeepCopy(),
+	}
+	if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create backup %s: %w", b.Name, err)
+	}
+	t := metav1.NewTime(run)
+	s.Status.LastScheduleTime, s.Status.LastBackup = &t, b.Name
+	r.Recorder.Eventf(s, corev1.EventTypeNormal, string(reason.BackupCreated), event, b.Name)
+	return nil
+}
+
+// backUpNow takes a backup out of schedule (why says why, in the event), unless one is in flight:
+// its completion serves the same purpose.
+func (r *EtcdBackupScheduleReconciler) backUpNow(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, owned []etcdv1alpha1.EtcdBackup, why string) error {
+	for i := range owned {
+		if p := owned[i].Status.Phase; p != etcdv1alpha1.BackupSucceeded && p != etcdv1alpha1.BackupFailed && owned[i].DeletionTimestamp.IsZero() {
+			return nil
+		}
+	}
+	return r.createRun(ctx, s, nowOr(r.Now).Truncate(time.Second), "created EtcdBackup %s out of schedule: "+strings.ReplaceAll(why, "%", "%%"))
 }
 
 // ownedBackups are the EtcdBackups s made: its label narrows the list, its controller reference
@@ -428,5 +454,6 @@ func (r *EtcdBackupScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		For(&etcdv1alpha1.EtcdBackupSchedule{}).
 		Owns(&etcdv1alpha1.EtcdBackup{}).
 		Owns(&batchv1.Job{}).
+		Owns(&corev1.Pod{}).
 		Complete(metrics.Instrument("etcdbackupschedule", r))
 }

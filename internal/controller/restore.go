@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,7 +45,31 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 	if b.Status.Phase != etcdv1alpha1.BackupSucceeded {
 		return nil, fmt.Errorf("EtcdBackup %q has not succeeded (phase %q)", name, b.Status.Phase)
 	}
-	return &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size}, nil
+	in := &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size}
+	if pit := pointInTime(c); pit != nil && recovering(c) == nil {
+		if b.Status.ClusterID == "" {
+			return nil, fmt.Errorf("EtcdBackup %q records no cluster ID, so no archive can be found to continue it: restore it without pointInTime", name)
+		}
+		if pit.Revision > 0 && pit.Revision < b.Status.Revision {
+			return nil, fmt.Errorf("pointInTime.revision %d is before EtcdBackup %q (revision %d): restore from an older backup", pit.Revision, name, b.Status.Revision)
+		}
+		// The snapshot holds the state of some instant before its completion, so only a later
+		// target is surely not already passed by it.
+		if pit.Time != nil && b.Status.CompletionTime != nil && pit.Time.Before(b.Status.CompletionTime) {
+			return nil, fmt.Errorf("pointInTime.time %s is before EtcdBackup %q completed (%s): restore from an older backup", pit.Time.UTC().Format(time.RFC3339), name, b.Status.CompletionTime.UTC().Format(time.RFC3339))
+		}
+		chain := resources.ArchiveDestination(b.Spec.Destination, resources.ArchiveChain(b.Namespace, b.Spec.ClusterName, b.Status.ClusterID))
+		in.Archive, in.PointInTime = &chain, pit
+	}
+	return in, nil
+}
+
+// pointInTime is spec.bootstrap.restore.pointInTime, nil when the restore is of the snapshot alone.
+func pointInTime(c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.PointInTimeSpec {
+	if b := c.Spec.Bootstrap; b != nil && b.Restore != nil {
+		return b.Restore.PointInTime
+	}
+	return nil
 }
 
 // observeRestore reports the restore of the initial members in the Restored condition: a refused

@@ -54,7 +54,9 @@ func (m Member) Started() bool { return m.Name != "" }
 
 // Status is what one member reports of itself.
 type Status struct {
-	ID          uint64
+	ID uint64
+	// ClusterID is the ID of the cluster the member belongs to.
+	ClusterID   uint64
 	Leader      uint64
 	Version     string
 	DBSize      int64
@@ -389,7 +391,7 @@ func (c *Client) Status(ctx context.Context, endpoint string) (Status, error) {
 		return Status{}, fmt.Errorf("status of %s: %w", endpoint, err)
 	}
 	st := Status{
-		ID: resp.Header.MemberId, Leader: resp.Leader, Version: resp.Version,
+		ID: resp.Header.MemberId, ClusterID: resp.Header.ClusterId, Leader: resp.Leader, Version: resp.Version,
 		DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse, RaftIndex: resp.RaftIndex,
 		RaftAppliedIndex: resp.RaftAppliedIndex, RaftTerm: resp.RaftTerm, Revision: resp.Header.Revision, IsLearner: resp.IsLearner,
 		StorageVersion: resp.StorageVersion,

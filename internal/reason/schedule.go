@@ -18,6 +18,19 @@ const (
 	BackupCreated Reason = "BackupCreated"
 	// VerifyStarted: a test-restore Job of the newest backup was started (event).
 	VerifyStarted Reason = "VerifyStarted"
+	// Archiving: the continuous archive's worker runs and stores the cluster's changes (condition Archiving).
+	Archiving Reason = "Archiving"
+	// ArchiveStarting: the archive worker pod was created or is starting.
+	ArchiveStarting Reason = "ArchiveStarting"
+	// ArchiveWaitingForCluster: the EtcdCluster does not exist or has not formed yet, so there is no etcd cluster to archive.
+	ArchiveWaitingForCluster Reason = "ArchiveWaitingForCluster"
+	// ArchiveFailing: the archive worker exits with an error and is being restarted; the message has its last output.
+	// Do: read the message (credentials, bucket, reachability of the cluster); changes committed meanwhile are archived once it runs again, as long as the cluster has not compacted them.
+	ArchiveFailing Reason = "ArchiveFailing"
+	// ArchiveCompacted: the cluster compacted changes the archive had not stored (the worker was down for longer than the cluster keeps its history), so the chain cannot continue: a full backup is taken at once and the archive restarts after it; the changes in between are lost to point-in-time restores.
+	ArchiveCompacted Reason = "ArchiveCompacted"
+	// ArchiveStarted: the archive worker pod was created (event).
+	ArchiveStarted Reason = "ArchiveStarted"
 	// SnapshotsRetained: the schedule was deleted with snapshotDeletionPolicy Retain; its backups and snapshots are kept (event).
 	SnapshotsRetained Reason = "SnapshotsRetained"
 )

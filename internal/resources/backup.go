@@ -249,6 +249,10 @@ type RestoreInput struct {
 	Source etcdv1alpha1.BackupDestination
 	SHA256 string
 	Size   int64
+	// Archive, for a point-in-time restore, is the chain that continues the snapshot (S3 prefix or
+	// claim path = the chain), replayed up to PointInTime's target (nil or empty: the chain's end).
+	Archive     *etcdv1alpha1.BackupDestination
+	PointInTime *etcdv1alpha1.PointInTimeSpec
 }
 
 // OneReader says why only one member may read this snapshot, "" when every initial member may
@@ -260,6 +264,8 @@ type RestoreInput struct {
 // the members restore the same bytes or refuse.
 func (r *RestoreInput) OneReader() string {
 	switch {
+	case r.Archive != nil:
+		return "a point-in-time restore replays the archive once, on one member"
 	case r.Source.PVC != nil:
 		return fmt.Sprintf("it is on claim %s, which only one member mounts", r.Source.PVC.ClaimName)
 	case r.SHA256 == "":
@@ -316,6 +322,7 @@ func restoreInitContainer(c *etcdv1alpha1.EtcdCluster, in MemberPodInput, tools 
 	}
 	sargs, env, vols, mounts := storage(r.Source, "", restoreSourceDir, true)
 	args = append(args, sargs...)
+	args = append(args, archiveRestoreFlags(r)...)
 	mounts = append(mounts, tools, corev1.VolumeMount{Name: "data", MountPath: naming.DataDir})
 	return corev1.Container{
 		Name: RestoreContainer, Image: in.Image, ImagePullPolicy: corev1.PullIfNotPresent,

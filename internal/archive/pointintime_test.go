@@ -270,3 +270,26 @@ func TestWorkerRestoreFromAVolume(t *testing.T) {
 		workerRestore(t, snap, archive...).failed(t, reason.ArchiveChainBroken, "Gap at pvc://backups/chain/"+SegmentName(snap.Revision+4, snap.Revision+4))
 	})
 }
+
+// A replay's errors reach the operator with the reason and permanence it acts on: S3's transient
+// errors are retried, the same snapshot and chain failing the same way are not.
+func TestReplayFailuresKeepTheirReasons(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		why       reason.Reason
+		permanent bool
+	}{
+		{fmt.Errorf("list the archive: %w", &backup.Failure{Reason: reason.DownloadFailed, Err: errors.New("connection refused")}), reason.DownloadFailed, false},
+		{fmt.Errorf("read segment: %w", &backup.Failure{Reason: reason.AccessDenied, Permanent: true, Err: errors.New("denied")}), reason.AccessDenied, true},
+		{&ChainError{Problem: Gap, Segment: "s3://b/chain/x.seg", Detail: "revisions 5 to 6 are missing"}, reason.ArchiveChainBroken, true},
+		{&ChainError{Problem: Mismatch, Detail: "revision 5 replayed as 6"}, reason.ArchiveChainBroken, true},
+		{&ChainError{Problem: Short, Detail: "the chain ends at revision 9; the target is 12"}, reason.PointInTimeUnreachable, true},
+		{&BeforeSnapshotError{SnapshotRevision: 10, TargetRevision: 4}, reason.PointInTimeUnreachable, true},
+		{context.Canceled, reason.RestoreFailed, false},
+	} {
+		f := backup.AsFailure(restoreFailure(tc.err), reason.RestoreFailed)
+		if f.Reason != tc.why || f.Permanent != tc.permanent || !strings.Contains(f.Err.Error(), tc.err.Error()) {
+			t.Errorf("%v: %s (permanent %v): %v; want %s (permanent %v)", tc.err, f.Reason, f.Permanent, f.Err, tc.why, tc.permanent)
+		}
+	}
+}

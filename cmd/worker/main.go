@@ -37,7 +37,7 @@ func run(name string, args []string) int {
 	case "backup":
 		return backup.BackupMain(ctx, args, os.Stdout)
 	case "restore":
-		return backup.RestoreMain(ctx, args, os.Stdout)
+		return backup.RestoreMain(ctx, args, os.Stdout, &archive.PointInTime{})
 	case "delete":
 		return backup.DeleteMain(ctx, args, os.Stdout)
 	case "verify":

@@ -152,13 +152,14 @@ func exitCode(err error) int {
 	var ce *CompactedError
 	var chain *ChainError
 	var perm errPermanent
+	var before *BeforeSnapshotError
 	var f *backup.Failure
 	switch {
 	case errors.As(err, &ce):
 		return ExitCompacted
 	case errors.As(err, &chain):
 		return ExitBrokenChain
-	case errors.As(err, &perm), errors.As(err, &f) && f.Permanent:
+	case errors.As(err, &perm), errors.As(err, &before), errors.As(err, &f) && f.Permanent:
 		return backup.ExitPermanent
 	}
 	return backup.ExitRetryable

@@ -152,6 +152,12 @@ func restoreAndServe(t *testing.T, snap string, bump int64) *clientv3.Client {
 		BumpRevision: bump}); err != nil {
 		t.Fatal(err)
 	}
+	return serve(t, m, dataDir)
+}
+
+// serve starts member m (its name and URLs as restored) on a restored data directory.
+func serve(t *testing.T, m *etcdtest.Member, dataDir string) *clientv3.Client {
+	t.Helper()
 	ec := embed.NewConfig()
 	ec.Name, ec.Dir = m.Name, dataDir
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())

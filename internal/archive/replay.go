@@ -122,7 +122,18 @@ func Replay(ctx context.Context, dest Destination, cfg ReplayConfig) (ReplayResu
 	}
 	res.SnapshotRevision, res.Revision = base, base
 	if cfg.TargetRevision > 0 && cfg.TargetRevision < base {
-		return res, fmt.Errorf("the target revision %d is older than the snapshot's %d: replay from an older snapshot", cfg.TargetRevision, base)
+		return res, &BeforeSnapshotError{SnapshotRevision: base, TargetRevision: cfg.TargetRevision}
+	}
+	if !cfg.TargetTime.IsZero() {
+		// Only the chain knows when the snapshot's revision was committed (about): a chain that
+		// starts after it cannot tell, and the replay then stops at the snapshot.
+		at, ok, err := observedAt(ctx, dest, base)
+		if err != nil {
+			return res, err
+		}
+		if ok && at.After(cfg.TargetTime) {
+			return res, &BeforeSnapshotError{SnapshotRevision: base, SnapshotTime: at, TargetTime: cfg.TargetTime}
+		}
 	}
 	// Leases tick in the replay's etcd as in any: keep them alive, or one expiring mid-replay
 	// would delete keys the chain still holds.
@@ -186,6 +197,40 @@ func Replay(ctx context.Context, dest Destination, cfg ReplayConfig) (ReplayResu
 	}
 	cfg.Log.Info("replayed", "snapshot", base, "revision", res.Revision, "applied", res.Applied)
 	return res, nil
+}
+
+// BeforeSnapshotError is a target before the full snapshot: a replay only goes forward.
+type BeforeSnapshotError struct {
+	SnapshotRevision int64
+	// SnapshotTime is when the archive observed the snapshot's revision (with a TargetTime only).
+	SnapshotTime   time.Time
+	TargetRevision int64
+	TargetTime     time.Time
+}
+
+func (e *BeforeSnapshotError) Error() string {
+	const need = "the newest full snapshot at or before the target is needed"
+	if !e.TargetTime.IsZero() {
+		return fmt.Sprintf("the target time %s is before the full snapshot's revision %d (observed at %s): %s",
+			e.TargetTime.UTC().Format(time.RFC3339Nano), e.SnapshotRevision, e.SnapshotTime.UTC().Format(time.RFC3339Nano), need)
+	}
+	return fmt.Sprintf("the target revision %d is before the full snapshot's revision %d: %s", e.TargetRevision, e.SnapshotRevision, need)
+}
+
+// observedAt is when the chain observed revision rev; ok is false when no segment holds it. A
+// broken chain here is left to the replay's own walk, which reports it where it matters.
+func observedAt(ctx context.Context, dest Destination, rev int64) (time.Time, bool, error) {
+	var at time.Time
+	found := false
+	_, err := walk(ctx, dest, rev-1, rev, func(_ Header, r Record) (bool, error) {
+		at, found = r.Time, true
+		return false, nil
+	})
+	var ce *ChainError
+	if errors.As(err, &ce) {
+		return time.Time{}, false, nil
+	}
+	return at, found, err
 }
 
 // waitServing waits for the restored etcd to answer and returns its revision.

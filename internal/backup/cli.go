@@ -45,11 +45,13 @@ const (
 )
 
 // Report is what a backup or restore container writes to its termination message, where the
-// operator reads it: a result, or a failure reason. It holds no secrets.
+// operator reads it: a result, or a failure reason. It holds no secrets. A plain restore reports
+// failures only; a point-in-time restore also reports what it restored (PointInTime).
 type Report struct {
-	Result  *Result       `json:"result,omitempty"`
-	Reason  reason.Reason `json:"reason,omitempty"`
-	Message string        `json:"message,omitempty"`
+	Result      *Result            `json:"result,omitempty"`
+	PointInTime *PointInTimeResult `json:"pointInTime,omitempty"`
+	Reason      reason.Reason      `json:"reason,omitempty"`
+	Message     string             `json:"message,omitempty"`
 }
 
 // watchAnonMemory samples the process's anonymous resident memory (heap, stacks, buffers: what
@@ -98,7 +100,7 @@ func watchAnonMemory() func() int64 {
 // ParseReport reads a termination message; ok is false when it is not a Report.
 func ParseReport(msg string) (Report, bool) {
 	var r Report
-	if err := json.Unmarshal([]byte(strings.TrimSpace(msg)), &r); err != nil || (r.Result == nil && r.Reason == "") {
+	if err := json.Unmarshal([]byte(strings.TrimSpace(msg)), &r); err != nil || (r.Result == nil && r.PointInTime == nil && r.Reason == "") {
 		return Report{}, false
 	}
 	return r, true
@@ -242,7 +244,9 @@ func BackupMain(ctx context.Context, args []string, out io.Writer) int {
 // RestoreMain is `worker restore`, run in an init container of the cluster's own etcd image
 // (the binary is copied there by CopySelfMain): fetch and verify the snapshot, then restore it
 // with that image's etcdutl. It does nothing when the data directory already holds a member.
-func RestoreMain(ctx context.Context, args []string, out io.Writer) int {
+// With pit (nil: none), its flags may name an archive chain and a target: the snapshot is then
+// replayed to the target before the restore (restorePointInTime).
+func RestoreMain(ctx context.Context, args []string, out io.Writer, pit PointInTime) int {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	var st storageFlags
 	st.register(fs)
@@ -259,15 +263,29 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer) int {
 	fs.StringVar(&cfg.InitialAdvertisePeerURLs, "initial-advertise-peer-urls", "", "this member's peer URL")
 	fs.Int64Var(&cfg.BumpRevision, "bump-revision", 0, "raise the revision by this much and mark it compacted (a point-in-time restore)")
 	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
+	if pit != nil {
+		pit.Register(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return ExitPermanent
 	}
-	if err := st.validate(); err != nil || cfg.Snapshot == "" || cfg.DataDir == "" || cfg.Name == "" {
+	err := st.validate()
+	if err == nil && pit != nil {
+		var s3 *S3Flags
+		if st.s3.Bucket != "" {
+			s3 = &st.s3
+		}
+		err = pit.Check(s3)
+	}
+	if err != nil || cfg.Snapshot == "" || cfg.DataDir == "" || cfg.Name == "" {
 		return finish(out, *termLog, nil, fail(reason.RestoreFailed, true, "bad arguments: %v", err))
 	}
 	if Restored(cfg.DataDir) {
 		_, _ = fmt.Fprintf(out, "%s already holds a member; nothing to restore\n", cfg.DataDir)
 		return ExitOK
+	}
+	if pit != nil && pit.Requested() {
+		return restorePointInTime(ctx, &st, cfg, want, pit, out, *termLog)
 	}
 	start := time.Now()
 	if err := Fetch(ctx, st.store(), cfg.Snapshot, want); err != nil {

@@ -47,7 +47,7 @@ func TestAnObjectReplacedBetweenTwoMembersFetchesIsRefused(t *testing.T) {
 			"--snapshot=" + filepath.Join(dir, member+".db"), "--data-dir=" + filepath.Join(dir, member),
 			"--name=" + member, "--initial-cluster=a=http://a:2380,b=http://b:2380", "--initial-cluster-token=t",
 			"--initial-advertise-peer-urls=" + peer, "--sha256=" + first.SHA256, fmt.Sprintf("--size=%d", first.Size),
-			"--s3-endpoint=" + mio.URL, "--s3-bucket=" + bucket, "--s3-key=prod/latest.db", "--s3-path-style"}, &out)
+			"--s3-endpoint=" + mio.URL, "--s3-bucket=" + bucket, "--s3-key=prod/latest.db", "--s3-path-style"}, &out, nil)
 		rep, _ := ParseReport(lastLines(out.String(), 1))
 		return code, rep
 	}

@@ -62,6 +62,12 @@ const (
 	// VerifyFailed: the test-restore of a backup did not serve, or not at the recorded revision.
 	// Do: do not rely on that backup; take a new one and check the cluster's health.
 	VerifyFailed Reason = "VerifyFailed"
+	// ArchiveChainBroken: a point-in-time restore found the archive's chain of segments broken between the full snapshot and the target (a missing, overlapping, corrupt or foreign segment, or one that does not continue the snapshot); nothing is restored.
+	// Do: restore to a point before the break (the message names the segment), or from a newer full snapshot after it; check who changed the archive.
+	ArchiveChainBroken Reason = "ArchiveChainBroken"
+	// PointInTimeUnreachable: the target of a point-in-time restore is before the full snapshot (the newest full snapshot at or before the target is needed) or beyond the last revision the archive holds; nothing is restored.
+	// Do: restore from an older full snapshot, or choose a target inside the recoverable window.
+	PointInTimeUnreachable Reason = "PointInTimeUnreachable"
 )
 
 // EtcdBackup: events only.

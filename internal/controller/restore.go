@@ -126,8 +126,31 @@ func (p *pass) confirmRestored(ctx context.Context) {
 		}
 		setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.NotRestored, msg)
 	default:
-		setCondition(c, etcdv1alpha1.ConditionRestored, true, reason.Restored, fmt.Sprintf("the initial members were restored from the snapshot (revision %d)", have))
+		msg := fmt.Sprintf("the initial members were restored from the snapshot (revision %d)", have)
+		if pit := pointInTimeReport(p.obs.pods); pit != nil {
+			msg = fmt.Sprintf("the initial members were restored to revision %d of the old cluster (the snapshot at revision %d and %d archived revisions", pit.Revision, pit.SnapshotRevision, pit.Applied)
+			if !pit.Time.IsZero() {
+				msg += ", the last observed at " + pit.Time.UTC().Format(time.RFC3339Nano)
+			}
+			msg += fmt.Sprintf("); revisions start at %d, everything before compacted", pit.Revision+pit.Bump)
+		}
+		setCondition(c, etcdv1alpha1.ConditionRestored, true, reason.Restored, msg)
 	}
+}
+
+// pointInTimeReport is what the member that replayed the archive reported, nil when none did (a
+// restore of the snapshot alone, or the pod is gone).
+func pointInTimeReport(pods map[string]*corev1.Pod) *backup.PointInTimeResult {
+	for _, name := range slices.Sorted(maps.Keys(pods)) {
+		for _, s := range pods[name].Status.InitContainerStatuses {
+			if t := s.State.Terminated; s.Name == resources.RestoreContainer && t != nil && t.ExitCode == 0 {
+				if rep, ok := backup.ParseReport(t.Message); ok && rep.PointInTime != nil {
+					return rep.PointInTime
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // restoreFailure is the report of a pod's failed restore init container, unless it has since

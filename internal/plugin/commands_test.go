@@ -417,6 +417,58 @@ func TestRestoreCreatesANewClusterAndLeavesTheOldOne(t *testing.T) {
 	}
 }
 
+func TestRestoreToAPointInTimePicksTheNewestBackupBeforeIt(t *testing.T) {
+	ns := newNamespace(t)
+	createCluster(t, ns, healthyCluster())
+	old := backupOf("example-old", 12*time.Hour, etcdv1alpha1.BackupSucceeded)
+	old.Status.ClusterID, old.Status.Revision = "c0ffee", 1000
+	recent := backupOf("example-recent", time.Hour, etcdv1alpha1.BackupSucceeded)
+	recent.Status.ClusterID, recent.Status.Revision = "c0ffee", 5000
+	legacy := backupOf("example-legacy", 30*time.Minute, etcdv1alpha1.BackupSucceeded) // no cluster ID: no archive to find
+	for _, b := range []etcdv1alpha1.EtcdBackup{old, recent, legacy} {
+		createBackup(t, ns, b)
+	}
+	for _, tc := range []struct {
+		args       []string
+		backup     string
+		pointInTme string
+	}{
+		{[]string{"--to-latest"}, "example-recent", "{}"},
+		{[]string{"--to-revision", "4999"}, "example-old", "revision: 4999"},
+		{[]string{"--to-time", now.Add(-6 * time.Hour).UTC().Format(time.RFC3339)}, "example-old", "time: "},
+		{[]string{"--to-time", now.UTC().Format(time.RFC3339), "--from-backup", "example-old"}, "example-old", "time: "},
+	} {
+		out, err := kubectlEtcd(t, ns, append([]string{"restore", "example", "--new-name", "x", "--dry-run"}, tc.args...)...)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if !strings.Contains(out, "backupName: "+tc.backup) || !strings.Contains(out, "pointInTime: "+tc.pointInTme) && !strings.Contains(out, "pointInTime:\n        "+tc.pointInTme) {
+			t.Errorf("%v printed:\n%s", tc.args, out)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--new-name", "x"}, "--from-backup BACKUP, or a point in time"},
+		{[]string{"--new-name", "x", "--to-latest", "--to-revision", "3"}, "exclude each other"},
+		{[]string{"--new-name", "x", "--to-time", "yesterday"}, "RFC 3339"},
+		{[]string{"--new-name", "x", "--to-revision", "10"}, "no successful backup of etcdcluster/example"},
+	} {
+		if _, err := kubectlEtcd(t, ns, append([]string{"restore", "example"}, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := kubectlEtcd(t, ns, "restore", "example", "--new-name", "example-pitr", "--to-revision", "5100"); err != nil {
+		t.Fatal(err)
+	}
+	got := getCluster(t, ns, "example-pitr")
+	if r := got.Spec.Bootstrap.Restore; r.BackupName != "example-recent" || r.PointInTime == nil || r.PointInTime.Revision != 5100 {
+		t.Errorf("restore %+v", r)
+	}
+}
+
 func TestLogsNeedsAKnownMember(t *testing.T) {
 	ns := newNamespace(t)
 	createCluster(t, ns, healthyCluster())

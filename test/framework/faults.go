@@ -155,10 +155,10 @@ func podNetns(podIP string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("ip netns list: %w", err)
 	}
-	// Under pod churn an IP can be held by two namespaces for a while: a sandbox being torn down (its
-	// IP already released to IPAM, its interface not yet deleted) and the new pod that got the IP.
-	// Only a namespace whose interface with the IP has carrier is the live pod; when that is still
-	// ambiguous the caller is told, so a polling caller tries again instead of dialling from a corpse.
+	// Under pod churn an IP can be held by several namespaces: sandboxes being torn down, or never
+	// torn down (their IP released to IPAM, their interface left), and the new pod that got the IP.
+	// A namespace whose interface with the IP has no carrier is not the live pod. Among the rest the
+	// first listed is: `ip netns list` reads /var/run/netns, a tmpfs, which lists the newest first.
 	var live, all []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		name := strings.Fields(line + " ")[0]
@@ -185,14 +185,12 @@ func podNetns(podIP string) (string, error) {
 		}
 	}
 	switch {
-	case len(all) == 0:
-		return "", fmt.Errorf("no network namespace holds %s", podIP)
-	case len(all) == 1:
-		return all[0], nil
-	case len(live) == 1:
+	case len(live) > 0:
 		return live[0], nil
+	case len(all) > 0:
+		return all[0], nil
 	}
-	return "", fmt.Errorf("%d network namespaces hold %s (%s), %d of them with carrier", len(all), podIP, strings.Join(all, ", "), len(live))
+	return "", fmt.Errorf("no network namespace holds %s", podIP)
 }
 
 // once returns f as an idempotent function that also runs when the test ends.

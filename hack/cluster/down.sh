@@ -105,6 +105,17 @@ for n in "${NETNS[@]}"; do
   [ -e "$n" ] || continue
   umount "$n" 2>/dev/null; rm -f "$n" && say "removed netns $n"
 done
+# ... and those of sandboxes containerd lost track of (a teardown that failed under load, a killed
+# containerd): still holding a pod IP of ours with its veth, they would answer for that IP when it is
+# given to another pod of the next cluster. Only namespaces named by the CNI plugins (cni-*) with an
+# address in our cluster CIDR.
+for f in /var/run/netns/cni-*; do
+  [ -e "$f" ] || continue
+  n=${f##*/}
+  if ip netns exec "$n" ip -o -4 addr show 2>/dev/null | grep -q " inet 10\.244\."; then
+    ip netns delete "$n" 2>/dev/null && say "removed leaked netns $n"
+  fi
+done
 
 # 5. network: bridge, iptables (KUBE-* from kubelet/kube-proxy, KC-NP-* from netpol-enforcer, CNI-* of our network)
 BRIDGES=("$BRIDGE")

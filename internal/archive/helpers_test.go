@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"github.com/go-logr/logr/testr"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
@@ -152,31 +150,7 @@ func restoreAndServe(t *testing.T, snap string, bump int64) *clientv3.Client {
 		BumpRevision: bump}); err != nil {
 		t.Fatal(err)
 	}
-	return serve(t, m, dataDir)
-}
-
-// serve starts member m (its name and URLs as restored) on a restored data directory.
-func serve(t *testing.T, m *etcdtest.Member, dataDir string) *clientv3.Client {
-	t.Helper()
-	ec := embed.NewConfig()
-	ec.Name, ec.Dir = m.Name, dataDir
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	ec.InitialCluster, ec.InitialClusterToken = m.Name+"="+m.PeerURL, "restored"
-	pu, _ := url.Parse(m.PeerURL)
-	cu, _ := url.Parse(m.ClientURL)
-	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
-	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	e, err := embed.StartEtcd(ec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("restored etcd not ready")
-	}
-	return dial(t, m.ClientURL)
+	return etcdtest.ServeRestored(t, m, dataDir)
 }
 
 // copyFile gives each replay its own copy of the full snapshot (a replay consumes it).

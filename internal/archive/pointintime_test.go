@@ -96,7 +96,7 @@ func (r restoreRun) restored(t *testing.T, cl *clientv3.Client, snap, want, late
 	if !strings.Contains(r.stdout, fmt.Sprintf("at revision %d", want)) || strings.Count(r.stdout, "\n") != 1 {
 		t.Errorf("stdout %q: want one line naming revision %d", r.stdout, want)
 	}
-	restored := serve(t, r.member, r.dataDir)
+	restored := etcdtest.ServeRestored(t, r.member, r.dataDir)
 	if err := sameKeyspace(keyspace(t, restored, 0), keyspace(t, cl, want)); err != nil {
 		t.Fatalf("revision %d: %v", want, err)
 	}
@@ -235,7 +235,7 @@ func TestWorkerRestoreFromAVolume(t *testing.T) {
 		if r.code != backup.ExitOK || r.report.PointInTime != nil {
 			t.Fatalf("exit %d, report %+v: %s", r.code, r.report, r.stdout)
 		}
-		restored := serve(t, r.member, r.dataDir)
+		restored := etcdtest.ServeRestored(t, r.member, r.dataDir)
 		if h := head(t, restored); h != snap.Revision {
 			t.Fatalf("restored revision %d, want the snapshot's %d, not bumped", h, snap.Revision)
 		}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,30 +143,7 @@ func restoreAndStart(t *testing.T, snap, dataDir string) *clientv3.Client {
 	if err := Restore(context.Background(), cfg); err != nil {
 		t.Fatalf("second restore: %v", err)
 	}
-	ec := embed.NewConfig()
-	ec.Name, ec.Dir = m.Name, dataDir
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	ec.InitialCluster, ec.InitialClusterToken = m.Name+"="+m.PeerURL, "restored"
-	pu, _ := url.Parse(m.PeerURL)
-	cu, _ := url.Parse(m.ClientURL)
-	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
-	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	e, err := embed.StartEtcd(ec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("restored etcd not ready")
-	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-	return cl
+	return etcdtest.ServeRestored(t, m, dataDir)
 }
 
 func TestRestoreRefusesACorruptSnapshot(t *testing.T) {

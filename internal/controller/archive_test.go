@@ -198,7 +198,7 @@ func TestArchiveWorkerFollowsTheScheduleAndTheCluster(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return fmt.Errorf("still there (%w)", err)
 	})
 	eventually(t, "condition gone", func() error {
 		cur := &etcdv1alpha1.EtcdBackupSchedule{}

@@ -108,28 +108,15 @@ func ArchivePod(s *etcdv1alpha1.EtcdBackupSchedule, c *etcdv1alpha1.EtcdCluster,
 			Name: ArchivePodName(s.Name), Namespace: s.Namespace, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{ownerRef(s, "EtcdBackupSchedule")},
 		},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                corev1.RestartPolicyAlways,
-			AutomountServiceAccountToken: ptr.To(false),
-			EnableServiceLinks:           ptr.To(false),
-			SecurityContext:              restrictedPod(ids),
-			// Stopped, the writer stores what it holds before it exits.
-			TerminationGracePeriodSeconds: ptr.To[int64](30),
-			Volumes:                       vols,
-			Containers: []corev1.Container{{
-				Name: ArchiveContainer, Image: operatorImage, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: []string{workerBinary}, Args: args, Env: env, VolumeMounts: mounts,
-				SecurityContext: restrictedContainer(),
-				// The writer holds about two segments (4 MiB each) plus its clients, under a soft
-				// limit it sets itself; the hard limit catches a regression to unbounded buffering.
-				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("48Mi")},
-					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-				},
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			}},
-		},
+		// The writer holds about two segments (4 MiB each) plus its clients, under a soft limit it
+		// sets itself; the hard limit catches a regression to unbounded buffering.
+		Spec: workerPodSpec(ArchiveContainer, operatorImage, ids, corev1.RestartPolicyAlways, args, env, vols, mounts, corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("48Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		}),
 	}
+	// Stopped, the writer stores what it holds before it exits.
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
 	sum, _ := json.Marshal(pod.Spec)
 	h := sha256.Sum256(sum)
 	pod.Annotations = map[string]string{naming.AnnotationConfigHash: hex.EncodeToString(h[:8])}

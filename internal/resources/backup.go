@@ -219,27 +219,33 @@ func snapshotJob(b *etcdv1alpha1.EtcdBackup, owner metav1.OwnerReference, name, 
 			}}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					SecurityContext:              restrictedPod(ids),
-					Volumes:                      vols,
-					Containers: []corev1.Container{{
-						Name: BackupContainer, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-						Command: []string{workerBinary}, Args: args, Env: env, VolumeMounts: mounts,
-						SecurityContext: restrictedContainer(),
-						// Streaming needs two 6 MiB S3 parts plus the etcd and HTTP clients; the limit
-						// makes a regression to unbounded buffering fail loudly instead of starving the node.
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-						},
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-					}},
-				},
+				// Streaming needs two 6 MiB S3 parts plus the etcd and HTTP clients; the limit makes a
+				// regression to unbounded buffering fail loudly instead of starving the node.
+				Spec: workerPodSpec(BackupContainer, image, ids, corev1.RestartPolicyNever, args, env, vols, mounts, corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+				}),
 			},
 		},
+	}
+}
+
+// workerPodSpec runs the worker binary of image as the pod's one container, name, with no API access
+// (no service account token, no service links) and the restricted security contexts; the container
+// reports through its termination message, or its log's end when it wrote none.
+func workerPodSpec(name, image string, ids PodIDs, restart corev1.RestartPolicy, args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount, res corev1.ResourceRequirements) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy:                restart,
+		AutomountServiceAccountToken: ptr.To(false),
+		EnableServiceLinks:           ptr.To(false),
+		SecurityContext:              restrictedPod(ids),
+		Volumes:                      vols,
+		Containers: []corev1.Container{{
+			Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+			Command: []string{workerBinary}, Args: args, Env: env, VolumeMounts: mounts,
+			SecurityContext: restrictedContainer(), Resources: res,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		}},
 	}
 }
 

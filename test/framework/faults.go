@@ -155,40 +155,52 @@ func podNetns(podIP string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("ip netns list: %w", err)
 	}
+	hostLinks, err := exec.Command("ip", "-o", "link", "show").Output()
+	if err != nil {
+		return "", fmt.Errorf("ip link show: %w", err)
+	}
+	// Host-side veth ends plugged into a bridge, by interface index.
+	bridged := map[string]bool{}
+	for _, l := range strings.Split(string(hostLinks), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && strings.Contains(l, " master ") {
+			bridged[strings.TrimSuffix(f[0], ":")] = true
+		}
+	}
 	// Under pod churn an IP can be held by several namespaces: sandboxes being torn down, or never
 	// torn down (their IP released to IPAM, their interface left), and the new pod that got the IP.
-	// A namespace whose interface with the IP has no carrier is not the live pod. Among the rest the
-	// first listed is: `ip netns list` reads /var/run/netns, a tmpfs, which lists the newest first.
-	var live, all []string
+	// The live pod's interface is a veth whose host end is plugged into the node's bridge; a
+	// leftover's host end was unplugged with its bridge, or is being deleted.
+	var plugged, all []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		name := strings.Fields(line + " ")[0]
 		addrs, err := exec.Command("ip", "netns", "exec", name, "ip", "-o", "addr", "show").Output()
+		if err != nil || !strings.Contains(string(addrs), " "+podIP+"/") {
+			continue
+		}
+		all = append(all, name)
+		links, err := exec.Command("ip", "netns", "exec", name, "ip", "-o", "link", "show").Output()
 		if err != nil {
 			continue
 		}
-		for _, a := range strings.Split(string(addrs), "\n") {
-			if !strings.Contains(a, " "+podIP+"/") {
+		for _, l := range strings.Split(string(links), "\n") {
+			// "2: eth0@if14: <BROADCAST,MULTICAST,UP,LOWER_UP> …": its peer is the host's link 14.
+			f := strings.Fields(l)
+			if len(f) < 2 || !strings.Contains(f[1], "@if") || !strings.Contains(l, "LOWER_UP") {
 				continue
 			}
-			all = append(all, name)
-			ifindex := strings.Fields(a)[0] // "2:"
-			links, err := exec.Command("ip", "netns", "exec", name, "ip", "-o", "link", "show").Output()
-			if err != nil {
+			if peer := strings.TrimSuffix(f[1][strings.Index(f[1], "@if")+3:], ":"); bridged[peer] {
+				plugged = append(plugged, name)
 				break
 			}
-			for _, l := range strings.Split(string(links), "\n") {
-				if strings.HasPrefix(l, ifindex+" ") && strings.Contains(l, "LOWER_UP") {
-					live = append(live, name)
-				}
-			}
-			break
 		}
 	}
 	switch {
-	case len(live) > 0:
-		return live[0], nil
+	case len(plugged) == 1:
+		return plugged[0], nil
+	case len(plugged) > 1:
+		return "", fmt.Errorf("%d network namespaces plugged into a bridge hold %s (%s): two pods answer for one IP", len(plugged), podIP, strings.Join(plugged, ", "))
 	case len(all) > 0:
-		return all[0], nil
+		return "", fmt.Errorf("the network namespaces holding %s (%s) are not plugged into a bridge: the pod is being torn down", podIP, strings.Join(all, ", "))
 	}
 	return "", fmt.Errorf("no network namespace holds %s", podIP)
 }

@@ -242,3 +242,33 @@ func EnableAuth(t testing.TB, cl *clientv3.Client) {
 		t.Fatal(err)
 	}
 }
+
+// ServeRestored starts member m (its name and URLs as it was restored with, token "restored") on a
+// data directory a snapshot restore made, and returns a client of it; both end with the test.
+func ServeRestored(t testing.TB, m *Member, dataDir string) *clientv3.Client {
+	t.Helper()
+	ec := embed.NewConfig()
+	ec.Name, ec.Dir = m.Name, dataDir
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	ec.InitialCluster, ec.InitialClusterToken = m.Name+"="+m.PeerURL, "restored"
+	pu, _ := url.Parse(m.PeerURL)
+	cu, _ := url.Parse(m.ClientURL)
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		t.Fatal("restored etcd not ready")
+	}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}

@@ -870,6 +870,13 @@ type QuorumRecovery struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Restored backup",xDescriptors={"urn:alm:descriptor:text"}
 	Backup string `json:"backup,omitempty"`
+	// Archive is the continuous archive replayed onto the backup (FromBackup, when the schedule that
+	// made it archives this cluster), to its last archived change: the cluster loses seconds, not
+	// what was written since the backup. Cleared, with a Warning event, when the archive cannot be
+	// replayed: the backup is then restored alone.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replayed archive",xDescriptors={"urn:alm:descriptor:text"}
+	Archive string `json:"archive,omitempty"`
 	// LostMembers are the members left behind: their pods and volumes are deleted (from a survivor,
 	// their volumes only once it serves with at least CommittedIndex).
 	// +optional

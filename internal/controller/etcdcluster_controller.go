@@ -237,6 +237,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 			return ctrl.Result{}, err
 		}
 	}
+	if acted, err := p.abandonUnusableArchive(ctx); err != nil || acted {
+		return ctrl.Result{RequeueAfter: requeueStep}, err
+	}
 	p.observeRestore(ctx)
 	if !c.Status.Bootstrapped {
 		p.snapshot = p.observeSnapshot(ctx)

@@ -153,6 +153,11 @@ func (p *pass) actRecovery(ctx context.Context, a planner.Action) error {
 		}
 		if r.Source == planner.FromBackup {
 			kept = nil
+			archive, err := p.archiveOf(ctx, a.Backup)
+			if err != nil {
+				return err
+			}
+			r.Archive = archive
 		}
 		c.Status.Recovery, c.Status.Members, c.Status.PendingOperation = r, kept, nil
 		if err := p.writeStatus(ctx); err != nil {

@@ -46,7 +46,14 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 		return nil, fmt.Errorf("EtcdBackup %q has not succeeded (phase %q)", name, b.Status.Phase)
 	}
 	in := &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size}
-	if pit := pointInTime(c); pit != nil && recovering(c) == nil {
+	if rec := recovering(c); rec != nil {
+		// A FromBackup recovery replays the archive recorded when it started, to its end.
+		if chain := archiveContinuing(c, b); rec.Archive != "" && chain != nil && resources.ArchiveLocation(*chain) == rec.Archive {
+			in.Archive, in.PointInTime = chain, &etcdv1alpha1.PointInTimeSpec{}
+		}
+		return in, nil
+	}
+	if pit := pointInTime(c); pit != nil {
 		if b.Status.ClusterID == "" {
 			return nil, fmt.Errorf("EtcdBackup %q records no cluster ID, so no archive can be found to continue it: restore it without pointInTime", name)
 		}
@@ -62,6 +69,80 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 		in.Archive, in.PointInTime = &chain, pit
 	}
 	return in, nil
+}
+
+// archiveContinuing is where the archive that continues backup b of cluster c is, nil when b records
+// no cluster ID (taken before archives existed).
+func archiveContinuing(c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) *etcdv1alpha1.BackupDestination {
+	if b.Status.ClusterID == "" {
+		return nil
+	}
+	chain := resources.ArchiveDestination(b.Spec.Destination, resources.ArchiveChain(c.Namespace, b.Spec.ClusterName, b.Status.ClusterID))
+	return &chain
+}
+
+// archiveOf is the location of the archive a FromBackup recovery from backup name replays: the chain
+// that continues it, when a schedule of this cluster is archiving into exactly that chain (the etcd
+// cluster the backup was taken from is the one that lost quorum); "" otherwise.
+func (p *pass) archiveOf(ctx context.Context, name string) (string, error) {
+	c := p.c
+	b := &etcdv1alpha1.EtcdBackup{}
+	if err := p.r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b); apierrors.IsNotFound(err) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("read EtcdBackup %q: %w", name, err)
+	}
+	chain := archiveContinuing(c, b)
+	if chain == nil {
+		return "", nil
+	}
+	schedules := &etcdv1alpha1.EtcdBackupScheduleList{}
+	if err := p.r.List(ctx, schedules, client.InNamespace(c.Namespace)); err != nil {
+		return "", fmt.Errorf("list backup schedules: %w", err)
+	}
+	loc := resources.ArchiveLocation(*chain)
+	for _, s := range schedules.Items {
+		if s.Spec.Template.ClusterName == c.Name && s.Spec.Archive != nil && s.Status.ArchiveLocation == loc {
+			return loc, nil
+		}
+	}
+	return "", nil
+}
+
+// abandonUnusableArchive falls back to the backup alone when the archive a FromBackup recovery
+// replays cannot be replayed (a broken chain, nothing that continues the snapshot): a recovery that
+// can restore the backup never waits on a damaged archive. The choice is recorded in status before
+// the failed member pods are deleted, so they are made again without the archive even if the
+// operator dies in between. It says whether it acted.
+func (p *pass) abandonUnusableArchive(ctx context.Context) (bool, error) {
+	c := p.c
+	rec := recovering(c)
+	if rec == nil || rec.Source != planner.FromBackup || c.Status.Bootstrapped {
+		return false, nil
+	}
+	var failed []*corev1.Pod
+	var why backup.Report
+	for _, name := range slices.Sorted(maps.Keys(p.obs.pods)) {
+		if rep, ok := restoreFailure(p.obs.pods[name]); ok && (rep.Reason == reason.ArchiveChainBroken || rep.Reason == reason.PointInTimeUnreachable) {
+			failed, why = append(failed, p.obs.pods[name]), rep
+		}
+	}
+	if len(failed) == 0 {
+		return false, nil
+	}
+	if rec.Archive != "" {
+		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(why.Reason), "the archive %s cannot be replayed onto backup %s (%s): restoring the backup alone, without the changes made after it", rec.Archive, rec.Backup, why.Message)
+		rec.Archive = ""
+		if err := p.writeStatus(ctx); err != nil {
+			return false, err
+		}
+	}
+	for _, pod := range failed {
+		if err := p.deleteObserved(ctx, pod); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // pointInTime is spec.bootstrap.restore.pointInTime, nil when the restore is of the snapshot alone.

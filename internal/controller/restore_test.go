@@ -173,3 +173,168 @@ func TestRestoreFromAClaimNoPodCanReadStartsNothing(t *testing.T) {
 	snapshotClaim(t, ns, "snaps", corev1.PersistentVolumeBlock)
 	refused(newCluster(t, ns, fromClaim), "raw block volume")
 }
+
+// succeededBackup records backup name of cluster demo as succeeded at revision rev, taken from etcd
+// cluster clusterID ("" as before archives existed), to S3.
+func succeededBackup(t *testing.T, ns, name, clusterID string, rev int64) *etcdv1alpha1.EtcdBackup {
+	t.Helper()
+	ctx := context.Background()
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()}}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "backup "+name+" succeeded", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		done := metav1.Now()
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &done, CompletionTime: &done, Revision: rev,
+			Size: 4096, SHA256: strings.Repeat("ab", 32), Location: "s3://backups/prod/" + ns + "/demo/" + name + ".db", ClusterID: clusterID}
+		return k8s.Status().Update(ctx, b)
+	})
+	return b
+}
+
+// TestPointInTimeRestoreReplaysOnOneMember: a restore to a point in time replays the archive that
+// continues the backup on one member (the others join it), with the chain beside the snapshot and
+// the target; a target before the backup, or a backup that records no etcd cluster ID, is refused
+// before any member is recorded or started.
+func TestPointInTimeRestoreReplaysOnOneMember(t *testing.T) {
+	ns := newNamespace(t)
+	succeededBackup(t, ns, "base", "c0ffee", 500)
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: "base", PointInTime: &etcdv1alpha1.PointInTimeSpec{Revision: 750}}}
+	})
+	readers, members := restoreReaders(t, c)
+	if len(members) != 1 || len(readers) != 1 {
+		t.Fatalf("members %v, %d restoring pods: want one member replaying", members, len(readers))
+	}
+	args := strings.Join(readers[0].Spec.InitContainers[len(readers[0].Spec.InitContainers)-1].Args, " ")
+	for _, want := range []string{"--archive-prefix=prod/" + ns + "/demo/archive/c0ffee", "--target-revision=750", "--sha256="} {
+		if !strings.Contains(args, want) {
+			t.Errorf("restore args %q lack %q", args, want)
+		}
+	}
+
+	for name, tc := range map[string]struct {
+		clusterID string
+		revision  int64
+		want      string
+	}{
+		"target before the backup": {"c0ffee", 499, "before EtcdBackup"},
+		"no cluster ID":            {"", 750, "records no cluster ID"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ns := newNamespace(t)
+			succeededBackup(t, ns, "base", tc.clusterID, 500)
+			c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+				c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: "base", PointInTime: &etcdv1alpha1.PointInTimeSpec{Revision: tc.revision}}}
+			})
+			eventually(t, "refused", func() error {
+				cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionRestored)
+				if cond == nil || cond.Reason != string(reason.BackupNotReady) || !strings.Contains(cond.Message, tc.want) {
+					return fmt.Errorf("Restored = %+v", cond)
+				}
+				return nil
+			})
+			pods := &corev1.PodList{}
+			if err := k8s.List(context.Background(), pods, client.InNamespace(ns)); err != nil || len(pods.Items) != 0 || len(get(t, c).Status.Members) != 0 {
+				t.Fatalf("%d pods (%v), members %v: want nothing started", len(pods.Items), err, get(t, c).Status.Members)
+			}
+		})
+	}
+}
+
+// TestRecoveryFromBackupReplaysTheArchiveOrFallsBack: a FromBackup recovery whose schedule archives
+// the lost etcd cluster records that archive when it starts (archiveOf) and replays it to its end on
+// one member; when the replay reports the archive unusable (a broken chain), the recovery drops the
+// archive in status, with an event, and the member restores the backup alone.
+func TestRecoveryFromBackupReplaysTheArchiveOrFallsBack(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	succeededBackup(t, ns, "base", "c0ffee", 500)
+	loc := "s3://backups/prod/" + ns + "/demo/archive/c0ffee"
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Maintenance.Paused = true })
+
+	// archiveOf: only a schedule of this cluster archiving exactly that chain counts.
+	p := &pass{r: &EtcdClusterReconciler{Client: k8s}, c: get(t, c)}
+	if got, err := p.archiveOf(ctx, "base"); err != nil || got != "" {
+		t.Fatalf("without an archiving schedule: %q, %v", got, err)
+	}
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
+		Schedule: "@daily", Archive: &etcdv1alpha1.ArchiveSpec{}, Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
+	}}
+	if err := k8s.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the schedule archiving the lost cluster", func() error {
+		cur := &etcdv1alpha1.EtcdBackupSchedule{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(s), cur); err != nil {
+			return err
+		}
+		cur.Status.ArchiveLocation = loc
+		return k8s.Status().Update(ctx, cur)
+	})
+	eventually(t, "archiveOf finds it", func() error {
+		if got, err := p.archiveOf(ctx, "base"); err != nil || got != loc {
+			return fmt.Errorf("%q, %v", got, err)
+		}
+		return nil
+	})
+
+	// The recovery as StartRecovery and RestartFromBackup leave it.
+	eventually(t, "recovery restoring", func() error {
+		cur := get(t, c)
+		cur.Status.Bootstrapped, cur.Status.NextMemberIndex, cur.Status.ClusterToken = false, 3, "demo-3"
+		cur.Status.Recovery = &etcdv1alpha1.QuorumRecovery{Source: "FromBackup", Phase: "Restoring", Backup: "base", Archive: loc, StartedAt: metav1.Now()}
+		return k8s.Status().Update(ctx, cur)
+	})
+	eventually(t, "resume", func() error {
+		cur := get(t, c)
+		cur.Spec.Maintenance.Paused = false
+		return k8s.Update(ctx, cur)
+	})
+	readers, _ := restoreReaders(t, c)
+	args := strings.Join(readers[0].Spec.InitContainers[len(readers[0].Spec.InitContainers)-1].Args, " ")
+	if len(readers) != 1 || !strings.Contains(args, "--archive-prefix=prod/"+ns+"/demo/archive/c0ffee") || strings.Contains(args, "--target-") {
+		t.Fatalf("%d restoring pods, args %q: want one replaying the archive to its end", len(readers), args)
+	}
+
+	// The replay finds the chain broken.
+	eventually(t, "the replay fails", func() error {
+		pod := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(&readers[0]), pod); err != nil {
+			return err
+		}
+		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: resources.RestoreContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 2, Message: `{"reason":"ArchiveChainBroken","message":"archive chain: Gap at s3://backups/x: revisions 501 to 600 are missing"}`}}}}
+		return k8s.Status().Update(ctx, pod)
+	})
+	eventually(t, "the archive dropped, the backup restored alone", func() error {
+		if a := get(t, c).Status.Recovery.Archive; a != "" {
+			return fmt.Errorf("recovery still replays %s", a)
+		}
+		pods := &corev1.PodList{}
+		if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		restoring := 0
+		for _, p := range pods.Items {
+			for _, ic := range p.Spec.InitContainers {
+				if ic.Name != resources.RestoreContainer {
+					continue
+				}
+				if strings.Contains(strings.Join(ic.Args, " "), "--archive-") {
+					return fmt.Errorf("pod %s still replays the archive", p.Name)
+				}
+				restoring++
+			}
+		}
+		// The bootstrap's members were recorded for one reader: that member restores the backup
+		// alone and the others join it once it serves.
+		if restoring != 1 {
+			return fmt.Errorf("%d members restoring the backup, want the recorded one", restoring)
+		}
+		return nil
+	})
+}

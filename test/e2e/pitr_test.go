@@ -76,15 +76,20 @@ func sameKeyspace(got, want map[string]string) error {
 // others join) and to an instant before it (1 member): each holds exactly the old cluster's keyspace
 // at that point, with its revision raised past the old cluster's and everything before compacted
 // (a read at an old revision is refused as compacted, as a kube-apiserver's watch would be), and
-// says so in Restored. A target before the backup is refused before any member starts.
+// says so in Restored. A target before the backup is refused before any member starts. Then the
+// source loses quorum for good (two volumes gone): its FromBackup recovery replays the archive onto the
+// backup, and the rebuilt cluster holds exactly what it held before the loss.
 func TestPointInTimeRestore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-pitr-")
-	env.StartOperator(t, ns, "")
+	op := env.StartOperator(t, ns, "")
 	mio := env.DeployMinIO(t, ns, bucket)
 	src := env.CreateCluster(t, ns, 3, "3.6.16")
 	env.WaitConverged(t, src, 3, convergeTimeout)
+	if err := env.K8s.Patch(ctx, src, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"maintenance":{"quorumLoss":"FromBackup"}}}`))); err != nil {
+		t.Fatal(err)
+	}
 	dest := mio.Destination(bucket, "pitr")
 	sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "archived", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
 		Schedule: "@daily", KeepLast: 3, Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: src.Name, Destination: dest},
@@ -122,7 +127,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putEach(t, cl, "pitr/after/", 5)
+	lastRev := putEach(t, cl, "pitr/after/", 5)
 
 	// The archive holds the deletion within seconds (flushInterval 1s plus an upload).
 	chain := fmt.Sprintf("pitr/%s/%s/archive/%s/", ns, src.Name, srcID)
@@ -133,8 +138,8 @@ func TestPointInTimeRestore(t *testing.T) {
 				last = max(last, l)
 			}
 		}
-		if last < dresp.Header.Revision {
-			return fmt.Errorf("archived up to revision %d, the deletion is %d", last, dresp.Header.Revision)
+		if last < lastRev {
+			return fmt.Errorf("archived up to revision %d, the last write is %d (the deletion %d)", last, lastRev, dresp.Header.Revision)
 		}
 		return nil
 	})
@@ -186,5 +191,27 @@ func TestPointInTimeRestore(t *testing.T) {
 			t.Errorf("%s: Restored = %+v", tc.c.Name, c)
 		}
 		t.Logf("%s: %s", tc.c.Name, c.Message)
+	}
+
+	// Quorum lost for good (two of three volumes gone): the FromBackup recovery restores the backup and
+	// replays the archive to its end, so nothing written after the backup is lost.
+	wantLatest := keyspace(t, cl, "pitr/", 0)
+	names := memberNames(env.Get(t, src))
+	op.Stop()
+	loseMembers(t, ns, names[1:]...)
+	env.StartOperator(t, ns, "")
+	framework.WaitFor(t, "the cluster rebuilt from the backup and the archive", convergeTimeout, func() error {
+		r := env.Get(t, src).Status.Recovery
+		if r == nil || r.Phase != etcdv1alpha1.RecoveryComplete {
+			return fmt.Errorf("recovery %+v", r)
+		}
+		return nil
+	})
+	env.WaitConverged(t, src, 3, convergeTimeout)
+	if r := env.Get(t, src).Status.Recovery; r.Backup != b.Name || r.Archive != "s3://"+bucket+"/"+strings.TrimSuffix(chain, "/") {
+		t.Errorf("recovery %+v: want backup %s and the archive %s", r, b.Name, chain)
+	}
+	if err := sameKeyspace(keyspace(t, env.EtcdClient(t, src), "pitr/", 0), wantLatest); err != nil {
+		t.Errorf("after the recovery: %v (the writes after the backup were lost)", err)
 	}
 }

@@ -176,7 +176,7 @@ func TestRestoreFromAClaimNoPodCanReadStartsNothing(t *testing.T) {
 
 // succeededBackup records backup name of cluster demo as succeeded at revision rev, taken from etcd
 // cluster clusterID ("" as before archives existed), to S3.
-func succeededBackup(t *testing.T, ns, name, clusterID string, rev int64) *etcdv1alpha1.EtcdBackup {
+func succeededBackup(t *testing.T, ns, name, clusterID string, rev int64) {
 	t.Helper()
 	ctx := context.Background()
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()}}
@@ -192,7 +192,6 @@ func succeededBackup(t *testing.T, ns, name, clusterID string, rev int64) *etcdv
 			Size: 4096, SHA256: strings.Repeat("ab", 32), Location: "s3://backups/prod/" + ns + "/demo/" + name + ".db", ClusterID: clusterID}
 		return k8s.Status().Update(ctx, b)
 	})
-	return b
 }
 
 // TestPointInTimeRestoreReplaysOnOneMember: a restore to a point in time replays the archive that
@@ -277,7 +276,7 @@ func TestRecoveryFromBackupReplaysTheArchiveOrFallsBack(t *testing.T) {
 	})
 	eventually(t, "archiveOf finds it", func() error {
 		if got, err := p.archiveOf(ctx, "base"); err != nil || got != loc {
-			return fmt.Errorf("%q, %v", got, err)
+			return fmt.Errorf("%q, %w", got, err)
 		}
 		return nil
 	})

@@ -41,8 +41,9 @@ func putEach(t *testing.T, cl *clientv3.Client, prefix string, n int) int64 {
 	return rev
 }
 
-// keyspace is every key and value under prefix, at revision rev (0: the latest).
-func keyspace(t *testing.T, cl *clientv3.Client, prefix string, rev int64) map[string]string {
+// keyspace is every key and value under pitr/, at revision rev (0: the latest).
+func keyspace(t *testing.T, cl *clientv3.Client, rev int64) map[string]string {
+	const prefix = "pitr/"
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -117,12 +118,12 @@ func TestPointInTimeRestore(t *testing.T) {
 		t.Fatalf("backup records cluster %q, the cluster is %q", b.Status.ClusterID, srcID)
 	}
 	beforeB := putEach(t, cl, "pitr/b/", 50)
-	wantAtBeforeB := keyspace(t, cl, "pitr/", beforeB)
+	wantAtBeforeB := keyspace(t, cl, beforeB)
 	time.Sleep(3 * time.Second) // an instant well between two archived revisions, whatever the watch delay
 	instant := time.Now()
 	time.Sleep(3 * time.Second)
 	lastGood := putEach(t, cl, "pitr/c/", 20)
-	wantAtLastGood := keyspace(t, cl, "pitr/", lastGood)
+	wantAtLastGood := keyspace(t, cl, lastGood)
 	dresp, err := cl.Delete(ctx, "pitr/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +172,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	}{{toRev, 3, lastGood, wantAtLastGood}, {toTime, 1, beforeB, wantAtBeforeB}} {
 		env.WaitConverged(t, tc.c, tc.replicas, convergeTimeout)
 		rcl := env.EtcdClient(t, tc.c)
-		if err := sameKeyspace(keyspace(t, rcl, "pitr/", 0), tc.want); err != nil {
+		if err := sameKeyspace(keyspace(t, rcl, 0), tc.want); err != nil {
 			t.Errorf("%s: %v", tc.c.Name, err)
 		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -195,7 +196,7 @@ func TestPointInTimeRestore(t *testing.T) {
 
 	// Quorum lost for good (two of three volumes gone): the FromBackup recovery restores the backup and
 	// replays the archive to its end, so nothing written after the backup is lost.
-	wantLatest := keyspace(t, cl, "pitr/", 0)
+	wantLatest := keyspace(t, cl, 0)
 	names := memberNames(env.Get(t, src))
 	op.Stop()
 	loseMembers(t, ns, names[1:]...)
@@ -211,7 +212,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	if r := env.Get(t, src).Status.Recovery; r.Backup != b.Name || r.Archive != "s3://"+bucket+"/"+strings.TrimSuffix(chain, "/") {
 		t.Errorf("recovery %+v: want backup %s and the archive %s", r, b.Name, chain)
 	}
-	if err := sameKeyspace(keyspace(t, env.EtcdClient(t, src), "pitr/", 0), wantLatest); err != nil {
+	if err := sameKeyspace(keyspace(t, env.EtcdClient(t, src), 0), wantLatest); err != nil {
 		t.Errorf("after the recovery: %v (the writes after the backup were lost)", err)
 	}
 }

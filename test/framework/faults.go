@@ -195,10 +195,10 @@ func podNetns(podIP string) (string, error) {
 		}
 	}
 	switch {
-	case len(plugged) == 1:
+	case len(plugged) > 0:
+		// Two plugged in would be a leftover still on the bridge: the first listed is the newest
+		// (`ip netns list` reads /var/run/netns, a tmpfs, newest first).
 		return plugged[0], nil
-	case len(plugged) > 1:
-		return "", fmt.Errorf("%d network namespaces plugged into a bridge hold %s (%s): two pods answer for one IP", len(plugged), podIP, strings.Join(plugged, ", "))
 	case len(all) > 0:
 		return "", fmt.Errorf("the network namespaces holding %s (%s) are not plugged into a bridge: the pod is being torn down", podIP, strings.Join(all, ", "))
 	}

@@ -160,16 +160,8 @@ func TestWorkerRestoreToARevisionFromS3(t *testing.T) {
 	}
 	w := startWriter(t, &Writer{Client: dial(t, ms[0].ClientURL), Dest: s3Dest(mio, bucket, "prod/chain/"),
 		FlushInterval: 50 * time.Millisecond, MaxSegmentBytes: 1, StartRevision: head(t, cl) + 1})
-	writeRevisions(t, cl, w, 3)
-	snap, err := backup.Take(ctx, []string{ms[0].ClientURL}, nil, &backup.S3{Endpoint: mio.URL, Region: "us-east-1", Bucket: bucket,
+	snap, final := snapshotAmidArchive(t, cl, w, ms[0].ClientURL, &backup.S3{Endpoint: mio.URL, Region: "us-east-1", Bucket: bucket,
 		Key: "prod/full.db", PathStyle: true, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRevisions(t, cl, w, 8)
-	final := head(t, cl)
-	w.waitArchived(t, final)
-	w.kill(t)
 
 	t.Setenv(backup.EnvAccessKey, mio.AccessKey)
 	t.Setenv(backup.EnvSecretKey, mio.SecretKey)
@@ -187,6 +179,23 @@ func TestWorkerRestoreToARevisionFromS3(t *testing.T) {
 	r.restored(t, cl, snap.Revision, target, final)
 }
 
+// snapshotAmidArchive writes 3 revisions under writer w, takes a full snapshot of the member at
+// endpoint into sink, writes 8 more, and stops w once it archived them all: a chain that runs across
+// the snapshot. It returns the snapshot and the last revision.
+func snapshotAmidArchive(t *testing.T, cl *clientv3.Client, w *running, endpoint string, sink backup.Sink) (backup.Result, int64) {
+	t.Helper()
+	writeRevisions(t, cl, w, 3)
+	snap, err := backup.Take(context.Background(), []string{endpoint}, nil, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRevisions(t, cl, w, 8)
+	final := head(t, cl)
+	w.waitArchived(t, final)
+	w.kill(t)
+	return snap, final
+}
+
 // TestWorkerRestoreFromAVolume: the snapshot and the chain on a mounted volume (--file,
 // --archive-dir). A target time restores the revisions observed at or before it; without archive
 // flags the restore is the plain one; targets out of reach, contradicting flags and a chain with
@@ -200,15 +209,7 @@ func TestWorkerRestoreFromAVolume(t *testing.T) {
 	dest := &DirDestination{Dir: chain, Where: "pvc://backups/chain"}
 	from := head(t, cl) + 1
 	w := startWriter(t, &Writer{Client: dial(t, ms[0].ClientURL), Dest: dest, FlushInterval: 50 * time.Millisecond, MaxSegmentBytes: 1, StartRevision: from})
-	writeRevisions(t, cl, w, 3)
-	snap, err := backup.Take(ctx, []string{ms[0].ClientURL}, nil, &backup.File{Path: filepath.Join(backups, "full.db"), Location: "pvc://backups/full.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRevisions(t, cl, w, 8)
-	final := head(t, cl)
-	w.waitArchived(t, final)
-	w.kill(t)
+	snap, final := snapshotAmidArchive(t, cl, w, ms[0].ClientURL, &backup.File{Path: filepath.Join(backups, "full.db"), Location: "pvc://backups/full.db"})
 	times := map[int64]time.Time{}
 	if _, err := walk(ctx, dest, from-1, 0, func(_ Header, r Record) (bool, error) { times[r.Revision] = r.Time; return true, nil }); err != nil {
 		t.Fatal(err)

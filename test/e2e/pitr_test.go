@@ -201,13 +201,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	op.Stop()
 	loseMembers(t, ns, names[1:]...)
 	env.StartOperator(t, ns, "")
-	framework.WaitFor(t, "the cluster rebuilt from the backup and the archive", convergeTimeout, func() error {
-		r := env.Get(t, src).Status.Recovery
-		if r == nil || r.Phase != etcdv1alpha1.RecoveryComplete {
-			return fmt.Errorf("recovery %+v", r)
-		}
-		return nil
-	})
+	waitRecovered(t, src, "the cluster rebuilt from the backup and the archive")
 	env.WaitConverged(t, src, 3, convergeTimeout)
 	if r := env.Get(t, src).Status.Recovery; r.Backup != b.Name || r.Archive != "s3://"+bucket+"/"+strings.TrimSuffix(chain, "/") {
 		t.Errorf("recovery %+v: want backup %s and the archive %s", r, b.Name, chain)

@@ -23,6 +23,18 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
+// waitRecovered waits until c's quorum-loss recovery is complete (what names it in the test's log).
+func waitRecovered(t *testing.T, c *etcdv1alpha1.EtcdCluster, what string) {
+	t.Helper()
+	framework.WaitFor(t, what, convergeTimeout, func() error {
+		r := env.Get(t, c).Status.Recovery
+		if r == nil || r.Phase != etcdv1alpha1.RecoveryComplete {
+			return fmt.Errorf("recovery %+v", r)
+		}
+		return nil
+	})
+}
+
 // loseMembers deletes the PVCs and pods of members, the way a lost node with local volumes loses
 // them, and waits until the volumes are gone.
 func loseMembers(t *testing.T, ns string, members ...string) {
@@ -187,13 +199,7 @@ func TestQuorumLossRecoversFromBackup(t *testing.T) {
 	op.Stop() // both volumes at once, as TestQuorumLossManualWaitsForTheAnnotation explains
 	loseMembers(t, ns, names[1:]...)
 	env.StartOperator(t, ns, "")
-	framework.WaitFor(t, "the cluster rebuilt from the backup", convergeTimeout, func() error {
-		r := env.Get(t, c).Status.Recovery
-		if r == nil || r.Phase != etcdv1alpha1.RecoveryComplete {
-			return fmt.Errorf("recovery %+v", r)
-		}
-		return nil
-	})
+	waitRecovered(t, c, "the cluster rebuilt from the backup")
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	got := env.Get(t, c)
 	if r := got.Status.Recovery; r.Source != planner.FromBackup || r.Backup != b.Name {

@@ -69,8 +69,11 @@ func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
 
 	var report string
 	// Two slow windows of at least 25 s each (three when the slowdown starts late in one), or up to
-	// 90 s each while a window holds fewer than 50 fsyncs of some member.
-	framework.WaitFor(t, victim+" reported slow", 4*time.Minute, func() error {
+	// 90 s each while a window holds fewer than 50 fsyncs of some member. Slowness is relative to the
+	// peers: while another test of the suite saturates the shared disk (the NOSPACE test writes
+	// 250 MiB), the peers' p99 rises too and, by design, no member is blamed; CI saw detection wait
+	// 3.5 minutes for such a test to finish. The bound covers that, not the product's speed.
+	framework.WaitFor(t, victim+" reported slow", 8*time.Minute, func() error {
 		cur := env.Get(t, c)
 		cond := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		for _, m := range cur.Status.Members {

@@ -46,8 +46,16 @@ func TestFullDatabaseClearedAndFragmentationDefragmented(t *testing.T) {
 		c.Spec.Etcd.QuotaBackendBytes = 48 << 20
 		c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention = "periodic", "1m"
 		c.Spec.Maintenance.Defragmentation = etcdv1alpha1.DefragmentationSpec{MinFreeBytes: &minFree, MinFreePercent: 40}
+		// The 250 MiB fill raises every member's disk and peer latencies on this shared machine, and
+		// auto-tuning then restarts each member with new timings (CI saw it in the middle of the
+		// defragmentation below): restarts are not what this test measures, and its "one failed
+		// attempt" bound holds only without them.
+		c.Spec.Maintenance.AutoTuning = etcdv1alpha1.AutoTuningDisabled
 	})
 	cl := env.EtcdClient(t, c)
+	// Auto-tuning may restart members under a new pod IP (CI saw it right after the last
+	// defragmentation); the client follows the pods as a client of the Service would.
+	defer framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })()
 	ctx := context.Background()
 
 	// Fill: 8 keys overwritten with 64 KiB values, so history fills the quota.

@@ -115,7 +115,7 @@ fuzz: envtest-assets ## Fuzz EtcdCluster/EtcdBackup/EtcdBackupSchedule specs aga
 # the 2-vCPU CI machine responsive enough for the tests' timing bounds.
 E2E_PARALLEL ?= 4
 .PHONY: test-e2e
-test-e2e: cluster-up cluster-load promtool ## End-to-end tests on the local cluster (brought up if needed).
+test-e2e: envtest-assets cluster-up cluster-load promtool ## End-to-end tests on the local cluster (brought up if needed); a second kube-apiserver (envtest's) runs on a restored cluster.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel $(E2E_PARALLEL) -v $(E2E_ARGS)
 
 # The node-fault suite (test/e2e/nodes_test.go) needs the local cluster with several nodes; on the one-node

@@ -24,17 +24,12 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 )
 
-// DefaultBumpMargin is added to the revisions the archive saw beyond the restored one when the
-// result is restored with a bumped revision: it stands for what the old cluster served and the
-// archive never stored (its last second, or a time the archive was down). 10⁹ revisions are
-// eleven days at 1,000 writes per second.
-const DefaultBumpMargin = 1_000_000_000
-
 // BumpFor is the --bump-revision for restoring a replay that reached revision restored from a
 // chain whose last archived revision is latest: past every revision the old cluster can have
-// served, so no revision number repeats with other contents.
+// served, so no revision number repeats with other contents. The margin stands for what the old
+// cluster served and the archive never stored.
 func BumpFor(latest, restored int64) int64 {
-	return max(latest-restored, 0) + DefaultBumpMargin
+	return max(latest-restored, 0) + backup.DefaultBumpMargin
 }
 
 // unknownLeaseTTL is granted to a lease whose TTL the writer could not read (it was revoked

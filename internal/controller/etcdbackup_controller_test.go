@@ -290,7 +290,7 @@ func TestRestoreWaitsForTheBackupThenRestoresEveryInitialMember(t *testing.T) {
 		if tools.Image != testOperatorImage || restore.Image != p.Spec.Containers[0].Image {
 			t.Errorf("%s: tools image %s, restore image %s, etcd image %s", p.Name, tools.Image, restore.Image, p.Spec.Containers[0].Image)
 		}
-		for _, want := range []string{"--s3-key=prod/snap.db", "--sha256=" + b.Status.SHA256, "--size=99", "--name=" + p.Name, "--data-dir=/var/lib/etcd/data"} {
+		for _, want := range []string{"--s3-key=prod/snap.db", "--sha256=" + b.Status.SHA256, "--size=99", "--name=" + p.Name, "--data-dir=/var/lib/etcd/data", "--bump-revision=1000000000"} {
 			if !strings.Contains(args, want) {
 				t.Errorf("%s: restore args %q lack %q", p.Name, args, want)
 			}

@@ -207,7 +207,10 @@ func (p *pass) confirmRestored(ctx context.Context) {
 		}
 		setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.NotRestored, msg)
 	default:
-		msg := fmt.Sprintf("the initial members were restored from the snapshot (revision %d)", have)
+		msg := fmt.Sprintf("the initial members were restored from the snapshot at revision %d, with revisions raised past the old cluster's (now %d) and everything before compacted, so that watchers of the old cluster re-list", want, have)
+		if want == 0 {
+			msg = fmt.Sprintf("the initial members were restored from the snapshot, with revisions raised past the old cluster's (now %d) and everything before compacted, so that watchers of the old cluster re-list", have)
+		}
 		if pit := pointInTimeReport(p.obs.pods); pit != nil {
 			msg = fmt.Sprintf("the initial members were restored to revision %d of the old cluster (the snapshot at revision %d and %d archived revisions", pit.Revision, pit.SnapshotRevision, pit.Applied)
 			if !pit.Time.IsZero() {

@@ -322,6 +322,10 @@ func restoreInitContainer(c *etcdv1alpha1.EtcdCluster, in MemberPodInput, tools 
 		"--initial-cluster=" + InitialClusterFlag(c, in.InitialCluster, nil),
 		"--initial-cluster-token=" + clusterToken(c),
 		"--initial-advertise-peer-urls=" + naming.PeerURL(c.Name, c.Namespace, in.Member, PeerTLS(c)),
+		// Revisions go forward across a restore and everything before is compacted: a
+		// kube-apiserver (or any watcher) of the old cluster then gets "compacted" and re-lists,
+		// instead of waiting for revision numbers the restored cluster reuses with other contents.
+		fmt.Sprintf("--bump-revision=%d", backup.DefaultBumpMargin),
 	}
 	if r.SHA256 != "" {
 		args = append(args, "--sha256="+r.SHA256, fmt.Sprintf("--size=%d", r.Size))

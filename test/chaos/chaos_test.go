@@ -176,7 +176,7 @@ func chaos(t *testing.T, duration time.Duration, schedule []string, withKube boo
 	r.cl = cls[0]
 	var kube *kubeWorkload
 	if withKube {
-		kube = startKubeWorkload(t, startKubeAPIServer(t, r.c, eps), 3, seed)
+		kube = startKubeWorkload(t, env.KubeAPIServer(t, r.c, eps, "/kube-chaos"), 3, seed)
 	}
 	var err error
 	r.w, err = Start(context.Background(), Config{Prefix: "/chaos/", Keys: 10, Seed: seed, OpTimeout: 2 * time.Second, Pause: 20 * time.Millisecond}, cls)

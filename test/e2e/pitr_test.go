@@ -19,6 +19,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/archive"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/controller"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -178,7 +179,7 @@ func TestPointInTimeRestore(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		resp, err := rcl.Get(ctx, "pitr/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		cancel()
-		if err != nil || resp.Header.Revision < tc.rev+archive.DefaultBumpMargin {
+		if err != nil || resp.Header.Revision < tc.rev+backup.DefaultBumpMargin {
 			t.Errorf("%s: revision %v (%v), want at least %d + the bump", tc.c.Name, resp, err, tc.rev)
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)

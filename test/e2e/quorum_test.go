@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -182,6 +183,13 @@ func TestQuorumLossManualWaitsForTheAnnotation(t *testing.T) {
 // Policy FromBackup: with two of three volumes gone, the cluster is rebuilt under new member names
 // from its newest successful backup; keys written after the backup are gone (the documented risk),
 // every key in the backup is back.
+//
+// Under a live kube-apiserver (Kubernetes on this etcd) with an informer of its ConfigMaps: the
+// restore takes the data back to the backup, so the informer, which saw the changes made after it,
+// must drop them. It can only if its watch breaks: revisions after the restore are raised past the
+// old cluster's and everything before is compacted, so the kube-apiserver's watch of etcd fails as
+// compacted, it re-lists, its clients' watches expire and they re-list too. Without the raise its
+// watch would wait, silently, for revision numbers the restored cluster reuses.
 func TestQuorumLossRecoversFromBackup(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t, "e2e-quorum-backup-")
@@ -192,8 +200,27 @@ func TestQuorumLossRecoversFromBackup(t *testing.T) {
 		c.Spec.Storage.Size = resource.MustParse("512Mi") // the snapshot and the restored data side by side
 	})
 	cl := env.EtcdClient(t, c)
+	kube := startKubeWatch(t, c)
+	inBackup := map[string]string{}
+	for i := range 10 {
+		name := fmt.Sprintf("before-%d", i)
+		kube.put(t, name, "v0")
+		inBackup[name] = "v0"
+	}
+	kube.waitHolds(t, "the informer holds the objects written before the backup", inBackup, time.Minute)
 	keys := framework.PutKeys(t, cl, "bk/", 1000)
 	b := waitBackup(t, createBackup(t, ns, "before-loss", c.Name, mio.Destination(bucket, "quorum")), etcdv1alpha1.BackupSucceeded, 3*time.Minute)
+	afterBackup := maps.Clone(inBackup)
+	for i := range 3 {
+		name := fmt.Sprintf("after-%d", i)
+		kube.put(t, name, "v0")
+		afterBackup[name] = "v0"
+		kube.put(t, fmt.Sprintf("before-%d", i), "v1")
+		afterBackup[fmt.Sprintf("before-%d", i)] = "v1"
+		kube.delete(t, fmt.Sprintf("before-%d", 9-i))
+		delete(afterBackup, fmt.Sprintf("before-%d", 9-i))
+	}
+	kube.waitHolds(t, "the informer holds the changes made after the backup", afterBackup, time.Minute)
 	names := memberNames(env.Get(t, c))
 
 	op.Stop() // both volumes at once, as TestQuorumLossManualWaitsForTheAnnotation explains
@@ -212,4 +239,8 @@ func TestQuorumLossRecoversFromBackup(t *testing.T) {
 	}
 	cl = env.EtcdClient(t, c)
 	framework.CheckKeys(t, cl, "bk/", keys)
+	kube.waitHolds(t, "the informer re-listed the restored objects (the backup's)", inBackup, 3*time.Minute)
+	kube.put(t, "after-restore", "v0")
+	inBackup["after-restore"] = "v0"
+	kube.waitHolds(t, "the informer follows a write after the restore", inBackup, time.Minute)
 }

@@ -318,6 +318,7 @@ func (p *pass) createMember(ctx context.Context, in resources.MemberPodInput) er
 	}
 	// Pods get addresses of the cluster's primary family, which is the first of a Service's by default.
 	in.IPv6 = len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol
+	in.VolumePlaced = p.obs.pvcs[member] != nil && p.obs.pvcs[member].Spec.VolumeName != ""
 	if err := p.createOwned(ctx, resources.MemberPod(c, in)); err != nil {
 		return fmt.Errorf("create pod of %s: %w", member, err)
 	}

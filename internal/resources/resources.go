@@ -58,6 +58,9 @@ type MemberPodInput struct {
 	// IPv6: the cluster's pods get IPv6 addresses (the first IP family of its client Service), so the
 	// metrics listener's URL brackets the pod IP.
 	IPv6 bool
+	// VolumePlaced: the member's claim is bound to a volume, which may hold its pod to one node (a
+	// local volume), so the pod's spread over nodes is a preference (defaultSpread).
+	VolumePlaced bool
 	// IDs says whether the pod names its user and group IDs or leaves them to the platform.
 	IDs PodIDs
 	// Contained: the member's data diverged from the majority's (status.divergedMembers); its pod is
@@ -338,9 +341,9 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 	}
 
 	pt := c.Spec.PodTemplate
-	affinity := pt.Affinity
-	if affinity == nil {
-		affinity = defaultAffinity(c)
+	spread := pt.TopologySpreadConstraints
+	if len(spread) == 0 {
+		spread = defaultSpread(c, in.VolumePlaced)
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: meta,
@@ -353,10 +356,10 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
-			Affinity:                      affinity,
+			Affinity:                      pt.Affinity,
 			Tolerations:                   pt.Tolerations,
 			NodeSelector:                  pt.NodeSelector,
-			TopologySpreadConstraints:     pt.TopologySpreadConstraints,
+			TopologySpreadConstraints:     spread,
 			PriorityClassName:             pt.PriorityClassName,
 			SecurityContext:               restrictedPod(in.IDs),
 		},
@@ -536,16 +539,28 @@ func secretVolume(name, secret string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To[int32](0o440)}}}
 }
 
-func defaultAffinity(c *etcdv1alpha1.EtcdCluster) *corev1.Affinity {
-	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
-			Weight: 100,
-			PodAffinityTerm: corev1.PodAffinityTerm{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: naming.Labels(c.Name)},
-				TopologyKey:   corev1.LabelHostname,
-			},
-		}},
-	}}
+// defaultSpread places a cluster's members one per node and one per zone, as far as the nodes allow:
+// a node or a zone lost takes one member, not a quorum. Both spread evenly with a skew of at most one
+// over the nodes (zones) a member pod may run on, tainted and unmatched ones left out (Honor), so
+// with at least as many nodes as members each gets its own, and with fewer they share evenly
+// instead of waiting (Pending) for nodes that do not exist.
+//
+// By node it is a rule for a member whose volume is new (the scheduler then also picks where the
+// volume is made) and a preference once its volume is placed: a node-local volume holds its pod to
+// that node, and a rule would leave the member Pending rather than let it start on its own data
+// next to another member. By zone it is always a preference: a rule would exclude every node
+// without the zone label, which clusters without zones (and many with) have.
+func defaultSpread(c *etcdv1alpha1.EtcdCluster, volumePlaced bool) []corev1.TopologySpreadConstraint {
+	byNode := corev1.DoNotSchedule
+	if volumePlaced {
+		byNode = corev1.ScheduleAnyway
+	}
+	honor := ptr.To(corev1.NodeInclusionPolicyHonor)
+	constraint := func(key string, when corev1.UnsatisfiableConstraintAction) corev1.TopologySpreadConstraint {
+		return corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: key, WhenUnsatisfiable: when,
+			LabelSelector: naming.MemberSelector(c.Name), NodeAffinityPolicy: honor, NodeTaintsPolicy: honor}
+	}
+	return []corev1.TopologySpreadConstraint{constraint(corev1.LabelHostname, byNode), constraint(corev1.LabelTopologyZone, corev1.ScheduleAnyway)}
 }
 
 // MemberPVC builds the data volume claim of one member.

@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -103,8 +105,48 @@ func TestMemberPodIsRestrictedAndTLS(t *testing.T) {
 	if !strings.HasPrefix(arg(p, "--listen-client-urls"), "https://") || !strings.HasPrefix(arg(p, "--initial-advertise-peer-urls"), "https://") {
 		t.Error("TLS on, but URLs are plain")
 	}
-	if p.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution == nil {
-		t.Error("no default soft anti-affinity")
+}
+
+// Members spread one per node (a rule while the volume is new, a preference once it is placed) and one
+// per zone (a preference), over the nodes a member may run on; the user's constraints replace them,
+// and the user's affinity is kept beside them.
+func TestMembersSpreadOverNodesAndZones(t *testing.T) {
+	spreadOf := func(pod *corev1.Pod) map[string]corev1.UnsatisfiableConstraintAction {
+		out := map[string]corev1.UnsatisfiableConstraintAction{}
+		for _, tsc := range pod.Spec.TopologySpreadConstraints {
+			if tsc.MaxSkew != 1 || *tsc.NodeTaintsPolicy != corev1.NodeInclusionPolicyHonor || *tsc.NodeAffinityPolicy != corev1.NodeInclusionPolicyHonor {
+				t.Errorf("constraint %+v: want a skew of 1 over the nodes the pod may run on", tsc)
+			}
+			if tsc.LabelSelector == nil || len(tsc.LabelSelector.MatchExpressions) == 0 {
+				t.Errorf("constraint %+v counts more than the member pods (backup Jobs carry the cluster's labels)", tsc)
+			}
+			out[tsc.TopologyKey] = tsc.WhenUnsatisfiable
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		placed bool
+		want   map[string]corev1.UnsatisfiableConstraintAction
+	}{
+		{"a new volume", false, map[string]corev1.UnsatisfiableConstraintAction{corev1.LabelHostname: corev1.DoNotSchedule, corev1.LabelTopologyZone: corev1.ScheduleAnyway}},
+		{"a placed volume", true, map[string]corev1.UnsatisfiableConstraintAction{corev1.LabelHostname: corev1.ScheduleAnyway, corev1.LabelTopologyZone: corev1.ScheduleAnyway}},
+	} {
+		c := sample()
+		c.Spec.PodTemplate.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
+		pod := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "etcd", InitialCluster: []string{"demo-0"}, VolumePlaced: tc.placed})
+		if got := spreadOf(pod); !maps.Equal(got, tc.want) {
+			t.Errorf("%s: spread %v, want %v", tc.name, got, tc.want)
+		}
+		if pod.Spec.Affinity != c.Spec.PodTemplate.Affinity {
+			t.Errorf("%s: the user's affinity was not kept: %+v", tc.name, pod.Spec.Affinity)
+		}
+	}
+	c := sample()
+	own := []corev1.TopologySpreadConstraint{{MaxSkew: 2, TopologyKey: "rack", WhenUnsatisfiable: corev1.DoNotSchedule}}
+	c.Spec.PodTemplate.TopologySpreadConstraints = own
+	if got := MemberPod(c, MemberPodInput{Member: "demo-0", Image: "etcd", InitialCluster: []string{"demo-0"}}).Spec.TopologySpreadConstraints; !reflect.DeepEqual(got, own) {
+		t.Errorf("the user's constraints were not used alone: %+v", got)
 	}
 }
 

@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// A member pod's spread over nodes is a rule while its volume is new and a preference once the claim is
+// bound (a local volume holds the pod to its node): a pod re-created on a bound claim must not be left
+// Pending because its volume's node already runs another member.
+func TestMemberPodsSpreadByNodeUnlessTheirVolumeIsPlaced(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	newCluster(t, ns, nil)
+	byNode := func(name string) (corev1.UnsatisfiableConstraintAction, error) {
+		pod := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+			return "", err
+		}
+		for _, tsc := range pod.Spec.TopologySpreadConstraints {
+			if tsc.TopologyKey == corev1.LabelHostname {
+				return tsc.WhenUnsatisfiable, nil
+			}
+		}
+		return "", fmt.Errorf("pod %s has no spread over nodes: %+v", name, pod.Spec.TopologySpreadConstraints)
+	}
+	eventually(t, "3 member pods, spread by node as a rule", func() error {
+		for _, m := range []string{"demo-0", "demo-1", "demo-2"} {
+			if when, err := byNode(m); err != nil || when != corev1.DoNotSchedule {
+				return fmt.Errorf("%s: %s %v", m, when, err)
+			}
+		}
+		return nil
+	})
+	// demo-1's claim is bound (as the PV controller binds it), then its pod is lost.
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-1"}, pvc); err != nil {
+		t.Fatal(err)
+	}
+	pvc.Spec.VolumeName = "pv-on-node-a"
+	if err := k8s.Update(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	old := &corev1.Pod{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-1"}, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "demo-1 re-created, spread by node as a preference", func() error {
+		pod := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-1"}, pod); err != nil {
+			return err
+		}
+		if pod.UID == old.UID {
+			return fmt.Errorf("not re-created yet")
+		}
+		if when, err := byNode("demo-1"); err != nil || when != corev1.ScheduleAnyway {
+			return fmt.Errorf("demo-1: %s %v", when, err)
+		}
+		return nil
+	})
+}

@@ -46,7 +46,9 @@ func TestSnapshotDeletionPrunesTheChainFirst(t *testing.T) {
 				t.Errorf("prune args %v, want %v", prune.Args, tc.want)
 			}
 			main := pod.Containers[0]
-			if prune.Image != main.Image || !slices.EqualFunc(prune.Env, main.Env, func(a, b corev1.EnvVar) bool { return a.Name == b.Name && *a.ValueFrom.SecretKeyRef == *b.ValueFrom.SecretKeyRef }) ||
+			if prune.Image != main.Image || !slices.EqualFunc(prune.Env, main.Env, func(a, b corev1.EnvVar) bool {
+				return a.Name == b.Name && *a.ValueFrom.SecretKeyRef == *b.ValueFrom.SecretKeyRef
+			}) ||
 				!slices.Equal(prune.VolumeMounts, main.VolumeMounts) || prune.SecurityContext == nil {
 				t.Errorf("the prune does not reach the chain as the deletion reaches the snapshot: %+v", prune)
 			}

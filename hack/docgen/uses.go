@@ -49,7 +49,7 @@ func eventKind(file string) string {
 	switch filepath.Base(file) {
 	case "etcdbackup_controller.go":
 		return kindBackup
-	case "etcdbackupschedule_controller.go", "archive.go":
+	case "etcdbackupschedule_controller.go", "archive.go", "archive_retention.go":
 		return kindSchedule
 	case "invalid_spec.go":
 		return kindAny

@@ -51,11 +51,11 @@ func (f *destFlags) dest() (Destination, error) {
 	return &S3Destination{S3: *f.s3.S3(f.s3Prefix)}, nil
 }
 
-// Main is `worker archive run|verify|replay`.
+// Main is `worker archive run|verify|replay|prune`.
 func Main(ctx context.Context, args []string, out io.Writer) int {
 	log := funcr.NewJSON(func(obj string) { _, _ = fmt.Fprintln(os.Stderr, obj) }, funcr.Options{})
 	if len(args) == 0 {
-		_, _ = fmt.Fprintln(os.Stderr, "usage: worker archive run|verify|replay [flags]")
+		_, _ = fmt.Fprintln(os.Stderr, "usage: worker archive run|verify|replay|prune [flags]")
 		return backup.ExitPermanent
 	}
 	fs := flag.NewFlagSet("archive "+args[0], flag.ContinueOnError)
@@ -143,8 +143,10 @@ func Main(ctx context.Context, args []string, out io.Writer) int {
 		}
 		cfg.Log = log
 		return report(Replay(ctx, dest, cfg))
+	case "prune":
+		return pruneMain(ctx, fs, &df, args[1:], out)
 	}
-	_, _ = fmt.Fprintf(os.Stderr, "unknown archive subcommand %q (run, verify, replay)\n", args[0])
+	_, _ = fmt.Fprintf(os.Stderr, "unknown archive subcommand %q (run, verify, replay, prune)\n", args[0])
 	return backup.ExitPermanent
 }
 

@@ -313,7 +313,11 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1alph
 			r.Recorder.Eventf(b, corev1.EventTypeNormal, string(reason.SnapshotRetained), "kept %s: its schedule is being deleted with snapshotDeletionPolicy Retain", b.Status.Location)
 			return release()
 		}
-		err := r.Create(ctx, resources.BackupDeleteJob(b, r.OperatorImage, r.PodIDs))
+		del, err := r.snapshotDeleteJob(ctx, b)
+		if err != nil {
+			return err
+		}
+		err = r.Create(ctx, del)
 		if namespaceTerminating(err) {
 			// The namespace is going and takes every Job with it: holding the record would
 			// hang the namespace's deletion forever. Say where the snapshot stays. The event
@@ -336,6 +340,9 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1alph
 		}
 		switch cond.Type {
 		case batchv1.JobComplete:
+			if err := r.recordPrune(ctx, b, job); err != nil {
+				return err
+			}
 			r.Recorder.Event(b, corev1.EventTypeNormal, string(reason.SnapshotDeleted), "deleted "+b.Status.Location)
 			return release()
 		case batchv1.JobFailed:

@@ -33,4 +33,9 @@ const (
 	ArchiveStarted Reason = "ArchiveStarted"
 	// SnapshotsRetained: the schedule was deleted with snapshotDeletionPolicy Retain; its backups and snapshots are kept (event).
 	SnapshotsRetained Reason = "SnapshotsRetained"
+	// ArchivePruned: retention deleted a backup, and with it the archive's segments no remaining backup can replay (those before the oldest remaining backup of that etcd cluster), or the whole archive of an etcd cluster no remaining backup was taken from; the message has the count and where the archive now starts (event).
+	ArchivePruned Reason = "ArchivePruned"
+	// ArchivePruneFailed: the archive's segments that retention no longer needs could not be deleted; they stay, and the snapshot's deletion went ahead (event).
+	// Do: read the message (credentials, permission to delete in the bucket or on the volume); the next deletion of a backup of the same etcd cluster deletes them; an archive of an old etcd cluster whose last backup is gone has to be deleted by hand at the location the message names.
+	ArchivePruneFailed Reason = "ArchivePruneFailed"
 )

@@ -31,7 +31,7 @@ func TestMemberPodsSpreadByNodeUnlessTheirVolumeIsPlaced(t *testing.T) {
 	eventually(t, "3 member pods, spread by node as a rule", func() error {
 		for _, m := range []string{"demo-0", "demo-1", "demo-2"} {
 			if when, err := byNode(m); err != nil || when != corev1.DoNotSchedule {
-				return fmt.Errorf("%s: %s %v", m, when, err)
+				return fmt.Errorf("%s: %s %w", m, when, err)
 			}
 		}
 		return nil
@@ -61,7 +61,7 @@ func TestMemberPodsSpreadByNodeUnlessTheirVolumeIsPlaced(t *testing.T) {
 			return fmt.Errorf("not re-created yet")
 		}
 		if when, err := byNode("demo-1"); err != nil || when != corev1.ScheduleAnyway {
-			return fmt.Errorf("demo-1: %s %v", when, err)
+			return fmt.Errorf("demo-1: %s %w", when, err)
 		}
 		return nil
 	})

@@ -9,7 +9,9 @@ func TestRecoverableWindow(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
 	chain := ArchiveChain{ClusterID: "c0ffee", First: 101, Last: 5000, LastTime: at(90)}
-	b := func(rev int64, min int) ArchivedBackup { return ArchivedBackup{Revision: rev, Completed: at(min), ClusterID: "c0ffee"} }
+	b := func(rev int64, min int) ArchivedBackup {
+		return ArchivedBackup{Revision: rev, Completed: at(min), ClusterID: "c0ffee"}
+	}
 	with := func(f func(c *ArchiveChain)) ArchiveChain { c := chain; f(&c); return c }
 	for _, tc := range []struct {
 		name    string

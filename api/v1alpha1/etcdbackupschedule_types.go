@@ -144,8 +144,9 @@ type EtcdBackupScheduleStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Archive restart revision",xDescriptors={"urn:alm:descriptor:text"}
 	ArchiveRestartRevision int64 `json:"archiveRestartRevision,omitempty"`
-	// RecoverableWindow is the span a point-in-time restore from this schedule's backups and
-	// archive reaches, while spec.archive is set and the archive holds a change after one of them.
+	// RecoverableWindow is the span a point-in-time restore from the cluster's backups and this
+	// schedule's archive reaches, while spec.archive is set and the archive holds a change after a
+	// backup it continues (one of the current etcd cluster, at the schedule's destination).
 	// The operator refreshes its latest end every few minutes under writes (the
 	// etcd_autopilot_archive_window_* metrics follow it closely).
 	// +optional

@@ -101,7 +101,7 @@ func (r *EtcdBackupScheduleReconciler) archiveWorker(ctx context.Context, s *etc
 
 	compacted := recordArchiveState(s, pod)
 	recordArchiveFlushInterval(s)
-	if err := r.observeArchive(ctx, s, pod, owned, c.Status.ClusterID); err != nil && meta.IsStatusConditionTrue(s.Status.Conditions, ConditionArchiving) {
+	if err := r.observeArchive(ctx, s, pod, c.Status.ClusterID); err != nil && meta.IsStatusConditionTrue(s.Status.Conditions, ConditionArchiving) {
 		// A fixed text (the error is logged): the message must not change with every failed read.
 		cond := meta.FindStatusCondition(s.Status.Conditions, ConditionArchiving)
 		setArchivingCondition(s, true, reason.Archiving, cond.Message+"; its progress (the recoverable window, the lag) cannot be read on port "+strconv.Itoa(naming.ArchiveStatusPort))

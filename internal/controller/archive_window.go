@@ -2,11 +2,13 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -14,6 +16,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
 // archiveReadTimeout bounds one read of a worker's progress: a pass never waits long on it.
@@ -36,7 +39,7 @@ var (
 // (status.recoverableWindow, planner.WindowToRecord) and the archive's metrics. A worker that
 // cannot be read changes nothing in status (no evidence, no change); its lag keeps growing from
 // the last time it was read. It returns the error of a running worker that did not answer.
-func (r *EtcdBackupScheduleReconciler) observeArchive(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, pod *corev1.Pod, owned []etcdv1alpha1.EtcdBackup, clusterID string) (readErr error) {
+func (r *EtcdBackupScheduleReconciler) observeArchive(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, pod *corev1.Pod, clusterID string) (readErr error) {
 	now := nowOr(r.Now)
 	var p *archive.Progress
 	if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" {
@@ -61,7 +64,12 @@ func (r *EtcdBackupScheduleReconciler) observeArchive(ctx context.Context, s *et
 		if p.LastTime != nil {
 			chain.LastTime = *p.LastTime
 		}
-		live := planner.RecoverableWindow(archivedBackups(owned), chain)
+		backups, err := r.backupsBesideChain(ctx, s)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "the recoverable window is not updated", "schedule", s.Name)
+			return nil
+		}
+		live := planner.RecoverableWindow(backups, chain)
 		s.Status.RecoverableWindow = windowStatus(planner.WindowToRecord(windowOf(s.Status.RecoverableWindow), live), s.Status.RecoverableWindow)
 		setWindowMetrics(s, live)
 		if p.DurableThrough != nil && p.LagSeconds != nil {
@@ -80,13 +88,27 @@ func (r *EtcdBackupScheduleReconciler) observeArchive(ctx context.Context, s *et
 	return readErr
 }
 
-// archivedBackups are the succeeded backups the window may start from.
-func archivedBackups(owned []etcdv1alpha1.EtcdBackup) []planner.ArchivedBackup {
+// backupsBesideChain are the succeeded backups the window may start from: those of the schedule's
+// cluster whose continuing chain (as a restore finds it, archiveContinuing) is the schedule's
+// archive. That includes backups made by hand to the schedule's destination (kubectl etcd backup
+// --from-schedule), which restore the same way.
+func (r *EtcdBackupScheduleReconciler) backupsBesideChain(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) ([]planner.ArchivedBackup, error) {
+	list := &etcdv1alpha1.EtcdBackupList{}
+	if err := r.List(ctx, list, client.InNamespace(s.Namespace)); err != nil {
+		return nil, fmt.Errorf("list backups of cluster %s: %w", s.Spec.Template.ClusterName, err)
+	}
 	var out []planner.ArchivedBackup
-	for _, b := range succeededNewestFirst(owned) {
+	for _, b := range succeededNewestFirst(list.Items) {
+		if b.Spec.ClusterName != s.Spec.Template.ClusterName || b.Status.ClusterID == "" {
+			continue
+		}
+		chain := resources.ArchiveDestination(b.Spec.Destination, resources.ArchiveChain(b.Namespace, b.Spec.ClusterName, b.Status.ClusterID))
+		if resources.ArchiveLocation(chain) != s.Status.ArchiveLocation {
+			continue
+		}
 		out = append(out, planner.ArchivedBackup{Revision: b.Status.Revision, Completed: b.Status.CompletionTime.Time, ClusterID: b.Status.ClusterID})
 	}
-	return out
+	return out, nil
 }
 
 func windowOf(w *etcdv1alpha1.RecoverableWindow) *planner.Window {

@@ -66,16 +66,22 @@ func progressAt(last int64, lastTime time.Time, lag float64) archive.Progress {
 		DurableThrough: &durable, LagSeconds: &lag, Now: now}
 }
 
-// archivedBackup is a succeeded backup of schedule s at revision rev of etcd cluster id.
-func archivedBackup(t *testing.T, s *etcdv1alpha1.EtcdBackupSchedule, name string, rev int64, id string, done time.Time) {
+// archivedBackup is a succeeded backup of cluster demo to dest, made by hand (the schedule's own
+// are found the same way), at revision rev of etcd cluster id.
+func archivedBackup(t *testing.T, ns, name string, dest etcdv1alpha1.BackupDestination, rev int64, id string, done time.Time) {
 	t.Helper()
-	b := finishedBackup(t, s.Namespace, name, s.Name, s, done, "pvc://snaps/"+name+".db")
-	eventually(t, "revision of "+name, func() error {
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(b), b); err != nil {
+	ctx := context.Background()
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: dest}}
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "record "+name, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return err
 		}
-		b.Status.Revision, b.Status.ClusterID = rev, id
-		return k8s.Status().Update(context.Background(), b)
+		at := metav1.NewTime(done)
+		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &at, CompletionTime: &at, Revision: rev, ClusterID: id, Location: "pvc://snaps/" + name + ".db"}
+		return k8s.Status().Update(ctx, b)
 	})
 }
 
@@ -168,12 +174,15 @@ func TestArchiveRecoverableWindowFromTheWorker(t *testing.T) {
 		t.Fatalf("a window without a backup: %+v", cur.Status.RecoverableWindow)
 	}
 
-	// Backups: one of another etcd cluster (before a restore), two of this one. The oldest of
-	// this one starts the window.
+	// Backups: one of another etcd cluster (before a restore), one elsewhere (its chain is not this
+	// archive), two of this one beside the archive. The oldest of those starts the window.
 	t0 := time.Now().Add(-3 * time.Hour).Truncate(time.Second)
-	archivedBackup(t, s, "pitr-old-cluster", 50, "beef", t0.Add(-time.Hour))
-	archivedBackup(t, s, "pitr-1", 100, "c0ffee", t0)
-	archivedBackup(t, s, "pitr-2", 3000, "c0ffee", t0.Add(time.Hour))
+	here := s.Spec.Template.Destination
+	elsewhere := etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "other", Path: "etcd"}}
+	archivedBackup(t, ns, "old-cluster", here, 50, "beef", t0.Add(-time.Hour))
+	archivedBackup(t, ns, "elsewhere", elsewhere, 60, "c0ffee", t0.Add(-time.Hour))
+	archivedBackup(t, ns, "pitr-1", here, 100, "c0ffee", t0)
+	archivedBackup(t, ns, "pitr-2", here, 3000, "c0ffee", t0.Add(time.Hour))
 	latest := lastTime.Truncate(time.Second).Add(time.Second) // rounded up to status' whole seconds
 	recordedWindow(t, s, "the window from pitr-1 to the chain's end", func(cur *etcdv1alpha1.EtcdBackupSchedule) error {
 		w := cur.Status.RecoverableWindow

@@ -85,17 +85,17 @@ func archivedBackup(t *testing.T, ns, name string, dest etcdv1alpha1.BackupDesti
 	})
 }
 
-func recordedWindow(t *testing.T, s *etcdv1alpha1.EtcdBackupSchedule, what string, ok func(*etcdv1alpha1.EtcdBackupSchedule) error) *etcdv1alpha1.EtcdBackupSchedule {
+// recordedWindow waits, poking the schedule, for its status to satisfy ok.
+func recordedWindow(t *testing.T, s *etcdv1alpha1.EtcdBackupSchedule, what string, ok func(*etcdv1alpha1.EtcdBackupSchedule) error) {
 	t.Helper()
-	cur := &etcdv1alpha1.EtcdBackupSchedule{}
 	eventually(t, what, func() error {
 		poke(t, s)
+		cur := &etcdv1alpha1.EtcdBackupSchedule{}
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), cur); err != nil {
 			return err
 		}
 		return ok(cur)
 	})
-	return cur
 }
 
 // gaugeOf reads the series of v with these label values, without creating it.

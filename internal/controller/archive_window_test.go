@@ -66,9 +66,9 @@ func progressAt(last int64, lastTime time.Time, lag float64) archive.Progress {
 		DurableThrough: &durable, LagSeconds: &lag, Now: now}
 }
 
-// archivedBackup is a succeeded backup of cluster demo to dest, made by hand (the schedule's own
+// handMadeBackup is a succeeded backup of cluster demo to dest, made by hand (the schedule's own
 // are found the same way), at revision rev of etcd cluster id.
-func archivedBackup(t *testing.T, ns, name string, dest etcdv1alpha1.BackupDestination, rev int64, id string, done time.Time) {
+func handMadeBackup(t *testing.T, ns, name string, dest etcdv1alpha1.BackupDestination, rev int64, id string, done time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: dest}}
@@ -179,10 +179,10 @@ func TestArchiveRecoverableWindowFromTheWorker(t *testing.T) {
 	t0 := time.Now().Add(-3 * time.Hour).Truncate(time.Second)
 	here := s.Spec.Template.Destination
 	elsewhere := etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "other", Path: "etcd"}}
-	archivedBackup(t, ns, "old-cluster", here, 50, "beef", t0.Add(-time.Hour))
-	archivedBackup(t, ns, "elsewhere", elsewhere, 60, "c0ffee", t0.Add(-time.Hour))
-	archivedBackup(t, ns, "pitr-1", here, 100, "c0ffee", t0)
-	archivedBackup(t, ns, "pitr-2", here, 3000, "c0ffee", t0.Add(time.Hour))
+	handMadeBackup(t, ns, "old-cluster", here, 50, "beef", t0.Add(-time.Hour))
+	handMadeBackup(t, ns, "elsewhere", elsewhere, 60, "c0ffee", t0.Add(-time.Hour))
+	handMadeBackup(t, ns, "pitr-1", here, 100, "c0ffee", t0)
+	handMadeBackup(t, ns, "pitr-2", here, 3000, "c0ffee", t0.Add(time.Hour))
 	latest := lastTime.Truncate(time.Second).Add(time.Second) // rounded up to status' whole seconds
 	recordedWindow(t, s, "the window from pitr-1 to the chain's end", func(cur *etcdv1alpha1.EtcdBackupSchedule) error {
 		w := cur.Status.RecoverableWindow

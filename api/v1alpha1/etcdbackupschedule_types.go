@@ -144,12 +144,38 @@ type EtcdBackupScheduleStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Archive restart revision",xDescriptors={"urn:alm:descriptor:text"}
 	ArchiveRestartRevision int64 `json:"archiveRestartRevision,omitempty"`
+	// RecoverableWindow is the span a point-in-time restore from the cluster's backups and this
+	// schedule's archive reaches, while spec.archive is set and the archive holds a change after a
+	// backup it continues (one of the current etcd cluster, at the schedule's destination).
+	// The operator refreshes its latest end every few minutes under writes (the
+	// etcd_autopilot_archive_window_* metrics follow it closely).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Recoverable window"
+	RecoverableWindow *RecoverableWindow `json:"recoverableWindow,omitempty"`
 	// Conditions of the schedule's runs, test-restores and archive.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RecoverableWindow is the span of a continuous archive a point-in-time restore can reach: from
+// the oldest backup of the etcd cluster the archive continues to the archive's last stored change.
+type RecoverableWindow struct {
+	// EarliestRevision is the revision of the oldest backup the archive continues.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Earliest revision",xDescriptors={"urn:alm:descriptor:text"}
+	EarliestRevision int64 `json:"earliestRevision"`
+	// EarliestTime is when that backup completed: the earliest pointInTime.time a restore from it accepts.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Earliest time",xDescriptors={"urn:alm:descriptor:text"}
+	EarliestTime metav1.Time `json:"earliestTime"`
+	// LatestRevision is the last revision the archive has stored.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Latest revision",xDescriptors={"urn:alm:descriptor:text"}
+	LatestRevision int64 `json:"latestRevision"`
+	// LatestTime is when the archive received that revision (not earlier than EarliestTime). With no
+	// change since, a restore to any later instant gives the same data.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Latest time",xDescriptors={"urn:alm:descriptor:text"}
+	LatestTime metav1.Time `json:"latestTime"`
 }
 
 // EtcdBackupSchedule takes EtcdBackups periodically, with retention.

@@ -7,11 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -79,6 +81,7 @@ func Main(ctx context.Context, args []string, out io.Writer) int {
 		fs.DurationVar(&w.FlushInterval, "flush-interval", DefaultFlushInterval, "longest an observed revision waits in memory")
 		fs.IntVar(&w.MaxSegmentBytes, "max-segment-bytes", DefaultMaxSegmentBytes, "a segment ends at this size")
 		fs.Int64Var(&w.StartRevision, "start-revision", 0, "first revision of a new chain, or of the chain after a full snapshot (0: the source's next)")
+		statusAddr := fs.String("status-address", "", "host:port serving the writer's progress (GET /status, /metrics); empty: none")
 		if err := fs.Parse(args[1:]); err != nil {
 			return backup.ExitPermanent
 		}
@@ -103,6 +106,10 @@ func Main(ctx context.Context, args []string, out io.Writer) int {
 		// one more for the watch's buffers, and the clients.
 		debug.SetMemoryLimit(int64(3*w.maxBytes()) + 16<<20)
 		w.Client, w.Dest, w.Log = cl, dest, log
+		if *statusAddr != "" {
+			stop := serveStatus(*statusAddr, &w, log)
+			defer stop()
+		}
 		err = w.Run(ctx)
 		if errors.Is(err, context.Canceled) {
 			return backup.ExitOK // stopped; the next run resumes from the last durable segment
@@ -148,6 +155,22 @@ func Main(ctx context.Context, args []string, out io.Writer) int {
 	}
 	_, _ = fmt.Fprintf(os.Stderr, "unknown archive subcommand %q (run, verify, replay, prune)\n", args[0])
 	return backup.ExitPermanent
+}
+
+// serveStatus serves w's progress on addr until stop is called. A port that cannot be bound is
+// logged, not fatal: the archive matters more than its report.
+func serveStatus(addr string, w *Writer, log logr.Logger) (stop func()) {
+	srv := &http.Server{Addr: addr, Handler: w.StatusHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(err, "the status endpoint does not serve", "address", addr)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
 }
 
 func exitCode(err error) int {

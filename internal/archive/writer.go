@@ -64,6 +64,8 @@ type Writer struct {
 	Flushed func(Header)
 	// Now is the clock revisions are timed with; nil: time.Now.
 	Now func() time.Time
+
+	prog progress
 }
 
 // state is what the writer knows between watches: the next revision it needs and the revisions
@@ -84,6 +86,7 @@ type state struct {
 func (w *Writer) Run(ctx context.Context) error {
 	st, err := w.resume(ctx)
 	if err != nil {
+		w.stopped(err)
 		return err
 	}
 	w.Log.Info("archiving", "from", st.next, "cluster", strconv.FormatUint(st.clusterID, 16))
@@ -91,6 +94,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	for {
 		err := w.stream(ctx, st)
 		if ctx.Err() != nil {
+			w.stopped(nil)
 			return ctx.Err()
 		}
 		var ce *CompactedError
@@ -100,13 +104,16 @@ func (w *Writer) Run(ctx context.Context) error {
 			if ferr := w.flush(ctx, st); ferr != nil {
 				w.Log.Error(ferr, "could not store the revisions observed before the compaction")
 			}
+			w.stopped(err)
 			return err
 		}
 		var perm errPermanent
 		if errors.As(err, &perm) {
+			w.stopped(err)
 			return err
 		}
 		w.Log.Info("archive interrupted; retrying", "next", st.next, "buffered", st.buf.records, "error", err.Error())
+		w.prog.update(func(p *Progress) { p.State, p.Error = StateRetrying, err.Error() })
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -114,6 +121,16 @@ func (w *Writer) Run(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// stopped records that Run returns with err (nil: stopped by its context).
+func (w *Writer) stopped(err error) {
+	w.prog.update(func(p *Progress) {
+		p.State, p.Error = StateStopped, ""
+		if err != nil {
+			p.Error = err.Error()
+		}
+	})
 }
 
 func (w *Writer) now() time.Time {
@@ -155,13 +172,23 @@ func Latest(ctx context.Context, dest Destination) (string, error) {
 
 // resume finds where the chain stands: after its last durable segment.
 func (w *Writer) resume(ctx context.Context) (*state, error) {
+	w.prog.update(func(p *Progress) { p.State = StateStarting })
+	asked := w.now().UTC()
 	resp, err := w.Client.Get(ctx, "\x00", clientv3.WithKeysOnly(), clientv3.WithLimit(1))
 	if err != nil {
 		return nil, fmt.Errorf("read the source's revision: %w", err)
 	}
 	head := resp.Header.Revision
 	st := &state{clusterID: resp.Header.ClusterId, leaseTTL: map[int64]int64{}}
-	last, err := Latest(ctx, w.Dest)
+	w.prog.update(func(p *Progress) { p.ClusterID = strconv.FormatUint(st.clusterID, 16) })
+	// Every revision committed before asked is at most head: none is missing once the chain
+	// reaches it.
+	defer func() {
+		if st.next > head {
+			w.prog.setObserved(asked, true)
+		}
+	}()
+	last, first, err := chainEnds(ctx, w.Dest)
 	if err != nil {
 		return nil, err
 	}
@@ -187,11 +214,40 @@ func (w *Writer) resume(ctx context.Context) (*state, error) {
 		return nil, errPermanent{fmt.Errorf("%w: the archive reaches revision %d, the source only %d", ErrOtherCluster, seg.Header.Last, head)}
 	}
 	st.next, st.lastTime, st.prevSHA = seg.Header.Last+1, seg.Header.LastTime, seg.SHA256
+	w.prog.flushed(seg.Header)
+	w.prog.update(func(p *Progress) { p.FirstRevision = first })
+	// About: the revision after the last one stored was committed after it, which was observed
+	// within a watch's delivery latency of its commit.
+	w.prog.setObserved(seg.Header.LastTime, true)
 	if w.StartRevision > st.next {
 		w.Log.Info("the chain restarts after a full snapshot", "lastArchived", seg.Header.Last, "from", w.StartRevision)
 		st.next = w.StartRevision
+		w.prog.update(func(p *Progress) { p.RestartRevision = w.StartRevision })
 	}
 	return st, nil
+}
+
+// chainEnds returns the name of the segment with the highest last revision ("" for an empty
+// destination) and the lowest first revision of any segment.
+func chainEnds(ctx context.Context, dest Destination) (string, int64, error) {
+	names, err := dest.List(ctx)
+	if err != nil {
+		return "", 0, fmt.Errorf("list the archive: %w", err)
+	}
+	best, bestLast, first := "", int64(0), int64(0)
+	for _, n := range names {
+		f, last, ok := ParseName(n)
+		if !ok {
+			continue
+		}
+		if last > bestLast {
+			best, bestLast = n, last
+		}
+		if first == 0 || f < first {
+			first = f
+		}
+	}
+	return best, first, nil
 }
 
 // stream watches from st.next and archives until an error. The watch ends with it: whatever
@@ -211,10 +267,20 @@ func (w *Writer) stream(ctx context.Context, st *state) error {
 		timer.Reset(0)
 		flushC = timer.C
 	}
+	w.prog.update(func(p *Progress) { p.State = StateArchiving })
+	// Progress requests tell how far the watch has delivered, even while the source is idle: the
+	// lag the status endpoint reports.
+	ticker := time.NewTicker(w.flushInterval())
+	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-ticker.C:
+			w.prog.request(w.now().UTC())
+			if err := w.Client.RequestProgress(wctx); err != nil {
+				w.Log.V(1).Info("could not ask for the watch's progress", "error", err.Error())
+			}
 		case <-flushC:
 			if err := w.flush(ctx, st); err != nil {
 				return err
@@ -231,6 +297,12 @@ func (w *Writer) stream(ctx context.Context, st *state) error {
 				return fmt.Errorf("watch from revision %d: %w", st.next, err)
 			}
 			if len(resp.Events) == 0 {
+				// A progress notification comes after every event up to its revision.
+				if resp.IsProgressNotify() && resp.Header.Revision < st.next {
+					if at := w.prog.answered(); !at.IsZero() {
+						w.prog.setObserved(at, st.buf.empty())
+					}
+				}
 				continue
 			}
 			if resp.Header.ClusterId != st.clusterID {
@@ -262,6 +334,13 @@ func (w *Writer) add(ctx context.Context, st *state, events []*clientv3.Event) e
 	if observed.Before(st.lastTime) {
 		// A clock stepped back: times stay monotonic, so a time target still orders revisions.
 		observed = st.lastTime
+	}
+	if st.buf.empty() {
+		w.prog.update(func(p *Progress) {
+			if p.PendingSince == nil {
+				p.PendingSince = &observed
+			}
+		})
 	}
 	for i := 0; i < len(events); {
 		rev := events[i].Kv.ModRevision
@@ -324,6 +403,7 @@ func (w *Writer) flush(ctx context.Context, st *state) error {
 	}
 	st.prevSHA = sum
 	st.buf.reset()
+	w.prog.flushed(h)
 	if w.Flushed != nil {
 		w.Flushed(h)
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,7 +43,8 @@ func (r *EtcdBackupScheduleReconciler) archiveWorker(ctx context.Context, s *etc
 	exists := err == nil && metav1.IsControlledBy(pod, s)
 	if s.Spec.Archive == nil {
 		meta.RemoveStatusCondition(&s.Status.Conditions, ConditionArchiving)
-		s.Status.ArchiveLocation, s.Status.ArchiveRestartRevision = "", 0
+		s.Status.ArchiveLocation, s.Status.ArchiveRestartRevision, s.Status.RecoverableWindow = "", 0, nil
+		forgetArchive(s.Namespace, s.Name)
 		if exists && pod.DeletionTimestamp.IsZero() {
 			if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
 				return 0, fmt.Errorf("delete archive pod: %w", err)
@@ -70,7 +72,7 @@ func (r *EtcdBackupScheduleReconciler) archiveWorker(ctx context.Context, s *etc
 	loc := resources.ArchiveLocation(resources.ArchiveDestination(s.Spec.Template.Destination, resources.ArchiveChain(c.Namespace, c.Name, c.Status.ClusterID)))
 	if s.Status.ArchiveLocation != loc {
 		// Another chain (a new etcd cluster, another destination) starts from its beginning.
-		s.Status.ArchiveLocation, s.Status.ArchiveRestartRevision = loc, 0
+		s.Status.ArchiveLocation, s.Status.ArchiveRestartRevision, s.Status.RecoverableWindow = loc, 0, nil
 	}
 	if exists {
 		if rev := restartAfterCompaction(pod, owned, c.Status.ClusterID); rev > s.Status.ArchiveRestartRevision {
@@ -97,7 +99,14 @@ func (r *EtcdBackupScheduleReconciler) archiveWorker(ctx context.Context, s *etc
 		return archiveRequeue, r.deleteArchivePod(ctx, pod, exists)
 	}
 
-	if compacted := recordArchiveState(s, pod); compacted && !compactionBackupInFlight(owned, pod) {
+	compacted := recordArchiveState(s, pod)
+	recordArchiveFlushInterval(s)
+	if err := r.observeArchive(ctx, s, pod, c.Status.ClusterID); err != nil && meta.IsStatusConditionTrue(s.Status.Conditions, ConditionArchiving) {
+		// A fixed text (the error is logged): the message must not change with every failed read.
+		cond := meta.FindStatusCondition(s.Status.Conditions, ConditionArchiving)
+		setArchivingCondition(s, true, reason.Archiving, cond.Message+"; its progress (the recoverable window, the lag) cannot be read on port "+strconv.Itoa(naming.ArchiveStatusPort))
+	}
+	if compacted && !compactionBackupInFlight(owned, pod) {
 		if err := r.backUpNow(ctx, s, owned, "the cluster compacted changes the archive had not stored"); err != nil {
 			return 0, err
 		}

@@ -51,6 +51,9 @@ type EtcdBackupScheduleReconciler struct {
 	PodIDs resources.PodIDs
 	// Now is the clock; tests move it.
 	Now func() time.Time
+	// ArchiveStatusURL is where an archive worker with this pod IP serves its progress; nil:
+	// naming.ArchiveStatusURL (tests serve it elsewhere).
+	ArchiveStatusURL func(podIP string) string
 }
 
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules,verbs=list;watch;update
@@ -63,6 +66,7 @@ func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.R
 	s := &etcdv1alpha1.EtcdBackupSchedule{}
 	if err := r.Get(ctx, req.NamespacedName, s); apierrors.IsNotFound(err) {
 		metrics.ForgetSchedule(req.Namespace, req.Name)
+		forgetArchive(req.Namespace, req.Name)
 		return ctrl.Result{}, nil
 	} else if err != nil {
 		return ctrl.Result{}, err

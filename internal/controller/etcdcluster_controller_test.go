@@ -77,7 +77,7 @@ func TestMain(m *testing.M) {
 	if err := (&EtcdBackupReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: testOperatorImage}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
-	if err := (&EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: testOperatorImage, Now: scheduleClock.now}).SetupWithManager(mgr); err != nil {
+	if err := (&EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: testOperatorImage, Now: scheduleClock.now, ArchiveStatusURL: testArchiveStatusURL}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

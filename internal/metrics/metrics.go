@@ -72,6 +72,14 @@ var (
 	ScheduleVerifyFail = gauge("backup_schedule_verify_failing", "1 when the newest test-restore of an EtcdBackupSchedule failed, 0 when it succeeded.", "namespace", "schedule", "cluster")
 )
 
+// The continuous archive of an EtcdBackupSchedule, read from its worker on each pass.
+var (
+	ArchiveLag           = gauge("archive_lag_seconds", "How long revisions the cluster committed may have waited without being stored by the schedule's archive: what a restore to the latest point could miss. Grows while the worker cannot be read.", "namespace", "schedule", "cluster")
+	ArchiveFlushInterval = gauge("archive_flush_interval_seconds", "The archive's spec.archive.flushInterval: the lag a healthy archive reaches under writes.", "namespace", "schedule", "cluster")
+	ArchiveWindowStart   = gauge("archive_window_earliest_timestamp_seconds", "Earliest instant a point-in-time restore from the schedule's backups and archive reaches (completion of the oldest backup the archive continues).", "namespace", "schedule", "cluster")
+	ArchiveWindowEnd     = gauge("archive_window_latest_timestamp_seconds", "When the archive received the last revision it stored: the latest end of the recoverable window.", "namespace", "schedule", "cluster")
+)
+
 // Per operator.
 var (
 	ReconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -89,6 +97,7 @@ var All = []prometheus.Collector{
 	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures, CertificateExpiry,
 	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner, MemberSlow,
 	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure, BackupLastVerified, ScheduleInterval, ScheduleVerifyFail,
+	ArchiveLag, ArchiveFlushInterval, ArchiveWindowStart, ArchiveWindowEnd,
 	DivergedMembers, ConsistencyChecks,
 	ReconcileDuration, ReconcileErrors, EtcdRPCDuration,
 }
@@ -132,7 +141,15 @@ func ForgetCluster(namespace, cluster string) {
 
 // ForgetSchedule removes the series of a deleted EtcdBackupSchedule.
 func ForgetSchedule(namespace, schedule string) {
+	ForgetArchive(namespace, schedule)
 	for _, v := range []*prometheus.GaugeVec{BackupLastVerified, ScheduleInterval, ScheduleVerifyFail} {
+		v.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "schedule": schedule})
+	}
+}
+
+// ForgetArchive removes the archive series of a schedule (its archive was turned off or it was deleted).
+func ForgetArchive(namespace, schedule string) {
+	for _, v := range []*prometheus.GaugeVec{ArchiveLag, ArchiveFlushInterval, ArchiveWindowStart, ArchiveWindowEnd} {
 		v.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "schedule": schedule})
 	}
 }

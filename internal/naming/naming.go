@@ -80,6 +80,9 @@ const (
 	// MetricsPort serves /metrics, /health, /livez and /readyz in plain HTTP on the pod IP only, so probes
 	// need no client certificate.
 	MetricsPort = 8080
+	// ArchiveStatusPort is where a continuous archive worker (a pod of its own) serves its progress
+	// in plain HTTP (GET /status, /metrics): revisions and times, nothing secret.
+	ArchiveStatusPort = 8080
 	// PodIPEnv is the member container's variable holding its pod IP, where the metrics port listens.
 	PodIPEnv = "POD_IP"
 
@@ -197,6 +200,11 @@ func PeerURL(cluster, namespace, member string, tls bool) string {
 // ClientURL of a member, by DNS name.
 func ClientURL(cluster, namespace, member string, tls bool) string {
 	return fmt.Sprintf("%s://%s:%d", scheme(tls), PeerHost(cluster, namespace, member), ClientPort)
+}
+
+// ArchiveStatusURL is an archive worker's progress endpoint, by pod IP.
+func ArchiveStatusURL(ip string) string {
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(ArchiveStatusPort)) + "/status"
 }
 
 // MetricsURL is a member's plain-HTTP metrics endpoint, by pod IP.

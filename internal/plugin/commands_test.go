@@ -152,6 +152,22 @@ func TestStatusCommand(t *testing.T) {
 	other := backupOf("other-20261123-030000", 11*time.Hour, etcdv1alpha1.BackupSucceeded)
 	other.Spec.ClusterName = "other"
 	createBackup(t, ns, other)
+	// The window of the cluster's schedule with an archive is shown; another cluster's is not.
+	for _, sc := range []struct{ name, cluster string }{{"example-nightly", "example"}, {"example-weekly", "example"}, {"other-nightly", "other"}} {
+		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: sc.name, Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
+			Schedule: "@daily", Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: sc.cluster, Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps"}}},
+		}}
+		if err := k8s.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+		if sc.name == "example-weekly" {
+			continue
+		}
+		s.Status.RecoverableWindow = &etcdv1alpha1.RecoverableWindow{EarliestRevision: 1200, EarliestTime: ago(60 * time.Hour), LatestRevision: 98765, LatestTime: ago(3 * time.Minute)}
+		if err := k8s.Status().Update(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	out, err := kubectlEtcd(t, ns, "status", "example")
 	if err != nil {

@@ -138,7 +138,10 @@ func TestRenderStatus(t *testing.T) {
 		backupOf("example-20261121-020000", 60*time.Hour, etcdv1alpha1.BackupSucceeded),
 	}
 	var out bytes.Buffer
-	if err := renderStatus(&out, healthyCluster(), backups, now); err != nil {
+	archived := etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "example-nightly"}}
+	archived.Status.RecoverableWindow = &etcdv1alpha1.RecoverableWindow{EarliestRevision: 1200, EarliestTime: ago(60 * time.Hour), LatestRevision: 98765, LatestTime: ago(3 * time.Minute)}
+	schedules := []etcdv1alpha1.EtcdBackupSchedule{{ObjectMeta: metav1.ObjectMeta{Name: "example-weekly"}}, archived}
+	if err := renderStatus(&out, healthyCluster(), backups, schedules, now); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status", out.Bytes())
@@ -154,7 +157,7 @@ func TestRenderStatusRecovered(t *testing.T) {
 	}
 	c.Status.TLS.RenewCertificatesHandled = "2026-11-01T09:00:00Z"
 	var out bytes.Buffer
-	if err := renderStatus(&out, c, []etcdv1alpha1.EtcdBackup{backupOf("example-20261123-020000", 12*time.Hour, etcdv1alpha1.BackupSucceeded), failed}, now); err != nil {
+	if err := renderStatus(&out, c, []etcdv1alpha1.EtcdBackup{backupOf("example-20261123-020000", 12*time.Hour, etcdv1alpha1.BackupSucceeded), failed}, nil, now); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status-recovered", out.Bytes())
@@ -185,7 +188,7 @@ func TestRenderStatusNew(t *testing.T) {
 		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", Maintenance: etcdv1alpha1.MaintenanceSpec{Paused: true}},
 	}
 	var out bytes.Buffer
-	if err := renderStatus(&out, c, nil, now); err != nil {
+	if err := renderStatus(&out, c, nil, nil, now); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status-new", out.Bytes())

@@ -62,6 +62,21 @@ func (s *session) cluster(ctx context.Context, name string) (*etcdv1alpha1.EtcdC
 	return &c, nil
 }
 
+// schedulesOf lists the EtcdBackupSchedules of cluster name in the session's namespace.
+func (s *session) schedulesOf(ctx context.Context, name string) ([]etcdv1alpha1.EtcdBackupSchedule, error) {
+	var list etcdv1alpha1.EtcdBackupScheduleList
+	if err := s.client.List(ctx, &list, client.InNamespace(s.namespace)); err != nil {
+		return nil, fmt.Errorf("list EtcdBackupSchedules in %s: %w", s.namespace, err)
+	}
+	var out []etcdv1alpha1.EtcdBackupSchedule
+	for _, sc := range list.Items {
+		if sc.Spec.Template.ClusterName == name {
+			out = append(out, sc)
+		}
+	}
+	return out, nil
+}
+
 // backupsOf lists the EtcdBackups of cluster name in the session's namespace.
 func (s *session) backupsOf(ctx context.Context, name string) ([]etcdv1alpha1.EtcdBackup, error) {
 	var list etcdv1alpha1.EtcdBackupList

@@ -20,11 +20,12 @@ func newStatusCommand(r *runner) *cobra.Command {
 		Use:   "status NAME",
 		Short: "Everything about one EtcdCluster on one screen",
 		Long: `Show EtcdCluster NAME on one screen: phase, current and desired version, members, leader,
-conditions, the newest EtcdBackup of the cluster, certificate expiry, and any quorum-loss recovery,
+conditions, the newest EtcdBackup of the cluster, the span a point-in-time restore reaches (for each
+EtcdBackupSchedule with a continuous archive), certificate expiry, and any quorum-loss recovery,
 pending membership change, blocked upgrade or downgrade the operator recorded.
 
-Everything shown is read from the EtcdCluster's status and the EtcdBackups naming it; the plugin
-never talks to etcd itself.`,
+Everything shown is read from the status of the EtcdCluster and of the EtcdBackups and
+EtcdBackupSchedules naming it; the plugin never talks to etcd itself.`,
 		Example: `  kubectl etcd status example
   kubectl etcd status example -n prod --context staging`,
 		Args: cobra.ExactArgs(1),
@@ -37,13 +38,17 @@ never talks to etcd itself.`,
 			if err != nil {
 				return err
 			}
-			return renderStatus(s.out, c, backups, s.now)
+			schedules, err := s.schedulesOf(ctx, c.Name)
+			if err != nil {
+				return err
+			}
+			return renderStatus(s.out, c, backups, schedules, s.now)
 		}),
 	}
 }
 
-// renderStatus prints the one-screen summary of a cluster; backups are the cluster's EtcdBackups.
-func renderStatus(w io.Writer, c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup, now time.Time) error {
+// renderStatus prints the one-screen summary of a cluster; backups and schedules are the cluster's.
+func renderStatus(w io.Writer, c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup, schedules []etcdv1alpha1.EtcdBackupSchedule, now time.Time) error {
 	st := c.Status
 	p := &printer{w: w}
 	fields := table(p)
@@ -56,6 +61,11 @@ func renderStatus(w io.Writer, c *etcdv1alpha1.EtcdCluster, backups []etcdv1alph
 	row(fields, "Secrets:", secretsLine(st.Endpoints))
 	row(fields, "Paused:", paused(c))
 	row(fields, "Last backup:", lastBackup(c.Name, backups, now))
+	for i := range schedules {
+		if w := schedules[i].Status.RecoverableWindow; w != nil {
+			row(fields, "Recoverable:", recoverable(schedules[i].Name, w, now))
+		}
+	}
 	if err := fields.Flush(); err != nil {
 		return err
 	}
@@ -123,6 +133,12 @@ func secretsLine(e etcdv1alpha1.Endpoints) string {
 		parts = append(parts, "client certificate "+e.ClientSecret)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// recoverable is the point-in-time window a schedule's backups and archive give.
+func recoverable(schedule string, w *etcdv1alpha1.RecoverableWindow, now time.Time) string {
+	return fmt.Sprintf("revisions %d to %d, %s to %s (%s ago), archive of schedule %s", w.EarliestRevision, w.LatestRevision,
+		w.EarliestTime.UTC().Format(time.RFC3339), w.LatestTime.UTC().Format(time.RFC3339), age(w.LatestTime, now), schedule)
 }
 
 // lastBackup summarises the newest of backups: its name, phase, age and what it holds or why it failed.

@@ -84,6 +84,7 @@ func ArchivePod(s *etcdv1alpha1.EtcdBackupSchedule, c *etcdv1alpha1.EtcdCluster,
 	args := []string{"archive", "run",
 		fmt.Sprintf("--endpoints=%s://%s:%d", scheme(tls), naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort),
 		"--flush-interval=" + flush,
+		fmt.Sprintf("--status-address=:%d", naming.ArchiveStatusPort),
 	}
 	if startRevision > 0 {
 		// After a compaction outran the archive: the chain goes on after a full snapshot.
@@ -115,6 +116,8 @@ func ArchivePod(s *etcdv1alpha1.EtcdBackupSchedule, c *etcdv1alpha1.EtcdCluster,
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 		}),
 	}
+	// The operator reads the worker's progress there (the recoverable window, the lag).
+	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "status", ContainerPort: naming.ArchiveStatusPort, Protocol: corev1.ProtocolTCP}}
 	// Stopped, the writer stores what it holds before it exits.
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
 	sum, _ := json.Marshal(pod.Spec)

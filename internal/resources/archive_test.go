@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -46,7 +48,7 @@ func TestArchivePodWatchesTheClusterThroughItsServiceAndStoresBesideTheSnapshots
 	for _, want := range []string{
 		"archive run", "--endpoints=https://" + naming.ClientServiceHost(c.Name, c.Namespace) + ":2379", "--flush-interval=2s",
 		"--s3-bucket=snaps", "--s3-endpoint=http://minio:9000", "--s3-path-style", "--s3-prefix=etcd/prod/demo/archive/c0ffee",
-		"--tls-dir=" + clientTLSMount,
+		"--tls-dir=" + clientTLSMount, fmt.Sprintf("--status-address=:%d", naming.ArchiveStatusPort),
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %q", args, want)
@@ -54,6 +56,14 @@ func TestArchivePodWatchesTheClusterThroughItsServiceAndStoresBesideTheSnapshots
 	}
 	if strings.Contains(args, "--s3-key") || strings.Contains(args, "--start-revision") {
 		t.Errorf("args %q: no object key, no restart revision", args)
+	}
+	// The operator reads its progress from the port; the members' NetworkPolicy, which would
+	// filter it, does not select the worker.
+	if len(ctr.Ports) != 1 || ctr.Ports[0].ContainerPort != naming.ArchiveStatusPort {
+		t.Errorf("ports %+v", ctr.Ports)
+	}
+	if sel, err := metav1.LabelSelectorAsSelector(&NetworkPolicy(c, "operators").Spec.PodSelector); err != nil || sel.Matches(labels.Set(pod.Labels)) {
+		t.Errorf("the members' NetworkPolicy selects the archive worker (%v)", err)
 	}
 	if pod.Spec.RestartPolicy != corev1.RestartPolicyAlways || *pod.Spec.AutomountServiceAccountToken || !*ctr.SecurityContext.ReadOnlyRootFilesystem {
 		t.Errorf("pod spec %+v", pod.Spec)

@@ -148,6 +148,18 @@ func TestPointInTimeRestore(t *testing.T) {
 	if n := len(env.Get(t, src).Status.Members); n != 3 {
 		t.Fatalf("%d members: the archive worker counted as one?", n)
 	}
+	// The operator reads the worker's progress: the window starts at the backup (made by hand to
+	// the schedule's destination, so the archive continues it) and reaches past it.
+	framework.WaitFor(t, "the recoverable window in the schedule's status", 2*time.Minute, func() error {
+		cur := &etcdv1alpha1.EtcdBackupSchedule{}
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(sched), cur); err != nil {
+			return err
+		}
+		if w := cur.Status.RecoverableWindow; w == nil || w.EarliestRevision != b.Status.Revision || w.LatestRevision <= b.Status.Revision || !w.EarliestTime.Equal(b.Status.CompletionTime) {
+			return fmt.Errorf("window %+v, want from backup %s at revision %d", w, b.Name, b.Status.Revision)
+		}
+		return nil
+	})
 
 	// Too early: refused before any member starts.
 	early := createRestoredCluster(t, ns, "too-early", 1, etcdv1alpha1.RestoreSpec{BackupName: b.Name, PointInTime: &etcdv1alpha1.PointInTimeSpec{Revision: b.Status.Revision - 1}})

@@ -44,9 +44,10 @@ type EtcdBackupReconciler struct {
 	// PodIDs: whether the Jobs name their user and group IDs or the platform assigns them.
 	PodIDs resources.PodIDs
 	Now    func() time.Time
-	// secrets reads users' credential Secrets from the API server, one at a time when a backup
-	// starts: the cache holds only the objects the operator made (see CacheOptions).
-	secrets client.Reader
+	// apiReader reads from the API server, past the cache: users' credential Secrets, one at a time
+	// when a backup starts (the cache holds only the objects the operator made, see CacheOptions),
+	// and a finished Job's pods when the cache has not seen their end yet.
+	apiReader client.Reader
 }
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -114,7 +115,7 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *etcdv1alpha1.EtcdBac
 	}
 	if s := b.Spec.Destination.S3; s != nil {
 		sec := &corev1.Secret{}
-		err := r.secrets.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: s.CredentialsSecret}, sec)
+		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: s.CredentialsSecret}, sec)
 		if apierrors.IsNotFound(err) || (err == nil && (len(sec.Data[resources.SecretAccessKeyID]) == 0 || len(sec.Data[resources.SecretSecretAccessKey]) == 0)) {
 			r.failed(b, reason.CredentialsSecretNotFound, fmt.Sprintf("Secret %q with keys %s and %s is needed", s.CredentialsSecret, resources.SecretAccessKeyID, resources.SecretSecretAccessKey))
 			return ctrl.Result{}, nil
@@ -225,9 +226,21 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.E
 
 // jobReport reads the report of the Job's newest pod in the wanted outcome.
 func (r *EtcdBackupReconciler) jobReport(ctx context.Context, job *batchv1.Job, succeeded bool) (backup.Report, error) {
+	rep, found, err := r.jobReportFrom(ctx, r.Client, job, succeeded)
+	if err != nil || found || r.apiReader == nil {
+		return rep, err
+	}
+	// The Job's end and its pod's come through two informers, in either order: a cache that has the
+	// Job finished may not have the pod's report yet. A Job ends once, so this read is rare.
+	rep, _, err = r.jobReportFrom(ctx, r.apiReader, job, succeeded)
+	return rep, err
+}
+
+// jobReportFrom is the report of the newest pod of job that ended as the Job did, as reader sees it.
+func (r *EtcdBackupReconciler) jobReportFrom(ctx context.Context, reader client.Reader, job *batchv1.Job, succeeded bool) (backup.Report, bool, error) {
 	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-		return backup.Report{}, fmt.Errorf("list backup pods: %w", err)
+	if err := reader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return backup.Report{}, false, fmt.Errorf("list backup pods: %w", err)
 	}
 	sort.Slice(pods.Items, func(i, j int) bool {
 		return pods.Items[j].CreationTimestamp.Before(&pods.Items[i].CreationTimestamp)
@@ -243,10 +256,10 @@ func (r *EtcdBackupReconciler) jobReport(ctx context.Context, job *batchv1.Job, 
 			continue
 		}
 		if rep, ok := containerReport(p.Status.ContainerStatuses, resources.BackupContainer); ok {
-			return rep, nil
+			return rep, true, nil
 		}
 	}
-	return backup.Report{}, nil
+	return backup.Report{}, false, nil
 }
 
 // foreignJob: a Job has the name the operator would give its own, but was not made for this object.
@@ -385,7 +398,7 @@ func setBackupCondition(b *etcdv1alpha1.EtcdBackup, typ string, status bool, why
 
 // SetupWithManager registers the reconciler; Job changes wake their EtcdBackup.
 func (r *EtcdBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.secrets = mgr.GetAPIReader()
+	r.apiReader = mgr.GetAPIReader()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdBackup{}).
 		Owns(&batchv1.Job{}).

@@ -129,7 +129,27 @@ func newCluster(t *testing.T, ns string, mutate func(*etcdv1alpha1.EtcdCluster))
 	if err := k8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
+	// Every cluster of the package's tests stays (envtest deletes no namespace) and, without etcd,
+	// its reconciles wait on dial timeouts: paused once its test is over, it no longer takes the
+	// operator's workers from the tests that follow.
+	t.Cleanup(func() { pauseAfterTest(c) })
 	return c
+}
+
+// pauseAfterTest sets spec.maintenance.paused on c, retrying conflicts with the operator's writes for
+// a few seconds; a cluster the test deleted is left alone.
+func pauseAfterTest(c *etcdv1alpha1.EtcdCluster) {
+	for range 20 {
+		cur := &etcdv1alpha1.EtcdCluster{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), cur); err != nil || cur.DeletionTimestamp != nil || cur.Spec.Maintenance.Paused {
+			return
+		}
+		cur.Spec.Maintenance.Paused = true
+		if err := k8s.Update(context.Background(), cur); err == nil {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 func get(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {

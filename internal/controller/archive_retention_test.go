@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -65,14 +64,7 @@ func deleteJobOf(t *testing.T, b *etcdv1alpha1.EtcdBackup) *batchv1.Job {
 func finishDeleteJob(t *testing.T, job *batchv1.Job, rep archive.PruneReport) {
 	t.Helper()
 	ctx := context.Background()
-	labels := maps.Clone(job.Spec.Template.Labels)
-	labels[batchv1.JobNameLabel] = job.Name
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x", Namespace: job.Namespace, Labels: labels,
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-		Spec: job.Spec.Template.Spec}
-	if err := k8s.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	pod := createJobPod(t, job)
 	msg, _ := json.Marshal(rep)
 	done := func(name, msg string) corev1.ContainerStatus {
 		return corev1.ContainerStatus{Name: name, Image: testOperatorImage, ImageID: "x",

@@ -92,20 +92,27 @@ func backupJob(t *testing.T, b *etcdv1alpha1.EtcdBackup) *batchv1.Job {
 }
 
 // finishJob plays the Job controller and kubelet, which envtest lacks: one pod of the Job ends
-// with rep as its termination message, and the Job is marked complete or failed.
-func finishJob(t *testing.T, job *batchv1.Job, rep backup.Report, succeeded bool) {
+
+// createJobPod creates the pod the Job controller would: the template's labels (the operator's: its
+// cache sees no other pod) plus the job-name label, with the Job as its controller.
+func createJobPod(t *testing.T, job *batchv1.Job) *corev1.Pod {
 	t.Helper()
-	ctx := context.Background()
-	// The Job controller gives its pods the template's labels (the operator's: its cache sees no
-	// other pod) plus the job-name label, and makes the Job their controller.
 	labels := maps.Clone(job.Spec.Template.Labels)
 	labels[batchv1.JobNameLabel] = job.Name
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x", Namespace: job.Namespace, Labels: labels,
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
 		Spec: job.Spec.Template.Spec}
-	if err := k8s.Create(ctx, pod); err != nil {
+	if err := k8s.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
+	return pod
+}
+
+// with rep as its termination message, and the Job is marked complete or failed.
+func finishJob(t *testing.T, job *batchv1.Job, rep backup.Report, succeeded bool) {
+	t.Helper()
+	ctx := context.Background()
+	pod := createJobPod(t, job)
 	msg, _ := json.Marshal(rep)
 	phase, code := corev1.PodSucceeded, int32(0)
 	if !succeeded {

@@ -118,16 +118,8 @@ func syncPruned(dir string, drop bool) error {
 			return nil
 		}
 	}
-	d, err := os.Open(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("open directory %s: %w", dir, err)
-	}
-	defer func() { _ = d.Close() }()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
+	if err := backup.SyncDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ func (f *File) Write(_ context.Context, r io.Reader) (string, error) {
 		return "", fail(reason.WriteFailed, false, "rename into %s: %w", f.Path, err)
 	}
 	done = true
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		return "", fail(reason.WriteFailed, false, "%w", err)
 	}
 	return f.Location, nil
@@ -79,7 +79,8 @@ func (f *File) Delete(context.Context) error {
 	return nil
 }
 
-func syncDir(dir string) error {
+// SyncDir makes the creations, renames and deletions in dir durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open directory %s: %w", dir, err)

@@ -148,7 +148,7 @@ func Restore(ctx context.Context, cfg RestoreConfig) error {
 	if err := os.Rename(staging, cfg.DataDir); err != nil {
 		return fail(reason.RestoreFailed, false, "rename %s to %s: %w", staging, cfg.DataDir, err)
 	}
-	if err := syncDir(filepath.Dir(cfg.DataDir)); err != nil {
+	if err := SyncDir(filepath.Dir(cfg.DataDir)); err != nil {
 		return fail(reason.RestoreFailed, false, "%w", err)
 	}
 	_ = os.Remove(cfg.Snapshot)

@@ -768,6 +768,10 @@ const (
 	// the running cluster is being taken over or cannot be (e.g. MigrationRefused), True once every old
 	// member is out of the cluster.
 	ConditionMigrated = "Migrated"
+	// ConditionSpread is True while every member runs on a node of its own (MembersOnSeparateNodes), False
+	// while members share a node (MembersShareANode: the message says whether that node's loss loses the
+	// quorum); absent until every member has been placed.
+	ConditionSpread = "Spread"
 )
 
 // MemberRole is a member's raft role.

@@ -3,10 +3,17 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 // A member pod's spread over nodes is a rule while its volume is new and a preference once the claim is
@@ -62,6 +69,37 @@ func TestMemberPodsSpreadByNodeUnlessTheirVolumeIsPlaced(t *testing.T) {
 		}
 		if when, err := byNode("demo-1"); err != nil || when != corev1.ScheduleAnyway {
 			return fmt.Errorf("demo-1: %s %w", when, err)
+		}
+		return nil
+	})
+}
+
+// Spread reports the nodes the scheduler chose: nothing while a member is unplaced, False naming the
+// node two members share and that its loss takes the quorum.
+func TestSpreadReportsMembersThatShareANode(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	c := newCluster(t, ns, nil)
+	bind := func(pod, node string) {
+		t.Helper()
+		eventually(t, "bind "+pod, func() error {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}
+			return k8s.SubResource("binding").Create(ctx, p, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}, Target: corev1.ObjectReference{Kind: "Node", Name: node}})
+		})
+	}
+	bind("demo-0", "node-a")
+	bind("demo-1", "node-b")
+	time.Sleep(2 * time.Second) // passes run on the bindings; demo-2 is still unplaced
+	if cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionSpread); cond != nil {
+		t.Fatalf("Spread %s (%s) while demo-2 has no node yet; want no verdict", cond.Status, cond.Message)
+	}
+	bind("demo-2", "node-a")
+	eventually(t, "Spread False, naming node-a", func() error {
+		cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionSpread)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(reason.MembersShareANode) ||
+			!strings.Contains(cond.Message, "demo-0 and demo-2 run on node node-a") || !strings.Contains(cond.Message, "no quorum") {
+			return fmt.Errorf("Spread = %+v", cond)
 		}
 		return nil
 	})

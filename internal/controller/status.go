@@ -247,6 +247,8 @@ func (p *pass) recordObservation(action planner.Action) {
 		setCondition(c, etcdv1alpha1.ConditionUpgrading, false, reason.UpToDate, "every member runs "+c.Spec.Version)
 	}
 
+	recordSpread(c, o)
+
 	switch {
 	case c.Spec.Maintenance.Paused:
 		c.Status.Phase = etcdv1alpha1.PhasePaused
@@ -268,6 +270,25 @@ func (p *pass) recordObservation(action planner.Action) {
 		c.Status.Phase = etcdv1alpha1.PhaseRepairing
 	default:
 		c.Status.Phase = etcdv1alpha1.PhaseRunning
+	}
+}
+
+// recordSpread sets Spread from the nodes of the members' pods; while a member has no pod on a node the
+// last verdict stands (a member being re-created is not a change of placement).
+func recordSpread(c *etcdv1alpha1.EtcdCluster, o *observation) {
+	nodeOf := map[string]string{}
+	for _, ms := range c.Status.Members {
+		nodeOf[ms.Name] = ""
+		if pod := o.pods[ms.Name]; pod != nil && pod.DeletionTimestamp == nil {
+			nodeOf[ms.Name] = pod.Spec.NodeName
+		}
+	}
+	switch v := planner.Spread(nodeOf); {
+	case !v.Known:
+	case v.Spread:
+		setCondition(c, etcdv1alpha1.ConditionSpread, true, reason.MembersOnSeparateNodes, v.Message)
+	default:
+		setCondition(c, etcdv1alpha1.ConditionSpread, false, reason.MembersShareANode, v.Message)
 	}
 }
 

@@ -1,5 +1,18 @@
 package reason
 
+// EtcdCluster: placement (condition Spread).
+const (
+	// MembersOnSeparateNodes: every member's pod runs on a node of its own, so losing a node loses one member.
+	MembersOnSeparateNodes Reason = "MembersOnSeparateNodes"
+	// MembersShareANode: two or more members' pods run on one node (the message names them, the node, and whether
+	// losing it loses the quorum); the default placement gives each new member a node of its own only when one it
+	// may run on is free, and a member on a node-local volume stays on that volume's node.
+	// Do: add nodes the members may run on (or relax podTemplate affinity, node selector, tolerations). A member moves
+	// only with a fresh volume: delete its PVC, then its pod, and the operator replaces it through a learner, placed on a
+	// free node; one member at a time, waiting for Available.
+	MembersShareANode Reason = "MembersShareANode"
+)
+
 // EtcdCluster: availability and health (conditions Available and Degraded).
 const (
 	// QuorumHealthy: a majority of the voting members is healthy; the cluster serves reads and writes.

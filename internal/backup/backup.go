@@ -116,14 +116,20 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 		return Result{}, fail(reason.SnapshotFailed, false, "snapshot from %s: %w", ep, err)
 	}
 	defer func() { _ = rc.Close() }()
-	hr := newHashingReader(rc)
-	loc, err := sink.Write(ctx, hr)
+	sr := NewSnapshotReader(rc, rc.Size())
+	loc, err := sink.Write(ctx, sr)
 	if err != nil {
+		if sr.err != nil { // the snapshot failed, not the sink (which may report it as its own)
+			return Result{}, fail(reason.SnapshotFailed, false, "snapshot from %s: %w", ep, sr.err)
+		}
 		return Result{}, err
+	}
+	if sr.SHA256() == "" { // a sink that stored without reading to the end
+		return Result{}, fail(reason.SnapshotFailed, false, "snapshot from %s: %w: %d of %d bytes stored", ep, ErrSnapshotIncomplete, sr.Size(), sr.Announced())
 	}
 	return Result{
 		Member: fmt.Sprintf("%x", st.ID), ClusterID: fmt.Sprintf("%x", st.ClusterID), EtcdVersion: st.Version, Revision: st.Revision,
-		Size: hr.n, SHA256: hr.sum(), Location: loc,
+		Size: sr.Size(), SHA256: sr.SHA256(), Location: loc,
 	}, nil
 }
 

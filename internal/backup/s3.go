@@ -119,8 +119,9 @@ func (s *S3) sse() (encrypt.ServerSide, error) {
 	return nil, fail(reason.UploadFailed, true, "unknown server-side encryption %q", s.SSE)
 }
 
-// Write uploads r as one multipart upload of PartSize parts; a failed upload is aborted, so the
-// object either appears whole or not at all.
+// Write uploads r as one multipart upload; a failed upload is aborted, so the object either
+// appears whole or not at all. A stream that announces its length (a SnapshotReader) is streamed
+// into unbuffered parts (writeStream); any other is buffered PartSize at a time.
 func (s *S3) Write(ctx context.Context, r io.Reader) (string, error) {
 	c, err := s.client()
 	if err != nil {
@@ -130,6 +131,13 @@ func (s *S3) Write(ctx context.Context, r io.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if sr, ok := r.(interface{ Announced() int64 }); ok && sr.Announced() > 0 {
+		if err := s.writeStream(ctx, c, r, sr.Announced(), sse); err != nil {
+			return "", err
+		}
+		return s.Location(), nil
+	}
+	// A stream of unknown length: buffered parts.
 	_, err = c.PutObject(ctx, s.Bucket, s.Key, r, -1, minio.PutObjectOptions{
 		PartSize: PartSize, NumThreads: uploadThreads, ConcurrentStreamParts: true,
 		ContentType: "application/octet-stream", ServerSideEncryption: sse,

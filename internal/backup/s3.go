@@ -38,6 +38,8 @@ type S3 struct {
 	SecretKey string
 	// SSE is the server-side encryption: "", "AES256" or "aws:kms".
 	SSE string
+	// streamPart overrides the part size of streamed uploads (tests: several parts of a small stream).
+	streamPart int64
 }
 
 // Location is the object's URL.

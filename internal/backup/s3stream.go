@@ -66,6 +66,9 @@ func (s *S3) writeStream(ctx context.Context, c *minio.Client, r io.Reader, size
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	partSize := streamPartSize(size)
+	if s.streamPart > 0 {
+		partSize = s.streamPart
+	}
 	parts := make([]minio.CompletePart, 0, (size+partSize-1)/partSize)
 	var mu sync.Mutex
 	var wg sync.WaitGroup

@@ -105,7 +105,7 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 	if err != nil {
 		return Result{}, err
 	}
-	one, err := etcdclient.New([]string{ep}, tlsConfig)
+	one, err := etcdclient.NewForSnapshot(ep, tlsConfig)
 	if err != nil {
 		return Result{}, &Failure{Reason: reason.ClusterUnavailable, Err: err}
 	}

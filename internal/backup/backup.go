@@ -1,6 +1,7 @@
 // Package backup takes etcd snapshots and moves them between etcd, S3-compatible object storage
-// and files on a volume, streamed end to end: memory stays bounded (one S3 part, or a copy
-// buffer) whatever the database size, and the SHA-256 and size are computed on the way.
+// and files on a volume, streamed end to end: memory stays bounded (a backup's S3 parts are read
+// straight from the snapshot stream, other uploads buffer one part; files use a copy buffer)
+// whatever the database size, and the SHA-256 and size are computed on the way.
 // It runs inside the backup and restore Jobs/init containers (`worker backup`, `worker restore`),
 // never in the operator process, so a large snapshot cannot block reconciles.
 package backup

@@ -16,8 +16,9 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
-// PartSize of S3 multipart uploads. A snapshot's size is unknown until it ends, and minio-go then
-// sizes parts for the 5 TiB maximum object (hundreds of MiB each) and buffers whole parts;
+// PartSize of S3 multipart uploads of a stream of unknown length (a backup's snapshot announces
+// its length and is streamed unbuffered instead: StreamPartSize). For those, minio-go would
+// size parts for the 5 TiB maximum object (hundreds of MiB each) and buffers whole parts;
 // 6 MiB bounds memory and still allows 10,000 × 6 MiB = 58 GiB, far above etcd's 8 GiB quota.
 // Smaller parts were not faster to MinIO, and S3's minimum is 5 MiB.
 const PartSize = 6 << 20

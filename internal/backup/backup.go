@@ -1,6 +1,7 @@
 // Package backup takes etcd snapshots and moves them between etcd, S3-compatible object storage
-// and files on a volume, streamed end to end: memory stays bounded (one S3 part, or a copy
-// buffer) whatever the database size, and the SHA-256 and size are computed on the way.
+// and files on a volume, streamed end to end: memory stays bounded (a backup's S3 parts are read
+// straight from the snapshot stream, other uploads buffer one part; files use a copy buffer)
+// whatever the database size, and the SHA-256 and size are computed on the way.
 // It runs inside the backup and restore Jobs/init containers (`worker backup`, `worker restore`),
 // never in the operator process, so a large snapshot cannot block reconciles.
 package backup
@@ -105,7 +106,7 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 	if err != nil {
 		return Result{}, err
 	}
-	one, err := etcdclient.New([]string{ep}, tlsConfig)
+	one, err := etcdclient.NewForSnapshot(ep, tlsConfig)
 	if err != nil {
 		return Result{}, &Failure{Reason: reason.ClusterUnavailable, Err: err}
 	}
@@ -116,14 +117,20 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 		return Result{}, fail(reason.SnapshotFailed, false, "snapshot from %s: %w", ep, err)
 	}
 	defer func() { _ = rc.Close() }()
-	hr := newHashingReader(rc)
-	loc, err := sink.Write(ctx, hr)
+	sr := NewSnapshotReader(rc, rc.Size())
+	loc, err := sink.Write(ctx, sr)
 	if err != nil {
+		if sr.err != nil { // the snapshot failed, not the sink (which may report it as its own)
+			return Result{}, fail(reason.SnapshotFailed, false, "snapshot from %s: %w", ep, sr.err)
+		}
 		return Result{}, err
+	}
+	if sr.SHA256() == "" { // a sink that stored without reading to the end
+		return Result{}, fail(reason.SnapshotFailed, false, "snapshot from %s: %w: %d of %d bytes stored", ep, ErrSnapshotIncomplete, sr.Size(), sr.Announced())
 	}
 	return Result{
 		Member: fmt.Sprintf("%x", st.ID), ClusterID: fmt.Sprintf("%x", st.ClusterID), EtcdVersion: st.Version, Revision: st.Revision,
-		Size: hr.n, SHA256: hr.sum(), Location: loc,
+		Size: sr.Size(), SHA256: sr.SHA256(), Location: loc,
 	}, nil
 }
 

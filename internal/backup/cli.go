@@ -32,10 +32,10 @@ const (
 	ExitPermanent = 2
 )
 
-// memoryLimit is the backup process's soft memory limit (GOMEMLIMIT): the live heap is the upload
-// buffers (uploadThreads × PartSize) plus small clients, the snapshot messages are decoded into one
-// reused buffer (etcdclient.Client.Snapshot), and the limit keeps what garbage remains from
-// growing the heap past that.
+// memoryLimit is the backup process's soft memory limit (GOMEMLIMIT): the live heap is small
+// clients and buffers (S3 parts are streamed, not buffered: S3.writeStream; the snapshot messages
+// are decoded into one reused buffer: etcdclient.Client.Snapshot), and the limit keeps what
+// garbage remains from growing the heap past that.
 const memoryLimit = 28 << 20
 
 // Env names of the S3 credentials (from the credentials Secret, never on the command line).

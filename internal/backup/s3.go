@@ -16,8 +16,9 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
-// PartSize of S3 multipart uploads. A snapshot's size is unknown until it ends, and minio-go then
-// sizes parts for the 5 TiB maximum object (hundreds of MiB each) and buffers whole parts;
+// PartSize of S3 multipart uploads of a stream of unknown length (a backup's snapshot announces
+// its length and is streamed unbuffered instead: StreamPartSize). For those, minio-go would
+// size parts for the 5 TiB maximum object (hundreds of MiB each) and buffers whole parts;
 // 6 MiB bounds memory and still allows 10,000 × 6 MiB = 58 GiB, far above etcd's 8 GiB quota.
 // Smaller parts were not faster to MinIO, and S3's minimum is 5 MiB.
 const PartSize = 6 << 20
@@ -38,6 +39,8 @@ type S3 struct {
 	SecretKey string
 	// SSE is the server-side encryption: "", "AES256" or "aws:kms".
 	SSE string
+	// streamPart overrides the part size of streamed uploads (tests: several parts of a small stream).
+	streamPart int64
 }
 
 // Location is the object's URL.
@@ -119,8 +122,9 @@ func (s *S3) sse() (encrypt.ServerSide, error) {
 	return nil, fail(reason.UploadFailed, true, "unknown server-side encryption %q", s.SSE)
 }
 
-// Write uploads r as one multipart upload of PartSize parts; a failed upload is aborted, so the
-// object either appears whole or not at all.
+// Write uploads r as one multipart upload; a failed upload is aborted, so the object either
+// appears whole or not at all. A stream that announces its length (a SnapshotReader) is streamed
+// into unbuffered parts (writeStream); any other is buffered PartSize at a time.
 func (s *S3) Write(ctx context.Context, r io.Reader) (string, error) {
 	c, err := s.client()
 	if err != nil {
@@ -130,6 +134,13 @@ func (s *S3) Write(ctx context.Context, r io.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if sr, ok := r.(interface{ Announced() int64 }); ok && sr.Announced() > 0 {
+		if err := s.writeStream(ctx, c, r, sr.Announced(), sse); err != nil {
+			return "", err
+		}
+		return s.Location(), nil
+	}
+	// A stream of unknown length: buffered parts.
 	_, err = c.PutObject(ctx, s.Bucket, s.Key, r, -1, minio.PutObjectOptions{
 		PartSize: PartSize, NumThreads: uploadThreads, ConcurrentStreamParts: true,
 		ContentType: "application/octet-stream", ServerSideEncryption: sse,

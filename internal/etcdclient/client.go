@@ -176,7 +176,19 @@ func New(endpoints []string, tlsConfig *tls.Config) (*Client, error) {
 	return newClient(endpoints, tlsConfig, &clusterGuard{refused: map[string]bool{}})
 }
 
-func newClient(endpoints []string, tlsConfig *tls.Config, guard *clusterGuard) (*Client, error) {
+// snapshotWindow is the fixed gRPC flow-control window of a snapshot client. gRPC's default grows
+// the window with its bandwidth estimate up to 16 MiB, and a snapshot stream read more slowly
+// than etcd sends it (the upload is the slower side) then holds that much unread in memory; a
+// fixed window bounds it and still keeps a loopback or pod network busy.
+const snapshotWindow = 1 << 20
+
+// NewForSnapshot dials one member for a snapshot stream, with the fixed window snapshotWindow.
+func NewForSnapshot(endpoint string, tlsConfig *tls.Config) (*Client, error) {
+	return newClient([]string{endpoint}, tlsConfig, &clusterGuard{refused: map[string]bool{}},
+		grpc.WithInitialWindowSize(snapshotWindow), grpc.WithInitialConnWindowSize(snapshotWindow))
+}
+
+func newClient(endpoints []string, tlsConfig *tls.Config, guard *clusterGuard, opts ...grpc.DialOption) (*Client, error) {
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:            endpoints,
 		TLS:                  tlsConfig,
@@ -184,7 +196,7 @@ func newClient(endpoints []string, tlsConfig *tls.Config, guard *clusterGuard) (
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		Logger:               zap.NewNop(),
-		DialOptions:          []grpc.DialOption{grpc.WithChainUnaryInterceptor(observeRPC, guard.check)},
+		DialOptions:          append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(observeRPC, guard.check)}, opts...),
 		// Not RejectOldCluster: its version probe fails the whole dial when any one endpoint is down,
 		// which is exactly when the operator must act.
 	})

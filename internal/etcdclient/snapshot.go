@@ -2,6 +2,7 @@ package etcdclient
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -16,31 +17,63 @@ import (
 //
 // clientv3's Snapshot decodes every 32 KiB message into a fresh buffer, so a 1 GiB snapshot makes
 // 1 GiB of garbage and the backup process's memory follows the garbage collector's pace. Here each
-// message is decoded into the same buffers, which the reader has consumed before the next one
-// arrives (an io.Pipe write returns only once it is read).
-func (c *Client) Snapshot(ctx context.Context) (io.ReadCloser, error) {
+// message is decoded into the same buffers, and the reader's caller receives them directly (no
+// goroutine and pipe between the stream and the reader: a hand-off per message cost CPU).
+//
+// The first message is read before Snapshot returns, so the stream's size is known up front
+// (SnapshotStream.Size) and a member that refuses the snapshot fails here.
+func (c *Client) Snapshot(ctx context.Context) (*SnapshotStream, error) {
+	ctx, cancel := context.WithCancel(ctx)
 	stream, err := etcdserverpb.NewMaintenanceClient(c.c.ActiveConnection()).
 		Snapshot(ctx, &etcdserverpb.SnapshotRequest{}, grpc.ForceCodecV2(&reusingCodec{}))
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("start snapshot: %w", err)
 	}
-	pr, pw := io.Pipe()
-	go func() {
-		resp := &etcdserverpb.SnapshotResponse{}
-		for {
-			if err := stream.RecvMsg(resp); err != nil {
-				if errors.Is(err, io.EOF) {
-					err = nil
-				}
-				_ = pw.CloseWithError(err)
-				return
+	s := &SnapshotStream{stream: stream, cancel: cancel}
+	if err := stream.RecvMsg(&s.resp); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start snapshot: %w", err)
+	}
+	s.unread = s.resp.Blob
+	// etcd announces the bytes that remain after each message's blob, then sends the SHA-256 of
+	// the database as a last message of its own.
+	s.size = int64(len(s.resp.Blob)) + int64(s.resp.RemainingBytes) + sha256.Size
+	return s, nil
+}
+
+// SnapshotStream reads a member's snapshot: the database, then etcd's SHA-256 of it.
+type SnapshotStream struct {
+	stream grpc.ClientStream
+	cancel context.CancelFunc
+	resp   etcdserverpb.SnapshotResponse
+	unread []byte
+	size   int64
+}
+
+// Size is the number of bytes the member announced: its database and the 32-byte SHA-256 that
+// follows it. The reader does not check it; backup.SnapshotReader does.
+func (s *SnapshotStream) Size() int64 { return s.size }
+
+func (s *SnapshotStream) Read(p []byte) (int, error) {
+	for len(s.unread) == 0 {
+		if err := s.stream.RecvMsg(&s.resp); err != nil {
+			if errors.Is(err, io.EOF) {
+				return 0, io.EOF
 			}
-			if _, err := pw.Write(resp.Blob); err != nil {
-				return // the reader closed the pipe; ctx ends the stream
-			}
+			return 0, fmt.Errorf("receive snapshot: %w", err)
 		}
-	}()
-	return pr, nil
+		s.unread = s.resp.Blob
+	}
+	n := copy(p, s.unread)
+	s.unread = s.unread[n:]
+	return n, nil
+}
+
+// Close ends the stream (a partly read one too).
+func (s *SnapshotStream) Close() error {
+	s.cancel()
+	return nil
 }
 
 // gogoMessage is what etcd's generated (gogoproto) messages implement. Their Unmarshal appends

@@ -219,7 +219,7 @@ func snapshotJob(b *etcdv1alpha1.EtcdBackup, owner metav1.OwnerReference, name, 
 			}}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				// Streaming needs two 6 MiB S3 parts plus the etcd and HTTP clients; the limit makes a
+				// Streaming needs the etcd and HTTP clients (S3 parts are not buffered); the limit makes a
 				// regression to unbounded buffering fail loudly instead of starving the node.
 				Spec: workerPodSpec(BackupContainer, image, ids, corev1.RestartPolicyNever, args, env, vols, mounts, corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},

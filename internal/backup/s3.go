@@ -145,8 +145,7 @@ func (s *S3) Write(ctx context.Context, r io.Reader) (string, error) {
 		PartSize: PartSize, NumThreads: uploadThreads, ConcurrentStreamParts: true,
 		ContentType: "application/octet-stream", ServerSideEncryption: sse,
 		// Not a second SHA-256 pass over every part for the request signature (UNSIGNED-PAYLOAD):
-		// the stream's own SHA-256 is recorded and checked before any restore, and minio-go still
-		// sends a CRC32C checksum of each part that the server verifies.
+		// the stream's own SHA-256 is recorded and checked before any restore.
 		DisableContentSha256: true,
 	})
 	if err != nil {

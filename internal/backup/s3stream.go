@@ -2,13 +2,9 @@ package backup
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"hash"
-	"hash/crc32"
 	"io"
-	"net/http"
 	"sync"
 	"time"
 
@@ -28,10 +24,12 @@ const StreamPartSize = 64 << 20
 // store still answers for it, so the stream does not wait for each answer.
 const streamPartsInFlight = 2
 
-// crc32cTrailer is the header of the CRC32C each part carries after its body (aws-chunked
-// encoding, STREAMING-UNSIGNED-PAYLOAD-TRAILER): the store checks it against what it received and
-// refuses the part otherwise, though the checksum is only known once the body is sent.
-const crc32cTrailer = "X-Amz-Checksum-Crc32c"
+// A part carries no checksum trailer (aws-chunked STREAMING-UNSIGNED-PAYLOAD-TRAILER), though its
+// checksum is only known once its body is sent: not every S3-compatible store accepts trailers, and
+// a backup must work on all of them. The bytes are held whole by other means: TLS in transit, a
+// part's exact Content-Length, no retry of a part (minio-go retries only seekable bodies, and a part
+// is not), the snapshot's own SHA-256 checked before the upload completes, and the stored object's
+// SHA-256 recorded for verification.
 
 func streamPartSize(size int64) int64 {
 	const maxParts = 10000
@@ -47,7 +45,6 @@ func (s *S3) writeStream(ctx context.Context, c *minio.Client, r io.Reader, size
 	core := minio.Core{Client: c}
 	uploadID, err := core.NewMultipartUpload(ctx, s.Bucket, s.Key, minio.PutObjectOptions{
 		ContentType: "application/octet-stream", ServerSideEncryption: sse,
-		UserMetadata: map[string]string{"X-Amz-Checksum-Algorithm": minio.ChecksumCRC32C.String()},
 	})
 	if err != nil {
 		return classify(err, "start the upload of "+s.Location(), reason.UploadFailed)
@@ -86,17 +83,14 @@ func (s *S3) writeStream(ctx context.Context, c *minio.Client, r io.Reader, size
 			defer wg.Done()
 			defer func() { <-slots }()
 			p, err := core.PutObjectPart(ctx, s.Bucket, s.Key, uploadID, num, body, body.size, minio.PutObjectPartOptions{
-				SSE: sse, DisableContentSha256: true, Trailer: body.trailer,
+				SSE: sse, DisableContentSha256: true,
 			})
-			if err == nil && p.ChecksumCRC32C != "" && p.ChecksumCRC32C != body.trailer.Get(crc32cTrailer) {
-				err = fmt.Errorf("part %d: the store computed CRC32C %s, %s was sent", num, p.ChecksumCRC32C, body.trailer.Get(crc32cTrailer))
-			}
 			if err != nil {
 				cancel(fmt.Errorf("part %d: %w", num, err))
 				return
 			}
 			mu.Lock()
-			parts[i].ETag, parts[i].ChecksumCRC32C = p.ETag, p.ChecksumCRC32C
+			parts[i].ETag = p.ETag
 			mu.Unlock()
 		}(len(parts) - 1)
 		// The next part reads on from where this one ends.
@@ -125,24 +119,17 @@ func (s *S3) writeStream(ctx context.Context, c *minio.Client, r io.Reader, size
 	return nil
 }
 
-// partBody is one part's request body: the next size bytes of the shared stream, with their CRC32C
-// set into trailer when the last one is read, and sent closed then.
+// partBody is one part's request body: the next size bytes of the shared stream; sent is closed
+// when the last one is read.
 type partBody struct {
-	r       io.Reader
-	size    int64
-	left    int64
-	crc     hash.Hash32
-	trailer http.Header
-	sent    chan struct{}
+	r    io.Reader
+	size int64
+	left int64
+	sent chan struct{}
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 func newPartBody(r io.Reader, size int64) *partBody {
-	b := &partBody{r: r, size: size, left: size, crc: crc32.New(castagnoli), sent: make(chan struct{}), trailer: http.Header{}}
-	// A placeholder of the final length: the request's length is computed before the body is read.
-	b.trailer.Set(crc32cTrailer, base64.StdEncoding.EncodeToString(b.crc.Sum(nil)))
-	return b
+	return &partBody{r: r, size: size, left: size, sent: make(chan struct{})}
 }
 
 func (b *partBody) Read(p []byte) (int, error) {
@@ -153,10 +140,8 @@ func (b *partBody) Read(p []byte) (int, error) {
 		p = p[:b.left]
 	}
 	n, err := b.r.Read(p)
-	b.crc.Write(p[:n])
 	b.left -= int64(n)
 	if b.left == 0 {
-		b.trailer.Set(crc32cTrailer, base64.StdEncoding.EncodeToString(b.crc.Sum(nil)))
 		close(b.sent)
 		return n, nil
 	}

@@ -119,9 +119,11 @@ test-e2e: envtest-assets cluster-up cluster-load promtool ## End-to-end tests on
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel $(E2E_PARALLEL) -v $(E2E_ARGS)
 
 # The node-fault suite (test/e2e/nodes_test.go) needs the local cluster with several nodes; on the one-node
-# cluster of test-e2e its tests skip. Not yet part of `make test`.
+# cluster of test-e2e its tests skip. It runs last in `make test`: adding the nodes changes the default
+# StorageClass to node-local volumes, and its faults (a node switched off, every node drained) would hit the
+# other suites' clusters, so its tests run one at a time.
 .PHONY: test-nodes
-test-nodes: ## Node-fault e2e tests (node power-off with a local volume) on the local cluster with 4 nodes (brought up if needed).
+test-nodes: envtest-assets ## Node-fault e2e tests (power-off with a local volume, a flap inside the grace period, every node drained in turn) on the local cluster with 4 nodes (added if needed).
 	$(MAKE) cluster-up NODES=4
 	$(MAKE) cluster-load
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -run '^TestNode' -v $(E2E_ARGS)
@@ -140,7 +142,7 @@ chaos: envtest-assets cluster-up cluster-load ## A chaos soak for DURATION (defa
 	$(CHAOS_ENV) CHAOS_DURATION=$(DURATION) CHAOS_RESULTS=$(CURDIR)/bench/results go test -tags e2e ./test/chaos/ -run '^TestChaos$$' -count=1 -timeout 4h -v
 
 .PHONY: test
-test: verify-generated vet lint test-unit test-e2e test-chaos verify-bundle test-olm scorecard test-olmv1 ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM v0 e2e, scorecard, OLM v1 e2e.
+test: verify-generated vet lint test-unit test-e2e test-chaos verify-bundle test-olm scorecard test-olmv1 test-nodes ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, chaos, OLM v0 e2e, scorecard, OLM v1 e2e, node faults on 4 nodes.
 
 ##@ Bundle (OLM)
 

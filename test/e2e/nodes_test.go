@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -86,52 +88,185 @@ func memberNodes(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	return out
 }
 
-// TestNodePowerOffWithLocalVolume: a follower's node loses power, with the member's data on a
-// node-local volume (local-path). etcd reports the member failing; after
-// spec.maintenance.replaceFailedMemberAfter the operator must bring the cluster back to three healthy
-// voters, one of them on another node, without losing an acknowledged write; when the node comes
-// back, its old member must not rejoin.
-func TestNodePowerOffWithLocalVolume(t *testing.T) {
-	needNodes(t)
-	ctx := context.Background()
+// startNodeCluster creates a 3-member cluster on the default (node-local) volumes, whose failed members
+// are replaced after replaceAfter, with its own operator, and waits for it to converge.
+func startNodeCluster(t *testing.T, replaceAfter string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
 	ns := env.NewNamespace(t, "e2e-node-")
 	env.StartOperator(t, ns, "")
 	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	c.Spec.Replicas = 3
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
-	c.Spec.Maintenance.ReplaceFailedMemberAfter = "1m"
-	if err := env.K8s.Create(ctx, c); err != nil {
+	c.Spec.Maintenance.ReplaceFailedMemberAfter = replaceAfter
+	if err := env.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
 	env.WaitConverged(t, c, 3, convergeTimeout)
-	before := memberNodes(t, c)
-	t.Logf("placement: %v", before)
+	return c
+}
 
-	var victim, node string
+// switchableFollower picks a follower on a node node.sh can switch off (any but the first); it skips
+// the test when every follower runs on the first node.
+func switchableFollower(t *testing.T, c *etcdv1alpha1.EtcdCluster, placement map[string]string) (member, node string) {
+	t.Helper()
 	for _, m := range env.Get(t, c).Status.Members {
-		if n := before[m.Name]; m.Role != etcdv1alpha1.RoleLeader && strings.Contains(n, "-") {
-			victim, node = m.Name, n
-			break
+		if n := placement[m.Name]; m.Role != etcdv1alpha1.RoleLeader && strings.Contains(n, "-") {
+			return m.Name, n
 		}
 	}
-	if victim == "" {
-		t.Skipf("every follower runs on the first node, which node.sh does not switch off: %v", before)
-	}
+	t.Skipf("every follower runs on the first node, which node.sh does not switch off: %v", placement)
+	return "", ""
+}
 
-	cl := env.EtcdClient(t, c)
-	stopFollowing := framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })
-	w := framework.StartWriter(cl, "/node/")
-	available, samples := 0, 0
-	stopSampling := framework.Every(time.Second, func() {
+// sampleAvailable reads c every second and counts the samples in which it is Available; stop ends the
+// sampling and returns the counts.
+func sampleAvailable(c *etcdv1alpha1.EtcdCluster) (stop func() (available, samples int)) {
+	var available, samples int
+	stopEvery := framework.Every(time.Second, func() {
 		cur := &etcdv1alpha1.EtcdCluster{}
-		if env.K8s.Get(ctx, client.ObjectKeyFromObject(c), cur) == nil {
+		if env.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), cur) == nil {
 			samples++
 			if meta.IsStatusConditionTrue(cur.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
 				available++
 			}
 		}
 	})
+	return func() (int, int) {
+		stopEvery()
+		return available, samples
+	}
+}
+
+// statusMemberIDs maps each member of c's status to its etcd member ID.
+func statusMemberIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	ids := map[string]string{}
+	for _, m := range env.Get(t, c).Status.Members {
+		ids[m.Name] = m.ID
+	}
+	return ids
+}
+
+// TestNodeFaults runs the node faults users meet, in turn, on one 3-member cluster on node-local volumes
+// (local-path) under one writer, so the cluster is built once: a node that flaps inside the grace
+// period, a node pool upgrade that drains every node, then a node that loses power for good. Every
+// acknowledged write must be kept through all three.
+func TestNodeFaults(t *testing.T) {
+	nodes := needNodes(t)
+	c := startNodeCluster(t, "3m")
+	cl := env.EtcdClient(t, c)
+	stopFollowing := framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })
+	w := framework.StartWriter(cl, "/node-faults/")
 	w.FaultBegins()
+	t.Run("FlapInsideTheGracePeriodChangesNothing", func(t *testing.T) { flapInsideTheGracePeriod(t, c) })
+	t.Run("DrainOfEveryNodeInTurn", func(t *testing.T) { drainEveryNodeInTurn(t, c, nodes) })
+	t.Run("PowerOffWithLocalVolume", func(t *testing.T) { powerOffWithLocalVolume(t, c, cl) })
+	w.FaultEnds()
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	acked, failed := env.StopWriter(t, w, stopFollowing, cl, c)
+	framework.CheckWrites(t, cl, w)
+	t.Logf("writer through every node fault: %d acknowledged, %d failed attempts (retried)", len(acked), failed)
+}
+
+// flapInsideTheGracePeriod: a follower's node is off for 30 s, well inside
+// spec.maintenance.replaceFailedMemberAfter (3m). When it comes back the same member (same etcd ID,
+// same node, so the same local volume) serves again: a short outage must never cost a member its data.
+func flapInsideTheGracePeriod(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	before, ids := memberNodes(t, c), statusMemberIDs(t, c)
+	victim, node := switchableFollower(t, c, before)
+	stopSampling := sampleAvailable(c)
+	nodeFault(t, "poweroff", node)
+	poweredOn := false
+	t.Cleanup(func() {
+		if !poweredOn {
+			nodeFault(t, "poweron", node)
+		}
+	})
+	time.Sleep(30 * time.Second)
+	nodeFault(t, "poweron", node)
+	poweredOn = true
+
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	available, samples := stopSampling()
+	if after := memberNodes(t, c); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("placement changed by a flap inside the grace period: %v, was %v", after, before)
+	}
+	if after := statusMemberIDs(t, c); fmt.Sprint(after) != fmt.Sprint(ids) {
+		t.Errorf("members changed by a flap inside the grace period: %v, was %v (%s was replaced)", after, ids, victim)
+	}
+	if available != samples {
+		t.Errorf("Available in %d of %d samples while one follower's node flapped; want every one", available, samples)
+	}
+	t.Logf("%s's node %s off for 30 s: same members on the same nodes, Available in %d of %d samples", victim, node, available, samples)
+}
+
+// drainEveryNodeInTurn is a node pool upgrade: each node in turn is cordoned, the member pods on it
+// are evicted through the eviction API (as kubectl drain does, retrying while the disruption budget
+// refuses), and it is uncordoned once they are gone. A member's local volume holds its new pod
+// Pending until its node is back; the operator waits for it (the default) and the cluster stays
+// Available throughout.
+func drainEveryNodeInTurn(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []string) {
+	ctx := context.Background()
+	ids := statusMemberIDs(t, c)
+	stopSampling := sampleAvailable(c)
+	for _, node := range nodes {
+		cordon(t, node, true)
+		uncordoned := false
+		t.Cleanup(func() {
+			if !uncordoned {
+				cordon(t, node, false)
+			}
+		})
+		var evicted []string
+		for m, n := range memberNodes(t, c) {
+			if n != node {
+				continue
+			}
+			framework.WaitFor(t, "the budget lets "+m+" go", 5*time.Minute, func() error { return evict(c.Namespace, m) })
+			evicted = append(evicted, m)
+		}
+		framework.WaitFor(t, fmt.Sprintf("%s drained (%v evicted)", node, evicted), 2*time.Minute, func() error {
+			pods := &corev1.PodList{}
+			if err := env.K8s.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+				return err
+			}
+			for _, p := range pods.Items {
+				if p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning {
+					return fmt.Errorf("%s still runs on %s", p.Name, node)
+				}
+			}
+			return nil
+		})
+		cordon(t, node, false)
+		uncordoned = true
+		env.WaitConverged(t, c, 3, convergeTimeout)
+		t.Logf("%s drained and back: %v evicted, placement %v", node, evicted, memberNodes(t, c))
+	}
+	available, samples := stopSampling()
+	if available != samples {
+		t.Errorf("Available in %d of %d samples during the drains; want every one", available, samples)
+	}
+	if after := statusMemberIDs(t, c); fmt.Sprint(after) != fmt.Sprint(ids) {
+		t.Errorf("members replaced during the drains: %v, was %v (each waited for its node)", after, ids)
+	}
+	t.Logf("%d nodes drained in turn: Available in %d of %d samples", len(nodes), available, samples)
+}
+
+// powerOffWithLocalVolume: a follower's node loses power for good, with the member's data on a
+// node-local volume. etcd reports the member failing; after spec.maintenance.replaceFailedMemberAfter
+// (lowered to 1m here) the operator must bring the cluster back to three healthy voters, one of them
+// on another node; when the node comes back, its old member must not rejoin.
+func powerOffWithLocalVolume(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clientv3.Client) {
+	ctx := context.Background()
+	cur := env.Get(t, c)
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.Maintenance.ReplaceFailedMemberAfter = "1m"
+	if err := env.K8s.Patch(ctx, cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	before := memberNodes(t, c)
+	victim, node := switchableFollower(t, c, before)
+	stopSampling := sampleAvailable(c)
 	start := time.Now()
 	nodeFault(t, "poweroff", node)
 	poweredOn := false
@@ -154,17 +289,17 @@ func TestNodePowerOffWithLocalVolume(t *testing.T) {
 		return nil
 	})
 	back := time.Since(start)
-	stopSampling()
-	t.Logf("back to 3 healthy voters, none on %s, %s after the power-off; Available in %d of %d samples; placement %v",
-		node, back.Round(time.Second), available, samples, memberNodes(t, c))
+	available, samples := stopSampling()
+	t.Logf("back to 3 healthy voters, none on %s, %s after the power-off (grace 1m); Available in %d of %d samples; placement %v, was %v",
+		node, back.Round(time.Second), available, samples, memberNodes(t, c), before)
 
 	nodeFault(t, "poweron", node)
 	poweredOn = true
 	ids := map[string]bool{}
-	for _, m := range env.Get(t, c).Status.Members {
-		ids[m.ID] = true
+	for _, id := range statusMemberIDs(t, c) {
+		ids[id] = true
 	}
-	time.Sleep(time.Minute) // the node's kubelet is back: whatever it restarts has had time to try
+	time.Sleep(30 * time.Second) // the node's kubelet is back: whatever it restarts has had time to try
 	resp, err := cl.MemberList(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -174,8 +309,99 @@ func TestNodePowerOffWithLocalVolume(t *testing.T) {
 			t.Errorf("member %s (%x) in the member list after %s came back: the old member rejoined", m.Name, m.ID, node)
 		}
 	}
-	env.WaitConverged(t, c, 3, convergeTimeout)
-	acked, failed := env.StopWriter(t, w, stopFollowing, cl, c)
-	framework.CheckWrites(t, cl, w)
-	t.Logf("writer: %d acknowledged, %d failed attempts", len(acked), failed)
+}
+
+// cordon marks node unschedulable (on) or schedulable again, as kubectl cordon/uncordon do.
+func cordon(t *testing.T, node string, on bool) {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := env.K8s.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Unschedulable = on
+	if err := env.K8s.Patch(context.Background(), n, patch); err != nil {
+		t.Fatalf("cordon %s=%v: %v", node, on, err)
+	}
+}
+
+// TestNodeZoneSpreadOfNewClusters: the default placement of a 3-member cluster on nodes in three zones
+// (a, b, c, a) puts one member in each zone, every time. Ten clusters are created, five at a time, and
+// each is deleted once its members are placed (each counts only its own members); placement is the scheduler's work from the constraints
+// the operator writes, so waiting for the clusters to serve adds nothing.
+func TestNodeZoneSpreadOfNewClusters(t *testing.T) {
+	nodes := needNodes(t)
+	ctx := context.Background()
+	zoneOf := map[string]string{}
+	for _, name := range nodes {
+		n := &corev1.Node{}
+		if err := env.K8s.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			t.Fatal(err)
+		}
+		zoneOf[name] = n.Labels[corev1.LabelTopologyZone]
+	}
+	ns := env.NewNamespace(t, "e2e-zones-")
+	env.StartOperator(t, ns, "")
+	const creations, together = 10, 5
+	var mu sync.Mutex
+	spread := 0
+	for batch := 0; batch < creations; batch += together {
+		var wg sync.WaitGroup
+		for i := batch; i < batch+together; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				placement, err := placeAndDelete(ctx, ns, fmt.Sprintf("zones-%d", i))
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Errorf("zones-%d: %v", i, err)
+					return
+				}
+				zones := map[string]bool{}
+				for _, n := range placement {
+					zones[zoneOf[n]] = true
+				}
+				if len(zones) == 3 {
+					spread++
+				} else {
+					t.Errorf("zones-%d: members in %d zones: %v (zones %v)", i, len(zones), placement, zoneOf)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	t.Logf("one member per zone in %d of %d creations", spread, creations)
+}
+
+// placeAndDelete creates a 3-member cluster, waits until the scheduler has placed its three members,
+// deletes it and returns member -> node.
+func placeAndDelete(ctx context.Context, ns, name string) (map[string]string, error) {
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	c.Spec.Replicas = 3
+	c.Spec.Storage.Size = resource.MustParse("64Mi")
+	if err := env.K8s.Create(ctx, c); err != nil {
+		return nil, err
+	}
+	defer func() { _ = env.K8s.Delete(ctx, c) }()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		pods := &corev1.PodList{}
+		if err := env.K8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(naming.Labels(name))); err != nil {
+			return nil, err
+		}
+		placement := map[string]string{}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
+				placement[p.Name] = p.Spec.NodeName
+			}
+		}
+		if len(placement) >= 3 {
+			return placement, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("three members not placed after 3m: %v", placement)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -252,7 +252,7 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer, pit PointInT
 	st.register(fs)
 	var cfg RestoreConfig
 	var want Expect
-	fs.StringVar(&want.SHA256, "sha256", "", "expected SHA-256 of the snapshot (hex); empty: not checked")
+	fs.StringVar(&want.SHA256, "sha256", "", "expected SHA-256 of the snapshot (hex); empty: the manifest's beside it, if any")
 	fs.Int64Var(&want.Size, "size", 0, "expected size of the snapshot; 0: not checked")
 	fs.StringVar(&cfg.Etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "etcdutl of the cluster's etcd version")
 	fs.StringVar(&cfg.Snapshot, "snapshot", "", "local path for the downloaded snapshot (on the data volume)")
@@ -288,7 +288,7 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer, pit PointInT
 		return restorePointInTime(ctx, &st, cfg, want, pit, out, *termLog)
 	}
 	start := time.Now()
-	if err := Fetch(ctx, st.store(), cfg.Snapshot, want); err != nil {
+	if _, err := fetchChecked(ctx, st.store(), cfg.Snapshot, want); err != nil {
 		return finish(out, *termLog, nil, err)
 	}
 	fetched := time.Now()
@@ -314,6 +314,13 @@ func DeleteMain(ctx context.Context, args []string, out io.Writer) int {
 	}
 	if err := st.store().Delete(ctx); err != nil {
 		return finish(out, *termLog, nil, AsFailure(err, reason.DeleteFailed))
+	}
+	// The manifest after the snapshot: a manifest left alone by a failure in between vouches for
+	// nothing (no restore can name a deleted snapshot), and the retry deletes it.
+	if m, ok := manifestStore(st.store()); ok {
+		if err := m.Delete(ctx); err != nil {
+			return finish(out, *termLog, nil, AsFailure(err, reason.DeleteFailed))
+		}
 	}
 	_, _ = fmt.Fprintln(out, "deleted")
 	return ExitOK

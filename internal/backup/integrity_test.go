@@ -191,3 +191,14 @@ func TestDeleteTakesTheManifestWithTheSnapshot(t *testing.T) {
 		t.Fatalf("manifest after the delete: %+v, %v", m, err)
 	}
 }
+
+func TestCorruptVerdict(t *testing.T) {
+	for why, want := range map[reason.Reason]bool{
+		reason.SnapshotChecksumMismatch: true, reason.ManifestMismatch: true, reason.KeyspaceHashMismatch: true, reason.SnapshotCorrupt: true,
+		reason.DownloadFailed: false, reason.SnapshotNotFound: false, reason.VerifyFailed: false, reason.JobFailed: false, reason.AccessDenied: false,
+	} {
+		if got := CorruptVerdict(why); got != want {
+			t.Errorf("%s: corrupt %t, want %t", why, got, want)
+		}
+	}
+}

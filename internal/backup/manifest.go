@@ -155,3 +155,15 @@ func fetchChecked(ctx context.Context, src Source, path string, record Expect) (
 	}
 	return m, nil
 }
+
+// CorruptVerdict says whether a failed test-restore's reason means the stored backup is not what
+// it claims (changed bytes, a changed manifest, a keyspace that is not its source's, a file etcdutl
+// rejects): the operator then marks it corrupt and never restores it. Other failures (the store
+// could not be read, the throwaway etcd did not start) say nothing about the backup itself.
+func CorruptVerdict(why reason.Reason) bool {
+	switch why {
+	case reason.SnapshotChecksumMismatch, reason.ManifestMismatch, reason.KeyspaceHashMismatch, reason.SnapshotCorrupt:
+		return true
+	}
+	return false
+}

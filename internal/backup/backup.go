@@ -61,6 +61,9 @@ type Result struct {
 	Manifest string        `json:"manifest,omitempty"`
 	// KeyspaceVerified, on a test-restore's result, says the restored keyspace's hash equals Keyspace.
 	KeyspaceVerified bool `json:"keyspaceVerified,omitempty"`
+	// Chain, on a test-restore's result, is what the replay of the archive that continues the
+	// snapshot reached (nil: no archive was named).
+	Chain *PointInTimeResult `json:"chain,omitempty"`
 	// Seconds the whole backup took in the Job (dial, member choice, snapshot and upload), the CPU
 	// seconds the process used (user and system), and its peak anonymous and total resident
 	// memory: the benchmarks read them from the termination message.

@@ -327,8 +327,11 @@ func DeleteMain(ctx context.Context, args []string, out io.Writer) int {
 }
 
 // VerifyMain is `worker verify`: the schedule's test-restore Job, run in the backup's etcd image
-// (like `worker restore`, the binary is copied there by CopySelfMain).
-func VerifyMain(ctx context.Context, args []string, out io.Writer) int {
+// (like `worker restore`, the binary is copied there by CopySelfMain). With pit (nil: none), its
+// flags may name the archive chain that continues the snapshot: after the test-restore, the chain
+// is replayed onto the snapshot to its end, so every segment's SHA-256 and link is checked and the
+// point-in-time restore is proven end to end.
+func VerifyMain(ctx context.Context, args []string, out io.Writer, pit PointInTime) int {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	var st storageFlags
 	st.register(fs)
@@ -337,15 +340,33 @@ func VerifyMain(ctx context.Context, args []string, out io.Writer) int {
 	fs.StringVar(&want.SHA256, "sha256", "", "recorded SHA-256 of the snapshot")
 	fs.Int64Var(&want.Size, "size", 0, "recorded size of the snapshot")
 	fs.Int64Var(&cfg.Revision, "revision", 0, "recorded revision: the restored etcd must be at it or later")
-	fs.StringVar(&cfg.Etcd, "etcd", "/usr/local/bin/etcd", "etcd of the backup's version")
 	fs.StringVar(&cfg.Etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "etcdutl of the backup's version")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory for the snapshot and the restored data")
 	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
+	if pit != nil {
+		pit.Register(fs) // with --etcd, which the test-restore uses too
+	} else {
+		fs.StringVar(&cfg.Etcd, "etcd", "/usr/local/bin/etcd", "etcd of the backup's version")
+	}
 	if err := fs.Parse(args); err != nil {
 		return ExitPermanent
 	}
-	if err := st.validate(); err != nil || cfg.WorkDir == "" || want.SHA256 == "" {
+	if pit != nil {
+		cfg.Etcd = fs.Lookup("etcd").Value.String()
+	}
+	err := st.validate()
+	if err == nil && pit != nil {
+		var s3 *S3Flags
+		if st.s3.Bucket != "" {
+			s3 = &st.s3
+		}
+		err = pit.Check(s3)
+	}
+	if err != nil || cfg.WorkDir == "" || want.SHA256 == "" {
 		return finish(out, *termLog, nil, fail(reason.VerifyFailed, true, "bad arguments: %v", err))
+	}
+	if pit != nil && pit.Requested() {
+		cfg.Chain = pit
 	}
 	res, err := Verify(ctx, st.store(), want, cfg)
 	if err != nil {

@@ -23,6 +23,9 @@ type VerifyConfig struct {
 	// WorkDir holds the snapshot and the data directory; removed afterwards.
 	WorkDir  string
 	Revision int64
+	// Chain, when set, is the archive that continues the snapshot: it is replayed onto the
+	// snapshot to its end after the test-restore (every segment's SHA-256 and link checked).
+	Chain PointInTime
 }
 
 // Verify runs the test-restore of src and returns what the restored etcd reported.
@@ -35,6 +38,13 @@ func Verify(ctx context.Context, src Source, want Expect, cfg VerifyConfig) (Res
 	manifest, err := fetchChecked(ctx, src, snap, want)
 	if err != nil {
 		return Result{}, err
+	}
+	// The restore consumes the snapshot; the chain's replay reads a second name of the same file.
+	chainSnap := filepath.Join(cfg.WorkDir, "chain-snapshot.db")
+	if cfg.Chain != nil {
+		if err := os.Link(snap, chainSnap); err != nil {
+			return Result{}, fail(reason.VerifyFailed, false, "keep the snapshot for the chain's replay: %w", err)
+		}
 	}
 	peer, client := freeLoopbackURL(), freeLoopbackURL()
 	data := filepath.Join(cfg.WorkDir, "data")
@@ -74,6 +84,14 @@ func Verify(ctx context.Context, src Source, want Expect, cfg VerifyConfig) (Res
 				if res.KeyspaceVerified, err = checkKeyspace(ctx, cl, client, manifest.Keyspace); err != nil {
 					return Result{}, err
 				}
+			}
+			if cfg.Chain != nil {
+				pit, err := cfg.Chain.Replay(ctx, ReplayInput{Etcdutl: cfg.Etcdutl, Snapshot: chainSnap,
+					WorkDir: filepath.Join(cfg.WorkDir, "replay"), Output: filepath.Join(cfg.WorkDir, "replayed.db")})
+				if err != nil {
+					return Result{}, AsFailure(err, reason.VerifyFailed)
+				}
+				res.Chain = &pit
 			}
 			return res, nil
 		}

@@ -241,10 +241,14 @@ func markBackupVerified(ctx context.Context, c client.Client, rec record.EventRe
 	if ok {
 		// The report says whether the keyspace hash was compared: a backup without a manifest, or
 		// one compacted between its hash and its snapshot, is verified by its bytes only.
-		if rep, err := (&EtcdBackupReconciler{Client: c}).jobReport(ctx, job, true); err == nil && rep.Result != nil && rep.Result.KeyspaceVerified {
+		rep, err := (&EtcdBackupReconciler{Client: c}).jobReport(ctx, job, true)
+		if err == nil && rep.Result != nil && rep.Result.KeyspaceVerified {
 			msg += fmt.Sprintf("; keyspace hash equal to its source member's at revision %d", b.Status.Revision)
 		} else {
 			msg += "; keyspace hash not compared (no manifest with one, or another compaction)"
+		}
+		if err == nil && rep.Result != nil && rep.Result.Chain != nil {
+			msg += fmt.Sprintf("; its archive replayed onto it to revision %d (%d revisions)", rep.Result.Chain.Revision, rep.Result.Chain.Applied)
 		}
 	}
 	before := b.DeepCopy()

@@ -113,7 +113,26 @@ const (
 	BackupConditionComplete = "Complete"
 	// BackupConditionFailed is True, with the failure's reason, when the backup gave up; nothing retries it.
 	BackupConditionFailed = "Failed"
+	// BackupConditionVerified is True (BackupVerified) once a schedule's test-restore found the
+	// stored snapshot as recorded, False (BackupCorrupt) once one found it changed: no restore and no
+	// FromBackup recovery uses a backup with Verified=False BackupCorrupt. Absent: never test-restored.
+	BackupConditionVerified = "Verified"
 )
+
+// BackupKeyspaceHash is etcd's HashKV of the member a snapshot was taken from: the hash of every
+// key revision up to Revision kept by the compaction at CompactRevision. A test-restore compares
+// it with the restored keyspace's hash at the same revisions.
+type BackupKeyspaceHash struct {
+	// Hash is the CRC-32 HashKV returned.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Keyspace hash",xDescriptors={"urn:alm:descriptor:text"}
+	Hash int64 `json:"hash"`
+	// Revision hashed.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Hashed revision",xDescriptors={"urn:alm:descriptor:text"}
+	Revision int64 `json:"revision"`
+	// CompactRevision is the compaction the hash was computed after.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Compacted revision",xDescriptors={"urn:alm:descriptor:text"}
+	CompactRevision int64 `json:"compactRevision"`
+}
 
 // EtcdBackupStatus records what was written and where.
 type EtcdBackupStatus struct {
@@ -154,7 +173,19 @@ type EtcdBackupStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Cluster ID",xDescriptors={"urn:alm:descriptor:text"}
 	ClusterID string `json:"clusterID,omitempty"`
-	// Conditions: Complete, and Failed with the failure's reason.
+	// Manifest is the location of the hash manifest stored beside the snapshot (its SHA-256, size,
+	// revision and keyspace hash), which restores and test-restores check the snapshot against.
+	// Empty for backups taken before manifests existed: those are checked against this record only.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Manifest",xDescriptors={"urn:alm:descriptor:text"}
+	Manifest string `json:"manifest,omitempty"`
+	// KeyspaceHash is the source member's keyspace hash at the snapshot's revision, when it could be
+	// computed.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Keyspace hash"
+	KeyspaceHash *BackupKeyspaceHash `json:"keyspaceHash,omitempty"`
+	// Conditions: Complete, Failed with the failure's reason, and Verified (BackupVerified, or
+	// BackupCorrupt when a test-restore found the stored snapshot changed).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -173,6 +204,7 @@ type EtcdBackupStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`
+// +kubebuilder:printcolumn:name="Verified",type=string,JSONPath=`.status.conditions[?(@.type=="Verified")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="etcd Backup",resources={{Job,v1}}
 type EtcdBackup struct {

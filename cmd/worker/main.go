@@ -41,7 +41,7 @@ func run(name string, args []string) int {
 	case "delete":
 		return backup.DeleteMain(ctx, args, os.Stdout)
 	case "verify":
-		return backup.VerifyMain(ctx, args, os.Stdout)
+		return backup.VerifyMain(ctx, args, os.Stdout, &archive.PointInTime{})
 	case "archive":
 		return archive.Main(ctx, args, os.Stdout)
 	case "copy-self":

@@ -56,6 +56,15 @@ type Result struct {
 	Size     int64  `json:"size"`
 	SHA256   string `json:"sha256"`
 	Location string `json:"location"`
+	// Keyspace is the source member's keyspace hash at Revision (nil: it could not be computed);
+	// Manifest is where the manifest beside the snapshot is ("" when the sink has no place for one).
+	Keyspace *KeyspaceHash `json:"keyspace,omitempty"`
+	Manifest string        `json:"manifest,omitempty"`
+	// KeyspaceVerified, on a test-restore's result, says the restored keyspace's hash equals Keyspace.
+	KeyspaceVerified bool `json:"keyspaceVerified,omitempty"`
+	// Chain, on a test-restore's result, is what the replay of the archive that continues the
+	// snapshot reached (nil: no archive was named).
+	Chain *PointInTimeResult `json:"chain,omitempty"`
 	// Seconds the whole backup took in the Job (dial, member choice, snapshot and upload), the CPU
 	// seconds the process used (user and system), and its peak anonymous and total resident
 	// memory: the benchmarks read them from the termination message.
@@ -111,6 +120,13 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 		return Result{}, &Failure{Reason: reason.ClusterUnavailable, Err: err}
 	}
 	defer func() { _ = one.Close() }()
+	// Hashed before the snapshot starts, so the snapshot surely holds st.Revision. A member that
+	// cannot hash (an error, a timeout on a huge store) still gets backed up: the manifest then
+	// vouches for the bytes only.
+	var keyspace *KeyspaceHash
+	if h, err := cl.HashKV(ctx, ep, st.Revision); err == nil {
+		keyspace = &KeyspaceHash{Hash: h.Hash, Revision: h.HashRevision, CompactRevision: h.CompactRevision}
+	}
 	// No call timeout: a snapshot takes as long as the database is big; the Job's deadline bounds it.
 	rc, err := one.Snapshot(ctx)
 	if err != nil {
@@ -128,10 +144,18 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 	if sr.SHA256() == "" { // a sink that stored without reading to the end
 		return Result{}, fail(reason.SnapshotFailed, false, "snapshot from %s: %w: %d of %d bytes stored", ep, ErrSnapshotIncomplete, sr.Size(), sr.Announced())
 	}
-	return Result{
+	res := Result{
 		Member: fmt.Sprintf("%x", st.ID), ClusterID: fmt.Sprintf("%x", st.ClusterID), EtcdVersion: st.Version, Revision: st.Revision,
-		Size: sr.Size(), SHA256: sr.SHA256(), Location: loc,
-	}, nil
+		Size: sr.Size(), SHA256: sr.SHA256(), Location: loc, Keyspace: keyspace,
+	}
+	// The manifest goes after the snapshot: a manifest never vouches for bytes not yet stored. A
+	// crash in between leaves a snapshot without one, which a retry (or the next backup) replaces.
+	m := Manifest{Format: ManifestFormat, SHA256: res.SHA256, Size: res.Size, Revision: res.Revision, Member: res.Member,
+		ClusterID: res.ClusterID, EtcdVersion: res.EtcdVersion, Keyspace: keyspace}
+	if res.Manifest, err = writeManifest(ctx, sink, m); err != nil {
+		return Result{}, AsFailure(err, reason.UploadFailed)
+	}
+	return res, nil
 }
 
 // pickMember returns a follower's endpoint, or the leader's when no follower is suitable. A

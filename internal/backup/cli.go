@@ -252,7 +252,7 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer, pit PointInT
 	st.register(fs)
 	var cfg RestoreConfig
 	var want Expect
-	fs.StringVar(&want.SHA256, "sha256", "", "expected SHA-256 of the snapshot (hex); empty: not checked")
+	fs.StringVar(&want.SHA256, "sha256", "", "expected SHA-256 of the snapshot (hex); empty: the manifest's beside it, if any")
 	fs.Int64Var(&want.Size, "size", 0, "expected size of the snapshot; 0: not checked")
 	fs.StringVar(&cfg.Etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "etcdutl of the cluster's etcd version")
 	fs.StringVar(&cfg.Snapshot, "snapshot", "", "local path for the downloaded snapshot (on the data volume)")
@@ -288,7 +288,7 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer, pit PointInT
 		return restorePointInTime(ctx, &st, cfg, want, pit, out, *termLog)
 	}
 	start := time.Now()
-	if err := Fetch(ctx, st.store(), cfg.Snapshot, want); err != nil {
+	if _, err := fetchChecked(ctx, st.store(), cfg.Snapshot, want); err != nil {
 		return finish(out, *termLog, nil, err)
 	}
 	fetched := time.Now()
@@ -315,13 +315,23 @@ func DeleteMain(ctx context.Context, args []string, out io.Writer) int {
 	if err := st.store().Delete(ctx); err != nil {
 		return finish(out, *termLog, nil, AsFailure(err, reason.DeleteFailed))
 	}
+	// The manifest after the snapshot: a manifest left alone by a failure in between vouches for
+	// nothing (no restore can name a deleted snapshot), and the retry deletes it.
+	if m, ok := manifestStore(st.store()); ok {
+		if err := m.Delete(ctx); err != nil {
+			return finish(out, *termLog, nil, AsFailure(err, reason.DeleteFailed))
+		}
+	}
 	_, _ = fmt.Fprintln(out, "deleted")
 	return ExitOK
 }
 
 // VerifyMain is `worker verify`: the schedule's test-restore Job, run in the backup's etcd image
-// (like `worker restore`, the binary is copied there by CopySelfMain).
-func VerifyMain(ctx context.Context, args []string, out io.Writer) int {
+// (like `worker restore`, the binary is copied there by CopySelfMain). With pit (nil: none), its
+// flags may name the archive chain that continues the snapshot: after the test-restore, the chain
+// is replayed onto the snapshot to its end, so every segment's SHA-256 and link is checked and the
+// point-in-time restore is proven end to end.
+func VerifyMain(ctx context.Context, args []string, out io.Writer, pit PointInTime) int {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	var st storageFlags
 	st.register(fs)
@@ -330,15 +340,33 @@ func VerifyMain(ctx context.Context, args []string, out io.Writer) int {
 	fs.StringVar(&want.SHA256, "sha256", "", "recorded SHA-256 of the snapshot")
 	fs.Int64Var(&want.Size, "size", 0, "recorded size of the snapshot")
 	fs.Int64Var(&cfg.Revision, "revision", 0, "recorded revision: the restored etcd must be at it or later")
-	fs.StringVar(&cfg.Etcd, "etcd", "/usr/local/bin/etcd", "etcd of the backup's version")
 	fs.StringVar(&cfg.Etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "etcdutl of the backup's version")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory for the snapshot and the restored data")
 	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
+	if pit != nil {
+		pit.Register(fs) // with --etcd, which the test-restore uses too
+	} else {
+		fs.StringVar(&cfg.Etcd, "etcd", "/usr/local/bin/etcd", "etcd of the backup's version")
+	}
 	if err := fs.Parse(args); err != nil {
 		return ExitPermanent
 	}
-	if err := st.validate(); err != nil || cfg.WorkDir == "" || want.SHA256 == "" {
+	if pit != nil {
+		cfg.Etcd = fs.Lookup("etcd").Value.String()
+	}
+	err := st.validate()
+	if err == nil && pit != nil {
+		var s3 *S3Flags
+		if st.s3.Bucket != "" {
+			s3 = &st.s3
+		}
+		err = pit.Check(s3)
+	}
+	if err != nil || cfg.WorkDir == "" || want.SHA256 == "" {
 		return finish(out, *termLog, nil, fail(reason.VerifyFailed, true, "bad arguments: %v", err))
+	}
+	if pit != nil && pit.Requested() {
+		cfg.Chain = pit
 	}
 	res, err := Verify(ctx, st.store(), want, cfg)
 	if err != nil {

@@ -85,7 +85,7 @@ func restorePointInTime(ctx context.Context, st *storageFlags, cfg RestoreConfig
 	clean()
 	defer clean()
 	start := time.Now()
-	if err := Fetch(ctx, st.store(), cfg.Snapshot, want); err != nil {
+	if _, err := fetchChecked(ctx, st.store(), cfg.Snapshot, want); err != nil {
 		return finish(out, termLog, nil, err)
 	}
 	fetched := time.Now()

@@ -14,14 +14,18 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
-// VerifyConfig is a test-restore: the snapshot is fetched (size and SHA-256 checked), restored
-// with etcdutl and served by a throwaway single-member etcd on loopback, which must answer at the
-// recorded revision or later.
+// VerifyConfig is a test-restore: the snapshot is fetched (size and SHA-256 checked against the
+// record and the manifest beside it), restored with etcdutl and served by a throwaway single-member
+// etcd on loopback, which must answer at the recorded revision or later and, where the manifest
+// has the source's keyspace hash, hash its keyspace the same.
 type VerifyConfig struct {
 	Etcd, Etcdutl string
 	// WorkDir holds the snapshot and the data directory; removed afterwards.
 	WorkDir  string
 	Revision int64
+	// Chain, when set, is the archive that continues the snapshot: it is replayed onto the
+	// snapshot to its end after the test-restore (every segment's SHA-256 and link checked).
+	Chain PointInTime
 }
 
 // Verify runs the test-restore of src and returns what the restored etcd reported.
@@ -31,8 +35,16 @@ func Verify(ctx context.Context, src Source, want Expect, cfg VerifyConfig) (Res
 	}
 	defer func() { _ = os.RemoveAll(cfg.WorkDir) }()
 	snap := filepath.Join(cfg.WorkDir, "snapshot.db")
-	if err := Fetch(ctx, src, snap, want); err != nil {
+	manifest, err := fetchChecked(ctx, src, snap, want)
+	if err != nil {
 		return Result{}, err
+	}
+	// The restore consumes the snapshot; the chain's replay reads a second name of the same file.
+	chainSnap := filepath.Join(cfg.WorkDir, "chain-snapshot.db")
+	if cfg.Chain != nil {
+		if err := os.Link(snap, chainSnap); err != nil {
+			return Result{}, fail(reason.VerifyFailed, false, "keep the snapshot for the chain's replay: %w", err)
+		}
 	}
 	peer, client := freeLoopbackURL(), freeLoopbackURL()
 	data := filepath.Join(cfg.WorkDir, "data")
@@ -66,7 +78,22 @@ func Verify(ctx context.Context, src Source, want Expect, cfg VerifyConfig) (Res
 			if resp.Header.Revision < cfg.Revision {
 				return Result{}, fail(reason.VerifyFailed, true, "restored revision %d is older than the recorded %d", resp.Header.Revision, cfg.Revision)
 			}
-			return Result{EtcdVersion: st.Version, Revision: resp.Header.Revision, Size: want.Size, SHA256: want.SHA256}, nil
+			res := Result{EtcdVersion: st.Version, Revision: resp.Header.Revision, Size: want.Size, SHA256: want.SHA256}
+			if manifest != nil {
+				res.Size, res.SHA256 = manifest.Size, manifest.SHA256
+				if res.KeyspaceVerified, err = checkKeyspace(ctx, cl, client, manifest.Keyspace); err != nil {
+					return Result{}, err
+				}
+			}
+			if cfg.Chain != nil {
+				pit, err := cfg.Chain.Replay(ctx, ReplayInput{Etcdutl: cfg.Etcdutl, Snapshot: chainSnap,
+					WorkDir: filepath.Join(cfg.WorkDir, "replay"), Output: filepath.Join(cfg.WorkDir, "replayed.db")})
+				if err != nil {
+					return Result{}, AsFailure(err, reason.VerifyFailed)
+				}
+				res.Chain = &pit
+			}
+			return res, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -74,6 +101,28 @@ func Verify(ctx context.Context, src Source, want Expect, cfg VerifyConfig) (Res
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// checkKeyspace compares the restored store's hash at the manifest's revision with the source's,
+// when both were computed after the same compaction (otherwise equal data hash differently, and
+// nothing is concluded: the snapshot stays verified by its bytes only). It says whether it compared.
+func checkKeyspace(ctx context.Context, cl *clientv3.Client, endpoint string, want *KeyspaceHash) (bool, error) {
+	if want == nil {
+		return false, nil
+	}
+	resp, err := cl.HashKV(ctx, endpoint, want.Revision)
+	if err != nil {
+		return false, fail(reason.VerifyFailed, false, "hash the restored keyspace at revision %d: %w", want.Revision, err)
+	}
+	got := KeyspaceHash{Hash: resp.Hash, Revision: resp.HashRevision, CompactRevision: resp.CompactRevision}
+	if !want.Comparable(got) {
+		return false, nil
+	}
+	if got.Hash != want.Hash {
+		return false, fail(reason.KeyspaceHashMismatch, true, "the restored keyspace hashes to %d at revision %d (compacted at %d); its source member reported %d",
+			got.Hash, got.Revision, got.CompactRevision, want.Hash)
+	}
+	return true, nil
 }
 
 func freeLoopbackURL() string {

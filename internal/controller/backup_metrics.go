@@ -24,6 +24,7 @@ var (
 func forgetClusterMetrics(namespace, cluster string) {
 	newestMu.Lock()
 	delete(newestRecorded, [2]string{namespace, cluster})
+	delete(corruptBackups, [2]string{namespace, cluster})
 	newestMu.Unlock()
 	metrics.ForgetCluster(namespace, cluster)
 }
@@ -32,6 +33,7 @@ func recordBackupMetrics(b *etcdv1alpha1.EtcdBackup) {
 	if b.Status.CompletionTime == nil {
 		return
 	}
+	recordBackupCorrupt(b)
 	done := float64(b.Status.CompletionTime.Unix())
 	if b.Status.Phase == etcdv1alpha1.BackupFailed {
 		reason := ""
@@ -54,6 +56,37 @@ func recordBackupMetrics(b *etcdv1alpha1.EtcdBackup) {
 	metrics.BackupLastSize.WithLabelValues(key[0], key[1]).Set(float64(b.Status.Size))
 	if b.Status.StartTime != nil {
 		metrics.BackupLastDuration.WithLabelValues(key[0], key[1]).Set(b.Status.CompletionTime.Sub(b.Status.StartTime.Time).Seconds())
+	}
+}
+
+// corruptBackups are the names of the backups marked corrupt, by namespace and cluster.
+var corruptBackups = map[[2]string]map[string]bool{}
+
+// recordBackupCorrupt counts b in etcd_autopilot_backup_corrupt while it is marked corrupt.
+func recordBackupCorrupt(b *etcdv1alpha1.EtcdBackup) {
+	key := [2]string{b.Namespace, b.Spec.ClusterName}
+	newestMu.Lock()
+	defer newestMu.Unlock()
+	if corruptBackups[key] == nil {
+		corruptBackups[key] = map[string]bool{}
+	}
+	if corrupt, _ := b.Corrupt(); corrupt {
+		corruptBackups[key][b.Name] = true
+	} else {
+		delete(corruptBackups[key], b.Name)
+	}
+	metrics.BackupCorrupt.WithLabelValues(key[0], key[1]).Set(float64(len(corruptBackups[key])))
+}
+
+// forgetBackup stops counting a deleted backup.
+func forgetBackup(namespace, name string) {
+	newestMu.Lock()
+	defer newestMu.Unlock()
+	for key, names := range corruptBackups {
+		if key[0] == namespace && names[name] {
+			delete(names, name)
+			metrics.BackupCorrupt.WithLabelValues(key[0], key[1]).Set(float64(len(names)))
+		}
 	}
 }
 

@@ -60,8 +60,11 @@ type EtcdBackupReconciler struct {
 // Reconcile moves one EtcdBackup through Pending → Running → Succeeded | Failed.
 func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &etcdv1alpha1.EtcdBackup{}
-	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.Get(ctx, req.NamespacedName, b); apierrors.IsNotFound(err) {
+		forgetBackup(req.Namespace, req.Name)
+		return ctrl.Result{}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
 	}
 	if !b.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.deleteSnapshot(ctx, b)
@@ -209,7 +212,10 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.E
 		now := metav1.NewTime(nowOr(r.Now))
 		b.Status.Phase, b.Status.CompletionTime = etcdv1alpha1.BackupSucceeded, &now
 		b.Status.EtcdVersion, b.Status.Revision, b.Status.Size, b.Status.SHA256, b.Status.Location = res.EtcdVersion, res.Revision, res.Size, res.SHA256, res.Location
-		b.Status.ClusterID = res.ClusterID
+		b.Status.ClusterID, b.Status.Manifest = res.ClusterID, res.Manifest
+		if k := res.Keyspace; k != nil {
+			b.Status.KeyspaceHash = &etcdv1alpha1.BackupKeyspaceHash{Hash: int64(k.Hash), Revision: k.Revision, CompactRevision: k.CompactRevision}
+		}
 		msg := fmt.Sprintf("%d bytes at revision %d from member %s stored at %s", res.Size, res.Revision, res.Member, res.Location)
 		setBackupCondition(b, etcdv1alpha1.BackupConditionComplete, true, reason.Succeeded, msg)
 		r.Recorder.Event(b, corev1.EventTypeNormal, string(reason.BackupSucceeded), msg)
@@ -222,6 +228,38 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.E
 	}
 	r.failed(b, why, msg)
 	return ctrl.Result{}, nil
+}
+
+// markBackupVerified records a schedule's test-restore verdict on backup b itself (condition
+// Verified), where restores and recoveries read it: BackupCorrupt keeps them off it. Written once
+// per verdict; a failed write is retried on the schedule's next pass, which records the same
+// finished verify Job again.
+func markBackupVerified(ctx context.Context, c client.Client, rec record.EventRecorder, b *etcdv1alpha1.EtcdBackup, job *batchv1.Job, ok bool, why reason.Reason, msg string) {
+	if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.BackupConditionVerified); cond != nil && cond.Reason == string(why) {
+		return
+	}
+	if ok {
+		// The report says whether the keyspace hash was compared: a backup without a manifest, or
+		// one compacted between its hash and its snapshot, is verified by its bytes only.
+		rep, err := (&EtcdBackupReconciler{Client: c}).jobReport(ctx, job, true)
+		if err == nil && rep.Result != nil && rep.Result.KeyspaceVerified {
+			msg += fmt.Sprintf("; keyspace hash equal to its source member's at revision %d", b.Status.Revision)
+		} else {
+			msg += "; keyspace hash not compared (no manifest with one, or another compaction)"
+		}
+		if err == nil && rep.Result != nil && rep.Result.Chain != nil {
+			msg += fmt.Sprintf("; its archive replayed onto it to revision %d (%d revisions)", rep.Result.Chain.Revision, rep.Result.Chain.Applied)
+		}
+	}
+	before := b.DeepCopy()
+	setBackupCondition(b, etcdv1alpha1.BackupConditionVerified, ok, why, msg)
+	if err := c.Status().Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		log.FromContext(ctx).Info("could not record the test-restore on the backup; retrying on the next pass", "backup", b.Name, "error", err.Error())
+		return
+	}
+	if !ok {
+		rec.Event(b, corev1.EventTypeWarning, string(reason.BackupCorrupt), "the stored snapshot is not what this backup recorded, so no restore or recovery uses it: "+msg)
+	}
 }
 
 // jobReport reads the report of the Job's newest pod in the wanted outcome.

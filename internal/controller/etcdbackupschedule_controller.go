@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
@@ -60,6 +61,7 @@ type EtcdBackupScheduleReconciler struct {
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=create;patch;delete
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/status,verbs=patch
 
 // Reconcile is one pass: retention, then a new run when one is due and none is in flight.
 func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -422,7 +424,9 @@ func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *etcd
 				metrics.BackupLastVerified.WithLabelValues(s.Namespace, s.Name).Set(float64(cond.LastTransitionTime.Unix()))
 				r.Recorder.Event(s, corev1.EventTypeNormal, string(reason.Verified), "test-restore of "+b.Name+" succeeded")
 			}
-			setVerifiedCondition(s, true, reason.Verified, fmt.Sprintf("%s restored into a throwaway etcd: SHA-256 and size as recorded, serving at revision ≥ %d", b.Name, b.Status.Revision))
+			msg := fmt.Sprintf("%s restored into a throwaway etcd: SHA-256 and size as recorded, serving at revision ≥ %d", b.Name, b.Status.Revision)
+			setVerifiedCondition(s, true, reason.Verified, msg)
+			markBackupVerified(ctx, r.Client, r.Recorder, b, job, true, reason.BackupVerified, msg)
 		case batchv1.JobFailed:
 			why, msg := reason.JobFailed, "the verify Job failed without a report"
 			if rep, err := (&EtcdBackupReconciler{Client: r.Client}).jobReport(ctx, job, false); err == nil && rep.Reason != "" {
@@ -432,6 +436,9 @@ func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *etcd
 				r.Recorder.Event(s, corev1.EventTypeWarning, string(why), "test-restore of "+b.Name+" failed: "+msg)
 			}
 			setVerifiedCondition(s, false, why, fmt.Sprintf("test-restore of %s failed: %s", b.Name, msg))
+			if backup.CorruptVerdict(why) {
+				markBackupVerified(ctx, r.Client, r.Recorder, b, job, false, reason.BackupCorrupt, fmt.Sprintf("%s: %s", why, msg))
+			}
 		}
 	}
 }

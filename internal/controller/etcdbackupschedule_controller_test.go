@@ -245,6 +245,16 @@ func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
 	if v := testutil.ToFloat64(metrics.BackupLastVerified.WithLabelValues(ns, s.Name)); v == 0 {
 		t.Error("no last-verified metric")
 	}
+	// The verdict is on the backup too, where restores read it.
+	eventually(t, "backup verified", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.BackupConditionVerified); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "BackupVerified" {
+			return fmt.Errorf("backup Verified = %+v", c)
+		}
+		return nil
+	})
 }
 
 // newSchedule creates a schedule that never runs by itself (once a year, on 1 January) and waits

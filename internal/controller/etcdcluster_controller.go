@@ -166,6 +166,8 @@ type pass struct {
 	recoveryRequest string
 	// newestBackupName is what a FromBackup recovery would restore; looked up only without quorum.
 	newestBackupName string
+	// backupNote says which newer backups newestBackupName passed over as corrupt.
+	backupNote string
 	// snapshot is what a bootstrap not yet done restores (observeSnapshot); nil when none.
 	snapshot *planner.Snapshot
 	// leaderRequest and defragRequest are what the move-leader and defragment annotations ask for.
@@ -233,7 +235,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	if obs.etcd == nil && c.Status.Bootstrapped {
-		if p.newestBackupName, err = p.newestBackup(ctx); err != nil {
+		if p.newestBackupName, p.backupNote, err = p.newestBackup(ctx); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

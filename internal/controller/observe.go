@@ -535,6 +535,7 @@ func (p *pass) plannerInput() planner.Input {
 		LeaderRequested:   p.leaderRequest,
 		DefragRequested:   p.defragRequest,
 		NewestBackup:      p.newestBackupName,
+		BackupNote:        p.backupNote,
 		Snapshot:          p.snapshot,
 		Volumes:           p.volumesInput(),
 	}

@@ -87,47 +87,43 @@ func (p *pass) dropRecoveryRequest(ctx context.Context) error {
 }
 
 // newestBackup is the EtcdBackup a FromBackup recovery restores: the newest verified successful
-// backup of this cluster, else the newest successful one; only backups completed after the
-// cluster was created (a namesake's backups are not its data).
-func (p *pass) newestBackup(ctx context.Context) (string, error) {
+// backup of this cluster, else the newest successful one, never one marked corrupt; only backups
+// completed after the cluster was created (a namesake's backups are not its data). note says which
+// newer backups were passed over as corrupt.
+func (p *pass) newestBackup(ctx context.Context) (name, note string, err error) {
 	c := p.c
 	list := &etcdv1alpha1.EtcdBackupList{}
 	if err := p.r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
-		return "", fmt.Errorf("list backups: %w", err)
+		return "", "", fmt.Errorf("list backups: %w", err)
 	}
 	schedules := &etcdv1alpha1.EtcdBackupScheduleList{}
 	if err := p.r.List(ctx, schedules, client.InNamespace(c.Namespace)); err != nil {
-		return "", fmt.Errorf("list backup schedules: %w", err)
+		return "", "", fmt.Errorf("list backup schedules: %w", err)
 	}
-	return pickBackup(c, list.Items, schedules.Items), nil
+	choice := pickBackup(c, list.Items, schedules.Items)
+	return choice.Name, choice.Note, nil
 }
 
 // pickBackup is newestBackup's choice among backups, with schedules telling which were verified.
-func pickBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup, schedules []etcdv1alpha1.EtcdBackupSchedule) string {
+func pickBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup, schedules []etcdv1alpha1.EtcdBackupSchedule) planner.BackupChoice {
 	verified := map[string]bool{}
 	for _, s := range schedules {
 		if s.Spec.Template.ClusterName == c.Name && s.Status.LastVerifiedBackup != "" {
 			verified[s.Status.LastVerifiedBackup] = true
 		}
 	}
-	var best *etcdv1alpha1.EtcdBackup
+	var candidates []planner.BackupCandidate
 	for i := range backups {
 		b := &backups[i]
 		if b.Spec.ClusterName != c.Name || b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.CompletionTime == nil ||
 			b.Status.CompletionTime.Before(&c.CreationTimestamp) {
 			continue
 		}
-		switch {
-		case best == nil, verified[b.Name] && !verified[best.Name]:
-			best = b
-		case verified[b.Name] == verified[best.Name] && b.Status.CompletionTime.After(best.Status.CompletionTime.Time):
-			best = b
-		}
+		corrupt, why := b.Corrupt()
+		candidates = append(candidates, planner.BackupCandidate{Name: b.Name, Completed: b.Status.CompletionTime.Time,
+			Verified: verified[b.Name] || b.Verified(), Corrupt: corrupt, CorruptMessage: why})
 	}
-	if best == nil {
-		return ""
-	}
-	return best.Name
+	return planner.ChooseBackup(candidates)
 }
 
 // actRecovery takes the recovery steps; every one is recorded in status before or as it is made.

@@ -26,6 +26,16 @@ func TestPickBackupForRecovery(t *testing.T) {
 		s.Status.LastVerifiedBackup = name
 		return s
 	}
+	condition := func(b etcdv1alpha1.EtcdBackup, status metav1.ConditionStatus, why string) etcdv1alpha1.EtcdBackup {
+		b.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.BackupConditionVerified, Status: status, Reason: why, Message: "test-restore"}}
+		return b
+	}
+	corrupt := func(b etcdv1alpha1.EtcdBackup) etcdv1alpha1.EtcdBackup {
+		return condition(b, metav1.ConditionFalse, etcdv1alpha1.BackupCorruptReason)
+	}
+	verified := func(b etcdv1alpha1.EtcdBackup) etcdv1alpha1.EtcdBackup {
+		return condition(b, metav1.ConditionTrue, "BackupVerified")
+	}
 	cases := []struct {
 		name      string
 		backups   []etcdv1alpha1.EtcdBackup
@@ -49,10 +59,16 @@ func TestPickBackupForRecovery(t *testing.T) {
 		{name: "another cluster's schedule verifies nothing of this one", backups: []etcdv1alpha1.EtcdBackup{
 			backup("a", "main", etcdv1alpha1.BackupSucceeded, time.Hour), backup("b", "main", etcdv1alpha1.BackupSucceeded, 2*time.Hour),
 		}, schedules: []etcdv1alpha1.EtcdBackupSchedule{verifiedBy("second", "a")}, want: "b"},
+		{name: "a backup marked corrupt is never picked, verified or not", backups: []etcdv1alpha1.EtcdBackup{
+			backup("good", "main", etcdv1alpha1.BackupSucceeded, time.Hour), corrupt(backup("bad", "main", etcdv1alpha1.BackupSucceeded, 2*time.Hour)),
+		}, schedules: []etcdv1alpha1.EtcdBackupSchedule{verifiedBy("main", "bad")}, want: "good"},
+		{name: "a Verified condition counts as verified", backups: []etcdv1alpha1.EtcdBackup{
+			verified(backup("checked", "main", etcdv1alpha1.BackupSucceeded, time.Hour)), backup("newer", "main", etcdv1alpha1.BackupSucceeded, 2*time.Hour),
+		}, want: "checked"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := pickBackup(c, tc.backups, tc.schedules); got != tc.want {
+			if got := pickBackup(c, tc.backups, tc.schedules).Name; got != tc.want {
 				t.Fatalf("picked %q, want %q", got, tc.want)
 			}
 		})

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -45,6 +46,13 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 	if b.Status.Phase != etcdv1alpha1.BackupSucceeded {
 		return nil, fmt.Errorf("EtcdBackup %q has not succeeded (phase %q)", name, b.Status.Phase)
 	}
+	corrupt, why := b.Corrupt()
+	if msg := planner.RefuseBackup(planner.BackupCandidate{Name: name, Corrupt: corrupt, CorruptMessage: why}); msg != "" {
+		if recovering(c) != nil {
+			return nil, &corruptBackupError{msg + "; it was marked corrupt after this recovery chose it: recover from a surviving member, or create a new EtcdCluster restored from another backup"}
+		}
+		return nil, &corruptBackupError{msg + "; name another backup in spec.bootstrap.restore.backupName"}
+	}
 	in := &resources.RestoreInput{Source: resources.SnapshotSource(b), SHA256: b.Status.SHA256, Size: b.Status.Size}
 	if rec := recovering(c); rec != nil {
 		// A FromBackup recovery replays the archive recorded when it started, to its end.
@@ -70,6 +78,11 @@ func (p *pass) restoreInput(ctx context.Context) (*resources.RestoreInput, error
 	}
 	return in, nil
 }
+
+// corruptBackupError: the backup to restore is marked corrupt, so no member may start from it.
+type corruptBackupError struct{ msg string }
+
+func (e *corruptBackupError) Error() string { return e.msg }
 
 // archiveContinuing is where the archive that continues backup b of cluster c is, nil when b records
 // no cluster ID (taken before archives existed).
@@ -176,7 +189,7 @@ func (p *pass) observeRestore(ctx context.Context) {
 			return
 		}
 	}
-	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) || cond.Reason == string(reason.RestoreSourceUnusable) {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) || cond.Reason == string(reason.RestoreSourceUnusable) || cond.Reason == string(reason.BackupCorrupt) {
 		setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.Restoring, "restoring the initial members from the snapshot")
 	}
 }
@@ -266,6 +279,10 @@ func (p *pass) observeSnapshot(ctx context.Context) *planner.Snapshot {
 		return nil
 	}
 	s, why, unusable := &planner.Snapshot{}, reason.BackupNotReady, ""
+	var corrupt *corruptBackupError
+	if errors.As(err, &corrupt) {
+		why = reason.BackupCorrupt
+	}
 	if err != nil {
 		unusable = err.Error()
 	} else {

@@ -70,6 +70,7 @@ var (
 	BackupLastVerified = gauge("backup_last_verified_timestamp_seconds", "Time of the newest successful test-restore of an EtcdBackupSchedule's backup.", "namespace", "schedule")
 	ScheduleInterval   = gauge("backup_schedule_interval_seconds", "Time between two runs of an EtcdBackupSchedule (0 while suspended), with the cluster it backs up.", "namespace", "schedule", "cluster")
 	ScheduleVerifyFail = gauge("backup_schedule_verify_failing", "1 when the newest test-restore of an EtcdBackupSchedule failed, 0 when it succeeded.", "namespace", "schedule", "cluster")
+	BackupCorrupt      = gauge("backup_corrupt", "EtcdBackups of a cluster that a test-restore found changed since they were written (condition Verified=False BackupCorrupt): no restore or FromBackup recovery uses them.", cl...)
 )
 
 // The continuous archive of an EtcdBackupSchedule, read from its worker on each pass.
@@ -96,7 +97,7 @@ var All = []prometheus.Collector{
 	MembersDesired, MembersReady, MembersVoting, Learners, HasLeader, LeaderChanges, QuorumMargin, Quota, Alarms,
 	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures, CertificateExpiry,
 	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner, MemberSlow,
-	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure, BackupLastVerified, ScheduleInterval, ScheduleVerifyFail,
+	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure, BackupLastVerified, ScheduleInterval, ScheduleVerifyFail, BackupCorrupt,
 	ArchiveLag, ArchiveFlushInterval, ArchiveWindowStart, ArchiveWindowEnd,
 	DivergedMembers, ConsistencyChecks,
 	ReconcileDuration, ReconcileErrors, EtcdRPCDuration,
@@ -113,7 +114,7 @@ var perCluster = []interface {
 	MembersDesired, MembersReady, MembersVoting, Learners, HasLeader, LeaderChanges, QuorumMargin, Quota, Alarms,
 	VersionInfo, Upgrading, Downgrading, UpgradeBlocked, PendingOp, Conditions, Actions, ActionFailures, CertificateExpiry,
 	MemberDBSize, MemberDBInUse, MemberQuotaUsage, MemberRaftLag, MemberHealthy, MemberIsLeader, MemberIsLearner, MemberSlow,
-	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure, DivergedMembers, ConsistencyChecks,
+	BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupLastFailure, DivergedMembers, ConsistencyChecks, BackupCorrupt,
 }
 
 // state is what SetCluster must remember between passes: the last leader (for LeaderChanges) and

@@ -202,6 +202,9 @@ type Input struct {
 	// NewestBackup is the EtcdBackup FromBackup restores: the newest verified successful backup of
 	// this cluster, else the newest successful one; "" when there is none.
 	NewestBackup string
+	// BackupNote says which newer backups the choice of NewestBackup passed over as corrupt
+	// (BackupChoice.Note); "" when none was.
+	BackupNote string
 	// Snapshot is what the bootstrap restores; nil when the members start empty.
 	Snapshot *Snapshot
 	// DivergedMembers are the members whose data the operator's consistency check found diverged

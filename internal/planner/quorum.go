@@ -117,11 +117,18 @@ func decideQuorumLoss(in Input) (Action, bool) {
 			Message: fmt.Sprintf("%s; recovering from %s, the surviving member with the most committed log (committed index %d, applied %d)", what, best.Name, best.CommittedIndex, best.AppliedIndex)}, true
 	case FromBackup:
 		if in.NewestBackup == "" {
-			return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s, and spec.maintenance.quorumLoss is FromBackup but this cluster has no successful EtcdBackup; "+
-				"recover from the surviving member instead: kubectl annotate etcdcluster <name> %s=%s", what, RecoverAnnotation, FromSurvivor)}, true
+			none := "this cluster has no successful EtcdBackup"
+			if in.BackupNote != "" {
+				none = in.BackupNote
+			}
+			return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s, and spec.maintenance.quorumLoss is FromBackup but %s; "+
+				"recover from the surviving member instead: kubectl annotate etcdcluster <name> %s=%s", what, none, RecoverAnnotation, FromSurvivor)}, true
 		}
-		return Action{Kind: StartRecovery, Source: FromBackup, Backup: in.NewestBackup, Reason: reason.QuorumLost,
-			Message: fmt.Sprintf("%s; rebuilding the cluster from EtcdBackup %s", what, in.NewestBackup)}, true
+		msg := fmt.Sprintf("%s; rebuilding the cluster from EtcdBackup %s", what, in.NewestBackup)
+		if in.BackupNote != "" {
+			msg += " (" + in.BackupNote + ")"
+		}
+		return Action{Kind: StartRecovery, Source: FromBackup, Backup: in.NewestBackup, Reason: reason.QuorumLost, Message: msg}, true
 	default:
 		return Action{Kind: Wait, Reason: reason.QuorumLost, Message: fmt.Sprintf("%s; spec.maintenance.quorumLoss is %s: to recover from %s (the surviving member with the most committed log), "+
 			"kubectl annotate etcdcluster <name> %s=%s, or %s=%s to rebuild from the newest backup", what, policy, best.Name, RecoverAnnotation, FromSurvivor, RecoverAnnotation, FromBackup)}, true

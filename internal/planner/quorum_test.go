@@ -120,6 +120,18 @@ func TestQuorumLossDecisions(t *testing.T) {
 				in.QuorumLoss, in.NewestBackup = FromBackup, "nightly-7"
 			}),
 			kind: StartRecovery, source: FromBackup, says: "EtcdBackup nightly-7"},
+		{name: "FromBackup past a corrupt newer backup says which one it passed over",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				dataGone("c-1", "c-2")(in)
+				in.QuorumLoss, in.NewestBackup, in.BackupNote = FromBackup, "nightly-6", "newer backups are marked corrupt and not used: nightly-7 (sha256 differs); nightly-6 is the newest good one"
+			}),
+			kind: StartRecovery, source: FromBackup, says: "EtcdBackup nightly-6 (newer backups are marked corrupt and not used: nightly-7"},
+		{name: "FromBackup when every backup is corrupt waits and says so",
+			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
+				dataGone("c-1", "c-2")(in)
+				in.QuorumLoss, in.BackupNote = FromBackup, "every backup of this cluster is marked corrupt: nightly-7 (x)"
+			}),
+			kind: Wait, reason: "QuorumLost", says: "every backup of this cluster is marked corrupt"},
 		{name: "only a learner survives: never promoted to the whole cluster on its own",
 			in: with(quorumLost(3, map[string]uint64{"c-0": 90}), func(in *Input) {
 				dataGone("c-1", "c-2")(in)

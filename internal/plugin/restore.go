@@ -75,6 +75,9 @@ NEW-client when you are satisfied.
 			if b.Status.Phase != etcdv1alpha1.BackupSucceeded {
 				return fmt.Errorf("etcdbackup/%s is %s, not %s: only a stored snapshot can be restored", b.Name, orNone(string(b.Status.Phase)), etcdv1alpha1.BackupSucceeded)
 			}
+			if corrupt, why := b.Corrupt(); corrupt {
+				return fmt.Errorf("etcdbackup/%s is marked corrupt by its test-restore (%s): restore another backup", b.Name, why)
+			}
 			var src *etcdv1alpha1.EtcdCluster
 			if c, err := s.cluster(ctx, name); err == nil {
 				src = c
@@ -157,8 +160,8 @@ func pointInTimeTarget(revision int64, at string, latest bool) (*etcdv1alpha1.Po
 }
 
 // backupBefore is the newest successful backup of cluster that can start a point-in-time restore to
-// pit: it records its etcd cluster ID (to find the archive) and was taken at or before the target.
-// Newest, so the replay is the shortest.
+// pit: it records its etcd cluster ID (to find the archive), was taken at or before the target and
+// is not marked corrupt. Newest, so the replay is the shortest.
 func backupBefore(backups []etcdv1alpha1.EtcdBackup, cluster string, pit *etcdv1alpha1.PointInTimeSpec) *etcdv1alpha1.EtcdBackup {
 	var best *etcdv1alpha1.EtcdBackup
 	for i := range backups {
@@ -167,6 +170,9 @@ func backupBefore(backups []etcdv1alpha1.EtcdBackup, cluster string, pit *etcdv1
 		if b.Spec.ClusterName != cluster || st.Phase != etcdv1alpha1.BackupSucceeded || st.ClusterID == "" || st.CompletionTime == nil ||
 			(pit.Revision > 0 && st.Revision > pit.Revision) || (pit.Time != nil && st.CompletionTime.After(pit.Time.Time)) {
 			continue
+		}
+		if corrupt, _ := b.Corrupt(); corrupt {
+			continue // the operator would refuse it; an older one replays further instead
 		}
 		if best == nil || st.CompletionTime.After(best.Status.CompletionTime.Time) {
 			best = b

@@ -14,6 +14,11 @@ const (
 	CredentialsSecretNotFound Reason = "CredentialsSecretNotFound"
 	// NamespaceTerminating: the namespace is being deleted, so no backup Job can start.
 	NamespaceTerminating Reason = "NamespaceTerminating"
+	// BackupVerified: a test-restore found the snapshot as its manifest and record say (SHA-256 and size) and serving at its revision, with the keyspace hash of its source where it could be compared (condition Verified=True).
+	BackupVerified Reason = "BackupVerified"
+	// BackupCorrupt: a test-restore found the stored snapshot no longer what it claims (its bytes, its manifest or its keyspace hash differ from the record; the message has which), so no restore and no FromBackup recovery uses it (condition Verified=False, Warning event, metric etcd_autopilot_backup_corrupt).
+	// Do: do not restore it; find out what changed the stored object (bit rot, a hand edit, a replaced file); take a new backup; delete the corrupt one once investigated.
+	BackupCorrupt Reason = "BackupCorrupt"
 )
 
 // EtcdBackup: reported by the operator's backup, restore, verify and snapshot-delete Jobs ("Job report"):
@@ -50,6 +55,12 @@ const (
 	// SnapshotChecksumMismatch: the snapshot's size or SHA-256 differs from its record: it was changed or truncated, and is refused.
 	// Do: restore from another backup; find out who changed the stored file.
 	SnapshotChecksumMismatch Reason = "SnapshotChecksumMismatch"
+	// ManifestMismatch: the manifest stored beside the snapshot disagrees with the EtcdBackup's record (SHA-256 or size), or is not a manifest; one of them was changed, and the snapshot is refused.
+	// Do: restore from another backup; find out who changed the stored objects.
+	ManifestMismatch Reason = "ManifestMismatch"
+	// KeyspaceHashMismatch: the test-restore of a snapshot served a keyspace whose hash (etcd HashKV) differs from the one its source member reported when the snapshot was taken: the bytes are as written, but they do not hold the source's data.
+	// Do: do not restore that backup; check the source cluster's consistency (a member may have diverged) and take a new backup.
+	KeyspaceHashMismatch Reason = "KeyspaceHashMismatch"
 	// SnapshotCorrupt: etcdutl found the snapshot corrupt; it is refused.
 	// Do: restore from another backup.
 	SnapshotCorrupt Reason = "SnapshotCorrupt"

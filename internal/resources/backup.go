@@ -175,6 +175,12 @@ func VerifyJob(s *etcdv1alpha1.EtcdBackupSchedule, b *etcdv1alpha1.EtcdBackup, o
 	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, true)
 	args = append([]string{"verify", "--work-dir=" + work + "/scratch", "--sha256=" + b.Status.SHA256,
 		fmt.Sprintf("--size=%d", b.Status.Size), fmt.Sprintf("--revision=%d", b.Status.Revision)}, args...)
+	// The archive that continues the backup is replayed onto it to its end: the verification of
+	// snapshot and chain together that a point-in-time restore relies on.
+	if s.Spec.Archive != nil && b.Status.ClusterID != "" {
+		chain := ArchiveDestination(b.Spec.Destination, ArchiveChain(b.Namespace, b.Spec.ClusterName, b.Status.ClusterID))
+		args = append(args, chainFlags(chain, backupVolumeDir, "--archive-prefix", "--archive-dir", "--archive-location")...)
+	}
 	copySelf, tools, mount := workerCopy(operatorImage)
 	mounts = append(mounts, mount, corev1.VolumeMount{Name: "scratch", MountPath: work})
 	vols = append(vols, tools, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})

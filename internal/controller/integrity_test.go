@@ -1,0 +1,138 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+)
+
+// waitBackupEvent waits for an event of reason why about backup name whose message holds want.
+func waitBackupEvent(t *testing.T, ns, name string, why reason.Reason, want string) {
+	t.Helper()
+	eventually(t, "event "+string(why)+" on "+name, func() error {
+		evs := &corev1.EventList{}
+		if err := k8s.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Reason == string(why) && e.InvolvedObject.Name == name {
+				if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, want) {
+					return nil
+				}
+				seen = append(seen, e.Message)
+			}
+		}
+		return fmt.Errorf("events %q", seen)
+	})
+}
+
+// TestACorruptBackupIsMarkedAndNeverRestored: the test-restore of the newest backup finds its
+// stored bytes changed (the verify Job's report: SnapshotChecksumMismatch). The backup is marked
+// Verified=False BackupCorrupt with a Warning event and counted in etcd_autopilot_backup_corrupt; a
+// FromBackup recovery's choice passes over it to the previous good backup and says so; and a new
+// cluster told to restore it is refused before any member starts.
+func TestACorruptBackupIsMarkedAndNeverRestored(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Maintenance.Paused = true })
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
+		Schedule: "0 0 1 1 *", KeepLast: 3, Verify: &etcdv1alpha1.VerifySpec{Schedule: "* * * * *"},
+		Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
+	}}
+	if err := k8s.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	created := get(t, c).CreationTimestamp.Time
+	record := func(name string, done time.Time) *etcdv1alpha1.EtcdBackup {
+		b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
+			Spec: s.Spec.Template}
+		if err := k8s.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "record "+name, func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+				return err
+			}
+			at := metav1.NewTime(done)
+			b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &at, CompletionTime: &at, EtcdVersion: "3.6.16",
+				Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/" + name + ".db",
+				Manifest: "s3://backups/prod/" + name + ".db" + backup.ManifestSuffix}
+			return k8s.Status().Update(ctx, b)
+		})
+		return b
+	}
+	record("nightly-1", created.Add(time.Minute))
+	bad := record("nightly-2", created.Add(2*time.Minute))
+
+	scheduleClock.advance(61 * time.Second)
+	poke(t, s)
+	job := &batchv1.Job{}
+	eventually(t, "verify job of the newest", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(bad.Name)}, job)
+	})
+	finishJob(t, job, backup.Report{Reason: reason.SnapshotChecksumMismatch, Message: "snapshot refused: sha256 0123, recorded efef"}, false)
+
+	eventually(t, "marked corrupt", func() error {
+		cur := &etcdv1alpha1.EtcdBackup{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(bad), cur); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.BackupConditionVerified)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(reason.BackupCorrupt) || !strings.Contains(cond.Message, "sha256 0123") {
+			return fmt.Errorf("Verified = %+v", cond)
+		}
+		return nil
+	})
+	waitBackupEvent(t, ns, bad.Name, reason.BackupCorrupt, "no restore or recovery uses it")
+	eventually(t, "corrupt metric", func() error {
+		if v := testutil.ToFloat64(metrics.BackupCorrupt.WithLabelValues(ns, "demo")); v != 1 {
+			return fmt.Errorf("etcd_autopilot_backup_corrupt = %v", v)
+		}
+		return nil
+	})
+
+	// The FromBackup recovery's choice, as the reconciler reads it from the API.
+	p := &pass{r: &EtcdClusterReconciler{Client: k8s}, c: get(t, c)}
+	name, note, err := p.newestBackup(ctx)
+	if err != nil || name != "nightly-1" || !strings.Contains(note, "nightly-2") || !strings.Contains(note, "marked corrupt") {
+		t.Fatalf("recovery picks %q (%v), note %q: want nightly-1, naming nightly-2 as corrupt", name, err, note)
+	}
+
+	// An explicit restore of the corrupt backup is refused before anything starts.
+	restored := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Name = "restored"
+		c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSpec{BackupName: bad.Name}}
+	})
+	eventually(t, "refused", func() error {
+		cond := meta.FindStatusCondition(get(t, restored).Status.Conditions, etcdv1alpha1.ConditionRestored)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(reason.BackupCorrupt) || !strings.Contains(cond.Message, `EtcdBackup "nightly-2" is marked corrupt`) {
+			return fmt.Errorf("Restored = %+v", cond)
+		}
+		return nil
+	})
+	if msgs := eventMessages(t, restored, reason.BackupCorrupt); len(msgs) == 0 {
+		t.Error("no BackupCorrupt event on the refused cluster")
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{naming.LabelInstance: "restored"}); err != nil || len(pods.Items) != 0 || len(get(t, restored).Status.Members) != 0 {
+		t.Fatalf("%d pods (%v), members %v: want nothing started", len(pods.Items), err, get(t, restored).Status.Members)
+	}
+}

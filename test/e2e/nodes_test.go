@@ -379,7 +379,10 @@ func TestNodeZoneSpreadOfNewClusters(t *testing.T) {
 func placeAndDelete(ctx context.Context, ns, name string) (map[string]string, error) {
 	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	c.Spec.Replicas = 3
-	c.Spec.Storage.Size = resource.MustParse("64Mi")
+	// In memory: no volume to provision (local-path makes one through a helper pod, one at a time), and
+	// the same constraints as members on new volumes, whose spread by node is a rule.
+	c.Spec.Storage.Medium = etcdv1alpha1.StorageMediumMemory
+	c.Spec.Storage.Size = resource.MustParse("192Mi")
 	if err := env.K8s.Create(ctx, c); err != nil {
 		return nil, err
 	}

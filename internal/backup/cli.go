@@ -155,6 +155,19 @@ func (f *storageFlags) store() store {
 	return f.s3.S3(f.s3Key)
 }
 
+// validateWith validates the flags, then the point-in-time flags of pit (nil: none) against them: the
+// archive must be where the snapshot is (its S3 bucket, or its volume).
+func (f *storageFlags) validateWith(pit PointInTime) error {
+	if err := f.validate(); err != nil || pit == nil {
+		return err
+	}
+	var s3 *S3Flags
+	if f.s3.Bucket != "" {
+		s3 = &f.s3
+	}
+	return pit.Check(s3)
+}
+
 func (f *storageFlags) validate() error {
 	if (f.s3.Bucket == "") == (f.file == "") {
 		return errors.New("exactly one of --s3-bucket or --file is needed")
@@ -269,14 +282,7 @@ func RestoreMain(ctx context.Context, args []string, out io.Writer, pit PointInT
 	if err := fs.Parse(args); err != nil {
 		return ExitPermanent
 	}
-	err := st.validate()
-	if err == nil && pit != nil {
-		var s3 *S3Flags
-		if st.s3.Bucket != "" {
-			s3 = &st.s3
-		}
-		err = pit.Check(s3)
-	}
+	err := st.validateWith(pit)
 	if err != nil || cfg.Snapshot == "" || cfg.DataDir == "" || cfg.Name == "" {
 		return finish(out, *termLog, nil, fail(reason.RestoreFailed, true, "bad arguments: %v", err))
 	}
@@ -354,14 +360,7 @@ func VerifyMain(ctx context.Context, args []string, out io.Writer, pit PointInTi
 	if pit != nil {
 		cfg.Etcd = fs.Lookup("etcd").Value.String()
 	}
-	err := st.validate()
-	if err == nil && pit != nil {
-		var s3 *S3Flags
-		if st.s3.Bucket != "" {
-			s3 = &st.s3
-		}
-		err = pit.Check(s3)
-	}
+	err := st.validateWith(pit)
 	if err != nil || cfg.WorkDir == "" || want.SHA256 == "" {
 		return finish(out, *termLog, nil, fail(reason.VerifyFailed, true, "bad arguments: %v", err))
 	}

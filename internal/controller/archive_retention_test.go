@@ -25,7 +25,6 @@ import (
 // schedule s at `at` (s nil: by hand), with its snapshot stored.
 func archivedBackup(t *testing.T, ns, name string, s *etcdv1alpha1.EtcdBackupSchedule, at time.Time, clusterID string, rev int64) *etcdv1alpha1.EtcdBackup {
 	t.Helper()
-	ctx := context.Background()
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()}}
 	if s != nil {
@@ -34,19 +33,9 @@ func archivedBackup(t *testing.T, ns, name string, s *etcdv1alpha1.EtcdBackupSch
 		b.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}
 		b.Finalizers = []string{naming.SnapshotFinalizer}
 	}
-	if err := k8s.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "record "+name, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-			return err
-		}
-		done := metav1.NewTime(at)
-		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &done, CompletionTime: &done,
-			Location: "s3://backups/prod/" + ns + "/demo/" + name + ".db", Revision: rev, ClusterID: clusterID}
-		return k8s.Status().Update(ctx, b)
-	})
-	return b
+	done := metav1.NewTime(at)
+	return createFinished(t, b, etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &done, CompletionTime: &done,
+		Location: "s3://backups/prod/" + ns + "/demo/" + name + ".db", Revision: rev, ClusterID: clusterID})
 }
 
 // deleteJobOf waits for the snapshot deletion Job of b.

@@ -70,19 +70,9 @@ func progressAt(last int64, lastTime time.Time, lag float64) archive.Progress {
 // are found the same way), at revision rev of etcd cluster id.
 func handMadeBackup(t *testing.T, ns, name string, dest etcdv1alpha1.BackupDestination, rev int64, id string, done time.Time) {
 	t.Helper()
-	ctx := context.Background()
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: dest}}
-	if err := k8s.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "record "+name, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-			return err
-		}
-		at := metav1.NewTime(done)
-		b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &at, CompletionTime: &at, Revision: rev, ClusterID: id, Location: "pvc://snaps/" + name + ".db"}
-		return k8s.Status().Update(ctx, b)
-	})
+	at := metav1.NewTime(done)
+	createFinished(t, b, etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &at, CompletionTime: &at, Revision: rev, ClusterID: id, Location: "pvc://snaps/" + name + ".db"})
 }
 
 // recordedWindow waits, poking the schedule, for its status to satisfy ok.

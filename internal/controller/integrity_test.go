@@ -64,20 +64,10 @@ func TestACorruptBackupIsMarkedAndNeverRestored(t *testing.T) {
 		b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
 			Spec: s.Spec.Template}
-		if err := k8s.Create(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "record "+name, func() error {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-				return err
-			}
-			at := metav1.NewTime(done)
-			b.Status = etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &at, CompletionTime: &at, EtcdVersion: "3.6.16",
-				Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/" + name + ".db",
-				Manifest: "s3://backups/prod/" + name + ".db" + backup.ManifestSuffix}
-			return k8s.Status().Update(ctx, b)
-		})
-		return b
+		at := metav1.NewTime(done)
+		return createFinished(t, b, etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &at, CompletionTime: &at, EtcdVersion: "3.6.16",
+			Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/" + name + ".db",
+			Manifest: "s3://backups/prod/" + name + ".db" + backup.ManifestSuffix})
 	}
 	record("nightly-1", created.Add(time.Minute))
 	bad := record("nightly-2", created.Add(2*time.Minute))

@@ -232,7 +232,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         SystemdCgroup = false
         Root = "$1/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$CNI_BIN"
+    bin_dir = "/usr/lib/cni"
     conf_dir = "$2"
 EOF
 }
@@ -255,8 +255,7 @@ cni_config() { # CNI_DIR BRIDGE SUBNET GATEWAY
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     },
-    {"type": "portmap", "capabilities": {"portMappings": true}},
-    {"type": "kc-netpol", "reportDir": "$NETPOL_REPORTS"}
+    {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
 EOF
@@ -291,14 +290,8 @@ imageGCLowThresholdPercent: 99
 EOF
     printf '%s' "${5:-}"; } | write_if_changed "$1"
 }
-# the CNI plugins the runtimes run: Debian's, and netpol-enforcer as the chained kc-netpol, which reports a new
-# pod's IP to the enforcer when its network comes up (hack/tools/netpol/cni.go), as real policy engines learn it
-CNI_BIN=$STATE/cni-bin NETPOL_REPORTS=$STATE/netpol-cni
 if phase_on config; then
   log "config (node $NODE_NAME, ip $NODE_IP)"
-  mkdir -p "$CNI_BIN" "$NETPOL_REPORTS"
-  for c in bridge host-local portmap loopback; do ln -sfn "/usr/lib/cni/$c" "$CNI_BIN/$c"; done
-  ln -sfn "$BIN/netpol-enforcer" "$CNI_BIN/kc-netpol"
   mkdir -p "$STATE/containerd" "$STATE/cni/net.d" "$STATE/cni/ipam" "$STATE/kubelet" "$STATE/pod-logs" "$STATE/local-path"
   containerd_config "$STATE/containerd" "$STATE/cni/net.d"
   cni_config "$STATE/cni" "$BRIDGE" "$POD_SUBNET" "$POD_GW"
@@ -850,8 +843,7 @@ if phase_on addons; then
   write_addons
   log "addons: netpol-enforcer, coredns, local-path-provisioner, csi-hostpath"
   kubectl apply -f "$STATE/manifests/netpol.yaml" >/dev/null
-  # every node shares this host's network namespace and filter table, so one enforcer protects the pods of all
-  start_proc netpol-enforcer netpol-enforcer --kubeconfig="$PKI/netpol.kubeconfig" --cni-reports="$NETPOL_REPORTS"
+  start_proc netpol-enforcer netpol-enforcer --kubeconfig="$PKI/netpol.kubeconfig" --node-name="$NODE_NAME"
   kubectl apply -f "$STATE/manifests/coredns.yaml" >/dev/null
   kubectl apply -f "$STATE/manifests/local-path-storage.yaml" >/dev/null
   start_proc csi-hostpath csi-hostpath --drivername="$CSI_DRIVER" --nodeid="$NODE_NAME" --data-dir="$STATE/csi-hostpath" \

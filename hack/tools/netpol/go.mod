@@ -1,5 +1,5 @@
 // netpol-enforcer: the local cluster's NetworkPolicy enforcer (main.go here, see its doc comment for why it is
-// our own; cni.go is its CNI half). build.sh's cache key covers go.mod and go.sum only, so bump "rev" when a .go file changes: rev 4
+// our own). build.sh's cache key covers go.mod and go.sum only, so bump "rev" when main.go changes: rev 3
 module etcd-autopilot/hack/tools/netpol
 
 go 1.26.0

@@ -20,9 +20,6 @@
 // Scope, written down so nobody relies on more: ingress only (policies with only Egress are ignored); peers are
 // pod/namespace selectors and ipBlock CIDRs, and an ipBlock with "except" allows nothing (fail closed); named ports
 // are resolved on the target pod; IPv4 only. On SIGTERM/SIGINT every rule it made is removed.
-//
-// A pod's IP comes from its status or, before the kubelet posts it, from the report the same binary wrote as
-// the chained CNI plugin kc-netpol when the pod's network came up (cni.go).
 package main
 
 import (
@@ -33,7 +30,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 	"os/exec"
 	"os/signal"
 	"sort"
@@ -59,17 +55,13 @@ const (
 )
 
 func main() {
-	if os.Getenv("CNI_COMMAND") != "" {
-		os.Exit(runCNI(os.Getenv, os.Stdin, os.Stdout))
-	}
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster")
 	node := flag.String("node-name", "", "only pods on this node are protected (empty: all)")
 	resync := flag.Duration("resync", 30*time.Second, "how often the rules are re-checked even without events")
-	reports := flag.String("cni-reports", "", "directory where this binary, run as the CNI plugin kc-netpol, reports pod IPs at sandbox creation")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err := enforce(ctx, *kubeconfig, *node, *reports, *resync)
+	err := enforce(ctx, *kubeconfig, *node, *resync)
 	cancel()
 	if err != nil {
 		log.Fatal(err)
@@ -77,7 +69,7 @@ func main() {
 }
 
 // enforce keeps the rules in line with the cluster until ctx ends, then removes them.
-func enforce(ctx context.Context, kubeconfig, node, reports string, resync time.Duration) error {
+func enforce(ctx context.Context, kubeconfig, node string, resync time.Duration) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("load kubeconfig %q: %w", kubeconfig, err)
@@ -103,9 +95,6 @@ func enforce(ctx context.Context, kubeconfig, node, reports string, resync time.
 		if _, err := inf.AddEventHandler(h); err != nil {
 			return fmt.Errorf("add event handler: %w", err)
 		}
-	}
-	if reports != "" {
-		go watchDir(ctx, reports, func() { poke(nil) })
 	}
 	factory.Start(ctx.Done())
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
@@ -138,7 +127,7 @@ func enforce(ctx context.Context, kubeconfig, node, reports string, resync time.
 		p, _ := pods.Lister().List(labels.Everything())
 		n, _ := nss.Lister().List(labels.Everything())
 		np, _ := pols.Lister().List(labels.Everything())
-		want := render(withReportedIPs(p, readReports(reports)), n, np, node)
+		want := render(p, n, np, node)
 		changed := want.text() != applied
 		if !changed && !force {
 			continue
@@ -151,25 +140,6 @@ func enforce(ctx context.Context, kubeconfig, node, reports string, resync time.
 		applied, force = want.text(), false
 		if changed {
 			log.Printf("rules applied: %d isolated pods, %d allow rules", len(want.chains), want.allowRules())
-		}
-	}
-}
-
-// watchDir calls changed whenever an entry of dir appears, changes or goes (its mtime moves on each). A
-// stat every 20 ms is cheaper than the inotify plumbing and quick next to a container start.
-func watchDir(ctx context.Context, dir string, changed func()) {
-	var last time.Time
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if fi, err := os.Stat(dir); err == nil && !fi.ModTime().Equal(last) {
-			last = fi.ModTime()
-			changed()
 		}
 	}
 }

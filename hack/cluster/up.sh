@@ -843,7 +843,8 @@ if phase_on addons; then
   write_addons
   log "addons: netpol-enforcer, coredns, local-path-provisioner, csi-hostpath"
   kubectl apply -f "$STATE/manifests/netpol.yaml" >/dev/null
-  start_proc netpol-enforcer netpol-enforcer --kubeconfig="$PKI/netpol.kubeconfig" --node-name="$NODE_NAME"
+  # every node shares this host's network namespace and filter table, so one enforcer protects the pods of all
+  start_proc netpol-enforcer netpol-enforcer --kubeconfig="$PKI/netpol.kubeconfig"
   kubectl apply -f "$STATE/manifests/coredns.yaml" >/dev/null
   kubectl apply -f "$STATE/manifests/local-path-storage.yaml" >/dev/null
   start_proc csi-hostpath csi-hostpath --drivername="$CSI_DRIVER" --nodeid="$NODE_NAME" --data-dir="$STATE/csi-hostpath" \

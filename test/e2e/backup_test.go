@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -236,9 +237,22 @@ func TestBackupAndRestore(t *testing.T) {
 					finished++
 				}
 			}
-			objects := mio.Keys(t, bucket, "sched/")
+			// Every snapshot has its manifest beside it, deleted with it.
+			var objects, manifests []string
+			for _, k := range mio.Keys(t, bucket, "sched/") {
+				if m, ok := strings.CutSuffix(k, backup.ManifestSuffix); ok {
+					manifests = append(manifests, m)
+				} else {
+					objects = append(objects, k)
+				}
+			}
 			if n < 5 || succeeded != 3 || finished != 3 || inProgress > 1 || len(objects) != 3+inProgress && len(objects) != 3 {
-				return fmt.Errorf("%d runs, %d records (%d succeeded, %d in progress), objects %v", n, len(list.Items), succeeded, inProgress, objects)
+				return fmt.Errorf("%d runs, %d records (%d succeeded, %d in progress), snapshots %v", n, len(list.Items), succeeded, inProgress, objects)
+			}
+			for _, m := range manifests {
+				if !slices.Contains(objects, m) {
+					return fmt.Errorf("manifest of %s left without its snapshot (snapshots %v)", m, objects)
+				}
 			}
 			return nil
 		})

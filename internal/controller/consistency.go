@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -110,12 +111,14 @@ func (p *pass) checkConsistency(ctx context.Context) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	fingerprint, members := p.consistencyMembers()
-	due := p.now.Sub(st.checkedAt) >= resources.ConsistencyCheckInterval || fingerprint != st.checked
+	refused := p.refusedStarts()
+	due := p.now.Sub(st.checkedAt) >= resources.ConsistencyCheckInterval || fingerprint != st.checked || len(refused) > 0
 	if !due || p.now.Sub(st.triedAt) < consistencyRetry || len(members) == 0 {
 		return nil
 	}
 	st.triedAt = p.now
 	check, err := p.hashRound(ctx, members)
+	check.Refused = refused
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("consistency check inconclusive", "error", err.Error())
 		return nil
@@ -247,6 +250,60 @@ func (p *pass) recordDivergence(ctx context.Context, v planner.Verdict, check pl
 	return p.ensureServing(ctx)
 }
 
+// initialCheckRefusal is in the error etcd exits with when its initial corruption check finds the
+// member's key space hash differing from a peer's at the same revision and compaction.
+const initialCheckRefusal = "found data inconsistency with peers"
+
+// refusedStart reads pod's etcd container: when it is not running and its last exit was etcd's
+// initial corruption check refusing the data, it returns etcd's error (from the container's
+// termination message: its last log lines). A running container is judged by its hash instead: a
+// refusal before its start is history.
+func refusedStart(pod *corev1.Pod) (string, bool) {
+	if pod == nil || !pod.DeletionTimestamp.IsZero() {
+		return "", false
+	}
+	for _, st := range pod.Status.ContainerStatuses {
+		if st.Name != naming.EtcdContainer || st.State.Running != nil {
+			continue
+		}
+		last := st.State.Terminated
+		if last == nil {
+			last = st.LastTerminationState.Terminated
+		}
+		if last == nil || last.ExitCode == 0 || !strings.Contains(last.Message, initialCheckRefusal) {
+			return "", false
+		}
+		said := initialCheckRefusal
+		for line := range strings.SplitSeq(last.Message, "\n") {
+			var l struct {
+				Error string `json:"error"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && strings.Contains(l.Error, initialCheckRefusal) {
+				said = l.Error
+			}
+		}
+		return said, true
+	}
+	return "", false
+}
+
+// refusedStarts are the members etcd refused to start on its initial corruption check and not yet
+// recorded as diverged.
+func (p *pass) refusedStarts() []planner.RefusedMember {
+	o := p.obs
+	var out []planner.RefusedMember
+	for _, m := range o.members {
+		name := o.names[m.ID]
+		if o.foreign[m.ID] || contained(p.c, name) {
+			continue
+		}
+		if said, refused := refusedStart(o.pods[name]); refused {
+			out = append(out, planner.RefusedMember{Member: name, Voter: !m.IsLearner, Said: said})
+		}
+	}
+	return out
+}
+
 // hasHash: member answered this round with hash (a silent member stays as it was).
 func hasHash(answered map[string]uint32, member string, hash uint32) bool {
 	h, ok := answered[member]
@@ -254,12 +311,16 @@ func hasHash(answered map[string]uint32, member string, hash uint32) bool {
 }
 
 func divergedMessage(c *etcdv1alpha1.EtcdCluster, member string, d *etcdv1alpha1.Divergence) string {
+	what := fmt.Sprintf("hash %d at revision %d against %d", d.Hash, d.Revision, d.MajorityHash)
+	if d.Hash == 0 {
+		what = fmt.Sprintf("etcd refused to start it, and the other members agree on hash %d at revision %d", d.MajorityHash, d.Revision)
+	}
 	then := "it is rebuilt from its peers (removed, and a new member added on a fresh volume) while the others keep quorum"
 	if c.Spec.Maintenance.DivergedMember == etcdv1alpha1.DivergedMemberReport {
 		then = "spec.maintenance.divergedMember is Report: it stays contained until a person acts"
 	}
-	return fmt.Sprintf("the data of %s diverged from the majority's since %s: hash %d at revision %d against %d (%s); it is out of the client Service, and %s",
-		member, d.Since.UTC().Format(time.RFC3339), d.Hash, d.Revision, d.MajorityHash, d.Evidence, then)
+	return fmt.Sprintf("the data of %s diverged from the majority's since %s: %s (%s); it is out of the client Service, and %s",
+		member, d.Since.UTC().Format(time.RFC3339), what, d.Evidence, then)
 }
 
 func splitMessage(evidence string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -185,6 +186,39 @@ func drain(rec *record.FakeRecorder) string {
 			out = append(out, e)
 		default:
 			return strings.Join(out, "\n")
+		}
+	}
+}
+
+// etcd's refusal is read from the termination message the kubelet keeps of a crashed etcd container
+// (its last 2 KiB of log, captured from a real refusal on the local cluster); a running container,
+// a clean exit or another error is no refusal.
+func TestRefusedStartIsReadFromTheTerminationMessage(t *testing.T) {
+	msg, err := os.ReadFile("testdata/initial-check-refusal.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(state corev1.ContainerState, exit int32, message string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			Name: naming.EtcdContainer, State: state,
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: message}},
+		}}}}
+	}
+	backOff := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	said, refused := refusedStart(pod(backOff, 1, string(msg)))
+	if !refused || said != "3f6146b05cfe648a found data inconsistency with peers" {
+		t.Fatalf("refused %t, said %q", refused, said)
+	}
+	for name, p := range map[string]*corev1.Pod{
+		"running again": pod(running, 1, string(msg)),
+		"a clean exit":  pod(backOff, 0, string(msg)),
+		"another error": pod(backOff, 1, `{"level":"fatal","msg":"discovery failed","error":"member count is unequal"}`),
+		"no status yet": {},
+		"no pod at all": nil,
+	} {
+		if said, refused := refusedStart(p); refused {
+			t.Errorf("%s: read as a refusal (%q)", name, said)
 		}
 	}
 }

@@ -27,6 +27,17 @@ type HashCheck struct {
 	// one of the cluster, not of those who answered.
 	Voters int
 	Hashes []MemberHash
+	// Refused are the members whose etcd refused to start because its initial corruption check found
+	// their key space differing from a peer's: they cannot answer, and etcd's refusal is the evidence.
+	Refused []RefusedMember
+}
+
+// RefusedMember is a member whose etcd refused to start on its initial corruption check.
+type RefusedMember struct {
+	Member string
+	Voter  bool
+	// Said is etcd's error.
+	Said string
 }
 
 // Verdict is what a HashCheck shows.
@@ -50,6 +61,10 @@ type Verdict struct {
 // JudgeHashes compares the members' hashes of one round. A member is named diverged only on a strict
 // majority of all voting members agreeing on another hash: with 3 voters, two members that agree
 // against a third name it; one answer against another (the third silent) names nobody.
+// A member etcd refused to start (Refused) differs from at least one peer, by etcd's check; it is
+// named (with hash 0: it cannot be asked) only when every other voting member answered with the
+// majority's hash, for then it differs from all of them. A refusal caused by a peer that is silent or
+// differs itself names nobody.
 func JudgeHashes(c HashCheck) Verdict {
 	hs := append([]MemberHash(nil), c.Hashes...)
 	sort.Slice(hs, func(i, j int) bool { return hs[i].Member < hs[j].Member })
@@ -87,6 +102,7 @@ func JudgeHashes(c HashCheck) Verdict {
 					v.Diverged[h.Member] = h.Hash
 				}
 			}
+			judgeRefused(&v, c, n)
 			v.Agreed = len(v.Diverged) == 0
 			return v
 		}
@@ -135,4 +151,29 @@ func decideDiverged(in Input, e *Etcd) (Action, bool) {
 		}
 	}
 	return Action{}, false
+}
+
+// judgeRefused adds c's refused members to v.Diverged when every other voter agreed on v.Majority
+// (agreeing of them).
+func judgeRefused(v *Verdict, c HashCheck, agreeing int) {
+	if len(c.Refused) == 0 {
+		return
+	}
+	refusedVoters := 0
+	for _, r := range c.Refused {
+		if r.Voter {
+			refusedVoters++
+		}
+	}
+	for _, r := range c.Refused {
+		if agreeing != c.Voters-refusedVoters {
+			v.Evidence += fmt.Sprintf("; etcd refused to start %s (%s), but not every other voting member agrees, so it is not named", r.Member, r.Said)
+			continue
+		}
+		if v.Diverged == nil {
+			v.Diverged = map[string]uint32{}
+		}
+		v.Diverged[r.Member] = 0
+		v.Evidence += fmt.Sprintf("; etcd refused to start %s: %s", r.Member, r.Said)
+	}
 }

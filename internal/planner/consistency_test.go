@@ -19,19 +19,19 @@ func TestJudgeHashes(t *testing.T) {
 		split        bool
 		inconclusive string
 	}{
-		{"all agree", HashCheck{100, 3, []MemberHash{voter("a", 7), voter("b", 7), voter("c", 7)}}, true, nil, false, ""},
-		{"two of three agree against the third: it diverged", HashCheck{100, 3, []MemberHash{voter("a", 7), voter("b", 7), voter("c", 9)}}, false, map[string]uint32{"c": 9}, false, ""},
-		{"the leader can be the one that diverged", HashCheck{100, 3, []MemberHash{voter("a", 9), voter("b", 7), voter("c", 7)}}, false, map[string]uint32{"a": 9}, false, ""},
-		{"three different hashes in three: no majority, nobody named", HashCheck{100, 3, []MemberHash{voter("a", 1), voter("b", 2), voter("c", 3)}}, false, nil, true, ""},
-		{"one against one, the third silent: no majority of the cluster, nobody named", HashCheck{100, 3, []MemberHash{voter("a", 1), voter("b", 2)}}, false, nil, true, ""},
-		{"two agree, the third silent: agreed, the silent one unjudged", HashCheck{100, 3, []MemberHash{voter("a", 1), voter("b", 1)}}, true, nil, false, ""},
-		{"one answer of three: too few to say anything", HashCheck{100, 3, []MemberHash{voter("a", 1)}}, false, nil, false, "1 of 3 voting members answered; 2 agreeing are needed"},
-		{"2 against 2 in 5 (one silent): no majority", HashCheck{100, 5, []MemberHash{voter("a", 1), voter("b", 1), voter("c", 2), voter("d", 2)}}, false, nil, true, ""},
-		{"3 of 5 agree, two diverged the same way: both named", HashCheck{100, 5, []MemberHash{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 2), voter("e", 2)}}, false, map[string]uint32{"d": 2, "e": 2}, false, ""},
-		{"a learner never makes the majority", HashCheck{100, 3, []MemberHash{voter("a", 1), learner("l", 2), voter("b", 2)}}, false, nil, true, ""},
-		{"a learner is judged by the voters' majority", HashCheck{100, 3, []MemberHash{voter("a", 1), voter("b", 1), voter("c", 1), learner("l", 2)}}, false, map[string]uint32{"l": 2}, false, ""},
-		{"one-member cluster agrees with itself", HashCheck{100, 1, []MemberHash{voter("a", 1)}}, true, nil, false, ""},
-		{"hashes after different compactions are not compared", HashCheck{100, 3, []MemberHash{voter("a", 1), voter("b", 1), {Member: "c", Voter: true, Hash: 2, CompactRevision: 41}}}, false, nil, false, "the members hashed after different compactions (a at 40, c at 41)"},
+		{"all agree", HashCheck{Revision: 100, Voters: 3, Hashes: []MemberHash{voter("a", 7), voter("b", 7), voter("c", 7)}}, true, nil, false, ""},
+		{"two of three agree against the third: it diverged", HashCheck{Revision: 100, Voters: 3, Hashes: []MemberHash{voter("a", 7), voter("b", 7), voter("c", 9)}}, false, map[string]uint32{"c": 9}, false, ""},
+		{"the leader can be the one that diverged", HashCheck{Revision: 100, Voters: 3, Hashes: []MemberHash{voter("a", 9), voter("b", 7), voter("c", 7)}}, false, map[string]uint32{"a": 9}, false, ""},
+		{"three different hashes in three: no majority, nobody named", HashCheck{Revision: 100, Voters: 3, Hashes: []MemberHash{voter("a", 1), voter("b", 2), voter("c", 3)}}, false, nil, true, ""},
+		{"one against one, the third silent: no majority of the cluster, nobody named", HashCheck{Revision: 100, Voters: 3, Hashes: []MemberHash{voter("a", 1), voter("b", 2)}}, false, nil, true, ""},
+		{"two agree, the third silent: agreed, the silent one unjudged", HashCheck{Revision: 100, Voters: 3, Hashes: []MemberHash{voter("a", 1), voter("b", 1)}}, true, nil, false, ""},
+		{"one answer of three: too few to say anything", HashCheck{Revision: 100, Voters: 3, Hashes: []MemberHash{voter("a", 1)}}, false, nil, false, "1 of 3 voting members answered; 2 agreeing are needed"},
+		{"2 against 2 in 5 (one silent): no majority", HashCheck{Revision: 100, Voters: 5, Hashes: []MemberHash{voter("a", 1), voter("b", 1), voter("c", 2), voter("d", 2)}}, false, nil, true, ""},
+		{"3 of 5 agree, two diverged the same way: both named", HashCheck{Revision: 100, Voters: 5, Hashes: []MemberHash{voter("a", 1), voter("b", 1), voter("c", 1), voter("d", 2), voter("e", 2)}}, false, map[string]uint32{"d": 2, "e": 2}, false, ""},
+		{"a learner never makes the majority", HashCheck{Revision: 100, Voters: 3, Hashes: []MemberHash{voter("a", 1), learner("l", 2), voter("b", 2)}}, false, nil, true, ""},
+		{"a learner is judged by the voters' majority", HashCheck{Revision: 100, Voters: 3, Hashes: []MemberHash{voter("a", 1), voter("b", 1), voter("c", 1), learner("l", 2)}}, false, map[string]uint32{"l": 2}, false, ""},
+		{"one-member cluster agrees with itself", HashCheck{Revision: 100, Voters: 1, Hashes: []MemberHash{voter("a", 1)}}, true, nil, false, ""},
+		{"hashes after different compactions are not compared", HashCheck{Revision: 100, Voters: 3, Hashes: []MemberHash{voter("a", 1), voter("b", 1), {Member: "c", Voter: true, Hash: 2, CompactRevision: 41}}}, false, nil, false, "the members hashed after different compactions (a at 40, c at 41)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := JudgeHashes(tc.check)
@@ -83,4 +83,45 @@ func TestDecideDivergedMember(t *testing.T) {
 		{"two diverged in five: one at a time", with(with(healthyCluster(5), func(in *Input) { in.Diverged.Rebuild = true }), diverged("c-3", "c-4")), RemoveMember, []string{"c-3"}, 4, "MemberDiverged"},
 		{"a diverged member no longer in etcd is not acted on", with(rebuild, diverged("c-9")), None, nil, 0, "Ready"},
 	})
+}
+
+func TestJudgeHashesWithARefusedMember(t *testing.T) {
+	voter := func(m string, h uint32) MemberHash {
+		return MemberHash{Member: m, Voter: true, Hash: h, CompactRevision: -1}
+	}
+	refused := RefusedMember{Member: "c", Voter: true, Said: "found data inconsistency with peers"}
+	for _, tc := range []struct {
+		name     string
+		check    HashCheck
+		diverged map[string]uint32
+	}{
+		{"both others agree: the refused member is the one that differs",
+			HashCheck{Revision: 9, Voters: 3, Hashes: []MemberHash{voter("a", 7), voter("b", 7)}, Refused: []RefusedMember{refused}},
+			map[string]uint32{"c": 0}},
+		{"one other silent: its data may be what etcd objected to",
+			HashCheck{Revision: 9, Voters: 3, Hashes: []MemberHash{voter("a", 7)}, Refused: []RefusedMember{refused}},
+			nil},
+		{"five voters, one other silent: a majority agrees, but not every other voter",
+			HashCheck{Revision: 9, Voters: 5, Hashes: []MemberHash{voter("a", 7), voter("b", 7), voter("d", 7)}, Refused: []RefusedMember{refused}},
+			nil},
+		{"five voters, every other agrees",
+			HashCheck{Revision: 9, Voters: 5, Hashes: []MemberHash{voter("a", 7), voter("b", 7), voter("d", 7), voter("e", 7)}, Refused: []RefusedMember{refused}},
+			map[string]uint32{"c": 0}},
+		{"the others disagree with each other",
+			HashCheck{Revision: 9, Voters: 3, Hashes: []MemberHash{voter("a", 7), voter("b", 8)}, Refused: []RefusedMember{refused}},
+			nil},
+		{"a refused learner, every voter agrees",
+			HashCheck{Revision: 9, Voters: 3, Hashes: []MemberHash{voter("a", 7), voter("b", 7), voter("d", 7)}, Refused: []RefusedMember{{Member: "l", Said: "x"}}},
+			map[string]uint32{"l": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := JudgeHashes(tc.check)
+			if !reflect.DeepEqual(v.Diverged, tc.diverged) {
+				t.Fatalf("diverged %v, want %v (%+v)", v.Diverged, tc.diverged, v)
+			}
+			if tc.diverged != nil && (v.Agreed || !strings.Contains(v.Evidence, "etcd refused to start")) {
+				t.Errorf("verdict %+v", v)
+			}
+		})
+	}
 }

@@ -204,24 +204,17 @@ func chaos(t *testing.T, duration time.Duration, schedule []string, withKube boo
 	}
 
 	env.RefreshEndpoints(t, r.cl, r.c)
-	final, err := r.w.FinalRead(r.cl, clients, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := r.w.Events(context.Background(), r.cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	history = append(history, final...)
-	resolved, res := Resolve(history, events)
 	dir := os.Getenv("CHAOS_ARTIFACTS")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "etcd-autopilot-chaos")
 	}
-	checkStart := time.Now()
-	result, path, checkErr := Check(resolved, 5*time.Minute, dir)
+	v, err := Verify(r.w, history, r.cl, clients, 5*time.Minute, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	history, res, result, path, checkErr := v.History, v.Resolution, v.Result, v.Visualisation, v.CheckErr
 	t.Logf("porcupine: %s for %d operations (%d indeterminate writes settled by etcd's log, %d never happened) in %s",
-		result, len(resolved), res.Settled, res.Dropped, time.Since(checkStart).Round(time.Millisecond))
+		result, len(v.Resolved), res.Settled, res.Dropped, v.CheckTook.Round(time.Millisecond))
 
 	rep := Summarise(seed, history, r.phases, runFor)
 	rep.Settled, rep.Lost, rep.Phantom, rep.Linearizable = res.Settled, len(res.Lost), len(res.Phantom), string(result)
@@ -241,7 +234,7 @@ func chaos(t *testing.T, duration time.Duration, schedule []string, withKube boo
 	if failure != nil {
 		t.Errorf("seed %d: %v", seed, failure)
 	}
-	if err := rep.Progress(MinAcknowledged, len(final)); err != nil {
+	if err := rep.Progress(MinAcknowledged, v.Final); err != nil {
 		t.Errorf("seed %d: %v", seed, err)
 	}
 	if checkErr != nil {

@@ -489,6 +489,15 @@ func (e *Env) Converged(c *etcdv1alpha1.EtcdCluster, n int32) error {
 // the operator publishes in status.endpoints.clientSecret.
 func (e *Env) EtcdClient(t *testing.T, c *etcdv1alpha1.EtcdCluster) *clientv3.Client {
 	t.Helper()
+	cl := e.EtcdClientAt(t, c, e.PodEndpoints(t, c)...)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// EtcdClientAt is a client of c's members at endpoints only, with c's client certificate; the caller
+// closes it.
+func (e *Env) EtcdClientAt(t *testing.T, c *etcdv1alpha1.EtcdCluster, endpoints ...string) *clientv3.Client {
+	t.Helper()
 	ctx := context.Background()
 	cur := e.Get(t, c)
 	sec := &corev1.Secret{}
@@ -502,7 +511,7 @@ func (e *Env) EtcdClient(t *testing.T, c *etcdv1alpha1.EtcdCluster) *clientv3.Cl
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(sec.Data[pki.CACertKey])
 	cl, err := clientv3.New(clientv3.Config{
-		Endpoints:   e.PodEndpoints(t, c),
+		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		TLS:         etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(c.Name, c.Namespace)),
 		Logger:      zap.NewNop(),
@@ -510,7 +519,6 @@ func (e *Env) EtcdClient(t *testing.T, c *etcdv1alpha1.EtcdCluster) *clientv3.Cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cl.Close() })
 	return cl
 }
 

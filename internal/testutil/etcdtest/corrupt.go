@@ -55,7 +55,14 @@ func CorruptFollower(t testing.TB, ms []*Member, key, value string) *Member {
 // the changed value once restarted and its HashKV differs from its peers'.
 func CorruptValue(t testing.TB, m *Member, key, value string) {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(m.dir, "member", "snap", "db"), 0o600, nil)
+	CorruptDB(t, filepath.Join(m.dir, "member", "snap", "db"), key, value)
+}
+
+// CorruptDB changes, in place, every stored revision of key in the etcd database file at path (a
+// stopped member's member/snap/db), as CorruptValue does.
+func CorruptDB(t testing.TB, path, key, value string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +88,6 @@ func CorruptValue(t testing.TB, m *Member, key, value string) {
 		})
 	})
 	if err != nil || changed == 0 {
-		t.Fatalf("corrupt %s in %s: changed %d revisions, %v", key, m.Name, changed, err)
+		t.Fatalf("corrupt %s in %s: changed %d revisions, %v", key, path, changed, err)
 	}
 }

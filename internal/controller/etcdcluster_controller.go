@@ -301,7 +301,7 @@ func (p *pass) noStep(action planner.Action) (ctrl.Result, bool) {
 		// Stopped until etcd recovers, which raises no Kubernetes event: look again soon, not busily.
 		return ctrl.Result{RequeueAfter: requeueStopped}, true
 	}
-	if action.Kind == planner.None || stalled(action) {
+	if action.Kind == planner.None || planner.Stalled(action) {
 		return ctrl.Result{RequeueAfter: p.idleRequeue()}, true
 	}
 	if action.Kind == planner.Wait {

@@ -375,7 +375,7 @@ func (o *observation) at(ep string) *etcdclient.Client {
 // cluster-wide (every member reports it) and says nothing about any one member.
 func (p *pass) observeFailures(ctx context.Context, o *observation) {
 	o.failing, o.unjudged = map[uint64]string{}, map[uint64]bool{}
-	alarmed, alarmsUnread, suspects := false, false, map[uint64]bool{}
+	alarmed, suspects := false, map[uint64]bool{}
 	for _, m := range o.members {
 		st, answered := o.status[m.ID]
 		if len(st.Errors) > 0 {
@@ -390,30 +390,37 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 	}
 	// Every member answered without an alarm: a raised one is in each member's status once applied.
 	o.noSpaceGone = !alarmed && len(o.members) > 0 && len(o.status) >= len(o.members)
-	if alarmed {
-		alarms, err := o.etcd.Alarms(ctx)
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("cannot list alarms", "error", err.Error())
-			alarmsUnread = true
-		}
-		o.alarms = alarms
-		// The alarm list goes through raft: when it was read, it is the truth.
-		o.noSpaceGone = err == nil && !slices.ContainsFunc(alarms, func(a etcdclient.Alarm) bool { return a.Type == etcdclient.AlarmNoSpace })
-		for _, a := range alarms {
-			if a.Type == etcdclient.AlarmCorrupt {
-				o.failing[a.MemberID] = "a CORRUPT alarm is raised on it: its data differs from the other members'"
-			}
-		}
-	}
+	alarmsUnread := alarmed && !observeAlarms(ctx, o)
 	if alarmsUnread {
 		for _, m := range o.members {
 			o.unjudged[m.ID] = true // a CORRUPT alarm may be raised on any of them
 		}
 	}
-	if len(suspects) == 0 {
-		return
+	if len(suspects) > 0 {
+		p.askLeaderAbout(ctx, o, suspects, alarmsUnread)
 	}
-	// Until the leader's view is read, the suspects are neither failing nor cleared.
+}
+
+// observeAlarms lists the alarms raised, and says whether it could.
+func observeAlarms(ctx context.Context, o *observation) bool {
+	alarms, err := o.etcd.Alarms(ctx)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("cannot list alarms", "error", err.Error())
+	}
+	o.alarms = alarms
+	// The alarm list goes through raft: when it was read, it is the truth.
+	o.noSpaceGone = err == nil && !slices.ContainsFunc(alarms, func(a etcdclient.Alarm) bool { return a.Type == etcdclient.AlarmNoSpace })
+	for _, a := range alarms {
+		if a.Type == etcdclient.AlarmCorrupt {
+			o.failing[a.MemberID] = "a CORRUPT alarm is raised on it: its data differs from the other members'"
+		}
+	}
+	return err == nil
+}
+
+// askLeaderAbout judges the suspects by the leader's view of its peers: failing when it has no raft
+// connection to them. Until that view is read, they are neither failing nor cleared.
+func (p *pass) askLeaderAbout(ctx context.Context, o *observation, suspects map[uint64]bool, alarmsUnread bool) {
 	for id := range suspects {
 		o.unjudged[id] = true
 	}
@@ -592,9 +599,7 @@ func (p *pass) plannerInput() planner.Input {
 	if in.QuorumLoss == "" {
 		in.QuorumLoss = planner.FromSurvivor // objects stored before the field existed
 	}
-	if r := recovering(c); r != nil {
-		in.Recovery = &planner.Recovery{Source: r.Source, Phase: r.Phase, Survivor: r.Survivor, Backup: r.Backup, CommittedIndex: uint64(max(r.CommittedIndex, 0))}
-	}
+	in.Recovery = recoveryInput(c)
 	// Unreadable durations never get here (refuseInvalidSpec stops the pass first); each parse
 	// falls back to the default (also for objects stored before the field existed) with its error.
 	in.UpgradeTimeout, _ = c.Spec.Maintenance.UpgradeTimeoutDuration()
@@ -608,9 +613,7 @@ func (p *pass) plannerInput() planner.Input {
 	in.Migration = p.migrationInput()
 	in.OldStatefulSet = oldStatefulSet(c)
 	in.PeerTLS = p.peerTLSInput()
-	if pd := c.Status.PendingOperation; pd != nil {
-		in.Pending = &planner.Pending{Type: pd.Type, Member: pd.Member, ID: parseID(pd.ID), Reason: reason.Reason(pd.Reason), Message: pd.Message}
-	}
+	in.Pending = pendingInput(c)
 	for name, pod := range o.pods {
 		in.Pods[name] = podState(pod, c, in.ConfigHash)
 	}
@@ -624,6 +627,24 @@ func (p *pass) plannerInput() planner.Input {
 		in.Tuning = p.tuningInput()
 	}
 	return in
+}
+
+// recoveryInput is the quorum-loss recovery under way, nil when none.
+func recoveryInput(c *etcdv1alpha1.EtcdCluster) *planner.Recovery {
+	r := recovering(c)
+	if r == nil {
+		return nil
+	}
+	return &planner.Recovery{Source: r.Source, Phase: r.Phase, Survivor: r.Survivor, Backup: r.Backup, CommittedIndex: uint64(max(r.CommittedIndex, 0))}
+}
+
+// pendingInput is the membership change recorded before its etcd call, nil when none.
+func pendingInput(c *etcdv1alpha1.EtcdCluster) *planner.Pending {
+	pd := c.Status.PendingOperation
+	if pd == nil {
+		return nil
+	}
+	return &planner.Pending{Type: pd.Type, Member: pd.Member, ID: parseID(pd.ID), Reason: reason.Reason(pd.Reason), Message: pd.Message}
 }
 
 // knownMembers are the members status records, with the clocks kept of them.

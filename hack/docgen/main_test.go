@@ -84,3 +84,66 @@ func degrade(why reason.Reason) { setCondition(c, v1.ConditionDegraded, true, wh
 		}
 	}
 }
+
+// Conditions and warnings the planner decides, and a reason that reaches them through a struct
+// field copied into the planner's input.
+func TestPlannerConditionsAndCopiedFields(t *testing.T) {
+	root := t.TempDir()
+	write := func(path, src string) {
+		t.Helper()
+		full := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("internal/reason/cluster.go", `package reason
+type Reason string
+// Cluster things.
+const (
+	// Healthy: all is well.
+	Healthy Reason = "Healthy"
+	// Stepping: a step.
+	Stepping Reason = "Stepping"
+	// Distrusted: reaches Degraded through the controller's trust problem.
+	Distrusted Reason = "Distrusted"
+)
+`)
+	write("api/v1alpha1/types.go", `package v1alpha1
+// ConditionDegraded is True when broken.
+const ConditionDegraded = "Degraded"
+`)
+	write("internal/controller/c.go", `package controller
+type trustProblem struct{ reason reason.Reason }
+func f() *trustProblem { return &trustProblem{reason.Distrusted} }
+func (p *pass) health() planner.Health { return planner.Health{Trust: &planner.Problem{Why: p.trust.reason}} }
+`)
+	write("internal/planner/p.go", `package planner
+func decide() Action { return Action{Reason: reason.Stepping} }
+func conditions(h Health) (Condition, Warning) {
+	if h.Trust != nil {
+		return clusterCondition(v1.ConditionDegraded, true, h.Trust.Why, "m"), clusterWarning(h.Trust.Why, "m")
+	}
+	return clusterCondition(v1.ConditionDegraded, false, reason.Healthy, "m"), Warning{}
+}
+`)
+	write("internal/backup/b.go", "package backup\n")
+	page, problems, err := Generate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Errorf("problems: %v", problems)
+	}
+	for _, want := range []string{
+		"| `Healthy` | Degraded=False | all is well. |  |",
+		"| `Stepping` | step (Progressing, Normal event) | a step. |  |",
+		"| `Distrusted` | Degraded=True; Warning event |",
+	} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -42,7 +43,13 @@ var setters = map[string]setter{
 	"setScheduleCondition":  {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionScheduled"},
 	"setVerifiedCondition":  {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionVerified"},
 	"setArchivingCondition": {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionArchiving"},
+	// The planner decides the cluster's conditions (planner.Conditions) and the controller sets them.
+	"clusterCondition": {kind: kindCluster, typeArg: 0, statusArg: 1, reason: 2},
 }
+
+// warners are functions whose first argument is the reason of a Warning event of a kind: the
+// planner's warnings, which the controller records.
+var warners = map[string]string{"clusterWarning": kindCluster}
 
 // eventKind is the kind whose events a controller file records.
 func eventKind(file string) string {
@@ -123,12 +130,47 @@ func readUses(root string, conds map[string]conditionType) (*uses, []string, err
 		})
 	}
 
+	fl.followCopies(srcs)
+
 	var problems []string
 	for _, s := range srcs {
 		problems = append(problems, fl.walk(s)...)
 	}
 	sort.Strings(problems)
 	return fl.u, problems, nil
+}
+
+// followCopies: a reason copied from one struct field into another (planner.Problem{Why:
+// p.trust.reason}) ends up where values read from the second one do.
+func (fl *flow) followCopies(srcs []source) {
+	into := map[string][]string{} // field -> the fields its value is copied into
+	for _, s := range srcs {
+		ast.Inspect(s.file, func(n ast.Node) bool {
+			kv, ok := n.(*ast.KeyValueExpr)
+			if !ok {
+				return true
+			}
+			k, ok := kv.Key.(*ast.Ident)
+			sel, isSel := unwrap(kv.Value).(*ast.SelectorExpr)
+			if ok && isSel && !isReasonPkg(sel.X) && sel.Sel.Name != k.Name {
+				into[sel.Sel.Name] = append(into[sel.Sel.Name], k.Name)
+			}
+			return true
+		})
+	}
+	for changed := true; changed; {
+		changed = false
+		for from, tos := range into {
+			for _, to := range tos {
+				for _, x := range fl.fields[to] {
+					if !slices.Contains(fl.fields[from], x) {
+						fl.fields[from] = append(fl.fields[from], x)
+						changed = true
+					}
+				}
+			}
+		}
+	}
 }
 
 func (fl *flow) add(name string, xs ...use) {
@@ -159,6 +201,9 @@ func (fl *flow) sink(call *ast.CallExpr, path string) (ast.Expr, use, bool) {
 			return call.Args[s.reason], use{s.kind, typ + status(call.Args[s.statusArg])}, true
 		}
 	}
+	if id, ok := call.Fun.(*ast.Ident); ok && warners[id.Name] != "" && len(call.Args) > 0 {
+		return call.Args[0], use{warners[id.Name], "Warning event"}, true
+	}
 	if sel, ok := call.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Event" || sel.Sel.Name == "Eventf") && len(call.Args) >= 4 {
 		if t := selectorName(call.Args[1]); strings.HasPrefix(t, "EventType") {
 			return call.Args[2], use{eventKind(path), strings.TrimPrefix(t, "EventType") + " event"}, true
@@ -175,6 +220,7 @@ func (fl *flow) walk(s source) []string {
 	}
 	var fn *ast.FuncDecl
 	var stack []ast.Node
+	sinkArgs := map[ast.Expr]bool{} // reasons handed straight to a setter or the recorder
 	ast.Inspect(s.file, func(n ast.Node) bool {
 		if n == nil {
 			stack = stack[:len(stack)-1]
@@ -187,6 +233,7 @@ func (fl *flow) walk(s source) []string {
 		switch n := n.(type) {
 		case *ast.CallExpr:
 			if arg, x, ok := fl.sink(n, s.path); ok {
+				sinkArgs[unwrap(arg)] = true
 				if name, lit := reasonArg(arg); name != "" {
 					fl.add(name, x)
 				} else if lit != "" {
@@ -203,12 +250,14 @@ func (fl *flow) walk(s source) []string {
 			if !isReasonPkg(n.X) || !ast.IsExported(n.Sel.Name) || n.Sel.Name == "Reason" {
 				break
 			}
-			switch s.dir {
-			case "internal/planner":
+			switch {
+			case sinkArgs[n]:
+				// Recorded as the sink's above (a condition or warning the planner decides).
+			case s.dir == "internal/planner":
 				// Each planner action becomes the Progressing condition and a Normal event of its step
 				// (internal/controller/status.go, etcdcluster_controller.go).
 				fl.add(n.Sel.Name, use{kindCluster, "step (Progressing, Normal event)"})
-			case "internal/backup":
+			case s.dir == "internal/backup":
 				// The Jobs' reports become the failure reason of what the Job was for.
 				fl.add(n.Sel.Name, use{kindAny, "Job report"})
 			default:

@@ -27,244 +27,322 @@ import (
 // act takes one step. Every irreversible etcd call is preceded by a status write that records it
 // (status.pendingOperation), so a crash right after the call is recognised on the next pass.
 func (p *pass) act(ctx context.Context, a planner.Action) error {
+	h, ok := actionHandlers[a.Kind]
+	if !ok {
+		return fmt.Errorf("no handler for action %s", a.Kind)
+	}
+	return h(p, ctx, a)
+}
+
+// actionHandler takes one step of a kind.
+type actionHandler func(p *pass, ctx context.Context, a planner.Action) error
+
+// actionHandlers has one handler per kind of step the planner decides (None and Wait take none).
+var actionHandlers = map[planner.Kind]actionHandler{
+	planner.InitBootstrap:        (*pass).actInitBootstrap,
+	planner.Compact:              (*pass).actCompact,
+	planner.Defragment:           (*pass).actDefragment,
+	planner.DisarmNoSpace:        (*pass).actDisarmNoSpace,
+	planner.DisarmAlarms:         (*pass).actDisarmAlarms,
+	planner.ExpandVolume:         (*pass).actExpandVolume,
+	planner.Retune:               (*pass).actRetune,
+	planner.AdvanceCARotation:    (*pass).actAdvanceCARotation,
+	planner.RaiseQuota:           (*pass).actRaiseQuota,
+	planner.StartMigration:       (*pass).actMigration,
+	planner.CompleteMigration:    (*pass).actMigration,
+	planner.DeleteOldStatefulSet: (*pass).actMigration,
+	planner.StartPeerTLS:         (*pass).actMigration,
+	planner.UpdatePeerURLs:       (*pass).actMigration,
+	planner.SecurePeers:          (*pass).actMigration,
+	planner.StartRecovery:        (*pass).actStartRecovery,
+	planner.StopMembers:          (*pass).actStopMembers,
+	planner.FenceMembers:         (*pass).actFenceMembers,
+	planner.AdvanceRecovery:      (*pass).actAdvanceRecovery,
+	planner.RestartFromBackup:    (*pass).actRestartFromBackup,
+	planner.FinishRecovery:       (*pass).actFinishRecovery,
+	planner.CreateMembers:        (*pass).actCreateMembers,
+	planner.RollMember:           (*pass).actRollMember,
+	planner.EnableDowngrade:      (*pass).actEnableDowngrade,
+	planner.CancelDowngrade:      (*pass).actCancelDowngrade,
+	planner.AdvanceLog:           (*pass).actAdvanceLog,
+	planner.AdoptPod:             (*pass).actAdoptPod,
+	planner.MarkBootstrapped:     (*pass).actMarkBootstrapped,
+	planner.AddLearner:           (*pass).actAddLearner,
+	planner.FinishAdd:            (*pass).actFinishAdd,
+	planner.Promote:              (*pass).actPromote,
+	planner.MoveLeader:           (*pass).actMoveLeader,
+	planner.RemoveMember:         (*pass).actRemoveMember,
+	planner.DeleteStrayObject:    (*pass).actDeleteStrayObject,
+	planner.FinishRemove:         (*pass).actForgetMember,
+	planner.ForgetMember:         (*pass).actForgetMember,
+	planner.DeletePod:            (*pass).actDeletePod,
+}
+
+func (p *pass) actInitBootstrap(ctx context.Context, a planner.Action) error {
 	c := p.c
-	switch a.Kind {
-	case planner.InitBootstrap:
-		c.Status.Members = nil
-		for _, m := range a.Members {
-			c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: m})
-		}
-		// After the last name given: a cluster rebuilt from a backup starts past its old members.
-		c.Status.NextMemberIndex = memberIndex(c.Name, a.Members[len(a.Members)-1]) + 1
-		if c.Status.ClusterToken == "" {
-			c.Status.ClusterToken = resources.ClusterToken(c)
-		}
-		if c.Status.QuotaBackendBytes == 0 {
-			c.Status.QuotaBackendBytes = resources.DerivedQuota(c.Spec.Storage.Size.Value())
-		}
+	c.Status.Members = nil
+	for _, m := range a.Members {
+		c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: m})
+	}
+	// After the last name given: a cluster rebuilt from a backup starts past its old members.
+	c.Status.NextMemberIndex = memberIndex(c.Name, a.Members[len(a.Members)-1]) + 1
+	if c.Status.ClusterToken == "" {
+		c.Status.ClusterToken = resources.ClusterToken(c)
+	}
+	if c.Status.QuotaBackendBytes == 0 {
+		c.Status.QuotaBackendBytes = resources.DerivedQuota(c.Spec.Storage.Size.Value())
+	}
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actCompact(ctx context.Context, a planner.Action) error {
+	c := p.c
+	if err := p.obs.etcd.Compact(ctx, a.Revision); err != nil {
+		return err
+	}
+	// Recorded after the call: a crash before the record only compacts again (harmless, and
+	// nothing was defragmented since); recorded before, a compaction that never ran would be
+	// taken for done.
+	c.Status.NoSpace = &etcdv1alpha1.NoSpaceCleanup{CompactedRevision: a.Revision}
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actDefragment(ctx context.Context, a planner.Action) error {
+	c := p.c
+	pod := p.obs.pods[a.Members[0]]
+	if pod == nil || p.endpoint(pod) == "" {
+		return fmt.Errorf("member %s has no running pod", a.Members[0])
+	}
+	if err := p.obs.at(p.endpoint(pod)).Defragment(ctx, p.endpoint(pod)); err != nil {
+		return err
+	}
+	failpoint.Hit(failpoint.AfterDefragment)
+	if p.mem.defragRequestDone != nil {
+		p.mem.defragRequestDone[a.Members[0]] = true
+	}
+	// Recorded after the call: a crash in between defragments this member once more (time, not
+	// data), and the members recorded before it are not done again.
+	if ns := c.Status.NoSpace; ns != nil && !slices.Contains(ns.Defragmented, a.Members[0]) {
+		ns.Defragmented = append(ns.Defragmented, a.Members[0])
 		return p.writeStatus(ctx)
+	}
+	return nil
+}
 
-	case planner.Compact:
-		if err := p.obs.etcd.Compact(ctx, a.Revision); err != nil {
+func (p *pass) actDisarmNoSpace(ctx context.Context, a planner.Action) error {
+	return p.obs.etcd.Disarm(ctx, etcdclient.AlarmNoSpace)
+}
+
+func (p *pass) actDisarmAlarms(ctx context.Context, a planner.Action) error {
+	return p.obs.etcd.DisarmMemberAlarms(ctx, a.ID)
+}
+
+func (p *pass) actExpandVolume(ctx context.Context, a planner.Action) error {
+	return p.expandVolume(ctx, a.Members[0])
+}
+
+func (p *pass) actRetune(ctx context.Context, a planner.Action) error {
+	c := p.c
+	// Recorded first, like any configuration change: the members are then rolled with it.
+	recordTuning(c, a.Tuning, p.now)
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actAdvanceCARotation(ctx context.Context, a planner.Action) error {
+	// Recorded before the next pass writes the certificates of the next phase and restarts the
+	// members with them.
+	p.advanceCARotation(a.Phase)
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actRaiseQuota(ctx context.Context, a planner.Action) error {
+	c := p.c
+	// Recorded first: the members are then rolled with it, as for any configuration change.
+	c.Status.QuotaBackendBytes = a.Quota
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actCreateMembers(ctx context.Context, a planner.Action) error {
+	c := p.c
+	image := c.Spec.Image
+	if image == "" {
+		var err error
+		if image, err = versions.Image(a.Version); err != nil {
 			return err
 		}
-		// Recorded after the call: a crash before the record only compacts again (harmless, and
-		// nothing was defragmented since); recorded before, a compaction that never ran would be
-		// taken for done.
-		c.Status.NoSpace = &etcdv1alpha1.NoSpaceCleanup{CompactedRevision: a.Revision}
-		return p.writeStatus(ctx)
-
-	case planner.Defragment:
-		pod := p.obs.pods[a.Members[0]]
-		if pod == nil || p.endpoint(pod) == "" {
-			return fmt.Errorf("member %s has no running pod", a.Members[0])
-		}
-		if err := p.obs.at(p.endpoint(pod)).Defragment(ctx, p.endpoint(pod)); err != nil {
+	}
+	initial := p.initialCluster(a.Bootstrap)
+	var others []string
+	var peerURLs map[string]string
+	if !a.Bootstrap && p.obs.etcd != nil {
+		others, peerURLs = p.otherPeers(), p.obs.peerURLs()
+	}
+	var restore *resources.RestoreInput
+	if a.Bootstrap {
+		var err error
+		if restore, err = p.restoreInput(ctx); err != nil {
+			setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.BackupNotReady, err.Error())
 			return err
 		}
-		failpoint.Hit(failpoint.AfterDefragment)
-		if p.mem.defragRequestDone != nil {
-			p.mem.defragRequestDone[a.Members[0]] = true
-		}
-		// Recorded after the call: a crash in between defragments this member once more (time, not
-		// data), and the members recorded before it are not done again.
-		if ns := c.Status.NoSpace; ns != nil && !slices.Contains(ns.Defragmented, a.Members[0]) {
-			ns.Defragmented = append(ns.Defragmented, a.Members[0])
-			return p.writeStatus(ctx)
-		}
-		return nil
-
-	case planner.DisarmNoSpace:
-		return p.obs.etcd.Disarm(ctx, etcdclient.AlarmNoSpace)
-
-	case planner.DisarmAlarms:
-		return p.obs.etcd.DisarmMemberAlarms(ctx, a.ID)
-
-	case planner.ExpandVolume:
-		return p.expandVolume(ctx, a.Members[0])
-
-	case planner.Retune:
-		// Recorded first, like any configuration change: the members are then rolled with it.
-		recordTuning(c, a.Tuning, p.now)
-		return p.writeStatus(ctx)
-
-	case planner.AdvanceCARotation:
-		// Recorded before the next pass writes the certificates of the next phase and restarts the
-		// members with them.
-		p.advanceCARotation(a.Phase)
-		return p.writeStatus(ctx)
-
-	case planner.RaiseQuota:
-		// Recorded first: the members are then rolled with it, as for any configuration change.
-		c.Status.QuotaBackendBytes = a.Quota
-		return p.writeStatus(ctx)
-
-	case planner.StartMigration, planner.CompleteMigration, planner.DeleteOldStatefulSet, planner.StartPeerTLS, planner.UpdatePeerURLs, planner.SecurePeers:
-		return p.actMigration(ctx, a)
-
-	case planner.StartRecovery, planner.StopMembers, planner.FenceMembers, planner.AdvanceRecovery, planner.RestartFromBackup, planner.FinishRecovery:
-		return p.actRecovery(ctx, a)
-
-	case planner.CreateMembers:
-		image := c.Spec.Image
-		if image == "" {
-			var err error
-			if image, err = versions.Image(a.Version); err != nil {
-				return err
-			}
-		}
-		initial := p.initialCluster(a.Bootstrap)
-		var others []string
-		var peerURLs map[string]string
-		if !a.Bootstrap && p.obs.etcd != nil {
-			others, peerURLs = p.otherPeers(), p.obs.peerURLs()
-		}
-		var restore *resources.RestoreInput
-		if a.Bootstrap {
-			var err error
-			if restore, err = p.restoreInput(ctx); err != nil {
-				setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.BackupNotReady, err.Error())
-				return err
-			}
-		}
-		for _, m := range a.Members {
-			in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage, IDs: p.r.PodIDs, Contained: contained(c, m)}
-			if err := p.createMember(ctx, in); err != nil {
-				return err
-			}
-		}
-		if a.ForceNewCluster {
-			failpoint.Hit(failpoint.AfterForceNewCluster)
-		}
-		return nil
-
-	case planner.RollMember:
-		pod := p.obs.pods[a.Members[0]]
-		if pod == nil {
-			return nil
-		}
-		if a.Reason == reason.UpgradeFailed {
-			c.Status.UpgradeBlocked = &etcdv1alpha1.UpgradeBlock{Version: pod.Labels[naming.LabelVersion], Target: c.Spec.Version, Member: a.Members[0]}
-			if err := p.writeStatus(ctx); err != nil {
-				return err
-			}
-		}
-		return p.deleteObserved(ctx, pod)
-
-	case planner.EnableDowngrade:
-		// Recorded first: if spec.version goes back up before members report the downgrade (or they
-		// run 3.5, which never reports one), the record is what gets it cancelled.
-		c.Status.DowngradeTarget = a.Version
-		if err := p.writeStatus(ctx); err != nil {
+	}
+	for _, m := range a.Members {
+		in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage, IDs: p.r.PodIDs, Contained: contained(c, m)}
+		if err := p.createMember(ctx, in); err != nil {
 			return err
 		}
-		// Idempotent in etcd: enabling the same target again is refused only if a different one is set.
-		return p.obs.etcd.EnableDowngrade(ctx, a.Version)
+	}
+	if a.ForceNewCluster {
+		failpoint.Hit(failpoint.AfterForceNewCluster)
+	}
+	return nil
+}
 
-	case planner.CancelDowngrade:
-		if err := p.obs.etcd.CancelDowngrade(ctx); err != nil {
-			return err
-		}
-		c.Status.DowngradeTarget = ""
-		return p.writeStatus(ctx)
-
-	case planner.AdvanceLog:
-		// Bounded per pass so a huge snapshot-count never holds a reconcile for long; the next pass
-		// observes the new applied indexes and appends the rest.
-		return p.obs.etcd.AdvanceLog(ctx, int(min(a.Count, maxAdvancePerPass)))
-
-	case planner.AdoptPod:
-		pod := p.obs.pods[a.Members[0]]
-		if pod == nil {
-			return nil
-		}
-		patch := client.MergeFrom(pod.DeepCopy())
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
-		}
-		pod.Annotations[naming.AnnotationConfigHash] = resources.ConfigHash(c)
-		return p.r.Patch(ctx, pod, patch)
-
-	case planner.MarkBootstrapped:
-		c.Status.Bootstrapped = true
-		completeRecovery(c, metav1.NewTime(p.now)) // a cluster rebuilt from a backup is back
-		return p.writeStatus(ctx)
-
-	case planner.AddLearner:
-		name := a.Members[0]
-		if !hasMember(c, name) {
-			c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name})
-		}
-		if idx := memberIndex(c.Name, name); idx >= c.Status.NextMemberIndex {
-			c.Status.NextMemberIndex = idx + 1
-		}
-		c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "AddMember", Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
-		if err := p.writeStatus(ctx); err != nil {
-			return err
-		}
-		added, err := p.obs.etcd.AddLearner(ctx, resources.MemberPeerURL(c, name))
-		if errors.Is(err, etcdclient.ErrPeersNotSettled) {
-			return notYet{err} // the recorded addition is retried by the next passes
-		}
-		if err != nil {
-			return err
-		}
-		failpoint.Hit(failpoint.AfterMemberAdd)
-		c.Status.PendingOperation = nil
-		setMemberID(c, name, added.ID)
-		return p.writeStatus(ctx)
-
-	case planner.FinishAdd:
-		c.Status.PendingOperation = nil
-		setMemberID(c, a.Members[0], a.ID)
-		return p.writeStatus(ctx)
-
-	case planner.Promote:
-		err := p.obs.etcd.Promote(ctx, a.ID)
-		if errors.Is(err, etcdclient.ErrLearnerNotReady) {
-			return notYet{err} // etcd's own catch-up check
-		}
-		if err != nil {
-			return err
-		}
-		failpoint.Hit(failpoint.AfterPromote)
-		return nil
-
-	case planner.MoveLeader:
-		ep, err := p.leaderEndpoint()
-		if err != nil {
-			return err
-		}
-		return p.obs.at(ep).MoveLeader(ctx, ep, a.ID)
-
-	case planner.RemoveMember:
-		name := a.Members[0]
-		c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
-		if err := p.writeStatus(ctx); err != nil {
-			return err
-		}
-		if err := p.obs.etcd.Remove(ctx, a.ID); err != nil {
-			return err
-		}
-		if p.obs.foreign[a.ID] {
-			failpoint.Hit(failpoint.AfterOldMemberRemove)
-		}
-		failpoint.Hit(failpoint.AfterMemberRemove)
-		return p.forget(ctx, name)
-
-	case planner.DeleteStrayObject:
-		return p.deleteMemberObjects(ctx, a.Members[0])
-
-	case planner.FinishRemove, planner.ForgetMember:
-		return p.forget(ctx, a.Members[0])
-
-	case planner.DeletePod:
-		if pod := p.obs.pods[a.Members[0]]; pod != nil {
-			return p.deleteObserved(ctx, pod)
-		}
+func (p *pass) actRollMember(ctx context.Context, a planner.Action) error {
+	c := p.c
+	pod := p.obs.pods[a.Members[0]]
+	if pod == nil {
 		return nil
 	}
-	return fmt.Errorf("no handler for action %s", a.Kind)
+	if a.Reason == reason.UpgradeFailed {
+		c.Status.UpgradeBlocked = &etcdv1alpha1.UpgradeBlock{Version: pod.Labels[naming.LabelVersion], Target: c.Spec.Version, Member: a.Members[0]}
+		if err := p.writeStatus(ctx); err != nil {
+			return err
+		}
+	}
+	return p.deleteObserved(ctx, pod)
+}
+
+func (p *pass) actEnableDowngrade(ctx context.Context, a planner.Action) error {
+	c := p.c
+	// Recorded first: if spec.version goes back up before members report the downgrade (or they
+	// run 3.5, which never reports one), the record is what gets it cancelled.
+	c.Status.DowngradeTarget = a.Version
+	if err := p.writeStatus(ctx); err != nil {
+		return err
+	}
+	// Idempotent in etcd: enabling the same target again is refused only if a different one is set.
+	return p.obs.etcd.EnableDowngrade(ctx, a.Version)
+}
+
+func (p *pass) actCancelDowngrade(ctx context.Context, a planner.Action) error {
+	c := p.c
+	if err := p.obs.etcd.CancelDowngrade(ctx); err != nil {
+		return err
+	}
+	c.Status.DowngradeTarget = ""
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actAdvanceLog(ctx context.Context, a planner.Action) error {
+	// Bounded per pass so a huge snapshot-count never holds a reconcile for long; the next pass
+	// observes the new applied indexes and appends the rest.
+	return p.obs.etcd.AdvanceLog(ctx, int(min(a.Count, maxAdvancePerPass)))
+}
+
+func (p *pass) actAdoptPod(ctx context.Context, a planner.Action) error {
+	c := p.c
+	pod := p.obs.pods[a.Members[0]]
+	if pod == nil {
+		return nil
+	}
+	patch := client.MergeFrom(pod.DeepCopy())
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[naming.AnnotationConfigHash] = resources.ConfigHash(c)
+	return p.r.Patch(ctx, pod, patch)
+}
+
+func (p *pass) actMarkBootstrapped(ctx context.Context, a planner.Action) error {
+	c := p.c
+	c.Status.Bootstrapped = true
+	completeRecovery(c, metav1.NewTime(p.now)) // a cluster rebuilt from a backup is back
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actAddLearner(ctx context.Context, a planner.Action) error {
+	c := p.c
+	name := a.Members[0]
+	if !hasMember(c, name) {
+		c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name})
+	}
+	if idx := memberIndex(c.Name, name); idx >= c.Status.NextMemberIndex {
+		c.Status.NextMemberIndex = idx + 1
+	}
+	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "AddMember", Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+	if err := p.writeStatus(ctx); err != nil {
+		return err
+	}
+	added, err := p.obs.etcd.AddLearner(ctx, resources.MemberPeerURL(c, name))
+	if errors.Is(err, etcdclient.ErrPeersNotSettled) {
+		return notYet{err} // the recorded addition is retried by the next passes
+	}
+	if err != nil {
+		return err
+	}
+	failpoint.Hit(failpoint.AfterMemberAdd)
+	c.Status.PendingOperation = nil
+	setMemberID(c, name, added.ID)
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actFinishAdd(ctx context.Context, a planner.Action) error {
+	c := p.c
+	c.Status.PendingOperation = nil
+	setMemberID(c, a.Members[0], a.ID)
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actPromote(ctx context.Context, a planner.Action) error {
+	err := p.obs.etcd.Promote(ctx, a.ID)
+	if errors.Is(err, etcdclient.ErrLearnerNotReady) {
+		return notYet{err} // etcd's own catch-up check
+	}
+	if err != nil {
+		return err
+	}
+	failpoint.Hit(failpoint.AfterPromote)
+	return nil
+}
+
+func (p *pass) actMoveLeader(ctx context.Context, a planner.Action) error {
+	ep, err := p.leaderEndpoint()
+	if err != nil {
+		return err
+	}
+	return p.obs.at(ep).MoveLeader(ctx, ep, a.ID)
+}
+
+func (p *pass) actRemoveMember(ctx context.Context, a planner.Action) error {
+	c := p.c
+	name := a.Members[0]
+	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+	if err := p.writeStatus(ctx); err != nil {
+		return err
+	}
+	if err := p.obs.etcd.Remove(ctx, a.ID); err != nil {
+		return err
+	}
+	if p.obs.foreign[a.ID] {
+		failpoint.Hit(failpoint.AfterOldMemberRemove)
+	}
+	failpoint.Hit(failpoint.AfterMemberRemove)
+	return p.forget(ctx, name)
+}
+
+func (p *pass) actDeleteStrayObject(ctx context.Context, a planner.Action) error {
+	return p.deleteMemberObjects(ctx, a.Members[0])
+}
+
+func (p *pass) actForgetMember(ctx context.Context, a planner.Action) error {
+	return p.forget(ctx, a.Members[0])
+}
+
+func (p *pass) actDeletePod(ctx context.Context, a planner.Action) error {
+	if pod := p.obs.pods[a.Members[0]]; pod != nil {
+		return p.deleteObserved(ctx, pod)
+	}
+	return nil
 }
 
 // notYet is etcd declining a step for a reason that clears by itself within seconds (a learner

@@ -185,62 +185,76 @@ func (p *pass) logPass(ctx context.Context, start time.Time, trace *etcdclient.C
 		"members", p.decided.Members, "etcdCalls", calls, "slowestCall", slowest, "slowestCallTook", took.String())
 }
 
+// run is one pass in stages: the objects every member needs, observe, planner input, decide (pure),
+// record what was seen and decided in status, and take the one step.
 func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
+	if res, done, err := p.prepare(ctx); done || err != nil {
+		return res, err
+	}
+	if res, done, err := p.observeAll(ctx); done || err != nil {
+		return res, err
+	}
+	action := planner.Decide(p.plannerInput())
+	p.decided = action
+	p.record(action)
+	if res, waiting := p.noStep(action); waiting {
+		return res, nil
+	}
+	return p.step(ctx, action)
+}
+
+// prepare checks what the spec asks can run, then writes the certificates, Services and
+// NetworkPolicy every member needs. done: the pass ends here with res.
+func (p *pass) prepare(ctx context.Context) (res ctrl.Result, done bool, err error) {
 	c := p.c
 	if c.Spec.Image == "" && !versions.IsSupported(c.Spec.Version) {
 		_, err := versions.Image(c.Spec.Version)
 		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.UnsupportedVersion, err.Error())
 		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.UnsupportedVersion), err.Error())
-		return ctrl.Result{}, nil // a spec change wakes us
+		return ctrl.Result{}, true, nil // a spec change wakes us
 	}
 	if b := c.Status.UpgradeBlocked; b != nil && b.Target != c.Spec.Version {
 		c.Status.UpgradeBlocked = nil // a new target: try again
 	}
 	if p.startCARotation(ctx) {
-		return ctrl.Result{RequeueAfter: requeueStep}, nil // recorded; the next pass acts on it
+		return ctrl.Result{RequeueAfter: requeueStep}, true, nil // recorded; the next pass acts on it
 	}
 	trust, err := p.ensureTLS(ctx)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, true, err
 	}
 	p.trust = trust
-	if err := p.retireLegacyOperatorSecret(ctx); err != nil {
-		return ctrl.Result{}, err
+	for _, ensure := range []func(context.Context) error{p.retireLegacyOperatorSecret, p.ensureServing, p.ensureServices, p.ensureNetworkPolicy} {
+		if err := ensure(ctx); err != nil {
+			return ctrl.Result{}, true, err
+		}
 	}
-	if err := p.ensureServing(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := p.ensureServices(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := p.ensureNetworkPolicy(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
+	return ctrl.Result{}, false, nil
+}
 
+// observeAll observes etcd and the cluster's objects, and what the planner needs besides: the
+// requests of annotations, backups, snapshots, and the clocks kept in status. done: the pass ends
+// here with res.
+func (p *pass) observeAll(ctx context.Context) (res ctrl.Result, done bool, err error) {
+	c := p.c
 	obs, err := p.observe(ctx)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, true, err
 	}
 	p.obs = obs
 	if err := p.checkConsistency(ctx); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, true, err
 	}
-	if p.recoveryRequest, err = p.settleRecoveryRequest(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
-	if p.leaderRequest, err = p.settleLeaderRequest(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
-	if p.defragRequest, err = p.settleDefragRequest(ctx); err != nil {
-		return ctrl.Result{}, err
+	if err := p.observeRequests(ctx); err != nil {
+		return ctrl.Result{}, true, err
 	}
 	if obs.etcd == nil && c.Status.Bootstrapped {
 		if p.newestBackupName, p.backupNote, err = p.newestBackup(ctx); err != nil {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, true, err
 		}
 	}
 	if acted, err := p.abandonUnusableArchive(ctx); err != nil || acted {
-		return ctrl.Result{RequeueAfter: requeueStep}, err
+		return ctrl.Result{RequeueAfter: requeueStep}, true, err
 	}
 	p.observeRestore(ctx)
 	if !c.Status.Bootstrapped {
@@ -250,32 +264,60 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.trackFailures()
 	p.trackSlowness()
 	recordTuning(c, nil, p.now)
-	action := planner.Decide(p.plannerInput())
-	p.decided = action
+	return ctrl.Result{}, false, nil
+}
+
+// observeRequests reads what the recovery, move-leader and defragment annotations ask for.
+func (p *pass) observeRequests(ctx context.Context) error {
+	var err error
+	if p.recoveryRequest, err = p.settleRecoveryRequest(ctx); err != nil {
+		return err
+	}
+	if p.leaderRequest, err = p.settleLeaderRequest(ctx); err != nil {
+		return err
+	}
+	p.defragRequest, err = p.settleDefragRequest(ctx)
+	return err
+}
+
+// record writes what this pass saw and decided into status (written with the step, or at the end
+// of the pass) and the cluster's metrics.
+func (p *pass) record(action planner.Action) {
 	p.recordObservation(action)
 	p.recordMigration(action)
-	metrics.SetCluster(clusterMetrics(c, obs))
+	metrics.SetCluster(clusterMetrics(p.c, p.obs))
+}
+
+// noStep says when the pass takes no step, and when to look again: certificates that cannot work,
+// a stopped migration, nothing to do, or waiting on etcd.
+func (p *pass) noStep(action planner.Action) (ctrl.Result, bool) {
 	if p.trust != nil && p.trust.blocks {
 		// Nothing is started or changed on certificates that cannot work. The user's Secrets are not
 		// watched (they are read on demand), so look again soon for the fix.
-		setCondition(c, etcdv1alpha1.ConditionProgressing, false, reason.UserCertificatesUnusable, "waiting for usable certificates: "+p.trust.message)
-		return ctrl.Result{RequeueAfter: requeueUserCertificates}, nil
+		setCondition(p.c, etcdv1alpha1.ConditionProgressing, false, reason.UserCertificatesUnusable, "waiting for usable certificates: "+p.trust.message)
+		return ctrl.Result{RequeueAfter: requeueUserCertificates}, true
 	}
 	if action.Reason == reason.MigrationStopped {
 		// Stopped until etcd recovers, which raises no Kubernetes event: look again soon, not busily.
-		return ctrl.Result{RequeueAfter: requeueStopped}, nil
+		return ctrl.Result{RequeueAfter: requeueStopped}, true
 	}
-	if action.Kind == planner.None || stalled(action) {
-		return ctrl.Result{RequeueAfter: p.idleRequeue()}, nil
+	if action.Kind == planner.None || planner.Stalled(action) {
+		return ctrl.Result{RequeueAfter: p.idleRequeue()}, true
 	}
 	if action.Kind == planner.Wait {
 		// Waiting on etcd (a member starting, catching up, electing): its progress raises no
 		// Kubernetes event, so look again soon.
-		return ctrl.Result{RequeueAfter: requeueBusy}, nil
+		return ctrl.Result{RequeueAfter: requeueBusy}, true
 	}
+	return ctrl.Result{}, false
+}
+
+// step takes the action, unless the same step failed a moment ago, and records how it went.
+func (p *pass) step(ctx context.Context, action planner.Action) (ctrl.Result, error) {
+	c := p.c
 	key := fmt.Sprint(action.Kind, action.Members)
 	if wait := p.mem.holdOff(key, p.now); wait > 0 {
-		// recordObservation above judged health only: a step that keeps failing must still show.
+		// recordObservation judged health only: a step that keeps failing must still show.
 		p.reportFailingStep(key, action)
 		return ctrl.Result{RequeueAfter: wait}, nil // it failed a moment ago: back off
 	}
@@ -287,18 +329,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		setCondition(c, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; etcd: not yet: %v", action.Message, wait.err))
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
 	} else if err != nil {
-		retry := p.mem.actionFailed(key, p.now)
-		p.mem.lastError = err.Error()
-		log.FromContext(ctx).Info("action failed", "action", action.Kind, "members", action.Members, "error", err.Error(), "retry", retry.String())
-		metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
-		var conflict *nameConflict
-		if errors.As(err, &conflict) {
-			setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
-		}
-		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.ActionFailed), "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
-		setCondition(c, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
-		p.reportFailingStep(key, action)
-		return ctrl.Result{RequeueAfter: retry}, nil
+		return p.stepFailed(ctx, key, action, err), nil
 	}
 	p.mem.actionSucceeded()
 	metrics.Actions.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
@@ -308,6 +339,23 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueStep}, nil
+}
+
+// stepFailed records a failed step: backoff, metrics, a Warning event and the conditions that say so.
+func (p *pass) stepFailed(ctx context.Context, key string, action planner.Action, err error) ctrl.Result {
+	c := p.c
+	retry := p.mem.actionFailed(key, p.now)
+	p.mem.lastError = err.Error()
+	log.FromContext(ctx).Info("action failed", "action", action.Kind, "members", action.Members, "error", err.Error(), "retry", retry.String())
+	metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
+	var conflict *nameConflict
+	if errors.As(err, &conflict) {
+		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
+	}
+	p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.ActionFailed), "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
+	setCondition(c, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
+	p.reportFailingStep(key, action)
+	return ctrl.Result{RequeueAfter: retry}
 }
 
 // writeStatus patches status only when it changed, so an idle cluster costs no API writes.

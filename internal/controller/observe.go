@@ -83,13 +83,53 @@ type observation struct {
 	wrongAnswers []string
 }
 
+// observe is what this pass sees: the cluster's pods and PVCs, then etcd through the members'
+// endpoints (and the old members' of a cluster being taken over), each member asked about itself.
 func (p *pass) observe(ctx context.Context) (*observation, error) {
-	c := p.c
 	o := &observation{pods: map[string]*corev1.Pod{}, pvcs: map[string]*corev1.PersistentVolumeClaim{}, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}, ids: map[string]uint64{}}
+	if err := p.observeObjects(ctx, o); err != nil {
+		return nil, err
+	}
+	endpoints, source := p.observeEndpoints(ctx, o)
+	if len(endpoints)+len(source) == 0 {
+		o.etcdErr = errors.New("no member pod is running")
+		return o, nil
+	}
+	candidates, err := p.etcdClients(ctx, o, endpoints, source)
+	if err != nil {
+		return nil, err
+	}
+	if len(candidates) == 0 {
+		return o, nil // o.etcdErr says why
+	}
+	cl, members, clusterID, err := p.memberList(ctx, o, candidates)
+	if err != nil {
+		o.etcdErr = err
+		log.FromContext(ctx).V(1).Info("etcd unreachable", "error", err.Error())
+		if resources.Migrating(p.c) && p.c.Status.Migration == nil {
+			// With authentication on, etcd answers nothing, not even the member list, to a client
+			// without a user: say so rather than call the cluster unreachable.
+			o.authEnabled, _ = candidates[0].cl.AuthEnabled(ctx)
+		}
+		p.observeSurvivors(ctx, cl, o)
+		return o, nil
+	}
+	o.etcd, o.members, o.clusterID = cl, members, clusterID
+	asks := p.identifyMembers(ctx, o, source)
+	p.observeStatuses(ctx, o, candidates, asks)
+	p.observeFailures(ctx, o)
+	p.observeSlowness(ctx, o, etcdclient.ReadDiskLatency)
+	p.observeTuning(ctx, o, etcdclient.ReadPeerRTT)
+	return o, nil
+}
+
+// observeObjects lists the cluster's pods and PVCs, and whether the volumes can grow.
+func (p *pass) observeObjects(ctx context.Context, o *observation) error {
+	c := p.c
 	sel := client.MatchingLabels(naming.Labels(c.Name))
 	pods := &corev1.PodList{}
 	if err := p.r.List(ctx, pods, client.InNamespace(c.Namespace), sel); err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
+		return fmt.Errorf("list pods: %w", err)
 	}
 	// Only objects this cluster controls count: a namesake (a PVC retained from an earlier
 	// incarnation, a pod made by hand) is neither a member nor a stray to delete.
@@ -100,7 +140,7 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 	}
 	pvcs := &corev1.PersistentVolumeClaimList{}
 	if err := p.r.List(ctx, pvcs, client.InNamespace(c.Namespace), sel); err != nil {
-		return nil, fmt.Errorf("list PVCs: %w", err)
+		return fmt.Errorf("list PVCs: %w", err)
 	}
 	for i := range pvcs.Items {
 		if m := pvcs.Items[i].Labels[naming.LabelMember]; m != "" && ownedBy(&pvcs.Items[i], c.UID) {
@@ -108,8 +148,13 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		}
 	}
 	o.volumeRefusal = p.observeVolumeClass(ctx, o.pvcs)
+	return nil
+}
 
-	var endpoints, source, given []string
+// observeEndpoints are the client endpoints of the operator's running member pods, and source, those
+// the user gave for the old members of a cluster being taken over.
+func (p *pass) observeEndpoints(ctx context.Context, o *observation) (endpoints, source []string) {
+	c := p.c
 	o.own = map[string]bool{}
 	for _, pod := range o.pods {
 		if ep := p.endpoint(pod); ep != "" {
@@ -117,33 +162,35 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 			o.own[ep] = true
 		}
 	}
-	migrating := resources.Migrating(c)
-	if migrating {
+	if resources.Migrating(c) {
 		// The cluster is reached through the old members until they are gone.
 		source = c.Spec.Bootstrap.MigrateFrom.Endpoints
-		given = source
 		if c.Status.Migration == nil && c.Spec.Bootstrap.MigrateFrom.AdoptObjects {
 			o.oldStatefulSetUID, o.oldStatefulSetProblem = p.oldStatefulSetProblem(ctx)
 		}
 	}
-	if len(endpoints)+len(source) == 0 {
-		o.etcdErr = errors.New("no member pod is running")
-		return o, nil
-	}
+	return endpoints, source
+}
+
+// etcdCandidate is one client to ask for the member list, and over how many endpoints it spreads.
+type etcdCandidate struct {
+	cl        *etcdclient.Client
+	endpoints int
+}
+
+// etcdClients are the clients to reach etcd through, the old members' first. None, with no error:
+// etcd cannot be reached this pass, and o.etcdErr says why.
+func (p *pass) etcdClients(ctx context.Context, o *observation, endpoints, source []string) ([]etcdCandidate, error) {
 	tlsConfig, tlsKey, err := p.clientTLSConfig(ctx)
 	if err != nil && p.trust != nil && p.trust.blocks {
 		o.etcdErr = err // already reported (a user-provided certificate that cannot be used)
-		return o, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	// One client per scheme: the old members of a cluster taken over into client TLS are plain text.
-	type candidate struct {
-		cl        *etcdclient.Client
-		endpoints int
-	}
-	var candidates []candidate
+	var candidates []etcdCandidate
 	if tlsConfig == nil {
 		endpoints, source = append(endpoints, source...), nil
 	}
@@ -162,30 +209,37 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		cl, err := p.mem.sourceEtcd(slices.Clone(source), sourceTLS, tlsKey)
 		if err != nil {
 			o.etcdErr = err
-			return o, nil
+			return nil, nil
 		}
 		o.source = cl
-		candidates = append(candidates, candidate{cl, len(source)})
+		candidates = append(candidates, etcdCandidate{cl, len(source)})
 	}
 	if len(endpoints) > 0 {
 		cl, err := p.mem.etcd(endpoints, tlsConfig, tlsKey)
 		if err != nil {
 			o.etcdErr = err
-			return o, nil
+			return nil, nil
 		}
 		o.secure = cl
-		candidates = append(candidates, candidate{cl, len(endpoints)})
+		candidates = append(candidates, etcdCandidate{cl, len(endpoints)})
+	}
+	return candidates, nil
+}
+
+// memberList is the first linearizable member list a candidate answers, with the client that
+// answered (the last one asked, when none did).
+func (p *pass) memberList(ctx context.Context, o *observation, candidates []etcdCandidate) (*etcdclient.Client, []etcdclient.Member, uint64, error) {
+	for _, cand := range candidates {
+		// Every answer must come from the cluster recorded in status (an address of a member may be
+		// reused by another cluster's pod); none is known before the first member list.
+		cand.cl.ExpectCluster(parseID(p.c.Status.ClusterID))
 	}
 	// A client spreads calls over the members; one cut off from its peers cannot answer a
 	// linearizable call, so try as many times as there are members before calling etcd unreachable.
 	var members []etcdclient.Member
 	var clusterID uint64
 	var cl *etcdclient.Client
-	for _, cand := range candidates {
-		// Every answer must come from the cluster recorded in status (an address of a member may be
-		// reused by another cluster's pod); none is known before the first member list.
-		cand.cl.ExpectCluster(parseID(c.Status.ClusterID))
-	}
+	var err error
 	for _, cand := range candidates {
 		cl = cand.cl
 		for range cand.endpoints {
@@ -198,21 +252,16 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 			break
 		}
 	}
-	if err != nil {
-		o.etcdErr = err
-		log.FromContext(ctx).V(1).Info("etcd unreachable", "error", err.Error())
-		if migrating && c.Status.Migration == nil {
-			// With authentication on, etcd answers nothing, not even the member list, to a client
-			// without a user: say so rather than call the cluster unreachable.
-			o.authEnabled, _ = candidates[0].cl.AuthEnabled(ctx)
-		}
-		p.observeSurvivors(ctx, cl, o)
-		return o, nil
-	}
-	o.etcd, o.members, o.clusterID = cl, members, clusterID
+	return cl, members, clusterID, err
+}
+
+// identifyMembers names the members of o.members (the old members of a take-over by their etcd
+// names, found at the endpoints the user gave) and says where to ask each one about itself.
+func (p *pass) identifyMembers(ctx context.Context, o *observation, given []string) (asks map[uint64]string) {
+	c := p.c
 	o.foreign, o.sourceAt = map[uint64]bool{}, map[uint64]string{}
 	old := 0
-	for _, m := range members {
+	for _, m := range o.members {
 		if memberNameFromPeerURLs(c, m.PeerURLs) == "" {
 			old++
 		}
@@ -228,11 +277,11 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 			o.sourceAt[st.ID] = ep
 		}
 	}
-	asks := map[uint64]string{} // member ID → the endpoint to ask it at
-	for _, m := range members {
+	asks = map[uint64]string{} // member ID → the endpoint to ask it at
+	for _, m := range o.members {
 		o.names[m.ID] = memberNameFromPeerURLs(c, m.PeerURLs)
 		var ep string
-		if o.names[m.ID] == "" && migrating {
+		if o.names[m.ID] == "" && resources.Migrating(c) {
 			// An old member: known by its etcd name, asked at a given endpoint, else at the client
 			// URL it advertises.
 			o.foreign[m.ID], o.names[m.ID] = true, m.Name
@@ -249,6 +298,11 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 			asks[m.ID] = ep
 		}
 	}
+	return asks
+}
+
+// observeStatuses asks each member about itself and finds the leader.
+func (p *pass) observeStatuses(ctx context.Context, o *observation, candidates []etcdCandidate, asks map[uint64]string) {
 	var term uint64
 	statuses := o.statusOfEach(ctx, asks)
 	for _, cand := range candidates {
@@ -264,10 +318,6 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 			o.leaderID, term = st.Leader, st.RaftTerm
 		}
 	}
-	p.observeFailures(ctx, o)
-	p.observeSlowness(ctx, o, etcdclient.ReadDiskLatency)
-	p.observeTuning(ctx, o, etcdclient.ReadPeerRTT)
-	return o, nil
 }
 
 // statusOfEach asks every member of asks (ID → endpoint) about itself, all at once: one that cannot
@@ -325,7 +375,7 @@ func (o *observation) at(ep string) *etcdclient.Client {
 // cluster-wide (every member reports it) and says nothing about any one member.
 func (p *pass) observeFailures(ctx context.Context, o *observation) {
 	o.failing, o.unjudged = map[uint64]string{}, map[uint64]bool{}
-	alarmed, alarmsUnread, suspects := false, false, map[uint64]bool{}
+	alarmed, suspects := false, map[uint64]bool{}
 	for _, m := range o.members {
 		st, answered := o.status[m.ID]
 		if len(st.Errors) > 0 {
@@ -340,30 +390,37 @@ func (p *pass) observeFailures(ctx context.Context, o *observation) {
 	}
 	// Every member answered without an alarm: a raised one is in each member's status once applied.
 	o.noSpaceGone = !alarmed && len(o.members) > 0 && len(o.status) >= len(o.members)
-	if alarmed {
-		alarms, err := o.etcd.Alarms(ctx)
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("cannot list alarms", "error", err.Error())
-			alarmsUnread = true
-		}
-		o.alarms = alarms
-		// The alarm list goes through raft: when it was read, it is the truth.
-		o.noSpaceGone = err == nil && !slices.ContainsFunc(alarms, func(a etcdclient.Alarm) bool { return a.Type == etcdclient.AlarmNoSpace })
-		for _, a := range alarms {
-			if a.Type == etcdclient.AlarmCorrupt {
-				o.failing[a.MemberID] = "a CORRUPT alarm is raised on it: its data differs from the other members'"
-			}
-		}
-	}
+	alarmsUnread := alarmed && !observeAlarms(ctx, o)
 	if alarmsUnread {
 		for _, m := range o.members {
 			o.unjudged[m.ID] = true // a CORRUPT alarm may be raised on any of them
 		}
 	}
-	if len(suspects) == 0 {
-		return
+	if len(suspects) > 0 {
+		p.askLeaderAbout(ctx, o, suspects, alarmsUnread)
 	}
-	// Until the leader's view is read, the suspects are neither failing nor cleared.
+}
+
+// observeAlarms lists the alarms raised, and says whether it could.
+func observeAlarms(ctx context.Context, o *observation) bool {
+	alarms, err := o.etcd.Alarms(ctx)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("cannot list alarms", "error", err.Error())
+	}
+	o.alarms = alarms
+	// The alarm list goes through raft: when it was read, it is the truth.
+	o.noSpaceGone = err == nil && !slices.ContainsFunc(alarms, func(a etcdclient.Alarm) bool { return a.Type == etcdclient.AlarmNoSpace })
+	for _, a := range alarms {
+		if a.Type == etcdclient.AlarmCorrupt {
+			o.failing[a.MemberID] = "a CORRUPT alarm is raised on it: its data differs from the other members'"
+		}
+	}
+	return err == nil
+}
+
+// askLeaderAbout judges the suspects by the leader's view of its peers: failing when it has no raft
+// connection to them. Until that view is read, they are neither failing nor cleared.
+func (p *pass) askLeaderAbout(ctx context.Context, o *observation, suspects map[uint64]bool, alarmsUnread bool) {
 	for id := range suspects {
 		o.unjudged[id] = true
 	}
@@ -542,9 +599,7 @@ func (p *pass) plannerInput() planner.Input {
 	if in.QuorumLoss == "" {
 		in.QuorumLoss = planner.FromSurvivor // objects stored before the field existed
 	}
-	if r := recovering(c); r != nil {
-		in.Recovery = &planner.Recovery{Source: r.Source, Phase: r.Phase, Survivor: r.Survivor, Backup: r.Backup, CommittedIndex: uint64(max(r.CommittedIndex, 0))}
-	}
+	in.Recovery = recoveryInput(c)
 	// Unreadable durations never get here (refuseInvalidSpec stops the pass first); each parse
 	// falls back to the default (also for objects stored before the field existed) with its error.
 	in.UpgradeTimeout, _ = c.Spec.Maintenance.UpgradeTimeoutDuration()
@@ -554,6 +609,47 @@ func (p *pass) plannerInput() planner.Input {
 	if b := c.Status.UpgradeBlocked; b != nil {
 		in.Blocked = b.Version
 	}
+	in.Known = knownMembers(c)
+	in.Migration = p.migrationInput()
+	in.OldStatefulSet = oldStatefulSet(c)
+	in.PeerTLS = p.peerTLSInput()
+	in.Pending = pendingInput(c)
+	for name, pod := range o.pods {
+		in.Pods[name] = podState(pod, c, in.ConfigHash)
+	}
+	in.CARotation = p.caRotationInput()
+	for name, pvc := range o.pvcs {
+		in.PVCs[name] = pvcState(pvc)
+	}
+	if o.etcd != nil {
+		in.Etcd = etcdInput(o)
+		in.Space = p.spaceInput(in.Etcd.Revision)
+		in.Tuning = p.tuningInput()
+	}
+	return in
+}
+
+// recoveryInput is the quorum-loss recovery under way, nil when none.
+func recoveryInput(c *etcdv1alpha1.EtcdCluster) *planner.Recovery {
+	r := recovering(c)
+	if r == nil {
+		return nil
+	}
+	return &planner.Recovery{Source: r.Source, Phase: r.Phase, Survivor: r.Survivor, Backup: r.Backup, CommittedIndex: uint64(max(r.CommittedIndex, 0))}
+}
+
+// pendingInput is the membership change recorded before its etcd call, nil when none.
+func pendingInput(c *etcdv1alpha1.EtcdCluster) *planner.Pending {
+	pd := c.Status.PendingOperation
+	if pd == nil {
+		return nil
+	}
+	return &planner.Pending{Type: pd.Type, Member: pd.Member, ID: parseID(pd.ID), Reason: reason.Reason(pd.Reason), Message: pd.Message}
+}
+
+// knownMembers are the members status records, with the clocks kept of them.
+func knownMembers(c *etcdv1alpha1.EtcdCluster) []planner.KnownMember {
+	var out []planner.KnownMember
 	for _, m := range c.Status.Members {
 		k := planner.KnownMember{Name: m.Name, Version: m.Version}
 		if m.UnhealthySince != nil {
@@ -564,49 +660,50 @@ func (p *pass) plannerInput() planner.Input {
 			t := m.SlowSince.Time
 			k.SlowSince = &t
 		}
-		in.Known = append(in.Known, k)
+		out = append(out, k)
 	}
-	in.Migration = p.migrationInput()
-	in.OldStatefulSet = oldStatefulSet(c)
-	in.PeerTLS = p.peerTLSInput()
-	if pd := c.Status.PendingOperation; pd != nil {
-		in.Pending = &planner.Pending{Type: pd.Type, Member: pd.Member, ID: parseID(pd.ID), Reason: reason.Reason(pd.Reason), Message: pd.Message}
+	return out
+}
+
+// podState is what the planner needs of a member pod; hash is the configuration it should run.
+func podState(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, hash string) planner.PodState {
+	failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+	return planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
+		ConfigHash: pod.Annotations[naming.AnnotationConfigHash], Tuned: pod.Annotations[naming.AnnotationTuned], ForceNewCluster: resources.ForcesNewCluster(pod),
+		StaleQuota: !resources.RunsQuota(pod, c), SnapshotCount: resources.RunningSnapshotCount(pod), NotReady: !podReady(pod), TrustEpoch: trustEpoch(pod, c, hash)}
+}
+
+// caRotationInput is the CA rotation under way, nil when none.
+func (p *pass) caRotationInput() *planner.CARotation {
+	c := p.c
+	r := c.Status.TLS.CARotation
+	if r == nil {
+		return nil
 	}
-	for name, pod := range o.pods {
-		failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
-		in.Pods[name] = planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
-			ConfigHash: pod.Annotations[naming.AnnotationConfigHash], Tuned: pod.Annotations[naming.AnnotationTuned], ForceNewCluster: resources.ForcesNewCluster(pod),
-			StaleQuota: !resources.RunsQuota(pod, c), SnapshotCount: resources.RunningSnapshotCount(pod), NotReady: !podReady(pod), TrustEpoch: trustEpoch(pod, c, in.ConfigHash)}
-	}
-	if r := c.Status.TLS.CARotation; r != nil {
-		in.CARotation = &planner.CARotation{Phase: string(r.Phase), Trigger: r.Trigger, Epoch: c.Status.TLS.TrustEpoch}
-		if p.trust != nil {
-			in.CARotation.Blocked = p.trust.message
-		}
-	}
-	for name, pvc := range o.pvcs {
-		in.PVCs[name] = pvcState(pvc)
-	}
-	if o.etcd != nil {
-		e := &planner.Etcd{LeaderID: o.leaderID, ClusterID: o.clusterID}
-		for _, a := range o.alarms {
-			e.Alarms = append(e.Alarms, planner.Alarm{MemberID: a.MemberID, Type: a.Type})
-		}
-		for _, m := range o.members {
-			st := o.status[m.ID]
-			e.Members = append(e.Members, planner.EtcdMember{
-				ID: m.ID, Name: o.names[m.ID], Learner: m.IsLearner, Started: m.Started(),
-				Healthy: memberHealthy(o, m.ID), Failing: o.failing[m.ID], Slow: o.slow[m.ID], RaftIndex: st.RaftIndex, Version: st.Version,
-				AppliedIndex: st.RaftAppliedIndex, StorageVersion: st.StorageVersion, DowngradeTarget: st.DowngradeTarget,
-				DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse, PeerURLs: m.PeerURLs,
-			})
-			e.Revision = max(e.Revision, st.Revision)
-		}
-		in.Etcd = e
-		in.Space = p.spaceInput(e.Revision)
-		in.Tuning = p.tuningInput()
+	in := &planner.CARotation{Phase: string(r.Phase), Trigger: r.Trigger, Epoch: c.Status.TLS.TrustEpoch}
+	if p.trust != nil {
+		in.Blocked = p.trust.message
 	}
 	return in
+}
+
+// etcdInput is what etcd answered this pass, for the planner; o.etcd is not nil.
+func etcdInput(o *observation) *planner.Etcd {
+	e := &planner.Etcd{LeaderID: o.leaderID, ClusterID: o.clusterID}
+	for _, a := range o.alarms {
+		e.Alarms = append(e.Alarms, planner.Alarm{MemberID: a.MemberID, Type: a.Type})
+	}
+	for _, m := range o.members {
+		st := o.status[m.ID]
+		e.Members = append(e.Members, planner.EtcdMember{
+			ID: m.ID, Name: o.names[m.ID], Learner: m.IsLearner, Started: m.Started(),
+			Healthy: memberHealthy(o, m.ID), Failing: o.failing[m.ID], Slow: o.slow[m.ID], RaftIndex: st.RaftIndex, Version: st.Version,
+			AppliedIndex: st.RaftAppliedIndex, StorageVersion: st.StorageVersion, DowngradeTarget: st.DowngradeTarget,
+			DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse, PeerURLs: m.PeerURLs,
+		})
+		e.Revision = max(e.Revision, st.Revision)
+	}
+	return e
 }
 
 // spaceInput is the quota, the NOSPACE alarm and the defragmentation policy, for the planner.

@@ -126,78 +126,84 @@ func pickBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup, 
 	return planner.ChooseBackup(candidates)
 }
 
-// actRecovery takes the recovery steps; every one is recorded in status before or as it is made.
-func (p *pass) actRecovery(ctx context.Context, a planner.Action) error {
+// The recovery steps: every one is recorded in status before or as it is made.
+
+// actStartRecovery records the recovery: its source, the survivor kept and the members lost.
+func (p *pass) actStartRecovery(ctx context.Context, a planner.Action) error {
 	c := p.c
-	switch a.Kind {
-	case planner.StartRecovery:
-		r := &etcdv1alpha1.QuorumRecovery{Source: a.Source, Phase: planner.PhaseFencing, Backup: a.Backup, Reason: a.Message, StartedAt: metav1.NewTime(p.now),
-			CommittedIndex: int64(min(a.Index, math.MaxInt64))}
-		kept := c.Status.Members[:0:0]
-		for _, m := range c.Status.Members {
-			if len(a.Members) > 0 && m.Name == a.Members[0] {
-				kept = append(kept, m)
-			} else {
-				r.LostMembers = append(r.LostMembers, m.Name)
-			}
+	r := &etcdv1alpha1.QuorumRecovery{Source: a.Source, Phase: planner.PhaseFencing, Backup: a.Backup, Reason: a.Message, StartedAt: metav1.NewTime(p.now),
+		CommittedIndex: int64(min(a.Index, math.MaxInt64))}
+	kept := c.Status.Members[:0:0]
+	for _, m := range c.Status.Members {
+		if len(a.Members) > 0 && m.Name == a.Members[0] {
+			kept = append(kept, m)
+		} else {
+			r.LostMembers = append(r.LostMembers, m.Name)
 		}
-		if len(a.Members) > 0 {
-			r.Survivor = a.Members[0]
-			if len(kept) == 0 { // a survivor the operator had not recorded yet (its add was pending)
-				kept = append(kept, etcdv1alpha1.MemberStatus{Name: r.Survivor})
-			}
+	}
+	if len(a.Members) > 0 {
+		r.Survivor = a.Members[0]
+		if len(kept) == 0 { // a survivor the operator had not recorded yet (its add was pending)
+			kept = append(kept, etcdv1alpha1.MemberStatus{Name: r.Survivor})
 		}
-		if r.Source == planner.FromBackup {
-			kept = nil
-			archive, err := p.archiveOf(ctx, a.Backup)
-			if err != nil {
-				return err
-			}
-			r.Archive = archive
-		}
-		c.Status.Recovery, c.Status.Members, c.Status.PendingOperation = r, kept, nil
-		if err := p.writeStatus(ctx); err != nil {
+	}
+	if r.Source == planner.FromBackup {
+		kept = nil
+		archive, err := p.archiveOf(ctx, a.Backup)
+		if err != nil {
 			return err
 		}
-		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.QuorumLost), a.Message)
-		failpoint.Hit(failpoint.AfterRecoveryStart)
-		return p.dropRecoveryRequest(ctx)
+		r.Archive = archive
+	}
+	c.Status.Recovery, c.Status.Members, c.Status.PendingOperation = r, kept, nil
+	if err := p.writeStatus(ctx); err != nil {
+		return err
+	}
+	p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.QuorumLost), a.Message)
+	failpoint.Hit(failpoint.AfterRecoveryStart)
+	return p.dropRecoveryRequest(ctx)
+}
 
-	case planner.StopMembers:
-		for _, m := range a.Members {
-			if pod := p.obs.pods[m]; pod != nil {
-				if err := p.deleteObserved(ctx, pod); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-
-	case planner.FenceMembers:
-		for _, m := range a.Members {
-			if err := p.deleteMemberObjects(ctx, m); err != nil {
+// actStopMembers deletes the pods of the members named.
+func (p *pass) actStopMembers(ctx context.Context, a planner.Action) error {
+	for _, m := range a.Members {
+		if pod := p.obs.pods[m]; pod != nil {
+			if err := p.deleteObserved(ctx, pod); err != nil {
 				return err
 			}
 		}
-		return nil
-
-	case planner.AdvanceRecovery:
-		c.Status.Recovery.Phase = a.Phase
-		return p.writeStatus(ctx)
-
-	case planner.RestartFromBackup:
-		// A new incarnation: new members, a new token, so nothing of the old cluster can join it.
-		c.Status.Bootstrapped, c.Status.Members, c.Status.ClusterID = false, nil, ""
-		c.Status.ClusterToken = fmt.Sprintf("%s-%d", resources.ClusterToken(c), c.Status.NextMemberIndex)
-		c.Status.LegacyWALIndex, c.Status.DowngradeTarget = 0, ""
-		c.Status.Recovery.Phase = planner.PhaseRestoring
-		return p.writeStatus(ctx)
-
-	case planner.FinishRecovery:
-		completeRecovery(c, metav1.NewTime(p.now))
-		return p.writeStatus(ctx)
 	}
-	return fmt.Errorf("no handler for action %s", a.Kind)
+	return nil
+}
+
+// actFenceMembers deletes the pods and volumes of the members named.
+func (p *pass) actFenceMembers(ctx context.Context, a planner.Action) error {
+	for _, m := range a.Members {
+		if err := p.deleteMemberObjects(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *pass) actAdvanceRecovery(ctx context.Context, a planner.Action) error {
+	p.c.Status.Recovery.Phase = a.Phase
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actRestartFromBackup(ctx context.Context, _ planner.Action) error {
+	c := p.c
+	// A new incarnation: new members, a new token, so nothing of the old cluster can join it.
+	c.Status.Bootstrapped, c.Status.Members, c.Status.ClusterID = false, nil, ""
+	c.Status.ClusterToken = fmt.Sprintf("%s-%d", resources.ClusterToken(c), c.Status.NextMemberIndex)
+	c.Status.LegacyWALIndex, c.Status.DowngradeTarget = 0, ""
+	c.Status.Recovery.Phase = planner.PhaseRestoring
+	return p.writeStatus(ctx)
+}
+
+func (p *pass) actFinishRecovery(ctx context.Context, _ planner.Action) error {
+	completeRecovery(p.c, metav1.NewTime(p.now))
+	return p.writeStatus(ctx)
 }
 
 func completeRecovery(c *etcdv1alpha1.EtcdCluster, now metav1.Time) {

@@ -44,15 +44,6 @@ func parseID(s string) uint64 {
 	return id
 }
 
-// stalled says that nothing is under way until the spec changes: paused, refused or failed.
-func stalled(a planner.Action) bool {
-	switch a.Reason {
-	case reason.Paused, reason.UpgradeFailed, reason.VersionChangeRefused, reason.MigrationRefused, reason.MigrationSourceUnreachable, reason.MigrationStopped:
-		return a.Kind == planner.Wait
-	}
-	return false
-}
-
 func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerReference {
 	out := refs[:0:0]
 	for _, r := range refs {
@@ -71,18 +62,58 @@ func (p *pass) settleNoSpace() {
 	}
 }
 
-// recordObservation writes what this pass saw into status, and the conditions that follow from it
-// and from the action about to be taken.
+// recordObservation writes what this pass saw into status, and the conditions and phase that follow
+// from it and from the action about to be taken (decided by planner.Availability and planner.Conditions).
 func (p *pass) recordObservation(action planner.Action) {
+	c := p.c
+	n := p.recordMembers()
+	p.recordCluster(n)
+	h := p.health(n, action)
+	setPlannerCondition(c, planner.Availability(h))
+	if p.recordQuorumLoss(action, h.Quorum()) {
+		cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumLost)
+		h.QuorumLost = &planner.Problem{Why: reason.Reason(cond.Reason), Message: cond.Message}
+	}
+	s := planner.Conditions(h, action)
+	for _, w := range s.Warnings {
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(w.Reason), w.Message)
+	}
+	if s.Degraded != nil {
+		setPlannerCondition(c, *s.Degraded)
+	}
+	setPlannerCondition(c, s.Progressing)
+	switch {
+	case s.RemoveUpgrading:
+		meta.RemoveStatusCondition(&c.Status.Conditions, etcdv1alpha1.ConditionUpgrading)
+	case s.Upgrading != nil:
+		setPlannerCondition(c, *s.Upgrading)
+	}
+	recordSpread(c, p.obs)
+	c.Status.Phase = s.Phase
+}
+
+// setPlannerCondition sets a condition the planner decided.
+func setPlannerCondition(c *etcdv1alpha1.EtcdCluster, cond planner.Condition) {
+	setCondition(c, cond.Type, cond.Status, cond.Reason, cond.Message)
+}
+
+// memberCounts are the voting members in etcd, those healthy, and those healthy whose pod is Ready
+// (servingVoters: the client Service routes only to Ready pods, so they are what a client of the
+// published endpoint can reach).
+type memberCounts struct {
+	voters, healthyVoters, servingVoters int32
+	// minVersion is the lowest version a member reports; nil when none answered.
+	minVersion *versions.Version
+}
+
+// recordMembers writes each member's identity, role, health and version into status.
+func (p *pass) recordMembers() memberCounts {
 	c, o := p.c, p.obs
 	learners, peerURLs := map[uint64]bool{}, o.peerURLs()
 	for _, m := range o.members {
 		learners[m.ID] = m.IsLearner
 	}
-	// servingVoters are healthy voters whose pod is Ready: the client Service routes only to Ready
-	// pods, so they are what a client of the published endpoint can reach.
-	var voters, healthyVoters, servingVoters int32
-	var minVersion *versions.Version
+	var n memberCounts
 	for i := range c.Status.Members {
 		ms := &c.Status.Members[i]
 		id, inEtcd := o.ids[ms.Name]
@@ -99,47 +130,59 @@ func (p *pass) recordObservation(action planner.Action) {
 		} else {
 			ms.ID = idString(id)
 			ms.Healthy = healthy
-			switch {
-			case !inEtcd:
-				ms.Role = ""
-			case learners[id]:
-				ms.Role = etcdv1alpha1.RoleLearner
-			case id == o.leaderID:
-				ms.Role = etcdv1alpha1.RoleLeader
-			default:
-				ms.Role = etcdv1alpha1.RoleFollower
-			}
+			ms.Role = memberRole(o, id, inEtcd, learners[id])
 		}
 		if answered {
 			ms.Version = st.Version
-			if v, err := versions.Parse(st.Version); err == nil && (minVersion == nil || v.Compare(*minVersion) < 0) {
-				minVersion = &v
+			if v, err := versions.Parse(st.Version); err == nil && (n.minVersion == nil || v.Compare(*n.minVersion) < 0) {
+				n.minVersion = &v
 			}
 		}
 		if inEtcd && !learners[id] {
-			voters++
+			n.voters++
 			if ms.Healthy {
-				healthyVoters++
+				n.healthyVoters++
 				if podReady(o.pods[ms.Name]) {
-					servingVoters++
+					n.servingVoters++
 				}
 			}
 		}
 	}
+	return n
+}
+
+// memberRole is a member's role as etcd reports it ("" when not in etcd's member list).
+func memberRole(o *observation, id uint64, inEtcd, learner bool) etcdv1alpha1.MemberRole {
+	switch {
+	case !inEtcd:
+		return ""
+	case learner:
+		return etcdv1alpha1.RoleLearner
+	case id == o.leaderID:
+		return etcdv1alpha1.RoleLeader
+	default:
+		return etcdv1alpha1.RoleFollower
+	}
+}
+
+// recordCluster writes what this pass saw of the cluster as a whole into status: its ID, version,
+// replica counts, selector and endpoints.
+func (p *pass) recordCluster(n memberCounts) {
+	c, o := p.c, p.obs
 	if o.etcd != nil {
 		c.Status.ClusterID = idString(o.clusterID)
 	}
 	p.settleNoSpace()
 	// The lowest member version is the version the cluster as a whole runs.
-	if minVersion != nil {
-		c.Status.CurrentVersion = minVersion.String()
+	if n.minVersion != nil {
+		c.Status.CurrentVersion = n.minVersion.String()
 	}
 	if t := c.Status.DowngradeTarget; t != "" && versions.MinorOf(c.Status.CurrentVersion) == t && !downgradeReported(o) {
 		c.Status.DowngradeTarget = "" // every member runs the older minor: etcd ended the downgrade itself
 	}
-	c.Status.Replicas = voters
+	c.Status.Replicas = n.voters
 	// READY agrees with `kubectl get pods`: a member counts once etcd finds it healthy and its pod is Ready.
-	c.Status.ReadyReplicas = servingVoters
+	c.Status.ReadyReplicas = n.servingVoters
 	if sel, err := metav1.LabelSelectorAsSelector(naming.MemberSelector(c.Name)); err == nil {
 		c.Status.Selector = sel.String()
 	}
@@ -154,123 +197,42 @@ func (p *pass) recordObservation(action planner.Action) {
 		c.Status.Endpoints.CASecret = naming.CASecret(c.Name)
 		c.Status.Endpoints.ClientSecret = naming.UserClientSecret(c.Name)
 	}
+}
 
-	available := o.etcd != nil && voters > 0 && healthyVoters >= voters/2+1
-	switch {
-	case resources.Migrating(c) && o.etcd != nil:
-		setCondition(c, etcdv1alpha1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("the cluster being taken over has quorum (%d members, %d of them this EtcdCluster's voting members)", len(o.members), voters))
-	case available && servingVoters == 0:
-		// Available promises that a client of the client Service gets an answer; until a member's pod
-		// is Ready the Service has no endpoint.
-		setCondition(c, etcdv1alpha1.ConditionAvailable, false, reason.NoReadyEndpoint, fmt.Sprintf("%d of %d voting members healthy, but no member pod is Ready yet: the client Service %s has no endpoint", healthyVoters, voters, naming.ClientService(c.Name)))
-	case available:
-		setCondition(c, etcdv1alpha1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("%d of %d voting members healthy, %d of them Ready behind the client Service", healthyVoters, voters, servingVoters))
-	case !c.Status.Bootstrapped:
-		setCondition(c, etcdv1alpha1.ConditionAvailable, false, reason.Bootstrapping, "the initial members have not formed a cluster yet")
-	case o.etcd == nil:
-		setCondition(c, etcdv1alpha1.ConditionAvailable, false, reason.EtcdUnreachable, fmt.Sprintf("no member answers: %v", o.etcdErr))
-	default:
-		setCondition(c, etcdv1alpha1.ConditionAvailable, false, reason.QuorumLost, fmt.Sprintf("only %d of %d voting members healthy", healthyVoters, voters))
+// health is what the conditions and phase follow from (planner.Health).
+func (p *pass) health(n memberCounts, action planner.Action) planner.Health {
+	c, o := p.c, p.obs
+	h := planner.Health{
+		EtcdAnswered: o.etcd != nil, EtcdError: fmt.Sprint(o.etcdErr), Migrating: resources.Migrating(c), EtcdMembers: len(o.members),
+		Voters: n.voters, HealthyVoters: n.healthyVoters, ServingVoters: n.servingVoters, Replicas: c.Spec.Replicas,
+		Bootstrapped: c.Status.Bootstrapped, ClientService: naming.ClientService(c.Name), Paused: c.Spec.Maintenance.Paused,
+		Recovering: recovering(c) != nil, Blocked: c.Status.UpgradeBlocked, CurrentVersion: c.Status.CurrentVersion, TargetVersion: c.Spec.Version,
+		ClusterID: c.Status.ClusterID, WrongAnswers: o.wrongAnswers, Alarms: alarmMessage(o), VolumeRefusal: o.volumeRefusal,
+		Slow: slowMessage(c, o), StorageSize: c.Spec.Storage.Size.String(),
+		PrevDegraded: conditionReason(c, etcdv1alpha1.ConditionDegraded), PrevProgressing: conditionReason(c, etcdv1alpha1.ConditionProgressing),
 	}
+	if p.trust != nil {
+		h.Trust = &planner.Problem{Why: p.trust.reason, Message: p.trust.message}
+	}
+	// Always asked: it also keeps the diverged-members metric.
+	if why, msg := p.divergenceCondition(); msg != "" {
+		h.Divergence = &planner.Problem{Why: why, Message: msg}
+	}
+	if action.Kind == planner.None {
+		h.VolumesGrowing = p.volumesGrowing()
+	}
+	if r := c.Status.TLS.CARotation; r != nil {
+		h.CARotation = &planner.CARotation{Phase: string(r.Phase), Trigger: r.Trigger}
+	}
+	return h
+}
 
-	degraded := c.Status.Bootstrapped && (!available || healthyVoters < c.Spec.Replicas)
-	divergenceReason, divergence := p.divergenceCondition()
-	quorumLost := p.recordQuorumLoss(action, available)
-	switch {
-	case action.Kind == planner.Wait && action.Reason == reason.Paused:
-		// Paused says nothing about health; keep the last Degraded verdict.
-	case quorumLost:
-		cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumLost)
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.Reason(cond.Reason), cond.Message)
-	case len(o.wrongAnswers) > 0:
-		msg := fmt.Sprintf("refused answers not from this cluster (%s): %s; nothing is done on their word", c.Status.ClusterID, strings.Join(o.wrongAnswers, "; "))
-		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); cond == nil || cond.Reason != string(reason.WrongCluster) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.WrongCluster), msg)
-		}
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.WrongCluster, msg)
-	case p.trust != nil:
-		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); cond == nil || cond.Reason != string(p.trust.reason) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(p.trust.reason), p.trust.message)
-		}
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, p.trust.reason, p.trust.message)
-	case len(o.alarms) > 0:
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.AlarmRaised, alarmMessage(o))
-	case divergence != "":
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, divergenceReason, divergence)
-	case o.volumeRefusal != "" && !degraded:
-		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); cond == nil || cond.Reason != string(reason.VolumeExpansionUnsupported) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.VolumeExpansionUnsupported), o.volumeRefusal)
-		}
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.VolumeExpansionUnsupported, o.volumeRefusal)
-	case c.Status.UpgradeBlocked != nil && !degraded:
-		b := c.Status.UpgradeBlocked
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.UpgradeFailed, fmt.Sprintf("%s did not become healthy at %s; it was rolled back and the upgrade to %s is stopped", b.Member, b.Version, b.Target))
-	case degraded && o.etcd == nil:
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.EtcdUnreachable, action.Message)
-	case degraded:
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.MembersUnhealthy, fmt.Sprintf("%d of %d desired members healthy; %s", healthyVoters, c.Spec.Replicas, action.Message))
-	case slowMessage(c, o) != "":
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.MemberSlow, slowMessage(c, o))
-	default:
-		setCondition(c, etcdv1alpha1.ConditionDegraded, false, reason.AsExpected, "no member is missing or unhealthy")
+// conditionReason is the reason of the cluster's condition of type typ, "" when it has none.
+func conditionReason(c *etcdv1alpha1.EtcdCluster, typ string) reason.Reason {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, typ); cond != nil {
+		return reason.Reason(cond.Reason)
 	}
-
-	if prev := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing); action.Kind == planner.Wait && action.Reason == reason.NoSpaceLeft && (prev == nil || prev.Reason != string(action.Reason)) {
-		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(action.Reason), action.Message) // the operator cannot fix this one
-	}
-	switch action.Kind {
-	case planner.None:
-		if growing := p.volumesGrowing(); len(growing) > 0 {
-			setCondition(c, etcdv1alpha1.ConditionProgressing, true, reason.ExpandingVolumes, fmt.Sprintf("%s; waiting for the storage driver to grow the volumes of %s to %s",
-				action.Message, strings.Join(growing, ", "), c.Spec.Storage.Size.String()))
-			break
-		}
-		setCondition(c, etcdv1alpha1.ConditionProgressing, false, reason.Ready, action.Message)
-	case planner.Wait:
-		setCondition(c, etcdv1alpha1.ConditionProgressing, !stalled(action), action.Reason, action.Message)
-	default:
-		setCondition(c, etcdv1alpha1.ConditionProgressing, true, action.Reason, action.Message)
-	}
-	if r := c.Status.TLS.CARotation; r != nil && action.Reason != reason.RotatingCA { // the rotation's own steps name it
-		setCondition(c, etcdv1alpha1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s), phase %s: %s", r.Trigger, r.Phase, action.Message))
-	}
-
-	switch {
-	case !c.Status.Bootstrapped || c.Status.CurrentVersion == "":
-		meta.RemoveStatusCondition(&c.Status.Conditions, etcdv1alpha1.ConditionUpgrading)
-	case c.Status.UpgradeBlocked != nil:
-		b := c.Status.UpgradeBlocked
-		setCondition(c, etcdv1alpha1.ConditionUpgrading, false, reason.UpgradeFailed, fmt.Sprintf("%s did not become healthy at %s and was rolled back to %s; change spec.version to retry", b.Member, b.Version, c.Status.CurrentVersion))
-	case action.Reason == reason.Upgrading || action.Reason == reason.VersionChangeRefused:
-		setCondition(c, etcdv1alpha1.ConditionUpgrading, action.Reason == reason.Upgrading, action.Reason, action.Message)
-	case c.Status.CurrentVersion == c.Spec.Version:
-		setCondition(c, etcdv1alpha1.ConditionUpgrading, false, reason.UpToDate, "every member runs "+c.Spec.Version)
-	}
-
-	recordSpread(c, o)
-
-	switch {
-	case c.Spec.Maintenance.Paused:
-		c.Status.Phase = etcdv1alpha1.PhasePaused
-	case recovering(c) != nil:
-		c.Status.Phase = etcdv1alpha1.PhaseRecovering
-	case resources.Migrating(c):
-		c.Status.Phase = etcdv1alpha1.PhaseMigrating
-	case !c.Status.Bootstrapped:
-		c.Status.Phase = etcdv1alpha1.PhaseCreating
-	case !available || c.Status.UpgradeBlocked != nil:
-		c.Status.Phase = etcdv1alpha1.PhaseDegraded
-	case action.Reason == reason.ScalingUp || action.Reason == reason.ScalingDown || action.Kind == planner.Promote:
-		c.Status.Phase = etcdv1alpha1.PhaseScaling
-	case action.Reason == reason.Upgrading:
-		c.Status.Phase = etcdv1alpha1.PhaseUpgrading
-	case action.Kind == planner.Wait && action.Reason == reason.VersionChangeRefused:
-		c.Status.Phase = etcdv1alpha1.PhaseRunning
-	case action.Kind != planner.None || degraded:
-		c.Status.Phase = etcdv1alpha1.PhaseRepairing
-	default:
-		c.Status.Phase = etcdv1alpha1.PhaseRunning
-	}
+	return ""
 }
 
 // recordSpread sets Spread from the nodes of the members' pods; while a member has no pod on a node the

@@ -16,6 +16,7 @@ import (
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
@@ -77,6 +78,43 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		return p.checkUserTLS(ctx)
 	}
 	leaves := leafCerts(c)
+	live, err := p.leafSecrets(ctx, leaves)
+	if err != nil {
+		return nil, err
+	}
+	caName := naming.CASecret(c.Name)
+	ca, caSecret, problem, err := p.ensureCA(ctx, caName, len(live) > 0 || len(c.Status.Members) > 0)
+	if problem != nil || err != nil {
+		return problem, err
+	}
+	ca, next, problem, err := p.rotateCASecret(ctx, caSecret, ca)
+	if problem != nil || err != nil {
+		return problem, err
+	}
+	trusted := []*pki.CA{ca}
+	if next != nil {
+		trusted = append(trusted, next)
+	}
+	signer := ca
+	if planner.PlanCASecret(string(rotationPhase(c)), next != nil).SignWithNext {
+		signer = next
+	}
+	for _, l := range leaves {
+		s := live[l.name]
+		if s != nil && pki.HasCertificate(s.Data) && !signedByAny(trusted, s.Data) {
+			return &trustProblem{reason.CAChanged, fmt.Sprintf("the CA in Secret %s did not sign the certificate in %s: it was replaced, and the members do not trust it; "+
+				"the operator re-issues nothing. Put back the CA that signed the members' certificates", caName, l.name), false}, nil
+		}
+	}
+	if err := p.issueLeaves(ctx, leaves, live, signer, pki.Bundle(trusted...)); err != nil {
+		return nil, err
+	}
+	p.recordExpiry(caSecret, leaves, live)
+	return nil, nil
+}
+
+// leafSecrets are the Secrets of the leaf certificates that exist, by name.
+func (p *pass) leafSecrets(ctx context.Context, leaves []leafCert) (map[string]*corev1.Secret, error) {
 	live := map[string]*corev1.Secret{}
 	for _, l := range leaves {
 		s, err := p.tlsSecret(ctx, l.name)
@@ -87,91 +125,92 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 			live[l.name] = s
 		}
 	}
-	inUse := len(live) > 0 || len(c.Status.Members) > 0
+	return live, nil
+}
 
-	caName := naming.CASecret(c.Name)
+// ensureCA reads the cluster's CA, creating it (or taking over the running cluster's, on a
+// migration) only while no certificate is in use.
+func (p *pass) ensureCA(ctx context.Context, caName string, inUse bool) (*pki.CA, *corev1.Secret, *trustProblem, error) {
+	c := p.c
 	caSecret, err := p.tlsSecret(ctx, caName)
 	var ca *pki.CA
 	switch {
 	case apierrors.IsNotFound(err) && inUse:
-		return &trustProblem{reason.CASecretMissing, fmt.Sprintf("the CA Secret %s is gone; the members keep serving with the certificates they have, and the operator issues and renews none "+
+		return nil, nil, &trustProblem{reason.CASecretMissing, fmt.Sprintf("the CA Secret %s is gone; the members keep serving with the certificates they have, and the operator issues and renews none "+
 			"(a new CA would not be trusted by the running members). Restore the Secret (ca.crt and ca.key) from your backup of it, "+
 			"or move the data to a new cluster from a backup (spec.bootstrap.restore)", caName), false}, nil
 	case apierrors.IsNotFound(err) && resources.SourceCASecret(c) != "":
 		var data map[string][]byte
 		var problem *trustProblem
 		if ca, data, problem, err = p.sourceCA(ctx); problem != nil || err != nil {
-			return problem, err
+			return nil, nil, problem, err
 		}
 		caSecret = resources.Secret(c, caName, data)
 		if err := p.r.Create(ctx, caSecret); err != nil {
-			return nil, fmt.Errorf("create CA secret: %w", err)
+			return nil, nil, nil, fmt.Errorf("create CA secret: %w", err)
 		}
 		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.CACreated), "took over the running cluster's certificate authority %q from Secret %s (migrateFrom.caSecret): every certificate of this cluster is issued by it", ca.Cert.Subject.CommonName, resources.SourceCASecret(c))
 	case apierrors.IsNotFound(err):
 		var data map[string][]byte
 		ca, data, err = pki.NewCA(caCommonName(c), p.now)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		caSecret = resources.Secret(c, caName, data)
 		if err := p.r.Create(ctx, caSecret); err != nil {
-			return nil, fmt.Errorf("create CA secret: %w", err)
+			return nil, nil, nil, fmt.Errorf("create CA secret: %w", err)
 		}
 		p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.CACreated), "created the cluster's certificate authority")
 	case err != nil:
-		return nil, fmt.Errorf("read CA secret: %w", err)
+		return nil, nil, nil, fmt.Errorf("read CA secret: %w", err)
 	default:
 		if ca, err = pki.LoadCA(caSecret.Data); err != nil {
-			return unreadableCA(caName, err), nil
+			return nil, nil, unreadableCA(caName, err), nil
 		}
 	}
+	return ca, caSecret, nil, nil
+}
 
+// rotateCASecret takes the CA Secret's step of the CA rotation's phase (planner.PlanCASecret), and
+// returns the CA and the next CA (nil when none) after it.
+func (p *pass) rotateCASecret(ctx context.Context, caSecret *corev1.Secret, ca *pki.CA) (*pki.CA, *pki.CA, *trustProblem, error) {
+	c := p.c
 	phase := rotationPhase(c)
 	var next *pki.CA
+	var err error
 	if phase != "" {
 		if next, err = pki.LoadNextCA(caSecret.Data); err != nil {
-			return unreadableCA(caName, err), nil
+			return nil, nil, unreadableCA(caSecret.Name, err), nil
 		}
 	}
-	switch {
-	case (phase == etcdv1alpha1.CATrustNew || phase == etcdv1alpha1.CASignWithNew) && next == nil:
+	switch plan := planner.PlanCASecret(string(phase), next != nil); {
+	case plan.CreateNext:
 		// Idempotent: a next CA made by a pass that crashed before this phase finished is kept.
 		var data map[string][]byte
 		if next, data, err = pki.NewCA(caCommonName(c), p.now); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		caSecret.Data[pki.NextCACertKey], caSecret.Data[pki.NextCAKeyKey] = data[pki.CACertKey], data[pki.CAKeyKey]
 		caSecret.Data[pki.CACertKey] = pki.Bundle(ca, next)
 		if err := p.r.Update(ctx, caSecret); err != nil {
-			return nil, fmt.Errorf("add the next CA to secret %s: %w", caName, err)
+			return nil, nil, nil, fmt.Errorf("add the next CA to secret %s: %w", caSecret.Name, err)
 		}
 		p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.CARotation), "created the next CA; every trust bundle now holds the current and the next CA")
-	case phase == etcdv1alpha1.CADropOld && next != nil:
+	case plan.PromoteNext:
 		caSecret.Data = map[string][]byte{pki.CACertKey: next.CertPEM, pki.CAKeyKey: caSecret.Data[pki.NextCAKeyKey]}
 		if err := p.r.Update(ctx, caSecret); err != nil {
-			return nil, fmt.Errorf("make the next CA the CA in secret %s: %w", caName, err)
+			return nil, nil, nil, fmt.Errorf("make the next CA the CA in secret %s: %w", caSecret.Name, err)
 		}
 		ca, next = next, nil
 		p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.CARotation), "the new CA is now the CA; the old one is dropped from every trust bundle")
 	}
-	trusted := []*pki.CA{ca}
-	if next != nil {
-		trusted = append(trusted, next)
-	}
-	signer := ca
-	if phase == etcdv1alpha1.CASignWithNew {
-		signer = next
-	}
-	bundle := pki.Bundle(trusted...)
+	return ca, next, nil, nil
+}
 
-	for _, l := range leaves {
-		s := live[l.name]
-		if s != nil && pki.HasCertificate(s.Data) && !signedByAny(trusted, s.Data) {
-			return &trustProblem{reason.CAChanged, fmt.Sprintf("the CA in Secret %s did not sign the certificate in %s: it was replaced, and the members do not trust it; "+
-				"the operator re-issues nothing. Put back the CA that signed the members' certificates", caName, l.name), false}, nil
-		}
-	}
+// issueLeaves creates or re-issues, by signer, each leaf certificate that is missing, near expiry,
+// lacks a name or is asked for (AnnotationRenewCertificates), and gives every Secret the trust bundle.
+func (p *pass) issueLeaves(ctx context.Context, leaves []leafCert, live map[string]*corev1.Secret, signer *pki.CA, bundle []byte) error {
+	c := p.c
 	renew := c.Annotations[naming.AnnotationRenewCertificates]
 	renewAll := renew != "" && renew != c.Status.TLS.RenewCertificatesHandled
 	for _, l := range leaves {
@@ -182,8 +221,9 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		}
 		var data map[string][]byte
 		if reissue {
+			var err error
 			if data, err = signer.Issue(l.cn, l.dns, l.ips, l.usage, p.now); err != nil {
-				return nil, err
+				return err
 			}
 		} else {
 			data = maps.Clone(s.Data)
@@ -192,14 +232,14 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		if s == nil {
 			s = resources.Secret(c, l.name, data)
 			if err := p.r.Create(ctx, s); err != nil {
-				return nil, fmt.Errorf("create secret %s: %w", l.name, err)
+				return fmt.Errorf("create secret %s: %w", l.name, err)
 			}
 			live[l.name] = s
 			continue
 		}
 		s.Data = data
 		if err := p.r.Update(ctx, s); err != nil {
-			return nil, fmt.Errorf("renew secret %s: %w", l.name, err)
+			return fmt.Errorf("renew secret %s: %w", l.name, err)
 		}
 		if reissue {
 			p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.CertificateRenewed), "re-issued %s", l.name)
@@ -208,8 +248,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 	if renewAll {
 		c.Status.TLS.RenewCertificatesHandled = renew
 	}
-	p.recordExpiry(caSecret, leaves, live)
-	return nil, nil
+	return nil
 }
 
 // sourceCA reads the CA of a running cluster taken over with TLS (migrateFrom.caSecret, the user's

@@ -83,3 +83,26 @@ func decideCARotation(in Input, e *Etcd) Action {
 	}
 	return Action{Kind: AdvanceCARotation, Phase: next, Reason: reason.RotatingCA, Message: msg}
 }
+
+// CASecretPlan is what the phase of a CA rotation asks of the CA Secret and of the certificates
+// issued in it. A phase never changes what anyone trusts and who signs in the same step.
+type CASecretPlan struct {
+	// CreateNext: make the next CA and add it to every trust bundle (TrustNew, and SignWithNew after
+	// a crash lost nothing: a next CA already made is kept).
+	CreateNext bool
+	// PromoteNext: the next CA becomes the CA and the old one leaves every bundle (DropOld).
+	PromoteNext bool
+	// SignWithNext: certificates are issued by the next CA (SignWithNew).
+	SignWithNext bool
+}
+
+// PlanCASecret is the CA Secret's step in phase ("" when no rotation is under way), given whether
+// the Secret already holds a next CA. Each step is idempotent: a pass that crashed after it finds
+// the Secret changed and plans nothing more for it.
+func PlanCASecret(phase string, hasNext bool) CASecretPlan {
+	return CASecretPlan{
+		CreateNext:   (phase == PhaseTrustNew || phase == PhaseSignWithNew) && !hasNext,
+		PromoteNext:  phase == PhaseDropOld && hasNext,
+		SignWithNext: phase == PhaseSignWithNew,
+	}
+}

@@ -100,3 +100,24 @@ func TestCARotationKeepsQuorumAndOneDisruption(t *testing.T) {
 		{name: "a pod of unknown epoch is restarted", in: with(rotating(PhaseTrustNew, "c-0", "c-2"), func(in *Input) { p := in.Pods["c-1"]; p.TrustEpoch = -1; in.Pods["c-1"] = p }), kind: RollMember, members: []string{"c-1"}},
 	})
 }
+
+func TestPlanCASecret(t *testing.T) {
+	for _, tc := range []struct {
+		phase   string
+		hasNext bool
+		want    CASecretPlan
+	}{
+		{"", false, CASecretPlan{}},
+		{"", true, CASecretPlan{}}, // a next CA outside a rotation is not looked at
+		{PhaseTrustNew, false, CASecretPlan{CreateNext: true}},
+		{PhaseTrustNew, true, CASecretPlan{}}, // made by a pass that crashed before the phase ended: kept
+		{PhaseSignWithNew, false, CASecretPlan{CreateNext: true, SignWithNext: true}},
+		{PhaseSignWithNew, true, CASecretPlan{SignWithNext: true}},
+		{PhaseDropOld, true, CASecretPlan{PromoteNext: true}},
+		{PhaseDropOld, false, CASecretPlan{}}, // already promoted
+	} {
+		if got := PlanCASecret(tc.phase, tc.hasNext); got != tc.want {
+			t.Errorf("PlanCASecret(%q, next=%v) = %+v, want %+v", tc.phase, tc.hasNext, got, tc.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -268,5 +270,88 @@ func equalHashes(t *testing.T, cl *clientv3.Client, c *etcdv1alpha1.EtcdCluster)
 		}
 		return nil
 	})
+	return out
+}
+
+// identityGID is the operator's primary group in TestAnswerFromAnotherClusterIsRefused (its own, so
+// the redirect touches no other test's operator).
+const identityGID = 4343
+
+// The operator of cluster A reaches one of A's members at its pod address, but another cluster (B)
+// answers there, as when a pod address is reused by another cluster's member (plain-text clusters, or
+// clusters sharing a CA, accept each other's clients). The answers carry B's cluster ID: the operator
+// refuses them, reports Degraded=WrongCluster, and does nothing on their word. A's members and their IDs
+// stay, though replaceFailedMemberAfter (10 s) passes many times over, and B is untouched. Once the
+// address is A's member's again, A is healthy again.
+func TestAnswerFromAnotherClusterIsRefused(t *testing.T) {
+	t.Parallel()
+	plain := func(replaceAfter string) func(*etcdv1alpha1.EtcdCluster) {
+		return func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS.Client, c.Spec.TLS.Peer = etcdv1alpha1.TLSDisabled, etcdv1alpha1.TLSDisabled
+			c.Spec.Maintenance.ReplaceFailedMemberAfter = replaceAfter
+		}
+	}
+	nsB := env.NewNamespace(t, "e2e-identity-b-")
+	env.StartOperator(t, nsB, "")
+	b := createWith(t, nsB, plain("5m"))
+	nsA := env.NewNamespace(t, "e2e-identity-a-")
+	opA := env.StartOperatorInGroup(t, nsA, identityGID)
+	a := createWith(t, nsA, plain("10s"))
+
+	idsA, idsB := statusIDs(t, a), statusIDs(t, b)
+	_, victimIP := follower(t, a)
+	_, otherIP := follower(t, b)
+	// A new operator process, so that every connection to the victim's address is opened after the
+	// redirect.
+	opA.Stop()
+	restore := framework.RedirectOperator(t, identityGID, victimIP, otherIP, naming.ClientPort)
+	opA = env.StartOperatorInGroup(t, nsA, identityGID)
+
+	framework.WaitFor(t, "A reports the answers from B refused", 2*time.Minute, func() error {
+		cond := meta.FindStatusCondition(env.Get(t, a).Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		if cond == nil || cond.Reason != "WrongCluster" {
+			return fmt.Errorf("Degraded %v", cond)
+		}
+		return nil
+	})
+	assertEvent(t, nsA, "WrongCluster", victimIP)
+	time.Sleep(45 * time.Second) // replaceFailedMemberAfter, four times over
+	if got := statusIDs(t, a); !maps.Equal(got, idsA) {
+		t.Fatalf("A's members changed on another cluster's answers: %v -> %v", idsA, got)
+	}
+	if got := statusIDs(t, b); !maps.Equal(got, idsB) {
+		t.Fatalf("B's members changed: %v -> %v", idsB, got)
+	}
+	for _, m := range env.Get(t, a).Status.Members {
+		if m.UnhealthySince != nil || m.Diverged != nil {
+			t.Fatalf("A's member %s judged on B's answers: %+v", m.Name, m)
+		}
+	}
+	if logs := opA.Logs(); strings.Contains(logs, `"action":"RemoveMember"`) || strings.Contains(logs, `"action":"AddLearner"`) {
+		t.Fatalf("A's operator changed A's membership: %s", logs)
+	}
+
+	restore()
+	opA.Stop()
+	env.StartOperatorInGroup(t, nsA, identityGID)
+	env.WaitConverged(t, a, 3, convergeTimeout)
+	framework.WaitFor(t, "A no longer Degraded", 2*time.Minute, func() error {
+		if cond := meta.FindStatusCondition(env.Get(t, a).Status.Conditions, etcdv1alpha1.ConditionDegraded); cond != nil && cond.Status == metav1.ConditionTrue {
+			return fmt.Errorf("Degraded %s: %s", cond.Reason, cond.Message)
+		}
+		return nil
+	})
+	if got := statusIDs(t, a); !maps.Equal(got, idsA) {
+		t.Fatalf("A's members changed: %v -> %v", idsA, got)
+	}
+}
+
+// statusIDs are c's members in status: name → etcd member ID.
+func statusIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, m := range env.Get(t, c).Status.Members {
+		out[m.Name] = m.ID
+	}
 	return out
 }

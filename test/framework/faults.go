@@ -39,6 +39,18 @@ func CutOffOperator(t *testing.T, gid uint32, podIP string) (restore func()) {
 	return once(t, func() error { return run("iptables", append([]string{"-w", "-D"}, rule...)...) })
 }
 
+// RedirectOperator sends the connections the processes of group gid open to fromIP:port to toIP:port
+// instead (host nat table), as if another pod had taken fromIP; connections already open are left.
+func RedirectOperator(t *testing.T, gid uint32, fromIP, toIP string, port int) (restore func()) {
+	t.Helper()
+	rule := []string{"OUTPUT", "-m", "owner", "--gid-owner", fmt.Sprint(gid), "-d", fromIP, "-p", "tcp", "--dport", fmt.Sprint(port),
+		"-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", toIP, port)}
+	if err := run("iptables", append([]string{"-w", "-t", "nat", "-I"}, rule...)...); err != nil {
+		t.Fatal(err)
+	}
+	return once(t, func() error { return run("iptables", append([]string{"-w", "-t", "nat", "-D"}, rule...)...) })
+}
+
 // PartitionPeers drops raft traffic (every packet to or from port 2380, on connections in either
 // direction) in the network namespace of the pod with podIP: the member runs and answers clients,
 // but its peers lose it.

@@ -256,6 +256,9 @@ func (p *pass) observeAll(ctx context.Context) (res ctrl.Result, done bool, err 
 	if acted, err := p.abandonUnusableArchive(ctx); err != nil || acted {
 		return ctrl.Result{RequeueAfter: requeueStep}, true, err
 	}
+	if acted, err := p.abandonCorruptBackup(ctx); err != nil || acted {
+		return ctrl.Result{RequeueAfter: requeueStep}, true, err
+	}
 	p.observeRestore(ctx)
 	if !c.Status.Bootstrapped {
 		p.snapshot = p.observeSnapshot(ctx)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -156,6 +157,107 @@ func (p *pass) abandonUnusableArchive(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// abandonCorruptBackup switches a FromBackup recovery to another backup when a member's restore refused
+// the chosen one's bytes (the stored snapshot changed since it was taken, or its manifest did): that
+// backup is marked corrupt, the newest good one is chosen (planner.ChooseBackup) and recorded in status,
+// and only then are the pods that restored the refused bytes deleted, so they are made again from the
+// new choice even if the operator dies in between (a failed pod is tied to the backup it restored by
+// the SHA-256 its restore checked). Every member pod restoring other bytes than the recorded choice's
+// goes with its volume, not only the failed ones: one that restored the old choice before its bytes
+// changed must not join members restored from another backup. With no other good backup the recovery
+// waits, and says so. It says whether it acted.
+func (p *pass) abandonCorruptBackup(ctx context.Context) (bool, error) {
+	c := p.c
+	rec := recovering(c)
+	if rec == nil || rec.Source != planner.FromBackup || c.Status.Bootstrapped {
+		return false, nil
+	}
+	refused := map[string]backup.Report{} // SHA-256 restored → the refusal
+	for _, pod := range p.obs.pods {
+		if rep, ok := restoreFailure(pod); ok && backup.CorruptVerdict(rep.Reason) {
+			if sha := restoredSHA256(pod); sha != "" {
+				refused[sha] = rep
+			}
+		}
+	}
+	if len(refused) == 0 {
+		return false, nil
+	}
+	list := &etcdv1alpha1.EtcdBackupList{}
+	if err := p.r.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+		return false, fmt.Errorf("list backups: %w", err)
+	}
+	shaOf := map[string]string{} // backup name → SHA-256
+	for i := range list.Items {
+		b := &list.Items[i]
+		if b.Spec.ClusterName != c.Name {
+			continue
+		}
+		shaOf[b.Name] = b.Status.SHA256
+		if rep, ok := refused[b.Status.SHA256]; ok && b.Status.SHA256 != "" {
+			if corrupt, _ := b.Corrupt(); !corrupt {
+				markBackupVerified(ctx, p.r.Client, p.r.Recorder, b, nil, false, reason.BackupCorrupt,
+					fmt.Sprintf("%s: %s (found by the restore of the quorum-loss recovery of %s)", rep.Reason, rep.Message, c.Name))
+			}
+		}
+	}
+	if rep, stillChosen := refused[shaOf[rec.Backup]]; stillChosen {
+		schedules := &etcdv1alpha1.EtcdBackupScheduleList{}
+		if err := p.r.List(ctx, schedules, client.InNamespace(c.Namespace)); err != nil {
+			return false, fmt.Errorf("list backup schedules: %w", err)
+		}
+		choice := pickBackup(c, list.Items, schedules.Items)
+		if choice.Name == "" || choice.Name == rec.Backup {
+			msg := fmt.Sprintf("the restore refused backup %s (%s: %s) and no other good backup of %s exists: recover from a surviving member, or restore a new EtcdCluster from another copy", rec.Backup, rep.Reason, rep.Message, c.Name)
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.BackupCorrupt), msg)
+			return false, nil
+		}
+		archive, err := p.archiveOf(ctx, choice.Name)
+		if err != nil {
+			return false, err
+		}
+		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.BackupCorrupt), "the restore refused backup %s (%s: %s): the recovery restores %s instead%s",
+			rec.Backup, rep.Reason, rep.Message, choice.Name, noteSuffix(choice.Note))
+		rec.Backup, rec.Archive = choice.Name, archive
+		rec.Reason += fmt.Sprintf("; switched to backup %s after the restore refused the first choice's bytes", choice.Name)
+		if err := p.writeStatus(ctx); err != nil {
+			return false, err
+		}
+	}
+	acted, want := false, shaOf[rec.Backup]
+	for _, name := range slices.Sorted(maps.Keys(p.obs.pods)) {
+		if sha := restoredSHA256(p.obs.pods[name]); sha != "" && want != "" && sha != want {
+			if err := p.deleteMemberObjects(ctx, name); err != nil {
+				return false, err
+			}
+			acted = true
+		}
+	}
+	return acted, nil
+}
+
+// restoredSHA256 is the SHA-256 pod's restore init container holds its snapshot to, "" when none.
+func restoredSHA256(pod *corev1.Pod) string {
+	for _, ic := range pod.Spec.InitContainers {
+		if ic.Name != resources.RestoreContainer {
+			continue
+		}
+		for _, a := range ic.Args {
+			if v, ok := strings.CutPrefix(a, "--sha256="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+func noteSuffix(note string) string {
+	if note == "" {
+		return ""
+	}
+	return " (" + note + ")"
 }
 
 // pointInTime is spec.bootstrap.restore.pointInTime, nil when the restore is of the snapshot alone.

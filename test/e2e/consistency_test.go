@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,15 +16,18 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/test/chaos"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -354,4 +359,74 @@ func statusIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 		out[m.Name] = m.ID
 	}
 	return out
+}
+
+// One byte of the newest backup's stored snapshot is flipped in the bucket after it was taken (bit
+// rot, a bad copy). Quorum is then lost for good, and the FromBackup recovery chooses that newest
+// backup: the restore refuses its bytes (SHA-256), the operator marks it corrupt (Verified=False
+// BackupCorrupt), switches the recovery to the previous good backup, says so in an event, and the
+// cluster comes back with the good backup's keys.
+func TestRecoveryPassesOverAFlippedBackup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.NewNamespace(t, "e2e-flipped-")
+	op := env.StartOperator(t, ns, "")
+	mio := env.DeployMinIO(t, ns, bucket)
+	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance.QuorumLoss = planner.FromBackup
+		c.Spec.Storage.Size = resource.MustParse("512Mi") // the snapshot and the restored data side by side
+	})
+	cl := env.EtcdClient(t, c)
+	good := framework.PutKeys(t, cl, "good/", 200)
+	older := waitBackup(t, createBackup(t, ns, "older", c.Name, mio.Destination(bucket, "flip")), etcdv1alpha1.BackupSucceeded, 3*time.Minute)
+	framework.PutKeys(t, cl, "late/", 200)
+	newest := waitBackup(t, createBackup(t, ns, "newest", c.Name, mio.Destination(bucket, "flip")), etcdv1alpha1.BackupSucceeded, 3*time.Minute)
+	flipByte(t, mio, newest)
+
+	names := memberNames(env.Get(t, c))
+	op.Stop() // both volumes at once, as TestQuorumLossManualWaitsForTheAnnotation explains
+	loseMembers(t, ns, names[1:]...)
+	env.StartOperator(t, ns, "")
+	waitRecovered(t, c, "the cluster rebuilt from the previous good backup")
+	env.WaitConverged(t, c, 3, convergeTimeout)
+	if r := env.Get(t, c).Status.Recovery; r.Backup != older.Name {
+		t.Fatalf("recovered from %q, want %s: %+v", r.Backup, older.Name, r)
+	}
+	assertEvent(t, ns, "BackupCorrupt", "the restore refused backup newest")
+	b := &etcdv1alpha1.EtcdBackup{}
+	if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(newest), b); err != nil {
+		t.Fatal(err)
+	}
+	if corrupt, why := b.Corrupt(); !corrupt {
+		t.Fatalf("the flipped backup is not marked corrupt: %+v", b.Status.Conditions)
+	} else {
+		t.Logf("the flipped backup: %s", why)
+	}
+	cl = env.EtcdClient(t, c)
+	framework.CheckKeys(t, cl, "good/", good)
+	if r, err := cl.Get(ctx, "late/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || r.Count != 0 {
+		t.Fatalf("keys written after the good backup: %v %v (the recovery restored the flipped one?)", r, err)
+	}
+}
+
+// flipByte changes one byte in the middle of b's snapshot object in the bucket.
+func flipByte(t *testing.T, mio *framework.MinIO, b *etcdv1alpha1.EtcdBackup) {
+	t.Helper()
+	ctx := context.Background()
+	key := b.Status.Location
+	if i := strings.Index(key, bucket+"/"); i >= 0 {
+		key = key[i+len(bucket)+1:]
+	}
+	obj, err := mio.Client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(obj)
+	if err != nil || len(data) == 0 {
+		t.Fatalf("read %s: %d bytes, %v", key, len(data), err)
+	}
+	data[len(data)/2] ^= 0x01
+	if _, err := mio.Client.PutObject(ctx, bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -52,6 +52,9 @@ type Report struct {
 	PointInTime *PointInTimeResult `json:"pointInTime,omitempty"`
 	Reason      reason.Reason      `json:"reason,omitempty"`
 	Message     string             `json:"message,omitempty"`
+	// Corrupt are the other backups a test-restore rechecked and found changed (Recheck), whatever
+	// became of its own.
+	Corrupt []Corruption `json:"corrupt,omitempty"`
 }
 
 // watchAnonMemory samples the process's anonymous resident memory (heap, stacks, buffers: what
@@ -100,7 +103,7 @@ func watchAnonMemory() func() int64 {
 // ParseReport reads a termination message; ok is false when it is not a Report.
 func ParseReport(msg string) (Report, bool) {
 	var r Report
-	if err := json.Unmarshal([]byte(strings.TrimSpace(msg)), &r); err != nil || (r.Result == nil && r.PointInTime == nil && r.Reason == "") {
+	if err := json.Unmarshal([]byte(strings.TrimSpace(msg)), &r); err != nil || (r.Result == nil && r.PointInTime == nil && r.Reason == "" && len(r.Corrupt) == 0) {
 		return Report{}, false
 	}
 	return r, true
@@ -155,6 +158,17 @@ func (f *storageFlags) store() store {
 	return f.s3.S3(f.s3Key)
 }
 
+// at is the store of another snapshot beside this one: the S3 object key, or the file.
+func (f *storageFlags) at(key string) store {
+	other := *f
+	if other.s3.Bucket != "" {
+		other.s3Key = key
+	} else {
+		other.file, other.location = key, key
+	}
+	return other.store()
+}
+
 // validateWith validates the flags, then the point-in-time flags of pit (nil: none) against them: the
 // archive must be where the snapshot is (its S3 bucket, or its volume).
 func (f *storageFlags) validateWith(pit PointInTime) error {
@@ -200,10 +214,15 @@ func loadTLS(dir, serverName string) (*tls.Config, error) {
 
 // finish writes the report to the termination log and stdout and returns the exit code.
 func finish(out io.Writer, terminationLog string, res *Result, err error) int {
-	rep, code := Report{Result: res}, ExitOK
+	return finishWith(out, terminationLog, res, err, nil)
+}
+
+// finishWith is finish with the other backups a test-restore found corrupt.
+func finishWith(out io.Writer, terminationLog string, res *Result, err error, corrupt []Corruption) int {
+	rep, code := Report{Result: res, Corrupt: corrupt}, ExitOK
 	if err != nil {
 		f := AsFailure(err, reason.SnapshotFailed)
-		rep = Report{Reason: f.Reason, Message: f.Err.Error()}
+		rep = Report{Reason: f.Reason, Message: f.Err.Error(), Corrupt: corrupt}
 		code = ExitRetryable
 		if f.Permanent {
 			code = ExitPermanent
@@ -349,6 +368,12 @@ func VerifyMain(ctx context.Context, args []string, out io.Writer, pit PointInTi
 	fs.StringVar(&cfg.Etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "etcdutl of the backup's version")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory for the snapshot and the restored data")
 	termLog := fs.String("termination-log", "/dev/termination-log", "where the result is written for the operator")
+	var rechecks []Recheck
+	fs.Func("recheck", "another backup's snapshot in the same store whose bytes are checked again (backup:sha256:size:key); repeatable", func(v string) error {
+		r, err := ParseRecheck(v)
+		rechecks = append(rechecks, r)
+		return err
+	})
 	if pit != nil {
 		pit.Register(fs) // with --etcd, which the test-restore uses too
 	} else {
@@ -367,11 +392,15 @@ func VerifyMain(ctx context.Context, args []string, out io.Writer, pit PointInTi
 	if pit != nil && pit.Requested() {
 		cfg.Chain = pit
 	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
+		return finish(out, *termLog, nil, fail(reason.VerifyFailed, false, "create %s: %w", cfg.WorkDir, err))
+	}
+	corrupt := recheckAll(ctx, rechecks, func(key string) Source { return st.at(key) }, cfg.WorkDir)
 	res, err := Verify(ctx, st.store(), want, cfg)
 	if err != nil {
-		return finish(out, *termLog, nil, err)
+		return finishWith(out, *termLog, nil, err, corrupt)
 	}
-	return finish(out, *termLog, &res, nil)
+	return finishWith(out, *termLog, &res, nil, corrupt)
 }
 
 // CopySelfMain is `worker copy-self DEST`: puts this static binary on a shared volume, so a

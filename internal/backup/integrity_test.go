@@ -24,6 +24,8 @@ type integrityFixture struct {
 	bucket string
 	sink   *S3
 	res    Result
+	// eps are the source cluster's client URLs, for more snapshots.
+	eps []string
 }
 
 func newIntegrityFixture(t *testing.T) *integrityFixture {
@@ -41,7 +43,7 @@ func newIntegrityFixture(t *testing.T) *integrityFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &integrityFixture{t: t, mio: mio, bucket: bucket, sink: sink, res: res}
+	return &integrityFixture{t: t, mio: mio, bucket: bucket, sink: sink, res: res, eps: etcdtest.ClientURLs(ms)}
 }
 
 func (f *integrityFixture) get(key string) []byte {
@@ -200,5 +202,44 @@ func TestCorruptVerdict(t *testing.T) {
 		if got := CorruptVerdict(why); got != want {
 			t.Errorf("%s: corrupt %t, want %t", why, got, want)
 		}
+	}
+}
+
+// TestATestRestoreRechecksTheOtherBackups: the test-restore of the newest backup also holds the
+// schedule's other backups to their records: one whose stored bytes changed after its own
+// test-restore is reported corrupt (whatever the newest's outcome); an untouched one, and one that
+// cannot be read at all (gone: that says nothing of its bytes), are not.
+func TestATestRestoreRechecksTheOtherBackups(t *testing.T) {
+	f := newIntegrityFixture(t)
+	newest := &S3{Endpoint: f.mio.URL, Region: "us-east-1", Bucket: f.bucket, Key: "prod/b2.db", PathStyle: true, AccessKey: f.mio.AccessKey, SecretKey: f.mio.SecretKey}
+	res2, err := Take(context.Background(), f.eps, nil, newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	untouched := Recheck{Backup: "b2-again", Expect: Expect{SHA256: res2.SHA256, Size: res2.Size}, Key: "prod/b2.db"}
+	flipped := Recheck{Backup: "b1", Expect: Expect{SHA256: f.res.SHA256, Size: f.res.Size}, Key: "prod/b1.db"}
+	gone := Recheck{Backup: "b0", Expect: Expect{SHA256: f.res.SHA256, Size: f.res.Size}, Key: "prod/b0.db"}
+	b := f.get("prod/b1.db")
+	b[len(b)/3] ^= 0x80
+	f.put("prod/b1.db", b)
+
+	t.Setenv(EnvAccessKey, f.mio.AccessKey)
+	t.Setenv(EnvSecretKey, f.mio.SecretKey)
+	dir := t.TempDir()
+	var out bytes.Buffer
+	args := []string{"--etcdutl=" + etcdutl(t), "--etcd=" + filepath.Join(filepath.Dir(etcdutl(t)), "etcd"), "--termination-log=" + filepath.Join(dir, "term"),
+		"--work-dir=" + filepath.Join(dir, "w"), "--sha256=" + res2.SHA256, fmt.Sprintf("--size=%d", res2.Size), fmt.Sprintf("--revision=%d", res2.Revision),
+		"--s3-endpoint=" + f.mio.URL, "--s3-bucket=" + f.bucket, "--s3-key=prod/b2.db", "--s3-path-style",
+		"--recheck=" + untouched.String(), "--recheck=" + flipped.String(), "--recheck=" + gone.String()}
+	code := VerifyMain(context.Background(), args, &out, nil)
+	rep, ok := ParseReport(lastLines(out.String(), 1))
+	if code != ExitOK || !ok || rep.Result == nil {
+		t.Fatalf("the newest backup's test-restore: exit %d, report %+v (%s)", code, rep, out.String())
+	}
+	if len(rep.Corrupt) != 1 || rep.Corrupt[0].Backup != "b1" || rep.Corrupt[0].Reason != string(reason.SnapshotChecksumMismatch) {
+		t.Fatalf("rechecked: %+v, want b1 alone, SnapshotChecksumMismatch", rep.Corrupt)
+	}
+	if r, err := ParseRecheck(flipped.String()); err != nil || r != flipped {
+		t.Fatalf("the flag's form does not read back: %+v %v", r, err)
 	}
 }

@@ -362,7 +362,7 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alph
 			setVerifiedCondition(s, false, reason.UnsupportedVersion, fmt.Sprintf("backup %s was taken from etcd %s: %v", newest.Name, newest.Status.EtcdVersion, err))
 			break
 		}
-		if err := r.Create(ctx, resources.VerifyJob(s, newest, r.OperatorImage, image, r.PodIDs)); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.Create(ctx, resources.VerifyJob(s, newest, notCorrupt(succeeded[1:]), r.OperatorImage, image, r.PodIDs)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return 0, fmt.Errorf("create verify job: %w", err)
 		}
 		r.Recorder.Event(s, corev1.EventTypeNormal, string(reason.VerifyStarted), "test-restoring "+newest.Name)
@@ -372,6 +372,17 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alph
 		s.Status.LastVerifyTime = &t
 	}
 	return next.Sub(now), nil
+}
+
+// notCorrupt are the backups of bs not marked corrupt: the ones a test-restore checks again.
+func notCorrupt(bs []*etcdv1alpha1.EtcdBackup) []*etcdv1alpha1.EtcdBackup {
+	var out []*etcdv1alpha1.EtcdBackup
+	for _, b := range bs {
+		if corrupt, _ := b.Corrupt(); !corrupt {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // succeededNewestFirst are the schedule's succeeded backups that are not being deleted, the most
@@ -405,6 +416,7 @@ func (r *EtcdBackupScheduleReconciler) recordNewestFinishedVerify(ctx context.Co
 			return fmt.Errorf("read verify job of %s: %w", b.Name, err)
 		case jobFinished(job):
 			r.recordVerify(ctx, s, b, job)
+			r.recordRechecks(ctx, job, done)
 			return nil
 		}
 	}
@@ -438,6 +450,23 @@ func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *etcd
 			setVerifiedCondition(s, false, why, fmt.Sprintf("test-restore of %s failed: %s", b.Name, msg))
 			if backup.CorruptVerdict(why) {
 				markBackupVerified(ctx, r.Client, r.Recorder, b, job, false, reason.BackupCorrupt, fmt.Sprintf("%s: %s", why, msg))
+			}
+		}
+	}
+}
+
+// recordRechecks marks corrupt the other backups a finished test-restore Job found changed (its
+// report's Corrupt), each once.
+func (r *EtcdBackupScheduleReconciler) recordRechecks(ctx context.Context, job *batchv1.Job, done []*etcdv1alpha1.EtcdBackup) {
+	rep, err := (&EtcdBackupReconciler{Client: r.Client}).jobReport(ctx, job, jobSucceeded(job))
+	if err != nil {
+		return
+	}
+	for _, found := range rep.Corrupt {
+		for _, b := range done {
+			if b.Name == found.Backup {
+				markBackupVerified(ctx, r.Client, r.Recorder, b, nil, false, reason.BackupCorrupt,
+					fmt.Sprintf("%s: %s (rechecked by the test-restore %s)", found.Reason, found.Message, job.Name))
 			}
 		}
 	}

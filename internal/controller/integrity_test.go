@@ -126,3 +126,68 @@ func TestACorruptBackupIsMarkedAndNeverRestored(t *testing.T) {
 		t.Fatalf("%d pods (%v), members %v: want nothing started", len(pods.Items), err, get(t, restored).Status.Members)
 	}
 }
+
+// TestATestRestoreMarksTheRecheckedBackupsItFoundChanged: the newest backup's test-restore Job also
+// carries the schedule's other backups; those its report names as changed are marked corrupt (once,
+// with the evidence), the newest is verified, and the untouched one stays as it was.
+func TestATestRestoreMarksTheRecheckedBackupsItFoundChanged(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Maintenance.Paused = true })
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
+		Schedule: "0 0 1 1 *", KeepLast: 3, Verify: &etcdv1alpha1.VerifySpec{Schedule: "* * * * *"},
+		Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
+	}}
+	if err := k8s.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	created := get(t, c).CreationTimestamp.Time
+	record := func(name string, done time.Time) *etcdv1alpha1.EtcdBackup {
+		b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
+			Spec: s.Spec.Template}
+		at := metav1.NewTime(done)
+		return createFinished(t, b, etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &at, CompletionTime: &at, EtcdVersion: "3.6.16",
+			Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/" + name + ".db"})
+	}
+	flipped := record("nightly-1", created.Add(time.Minute))
+	untouched := record("nightly-2", created.Add(2*time.Minute))
+	newest := record("nightly-3", created.Add(3*time.Minute))
+
+	scheduleClock.advance(61 * time.Second)
+	poke(t, s)
+	job := &batchv1.Job{}
+	eventually(t, "verify job of the newest", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(newest.Name)}, job)
+	})
+	args := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, b := range []string{flipped.Name, untouched.Name} {
+		if !strings.Contains(args, "--recheck="+b+":") {
+			t.Fatalf("the test-restore of %s does not recheck %s: %s", newest.Name, b, args)
+		}
+	}
+	finishJob(t, job, backup.Report{Result: &backup.Result{SHA256: newest.Status.SHA256, Revision: 77},
+		Corrupt: []backup.Corruption{{Backup: flipped.Name, Reason: string(reason.SnapshotChecksumMismatch), Message: "snapshot refused: sha256 0123, recorded efef"}}}, true)
+
+	verdict := func(b *etcdv1alpha1.EtcdBackup) *metav1.Condition {
+		cur := &etcdv1alpha1.EtcdBackup{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), cur); err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.BackupConditionVerified)
+	}
+	eventually(t, "the rechecked backup marked corrupt, the newest verified", func() error {
+		bad, good := verdict(flipped), verdict(newest)
+		if bad == nil || bad.Reason != string(reason.BackupCorrupt) || !strings.Contains(bad.Message, "rechecked by the test-restore") {
+			return fmt.Errorf("%s: Verified = %+v", flipped.Name, bad)
+		}
+		if good == nil || good.Status != metav1.ConditionTrue {
+			return fmt.Errorf("%s: Verified = %+v", newest.Name, good)
+		}
+		return nil
+	})
+	waitBackupEvent(t, ns, flipped.Name, reason.BackupCorrupt, "no restore or recovery uses it")
+	if cond := verdict(untouched); cond != nil {
+		t.Fatalf("%s, found unchanged, got a verdict: %+v", untouched.Name, cond)
+	}
+}

@@ -89,6 +89,15 @@ func jobFinished(j *batchv1.Job) bool {
 	return false
 }
 
+func jobSucceeded(j *batchv1.Job) bool {
+	for _, cond := range j.Status.Conditions {
+		if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
 func mountsSecret(j *batchv1.Job, name string) bool {
 	for _, v := range j.Spec.Template.Spec.Volumes {
 		if v.Secret != nil && v.Secret.SecretName == name {

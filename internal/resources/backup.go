@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -170,11 +171,18 @@ func VerifyJobName(backupName string) string { return jobName("etcdverify-", bac
 // VerifyJob test-restores the successful backup b for schedule s: `worker verify` in the etcd
 // image of the backup's version (so its etcdutl and etcd open the snapshot as the cluster would),
 // the binary copied there by an operator-image init container, everything on scratch volumes.
-func VerifyJob(s *etcdv1alpha1.EtcdBackupSchedule, b *etcdv1alpha1.EtcdBackup, operatorImage, etcdImage string, ids PodIDs) *batchv1.Job {
+// The bytes of others (the schedule's other retained backups) are checked again in the same Job,
+// those in b's store only: a backup changed after its own test-restore is found at the next one.
+func VerifyJob(s *etcdv1alpha1.EtcdBackupSchedule, b *etcdv1alpha1.EtcdBackup, others []*etcdv1alpha1.EtcdBackup, operatorImage, etcdImage string, ids PodIDs) *batchv1.Job {
 	const work = "/verify"
 	args, env, vols, mounts := storage(SnapshotSource(b), "", backupVolumeDir, true)
 	args = append([]string{"verify", "--work-dir=" + work + "/scratch", "--sha256=" + b.Status.SHA256,
 		fmt.Sprintf("--size=%d", b.Status.Size), fmt.Sprintf("--revision=%d", b.Status.Revision)}, args...)
+	for _, o := range others {
+		if key := storedKey(o); key != "" && o.Status.SHA256 != "" && o.Name != b.Name && equality.Semantic.DeepEqual(o.Spec.Destination, b.Spec.Destination) {
+			args = append(args, "--recheck="+backup.Recheck{Backup: o.Name, Expect: backup.Expect{SHA256: o.Status.SHA256, Size: o.Status.Size}, Key: key}.String())
+		}
+	}
 	// The archive that continues the backup is replayed onto it to its end: the verification of
 	// snapshot and chain together that a point-in-time restore relies on.
 	if s.Spec.Archive != nil && b.Status.ClusterID != "" {
@@ -191,6 +199,20 @@ func VerifyJob(s *etcdv1alpha1.EtcdBackupSchedule, b *etcdv1alpha1.EtcdBackup, o
 	// The throwaway etcd maps the whole database: memory grows with it, unlike a streaming backup.
 	pod.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}
 	return job
+}
+
+// storedKey is where the worker finds b's snapshot in its store: the S3 object key, or the file on
+// the mounted claim ("" when b has neither).
+func storedKey(b *etcdv1alpha1.EtcdBackup) string {
+	args, _, _, _ := storage(SnapshotSource(b), "", backupVolumeDir, true)
+	for _, a := range args {
+		for _, flag := range []string{"--s3-key=", "--file="} {
+			if v, ok := strings.CutPrefix(a, flag); ok {
+				return v
+			}
+		}
+	}
+	return ""
 }
 
 // BackupDeleteJobName is the Job that deletes an EtcdBackup's snapshot.

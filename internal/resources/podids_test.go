@@ -23,7 +23,7 @@ func everyPodSpec(ids PodIDs) map[string]corev1.PodSpec {
 		"member":     member.Spec,
 		"backup Job": BackupJob(b, c, "op:1", ids).Spec.Template.Spec,
 		"delete Job": BackupDeleteJob(b, "op:1", ids).Spec.Template.Spec,
-		"verify Job": VerifyJob(s, b, "op:1", "etcd:1", ids).Spec.Template.Spec,
+		"verify Job": VerifyJob(s, b, nil, "op:1", "etcd:1", ids).Spec.Template.Spec,
 	}
 }
 

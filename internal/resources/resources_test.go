@@ -261,7 +261,7 @@ func TestEveryObjectIsLabelledAsTheOperators(t *testing.T) {
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo",
 		Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "bkt", CredentialsSecret: "s3"}}}}
 	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns"}}
-	backupJob, deleteJob, verifyJob := BackupJob(b, c, "op:1", FixedIDs), BackupDeleteJob(b, "op:1", FixedIDs), VerifyJob(s, b, "op:1", "etcd:1", FixedIDs)
+	backupJob, deleteJob, verifyJob := BackupJob(b, c, "op:1", FixedIDs), BackupDeleteJob(b, "op:1", FixedIDs), VerifyJob(s, b, nil, "op:1", "etcd:1", FixedIDs)
 	for _, obj := range []metav1.Object{
 		MemberPod(c, MemberPodInput{Member: "demo-0", Image: "i", InitialCluster: []string{"demo-0"}}),
 		MemberPVC(c, "demo-0"), ClientService(c), PeerService(c), PodDisruptionBudget(c), Secret(c, "demo-ca", nil),

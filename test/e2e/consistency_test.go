@@ -430,3 +430,53 @@ func flipByte(t *testing.T, mio *framework.MinIO, b *etcdv1alpha1.EtcdBackup) {
 		t.Fatal(err)
 	}
 }
+
+// One byte of a backup is flipped in the bucket after its own test-restore verified it: the next
+// test-restore of the schedule (of the next backup) checks the other backups' bytes too, and marks it
+// corrupt: found within one verification cycle.
+func TestAVerificationCycleFindsAFlippedBackup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.NewNamespace(t, "e2e-recheck-")
+	env.StartOperator(t, ns, "")
+	mio := env.DeployMinIO(t, ns, bucket)
+	c := createWith(t, ns, func(*etcdv1alpha1.EtcdCluster) {})
+	framework.PutKeys(t, env.EtcdClient(t, c), "bk/", 100)
+	sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "minutely", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
+		Schedule: "* * * * *", KeepLast: 3, Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: mio.Destination(bucket, "recheck")},
+		Verify: &etcdv1alpha1.VerifySpec{Schedule: "* * * * *"},
+	}}
+	if err := env.K8s.Create(ctx, sched); err != nil {
+		t.Fatal(err)
+	}
+	verdict := func(b *etcdv1alpha1.EtcdBackup) *metav1.Condition {
+		return meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.BackupConditionVerified)
+	}
+	var first *etcdv1alpha1.EtcdBackup
+	framework.WaitFor(t, "a backup verified by its own test-restore", 5*time.Minute, func() error {
+		list := &etcdv1alpha1.EtcdBackupList{}
+		if err := env.K8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if cond := verdict(&list.Items[i]); cond != nil && cond.Status == metav1.ConditionTrue {
+				first = &list.Items[i]
+				return nil
+			}
+		}
+		return fmt.Errorf("%d backups, none verified", len(list.Items))
+	})
+	flipByte(t, mio, first)
+	flipped := time.Now()
+	framework.WaitFor(t, first.Name+" found changed by a later test-restore", 4*time.Minute, func() error {
+		cur := &etcdv1alpha1.EtcdBackup{}
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(first), cur); err != nil {
+			return err
+		}
+		if cond := verdict(cur); cond == nil || cond.Reason != "BackupCorrupt" || !strings.Contains(cond.Message, "rechecked by the test-restore") {
+			return fmt.Errorf("Verified = %+v", cond)
+		}
+		return nil
+	})
+	t.Logf("%s, verified, then one byte flipped: marked corrupt %s later (verify schedule: every minute)", first.Name, time.Since(flipped).Round(time.Second))
+}

@@ -29,16 +29,7 @@ func TestCommittedPageIsUpToDate(t *testing.T) {
 // A tree with a reason written as a literal, one flowing through a helper and one never used.
 func TestLiteralsHelpersAndUnusedReasons(t *testing.T) {
 	root := t.TempDir()
-	write := func(path, src string) {
-		t.Helper()
-		full := filepath.Join(root, path)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := writerIn(t, root)
 	write("internal/reason/cluster.go", `package reason
 type Reason string
 // Cluster things.
@@ -89,16 +80,7 @@ func degrade(why reason.Reason) { setCondition(c, v1.ConditionDegraded, true, wh
 // field copied into the planner's input.
 func TestPlannerConditionsAndCopiedFields(t *testing.T) {
 	root := t.TempDir()
-	write := func(path, src string) {
-		t.Helper()
-		full := filepath.Join(root, path)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := writerIn(t, root)
 	write("internal/reason/cluster.go", `package reason
 type Reason string
 // Cluster things.
@@ -144,6 +126,20 @@ func conditions(h Health) (Condition, Warning) {
 	} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+}
+
+// writerIn writes files of a source tree under root.
+func writerIn(t *testing.T, root string) func(path, src string) {
+	return func(path, src string) {
+		t.Helper()
+		full := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -48,18 +48,19 @@ func waitBackupEvent(t *testing.T, ns, name string, why reason.Reason, want stri
 // Verified=False BackupCorrupt with a Warning event and counted in etcd_autopilot_backup_corrupt; a
 // FromBackup recovery's choice passes over it to the previous good backup and says so; and a new
 // cluster told to restore it is refused before any member starts.
-func TestACorruptBackupIsMarkedAndNeverRestored(t *testing.T) {
-	ns := newNamespace(t)
-	ctx := context.Background()
+// verifiedSchedule is a paused cluster "demo" with a schedule test-restoring every minute and no run
+// of its own, and record, which makes a succeeded backup of that schedule completed at done (with a
+// manifest).
+func verifiedSchedule(t *testing.T, ns string) (*etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackupSchedule, func(name string, done time.Time) *etcdv1alpha1.EtcdBackup) {
+	t.Helper()
 	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Maintenance.Paused = true })
 	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
 		Schedule: "0 0 1 1 *", KeepLast: 3, Verify: &etcdv1alpha1.VerifySpec{Schedule: "* * * * *"},
 		Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
 	}}
-	if err := k8s.Create(ctx, s); err != nil {
+	if err := k8s.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	created := get(t, c).CreationTimestamp.Time
 	record := func(name string, done time.Time) *etcdv1alpha1.EtcdBackup {
 		b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
@@ -69,6 +70,14 @@ func TestACorruptBackupIsMarkedAndNeverRestored(t *testing.T) {
 			Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/" + name + ".db",
 			Manifest: "s3://backups/prod/" + name + ".db" + backup.ManifestSuffix})
 	}
+	return c, s, record
+}
+
+func TestACorruptBackupIsMarkedAndNeverRestored(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	c, s, record := verifiedSchedule(t, ns)
+	created := get(t, c).CreationTimestamp.Time
 	record("nightly-1", created.Add(time.Minute))
 	bad := record("nightly-2", created.Add(2*time.Minute))
 
@@ -133,23 +142,8 @@ func TestACorruptBackupIsMarkedAndNeverRestored(t *testing.T) {
 func TestATestRestoreMarksTheRecheckedBackupsItFoundChanged(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Maintenance.Paused = true })
-	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
-		Schedule: "0 0 1 1 *", KeepLast: 3, Verify: &etcdv1alpha1.VerifySpec{Schedule: "* * * * *"},
-		Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: s3Dest()},
-	}}
-	if err := k8s.Create(ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	c, s, record := verifiedSchedule(t, ns)
 	created := get(t, c).CreationTimestamp.Time
-	record := func(name string, done time.Time) *etcdv1alpha1.EtcdBackup {
-		b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
-			Spec: s.Spec.Template}
-		at := metav1.NewTime(done)
-		return createFinished(t, b, etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &at, CompletionTime: &at, EtcdVersion: "3.6.16",
-			Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/" + name + ".db"})
-	}
 	flipped := record("nightly-1", created.Add(time.Minute))
 	untouched := record("nightly-2", created.Add(2*time.Minute))
 	newest := record("nightly-3", created.Add(3*time.Minute))

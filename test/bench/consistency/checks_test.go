@@ -164,10 +164,12 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 		len(sides), segment, t0.UTC().Format(time.TimeOnly), roundSeg, interval.Round(time.Second), checkSeg)
 
 	var rounds []time.Duration
+	var roundAt time.Time
 	roundDone := make(chan struct{})
 	go func() {
 		defer close(roundDone)
 		time.Sleep(time.Until(t0.Add(time.Duration(roundSeg)*segment + segment/2)))
+		roundAt = time.Now()
 		d, err := on.hashRound()
 		if err != nil {
 			t.Errorf("operator round in the schedule: %v", err)
@@ -177,11 +179,19 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 		t.Logf("operator round in segment %d took %s", roundSeg, d.Round(time.Millisecond))
 	}()
 	lat := map[*cluster][]time.Duration{}
+	var onPuts []put
 	segP99 := map[*cluster][]float64{}
 	failed := map[*cluster]int{}
 	for k, c := range sides {
 		from := t0.Add(time.Duration(k) * segment)
-		ls, fails := c.write(from, from.Add(segment), rate)
+		puts, fails := c.write(from, from.Add(segment), rate)
+		ls := make([]time.Duration, len(puts))
+		for i, p := range puts {
+			ls[i] = p.took
+		}
+		if c == on {
+			onPuts = append(onPuts, puts...)
+		}
 		lat[c] = append(lat[c], ls...)
 		failed[c] += fails
 		segP99[c] = append(segP99[c], ms(quantile(ls, 0.99)))
@@ -202,6 +212,32 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 		t.Fatalf("want one etcd periodic check, in an on segment; got %v (schedule from %s, segments of %s)", checks, t0, segment)
 	}
 	t.Logf("etcd periodic check finished at %s (segment %d)", inWindow[0].UTC().Format(time.TimeOnly), int(inWindow[0].Sub(t0)/segment))
+
+	// What each check did to the puts scheduled while it ran (etcd logs only the periodic check's end;
+	// its hashes take about as long as a round).
+	offP99d := quantile(lat[off], 0.99)
+	during := func(what string, from, to time.Time) string {
+		var n, over int
+		var worst time.Duration
+		for _, p := range onPuts {
+			if p.at.Before(from) || p.at.After(to) {
+				continue
+			}
+			n++
+			worst = max(worst, p.took)
+			if p.took > offP99d {
+				over++
+			}
+		}
+		msg := fmt.Sprintf("%d puts scheduled during %s: slowest %.0f ms, %d above the off side's p99", n, what, ms(worst), over)
+		t.Log(msg)
+		return msg
+	}
+	var roundEffect string
+	if len(rounds) > 0 {
+		roundEffect = during("the operator's round", roundAt, roundAt.Add(rounds[0]))
+	}
+	checkEffect := during("the 2 s before etcd's periodic check ended", inWindow[0].Add(-2*time.Second), inWindow[0])
 
 	// How long one round takes on this database, out of the schedule (nothing else running).
 	for i := 0; i < 3; i++ {
@@ -229,9 +265,9 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 			"etcd's initial, compaction-hash and periodic checks (resources.ConsistencyArgs), the periodic one firing once, and one operator round (HashKV of every member at a common revision); "+
 			"baseline: the same against a twin cluster without any check. The writer alternates between the two in %d segments of %s (off/on, then on/off), "+
 			"so each side gets %s, one operator interval: the operator's round at its real pace, etcd's periodic check at three times its (an upper bound). "+
-			"Value and baseline are the p99 of all puts of a side (%d and %d, %d and %d failed); the samples are each segment's p99. Load average %s at the start, %s at the end (2 shared cores)",
+			"Value and baseline are the p99 of all puts of a side (%d and %d, %d and %d failed); the samples are each segment's p99. %s; %s. Load average %s at the start, %s at the end (2 shared cores)",
 			rate, writeSize, writeKeys, versions.Default, dbMiB, valueSize, len(sides), segment, time.Duration(pairs)*segment,
-			len(lat[on]), len(lat[off]), failed[on], failed[off], load0, load1),
+			len(lat[on]), len(lat[off]), failed[on], failed[off], roundEffect, checkEffect, load0, load1),
 	}
 	p99.Min, p99.Max = bounds(p99.Samples)
 	p99.BaselineMin, p99.BaselineMax = bounds(p99.BaselineSamples)
@@ -460,14 +496,20 @@ func preload(t *testing.T, c *cluster, bytes int64) time.Duration {
 	return time.Since(start)
 }
 
+// put is one put of the steady writer: when it was scheduled, and how long it took from then.
+type put struct {
+	at   time.Time
+	took time.Duration
+}
+
 // write puts rate times a second from from to to, each at its scheduled time whatever the puts before
 // it are doing (open loop: a stall shows in every put it delays, not only in the one it holds), and
-// returns each put's latency from its scheduled time, and how many failed.
-func (c *cluster) write(from, to time.Time, rate int) ([]time.Duration, int) {
+// returns each put with its latency from its scheduled time, and how many failed.
+func (c *cluster) write(from, to time.Time, rate int) ([]put, int) {
 	every := time.Second / time.Duration(rate)
 	val := strings.Repeat("w", writeSize)
 	var mu sync.Mutex
-	var lat []time.Duration
+	var puts []put
 	failed := 0
 	var wg sync.WaitGroup
 	for i := 0; ; i++ {
@@ -484,7 +526,7 @@ func (c *cluster) write(from, to time.Time, rate int) ([]time.Duration, int) {
 			cancel()
 			took := time.Since(at)
 			mu.Lock()
-			lat = append(lat, took)
+			puts = append(puts, put{at: at, took: took})
 			if err != nil {
 				failed++
 			}
@@ -492,7 +534,7 @@ func (c *cluster) write(from, to time.Time, rate int) ([]time.Duration, int) {
 		}(i, at)
 	}
 	wg.Wait()
-	return lat, failed
+	return puts, failed
 }
 
 // hashRound is the operator's round (internal/controller hashRound): every member's status, then

@@ -278,11 +278,20 @@ include hack/cluster/cluster.mk
 
 ##@ Benchmarks
 
-# BENCH_RUN picks benchmarks by name (e.g. TestBench$$ for the lifecycle ones; the scale curve is make bench-scale); BENCH_REPS the runs per figure (5); BENCH_SIZES the cluster sizes of TestBench (1,3,5).
+# BENCH_RUN picks benchmarks by name (e.g. TestBench$$ for the lifecycle ones, TestBenchConsistencyChecksCost for the checks' cost; the scale curve is make bench-scale); BENCH_REPS the runs per figure (5); BENCH_SIZES the cluster sizes of TestBench (1,3,5).
 BENCH_RUN ?= .
 .PHONY: bench
 bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster; rewrites bench/results and BENCHMARKS.md.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run '$(BENCH_RUN)' -skip '^TestBenchScale$$' -count=1 -timeout 150m -v $(BENCH_ARGS)
+	$(MAKE) bench-consistency
+
+# What the consistency checks cost a steady writer: two 3-member etcd clusters (bin/etcd) on loopback, checks on
+# and off, no Kubernetes cluster needed (≈ 13 min); writes bench/results/consistency_*.json. BENCH_DB_MIB (128),
+# BENCH_RATE (200 puts/s), BENCH_PAIRS (5) and BENCH_SEGMENT (one operator interval ÷ BENCH_PAIRS) change what it measures.
+.PHONY: bench-consistency
+bench-consistency: ## Write p99 with the consistency checks on vs off, and one HashKV round's time (3 local etcd processes each).
+	$(TOOLS) etcd-v3.6
+	go test -tags bench ./test/bench/consistency/ -run '$(BENCH_RUN)' -count=1 -timeout 30m -v
 
 # The operator's informer cache with 1,000 unrelated Secrets, Pods and ConfigMaps, filtered and not (envtest);
 # writes bench/results/operator_cache_heap_1000_unrelated.json.

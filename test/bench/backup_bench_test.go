@@ -322,28 +322,28 @@ func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64
 	mem := slices.Max(samples["backup_job_peak_memory_mib"])
 	restoredServing := "the member pod Ready, a linearizable read through its endpoint and a ready endpoint of the client Service"
 	rows := []result{
-		{Metric: "backup_time_vs_etcdctl", Value: round2(median(samples["backup_job"])), Unit: "s", Baseline: round2(median(samples["etcdctl_save"])),
+		{Metric: "backup_time_vs_etcdctl", Value: framework.Round2(framework.Median(samples["backup_job"])), Unit: "s", Baseline: framework.Round2(framework.Median(samples["etcdctl_save"])),
 			Notes: "seconds the backup Job (the operator image's worker binary, in the cluster) takes to snapshot a " + db + " database from its member and stream it to MinIO in the cluster, measured in the Job from dial to completed upload; baseline: `etcdctl snapshot save` (v3.6.16) from the host to local disk, same member, same run (the issue's baseline: it does not upload)",
 			Goal:  &timeGoal, Samples: roundAll(samples["backup_job"]), BaselineSamples: roundAll(samples["etcdctl_save"])},
-		{Metric: "backup_time_vs_etcdctl_and_upload", Value: round2(median(samples["backup_job"])), Unit: "s", Baseline: round2(median(samples["etcdctl_save_upload"])),
+		{Metric: "backup_time_vs_etcdctl_and_upload", Value: framework.Round2(framework.Median(samples["backup_job"])), Unit: "s", Baseline: framework.Round2(framework.Median(samples["etcdctl_save_upload"])),
 			Notes: "the backup Job's seconds as in backup_time_vs_etcdctl; baseline: `etcdctl snapshot save` to local disk, then that file uploaded to the same MinIO bucket from the host (minio-go FPutObject): both end with the snapshot stored in MinIO",
 			Goal:  &timeGoal, Samples: roundAll(samples["backup_job"]), BaselineSamples: roundAll(samples["etcdctl_save_upload"])},
-		{Metric: "backup_job_peak_rss_mib", Value: round2(slices.Max(samples["backup_job_peak_rss_mib"])), Unit: "MiB", Baseline: round2(median(samples["etcdctl_peak_rss_mib"])),
+		{Metric: "backup_job_peak_rss_mib", Value: framework.Round2(slices.Max(samples["backup_job_peak_rss_mib"])), Unit: "MiB", Baseline: framework.Round2(framework.Median(samples["etcdctl_peak_rss_mib"])),
 			Notes:   "peak total resident memory (getrusage maxrss: heap, stacks, buffers and the mapped pages of the binary) of the backup Job's worker process, the maximum over the runs, streaming a " + db + " snapshot to MinIO in multipart parts read straight from the snapshot stream (64 MiB, not buffered), two in flight; baseline: the peak RSS of `etcdctl snapshot save` of the same database (median), which writes to a local file and uploads nothing; goal: < 32 MiB",
 			Samples: roundAll(samples["backup_job_peak_rss_mib"]), BaselineSamples: roundAll(samples["etcdctl_peak_rss_mib"])},
-		{Metric: "backup_job_peak_memory_mib", Value: round2(mem), Unit: "MiB", Baseline: memGoal,
+		{Metric: "backup_job_peak_memory_mib", Value: framework.Round2(mem), Unit: "MiB", Baseline: memGoal,
 			Notes: "peak anonymous resident memory (RssAnon sampled every 50 ms: heap, stacks, buffers) of the backup Job's worker process over the runs, streaming a " + db + " snapshot to MinIO in multipart parts read straight from the snapshot stream (64 MiB, not buffered), two in flight; the binary's file-backed pages are in backup_job_peak_rss_mib; baseline: the 64 MiB goal, so ratio = value / 64",
 			Goal:  &memGoalRatio, Samples: roundAll(samples["backup_job_peak_memory_mib"])},
-		{Metric: "restore_time_1gib", Value: round2(median(samples["restore"])), Unit: "s", Baseline: round2(median(samples["etcdutl_restore"])),
+		{Metric: "restore_time_1gib", Value: framework.Round2(framework.Median(samples["restore"])), Unit: "s", Baseline: framework.Round2(framework.Median(samples["etcdutl_restore"])),
 			Notes: "seconds from creating a 1-member EtcdCluster with spec.bootstrap.restore naming the " + db + " backup in MinIO until it serves (" + restoredServing + "; download with SHA-256 check, etcdutl restore in the etcd image, etcd start, TLS); baseline: `etcdutl snapshot restore` (v3.6.16) of the same database on the host's local disk (the issue's baseline: no download, no pod, no etcd start)",
 			Goal:  &restoreGoal, Samples: roundAll(samples["restore"]), BaselineSamples: roundAll(samples["etcdutl_restore"])},
-		{Metric: "restore_time_1gib_vs_bare", Value: round2(median(samples["restore"])), Unit: "s", Baseline: round2(median(samples["bare_restore"])),
+		{Metric: "restore_time_1gib_vs_bare", Value: framework.Round2(framework.Median(samples["restore"])), Unit: "s", Baseline: framework.Round2(framework.Median(samples["bare_restore"])),
 			Notes:   "the operator's restore as in restore_time_1gib; baseline: the same object restored by hand into a bare 1-member etcd (TLS, the operator's probes, a local-path PVC): an init container downloads it with busybox wget from a presigned URL of the same MinIO, another runs the etcd image's etcdutl snapshot restore, then etcd starts; timed from creating its objects until " + restoredServing + ", checked by the same prober",
 			Samples: roundAll(samples["restore"]), BaselineSamples: roundAll(samples["bare_restore"])},
 	}
 	for i := range rows {
 		r := &rows[i]
-		r.Ratio, r.Date, r.Command = round2(r.Value/r.Baseline), date, benchCommand(t)
+		r.Ratio, r.Date, r.Command = framework.Round2(r.Value/r.Baseline), date, benchCommand(t)
 		r.Min, r.Max = bounds(r.Samples)
 		r.BaselineMin, r.BaselineMax = bounds(r.BaselineSamples)
 		writeResult(t, *r)
@@ -375,7 +375,7 @@ func backupMarkdown(rows []result, db string, reps int, fromHost []float64) stri
 - ` + "`backup_time_vs_etcdctl_and_upload`" + `: the same Job ÷ ` + "`etcdctl snapshot save`" + ` plus the upload of its file to the same
   MinIO from the host: both sides end with the snapshot stored in MinIO.
 - The Job's own binary run from the host, like etcdctl, against the same member and bucket (a diagnostic, not a
-  figure of the operator): ` + fmt.Sprintf("%.1f s (%.1f–%.1f)", median(fromHost), slices.Min(fromHost), slices.Max(fromHost)) + `. What the Job takes beyond that is
+  figure of the operator): ` + fmt.Sprintf("%.1f s (%.1f–%.1f)", framework.Median(fromHost), slices.Min(fromHost), slices.Max(fromHost)) + `. What the Job takes beyond that is
   what running in a pod costs here (pod-to-pod traffic through the bridge and its filters, the pod's CPU share).
 - ` + "`backup_job_peak_rss_mib`" + `: the Job's worker process's peak total RSS (its binary's mapped pages included), the
   maximum over the runs, against ` + "`etcdctl snapshot save`" + `'s (median) of the same database.

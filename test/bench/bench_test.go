@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -333,21 +332,6 @@ func converged(c *etcdv1alpha1.EtcdCluster, n int) (bool, error) {
 
 type result = framework.BenchResult
 
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// round2 keeps two decimals: the clock polls every 200 ms, finer digits would be noise.
-func round2(x float64) float64 {
-	f, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 2, 64), 64)
-	return f
-}
-
 // metricDef says how one figure is derived from the samples of a run: the median of metric's
 // samples, divided by the median of baseline's; a count without a baseline has ratio = value.
 type metricDef struct {
@@ -392,13 +376,13 @@ func writeResults(t *testing.T, defs []metricDef, samples map[string][]float64) 
 		if len(samples[d.metric]) == 0 {
 			continue // not measured in this run (BENCH_SIZES): its committed result stays
 		}
-		v := median(samples[d.metric])
-		r := result{Metric: d.metric, Value: round2(v), Unit: d.unit, Ratio: round2(v), Date: date, Command: benchCommand(t),
+		v := framework.Median(samples[d.metric])
+		r := result{Metric: d.metric, Value: framework.Round2(v), Unit: d.unit, Ratio: framework.Round2(v), Date: date, Command: benchCommand(t),
 			Notes: d.notes, Goal: d.goal, Samples: roundAll(samples[d.metric])}
 		r.Min, r.Max = bounds(r.Samples)
 		if d.baseline != "" {
-			b := median(samples[d.baseline])
-			r.Baseline, r.Ratio, r.BaselineSamples = round2(b), round2(v/b), roundAll(samples[d.baseline])
+			b := framework.Median(samples[d.baseline])
+			r.Baseline, r.Ratio, r.BaselineSamples = framework.Round2(b), framework.Round2(v/b), roundAll(samples[d.baseline])
 			r.BaselineMin, r.BaselineMax = bounds(r.BaselineSamples)
 		}
 		writeResult(t, r)
@@ -430,7 +414,7 @@ func bounds(xs []float64) (lo, hi float64) {
 func roundAll(xs []float64) []float64 {
 	out := make([]float64, len(xs))
 	for i, x := range xs {
-		out[i] = round2(x)
+		out[i] = framework.Round2(x)
 	}
 	return out
 }

@@ -100,8 +100,8 @@ func TestBenchOperatorCost(t *testing.T) {
 	cmd := benchCommand(t)
 	date := time.Now().UTC().Format(time.RFC3339)
 	writeCount := func(metric string, v float64, unit, notes string, goal *float64) {
-		writeResult(t, result{Metric: metric, Value: round2(v), Unit: unit, Ratio: round2(v), Date: date, Command: cmd,
-			Notes: notes, Goal: goal, Samples: []float64{round2(v)}, Min: round2(v), Max: round2(v)})
+		writeResult(t, result{Metric: metric, Value: framework.Round2(v), Unit: unit, Ratio: framework.Round2(v), Date: date, Command: cmd,
+			Notes: notes, Goal: goal, Samples: []float64{framework.Round2(v)}, Min: framework.Round2(v), Max: framework.Round2(v)})
 	}
 	zero, milli := 0.0, 1.0
 	writeCount("operator_api_writes_per_minute_10_clusters", loadWrites/minutes, "writes/min",

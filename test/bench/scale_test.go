@@ -200,8 +200,8 @@ func writeScaleResults(t *testing.T, steps []scaleStep) {
 	rssGoal, p99Goal, cpuGoal := 128.0, 1.0, 1.0
 	for _, s := range steps {
 		count := func(metric string, v float64, unit, notes string, goal *float64) {
-			writeResult(t, result{Metric: fmt.Sprintf("%s_%d", metric, s.n), Value: round2(v), Unit: unit, Ratio: round2(v), Date: date,
-				Command: cmd, Notes: notes, Goal: goal, Samples: []float64{round2(v)}, Min: round2(v), Max: round2(v)})
+			writeResult(t, result{Metric: fmt.Sprintf("%s_%d", metric, s.n), Value: framework.Round2(v), Unit: unit, Ratio: framework.Round2(v), Date: date,
+				Command: cmd, Notes: notes, Goal: goal, Samples: []float64{framework.Round2(v)}, Min: framework.Round2(v), Max: framework.Round2(v)})
 		}
 		fleet := fmt.Sprintf("%d converged 1-member EtcdClusters (local-path, %s) and %d unrelated Secrets and ConfigMaps in the watched namespace", s.n, storageSize, unrelatedObjects)
 		count("scale_operator_rss_mib", s.steadyRSS, "MiB", "the operator's RSS at steady state with "+fmt.Sprint(fleet)+"; a count", &rssGoal)

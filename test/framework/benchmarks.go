@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/etcd-autopilot/etcd-autopilot/test/benchdoc"
@@ -48,4 +50,20 @@ func BenchCommand(env []string, command string) string {
 		}
 	}
 	return strings.TrimSpace(strings.Join(set, " ") + " " + command)
+}
+
+// Median is the middle of xs (the mean of the two middle ones for an even count).
+func Median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Round2 keeps two decimals: a figure's finer digits are the machine's noise.
+func Round2(x float64) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 2, 64), 64)
+	return f
 }

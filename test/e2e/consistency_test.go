@@ -21,13 +21,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/test/chaos"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -303,7 +301,7 @@ func TestAnswerFromAnotherClusterIsRefused(t *testing.T) {
 	opA := env.StartOperatorInGroup(t, nsA, identityGID)
 	a := createWith(t, nsA, plain("10s"))
 
-	idsA, idsB := statusIDs(t, a), statusIDs(t, b)
+	idsA, idsB := statusMemberIDs(t, a), statusMemberIDs(t, b)
 	_, victimIP := follower(t, a)
 	_, otherIP := follower(t, b)
 	// A new operator process, so that every connection to the victim's address is opened after the
@@ -321,10 +319,10 @@ func TestAnswerFromAnotherClusterIsRefused(t *testing.T) {
 	})
 	assertEvent(t, nsA, "WrongCluster", victimIP)
 	time.Sleep(45 * time.Second) // replaceFailedMemberAfter, four times over
-	if got := statusIDs(t, a); !maps.Equal(got, idsA) {
+	if got := statusMemberIDs(t, a); !maps.Equal(got, idsA) {
 		t.Fatalf("A's members changed on another cluster's answers: %v -> %v", idsA, got)
 	}
-	if got := statusIDs(t, b); !maps.Equal(got, idsB) {
+	if got := statusMemberIDs(t, b); !maps.Equal(got, idsB) {
 		t.Fatalf("B's members changed: %v -> %v", idsB, got)
 	}
 	for _, m := range env.Get(t, a).Status.Members {
@@ -346,19 +344,9 @@ func TestAnswerFromAnotherClusterIsRefused(t *testing.T) {
 		}
 		return nil
 	})
-	if got := statusIDs(t, a); !maps.Equal(got, idsA) {
+	if got := statusMemberIDs(t, a); !maps.Equal(got, idsA) {
 		t.Fatalf("A's members changed: %v -> %v", idsA, got)
 	}
-}
-
-// statusIDs are c's members in status: name → etcd member ID.
-func statusIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, m := range env.Get(t, c).Status.Members {
-		out[m.Name] = m.ID
-	}
-	return out
 }
 
 // One byte of the newest backup's stored snapshot is flipped in the bucket after it was taken (bit
@@ -372,10 +360,7 @@ func TestRecoveryPassesOverAFlippedBackup(t *testing.T) {
 	ns := env.NewNamespace(t, "e2e-flipped-")
 	op := env.StartOperator(t, ns, "")
 	mio := env.DeployMinIO(t, ns, bucket)
-	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Maintenance.QuorumLoss = planner.FromBackup
-		c.Spec.Storage.Size = resource.MustParse("512Mi") // the snapshot and the restored data side by side
-	})
+	c := fromBackupCluster(t, ns)
 	cl := env.EtcdClient(t, c)
 	good := framework.PutKeys(t, cl, "good/", 200)
 	older := waitBackup(t, createBackup(t, ns, "older", c.Name, mio.Destination(bucket, "flip")), etcdv1alpha1.BackupSucceeded, 3*time.Minute)

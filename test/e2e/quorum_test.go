@@ -24,6 +24,16 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
+// fromBackupCluster is a converged 3-member cluster in ns that recovers a lost quorum FromBackup, with
+// volumes that hold a snapshot and the restored data side by side.
+func fromBackupCluster(t *testing.T, ns string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	return createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance.QuorumLoss = planner.FromBackup
+		c.Spec.Storage.Size = resource.MustParse("512Mi")
+	})
+}
+
 // waitRecovered waits until c's quorum-loss recovery is complete (what names it in the test's log).
 func waitRecovered(t *testing.T, c *etcdv1alpha1.EtcdCluster, what string) {
 	t.Helper()
@@ -195,10 +205,7 @@ func TestQuorumLossRecoversFromBackup(t *testing.T) {
 	ns := env.NewNamespace(t, "e2e-quorum-backup-")
 	op := env.StartOperator(t, ns, "")
 	mio := env.DeployMinIO(t, ns, bucket)
-	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Maintenance.QuorumLoss = planner.FromBackup
-		c.Spec.Storage.Size = resource.MustParse("512Mi") // the snapshot and the restored data side by side
-	})
+	c := fromBackupCluster(t, ns)
 	cl := env.EtcdClient(t, c)
 	kube := startKubeWatch(t, c)
 	inBackup := map[string]string{}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -240,17 +239,8 @@ func (p *pass) abandonCorruptBackup(ctx context.Context) (bool, error) {
 
 // restoredSHA256 is the SHA-256 pod's restore init container holds its snapshot to, "" when none.
 func restoredSHA256(pod *corev1.Pod) string {
-	for _, ic := range pod.Spec.InitContainers {
-		if ic.Name != resources.RestoreContainer {
-			continue
-		}
-		for _, a := range ic.Args {
-			if v, ok := strings.CutPrefix(a, "--sha256="); ok {
-				return v
-			}
-		}
-	}
-	return ""
+	sha, _ := resources.ContainerArg(pod.Spec.InitContainers, resources.RestoreContainer, "--sha256=")
+	return sha
 }
 
 func noteSuffix(note string) string {

@@ -485,18 +485,25 @@ func RunsQuota(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster) bool {
 
 // RunningSnapshotCount is the --snapshot-count pod's etcd runs with, 0 when it has none.
 func RunningSnapshotCount(pod *corev1.Pod) uint64 {
-	for _, ctr := range pod.Spec.Containers {
-		if ctr.Name != naming.EtcdContainer {
+	v, _ := ContainerArg(pod.Spec.Containers, naming.EtcdContainer, "--snapshot-count=")
+	n, _ := strconv.ParseUint(v, 10, 64)
+	return n
+}
+
+// ContainerArg is the value of flag (written "--name=") among the arguments of the container named
+// container; ok is false when it has no such argument.
+func ContainerArg(containers []corev1.Container, container, flag string) (value string, ok bool) {
+	for _, ctr := range containers {
+		if ctr.Name != container {
 			continue
 		}
 		for _, a := range ctr.Args {
-			if v, ok := strings.CutPrefix(a, "--snapshot-count="); ok {
-				n, _ := strconv.ParseUint(v, 10, 64)
-				return n
+			if v, found := strings.CutPrefix(a, flag); found {
+				return v, true
 			}
 		}
 	}
-	return 0
+	return "", false
 }
 
 // ConfigHash identifies what a member pod is built from, apart from its identity and version (the

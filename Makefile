@@ -125,7 +125,8 @@ test-e2e: envtest-assets cluster-up cluster-load promtool ## End-to-end tests on
 .PHONY: test-nodes
 test-nodes: envtest-assets ## Node-fault e2e tests (power-off with a local volume, a flap inside the grace period, every node drained in turn) on the local cluster with 4 nodes (added if needed).
 	$(MAKE) cluster-up NODES=4
-	$(MAKE) cluster-load
+	IMG=$(IMG) CLUSTER_DIR=$(CLUSTER_DIR) ETCD_IMAGE_VERSIONS=v$$(sed -n 's/^const Default = "\(.*\)"/\1/p' internal/versions/versions.go) \
+	  hack/images/build.sh load etcd operator   # the suite's clusters run the default etcd only; up.sh loaded the system images
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -run '^TestNode' -v $(E2E_ARGS)
 
 # The chaos suite (test/chaos): a checked workload under member, operator, volume, network and kubelet

@@ -768,9 +768,11 @@ const (
 	// the running cluster is being taken over or cannot be (e.g. MigrationRefused), True once every old
 	// member is out of the cluster.
 	ConditionMigrated = "Migrated"
-	// ConditionSpread is True while every member runs on a node of its own (MembersOnSeparateNodes), False
-	// while members share a node (MembersShareANode: the message says whether that node's loss loses the
-	// quorum); absent until every member has been placed.
+	// ConditionSpread is True while every member runs on a node of its own and, where the nodes have zones,
+	// the members are spread evenly over the zones they can run in (MembersOnSeparateNodes); False while
+	// members share a node (MembersShareANode) or a zone holds two members more than another
+	// (MembersShareAZone); the message says whether losing that node or zone loses the quorum. Absent until
+	// every member has been placed.
 	ConditionSpread = "Spread"
 )
 

@@ -17,13 +17,15 @@ import (
 // labelled app.kubernetes.io/managed-by=etcd-autopilot. Without the filter the informers would hold
 // every Secret, Pod, PVC, Service, PDB and Job of the watched namespaces — on a large cluster in
 // AllNamespaces mode that is most of its memory, and every user's secrets. What the operator reads
-// that it did not make (the S3 credentials an EtcdBackup names) it reads from the API server.
+// that it did not make (the S3 credentials an EtcdBackup names) it reads from the API server. Nodes
+// (for the zones of the members' placement) are cached cut down to what is read of them (slimNode).
 func CacheOptions(namespaces map[string]cache.Config) cache.Options {
 	owned := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{naming.LabelManagedBy: naming.ManagedBy})}
 	byObject := map[client.Object]cache.ByObject{}
 	for _, obj := range ownedKinds() {
 		byObject[obj] = owned
 	}
+	byObject[&corev1.Node{}] = cache.ByObject{Transform: slimNode}
 	return cache.Options{DefaultNamespaces: namespaces, ByObject: byObject}
 }
 

@@ -47,19 +47,22 @@ func (c *testClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// poke wakes the schedule controller after the clock moved (a real clock needs no poke: the
-// controller requeues itself for the next run).
-func poke(t *testing.T, s *etcdv1alpha1.EtcdBackupSchedule) {
+// poke wakes obj's controller with an annotation change: after the schedule's clock moved (a real
+// clock needs no poke: the controller requeues itself for the next run), or after a change of objects
+// the controller does not watch (Nodes).
+func poke(t *testing.T, obj client.Object) {
 	t.Helper()
-	eventually(t, "poke schedule", func() error {
-		cur := &etcdv1alpha1.EtcdBackupSchedule{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(s), cur); err != nil {
+	eventually(t, "poke "+obj.GetName(), func() error {
+		cur := obj.DeepCopyObject().(client.Object)
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), cur); err != nil {
 			return err
 		}
-		if cur.Annotations == nil {
-			cur.Annotations = map[string]string{}
+		anns := cur.GetAnnotations()
+		if anns == nil {
+			anns = map[string]string{}
 		}
-		cur.Annotations["test/poke"] = time.Now().String()
+		anns["test/poke"] = time.Now().String()
+		cur.SetAnnotations(anns)
 		return k8s.Update(context.Background(), cur)
 	})
 }

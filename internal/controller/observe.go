@@ -78,6 +78,8 @@ type observation struct {
 	survivors []planner.Survivor
 	// volumeRefusal says why the member volumes cannot grow to spec.storage.size ("" if they can).
 	volumeRefusal string
+	// zones are the zones of the cluster's nodes, for the Spread verdict (empty when unknown).
+	zones planner.Zones
 	// wrongAnswers are the answers refused because another cluster, or another member than the one
 	// asked, gave them (etcdclient.ErrWrongCluster): nothing is done on their word.
 	wrongAnswers []string
@@ -148,6 +150,7 @@ func (p *pass) observeObjects(ctx context.Context, o *observation) error {
 		}
 	}
 	o.volumeRefusal = p.observeVolumeClass(ctx, o.pvcs)
+	o.zones = p.observeZones(ctx)
 	return nil
 }
 

@@ -104,3 +104,71 @@ func TestSpreadReportsMembersThatShareANode(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSpreadReportsMembersThatShareAZone: with the members' nodes in zones, two members in zone a while
+// zone b has a Ready node open to them is Spread False (MembersShareAZone) with a Warning event; once
+// zone b's only node is cordoned, a, a, c is as spread as the open zones allow: True again.
+func TestSpreadReportsMembersThatShareAZone(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	c := newCluster(t, ns, nil)
+	node := func(name, zone string) *corev1.Node {
+		t.Helper()
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
+		if err := k8s.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
+		// The API server taints a new node not-ready (TaintNodesByCondition); the node lifecycle
+		// controller, which envtest does not run, lifts it once the node is Ready.
+		n.Spec.Taints = nil
+		if err := k8s.Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		if err := k8s.Status().Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a1, a2, b1, c1 := node("a1", "a"), node("a2", "a"), node("b1", "b"), node("c1", "c")
+	for pod, n := range map[string]*corev1.Node{"demo-0": a1, "demo-1": a2, "demo-2": c1} {
+		eventually(t, "bind "+pod, func() error {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}
+			return k8s.SubResource("binding").Create(ctx, p, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}, Target: corev1.ObjectReference{Kind: "Node", Name: n.Name}})
+		})
+	}
+	eventually(t, "Spread False, naming zone a", func() error {
+		cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionSpread)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(reason.MembersShareAZone) ||
+			!strings.Contains(cond.Message, "demo-0 and demo-1 run in zone a") || !strings.Contains(cond.Message, "zone b holds 0") {
+			return fmt.Errorf("Spread = %+v", cond)
+		}
+		return nil
+	})
+	eventually(t, "a MembersShareAZone event", func() error {
+		evs := &corev1.EventList{}
+		if err := k8s.List(ctx, evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == string(reason.MembersShareAZone) && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event among %d", reason.MembersShareAZone, len(evs.Items))
+	})
+	b1.Spec.Unschedulable = true
+	if err := k8s.Update(ctx, b1); err != nil {
+		t.Fatal(err)
+	}
+	poke(t, c)
+	eventually(t, "Spread True once zone b has no open node", func() error {
+		cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionSpread)
+		if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "zones a, c") {
+			return fmt.Errorf("Spread = %+v", cond)
+		}
+		return nil
+	})
+}

@@ -144,7 +144,7 @@ func (a *apiAudit) key(req *http.Request) string {
 
 // operatorRoles are the ClusterRoles of the operator's own calls: the generated role (namespaced under
 // OLM) and the cluster-scoped reads no Role can grant (always cluster-wide).
-var operatorRoles = []string{"role.yaml", "storage_reader_role.yaml"}
+var operatorRoles = []string{"role.yaml", "cluster_reader_role.yaml"}
 
 // grantOperatorRole creates the operatorRoles' ClusterRoles and binds the operator's ServiceAccount to
 // them, cluster-wide: the suite's namespaces are made as it runs, as in the AllNamespaces install mode.

@@ -88,7 +88,7 @@ func (p *pass) recordObservation(action planner.Action) {
 	case s.Upgrading != nil:
 		setPlannerCondition(c, *s.Upgrading)
 	}
-	recordSpread(c, p.obs)
+	p.recordSpread()
 	c.Status.Phase = s.Phase
 }
 
@@ -235,9 +235,12 @@ func conditionReason(c *etcdv1alpha1.EtcdCluster, typ string) reason.Reason {
 	return ""
 }
 
-// recordSpread sets Spread from the nodes of the members' pods; while a member has no pod on a node the
-// last verdict stands (a member being re-created is not a change of placement).
-func recordSpread(c *etcdv1alpha1.EtcdCluster, o *observation) {
+// recordSpread sets Spread from the nodes of the members' pods and the zones of those nodes; while a
+// member has no pod on a node the last verdict stands (a member being re-created is not a change of
+// placement). A new False verdict is also an event: a cluster that lost its spread (a replacement
+// placed beside another member while a zone was down) stays Available, and nothing else says so.
+func (p *pass) recordSpread() {
+	c, o := p.c, p.obs
 	nodeOf := map[string]string{}
 	for _, ms := range c.Status.Members {
 		nodeOf[ms.Name] = ""
@@ -245,11 +248,20 @@ func recordSpread(c *etcdv1alpha1.EtcdCluster, o *observation) {
 			nodeOf[ms.Name] = pod.Spec.NodeName
 		}
 	}
-	switch v := planner.Spread(nodeOf); {
+	lost := func(why reason.Reason) bool { return conditionReason(c, etcdv1alpha1.ConditionSpread) != why }
+	switch v := planner.Spread(nodeOf, o.zones); {
 	case !v.Known:
 	case v.Spread:
 		setCondition(c, etcdv1alpha1.ConditionSpread, true, reason.MembersOnSeparateNodes, v.Message)
+	case v.ByZone:
+		if lost(reason.MembersShareAZone) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MembersShareAZone), v.Message)
+		}
+		setCondition(c, etcdv1alpha1.ConditionSpread, false, reason.MembersShareAZone, v.Message)
 	default:
+		if lost(reason.MembersShareANode) {
+			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MembersShareANode), v.Message)
+		}
 		setCondition(c, etcdv1alpha1.ConditionSpread, false, reason.MembersShareANode, v.Message)
 	}
 }

@@ -11,6 +11,14 @@ const (
 	// only with a fresh volume: delete its PVC, then its pod, and the operator replaces it through a learner, placed on a
 	// free node; one member at a time, waiting for Available.
 	MembersShareANode Reason = "MembersShareANode"
+	// MembersShareAZone: the members' nodes are in zones (topology.kubernetes.io/zone), and one zone holds two or
+	// more members than another zone the members can run in (one with a Ready node open to them); the message names
+	// the members, the zones, and whether losing the crowded zone loses the quorum. A replacement made while a zone
+	// was down lands in the zones left, and stays there when the zone comes back.
+	// Do: a member moves only with a fresh volume: delete one crowded-zone member's PVC, then its pod, and the
+	// operator replaces it through a learner, which the default placement prefers to put in the zone with the fewest members;
+	// one member at a time, waiting for Available.
+	MembersShareAZone Reason = "MembersShareAZone"
 )
 
 // EtcdCluster: availability and health (conditions Available and Degraded).

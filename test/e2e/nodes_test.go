@@ -22,6 +22,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -309,6 +310,38 @@ func powerOffWithLocalVolume(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clie
 			t.Errorf("member %s (%x) in the member list after %s came back: the old member rejoined", m.Name, m.ID, node)
 		}
 	}
+	checkZoneSpread(t, c, node)
+}
+
+// checkZoneSpread: with node back, Spread judges the zones as they are now. The replacement made while
+// node was off went to a node left, so when node is its zone's only one, that zone now holds no member
+// while another holds two: Spread False, MembersShareAZone. Otherwise one member per zone: True.
+func checkZoneSpread(t *testing.T, c *etcdv1alpha1.EtcdCluster, node string) {
+	t.Helper()
+	zoneOf := map[string]string{}
+	nodes := &corev1.NodeList{}
+	if err := env.K8s.List(context.Background(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		zoneOf[n.Name] = n.Labels[corev1.LabelTopologyZone]
+	}
+	perZone := map[string]int{}
+	for _, n := range memberNodes(t, c) {
+		perZone[zoneOf[n]]++
+	}
+	wantStatus, wantReason := metav1.ConditionTrue, reason.MembersOnSeparateNodes
+	if perZone[zoneOf[node]] == 0 {
+		wantStatus, wantReason = metav1.ConditionFalse, reason.MembersShareAZone
+	}
+	framework.WaitFor(t, fmt.Sprintf("Spread %s %s (members per zone %v)", wantStatus, wantReason, perZone), 2*time.Minute, func() error {
+		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionSpread)
+		if cond == nil || cond.Status != wantStatus || cond.Reason != string(wantReason) {
+			return fmt.Errorf("Spread = %+v", cond)
+		}
+		t.Logf("Spread %s %s: %s", cond.Status, cond.Reason, cond.Message)
+		return nil
+	})
 }
 
 // cordon marks node unschedulable (on) or schedulable again, as kubectl cordon/uncordon do.

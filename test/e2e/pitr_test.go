@@ -13,6 +13,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +23,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/controller"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -73,7 +75,8 @@ func sameKeyspace(got, want map[string]string) error {
 
 // TestPointInTimeRestore: a schedule with spec.archive on MinIO runs its archive worker beside a
 // 3-member cluster (Archiving=True, the worker not a member); changes after a backup reach the
-// archive within seconds; after a mistaken `del --prefix`, new clusters are restored from the
+// archive within seconds, and a writer's changes while the operator is killed, the leader moves and
+// the worker's pod is deleted leave a chain that verifies whole (no gap, no overlap); after a mistaken `del --prefix`, new clusters are restored from the
 // backup plus the archive to the revision just before the deletion (3 members, one replays, the
 // others join) and to an instant before it (1 member): each holds exactly the old cluster's keyspace
 // at that point, with its revision raised past the old cluster's and everything before compacted
@@ -118,6 +121,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	if b.Status.ClusterID != srcID {
 		t.Fatalf("backup records cluster %q, the cluster is %q", b.Status.ClusterID, srcID)
 	}
+	op, written := archiveThroughFaults(t, op, src, cl, sched.Name)
 	beforeB := putEach(t, cl, "pitr/b/", 50)
 	wantAtBeforeB := keyspace(t, cl, beforeB)
 	time.Sleep(3 * time.Second) // an instant well between two archived revisions, whatever the watch delay
@@ -125,6 +129,11 @@ func TestPointInTimeRestore(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	lastGood := putEach(t, cl, "pitr/c/", 20)
 	wantAtLastGood := keyspace(t, cl, lastGood)
+	for _, k := range written {
+		if wantAtLastGood[k] != "v-"+k {
+			t.Fatalf("acknowledged write %s missing from the source cluster", k)
+		}
+	}
 	dresp, err := cl.Delete(ctx, "pitr/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +157,14 @@ func TestPointInTimeRestore(t *testing.T) {
 	if n := len(env.Get(t, src).Status.Members); n != 3 {
 		t.Fatalf("%d members: the archive worker counted as one?", n)
 	}
+	// Across the operator's kill, the leader's move and the worker's restart, the chain from the
+	// backup is whole: every revision in exactly one segment, linked, from one cluster.
+	rep, err := archive.Verify(ctx, &archive.S3Destination{S3: backup.S3{Endpoint: mio.HostURL, Region: "us-east-1", Bucket: bucket,
+		Key: strings.TrimSuffix(chain, "/"), PathStyle: true, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey}}, b.Status.Revision, 0)
+	if err != nil || rep.Last < lastRev {
+		t.Fatalf("the archive from revision %d: %+v, %v; want it whole up to %d", b.Status.Revision, rep, err, lastRev)
+	}
+	t.Logf("archive verified: revisions %d..%d in %d segments", rep.First, rep.Last, rep.Segments)
 	// The operator reads the worker's progress: the window starts at the backup (made by hand to
 	// the schedule's destination, so the archive continues it) and reaches past it.
 	framework.WaitFor(t, "the recoverable window in the schedule's status", 2*time.Minute, func() error {
@@ -222,4 +239,77 @@ func TestPointInTimeRestore(t *testing.T) {
 	if err := sameKeyspace(keyspace(t, env.EtcdClient(t, src), 0), wantLatest); err != nil {
 		t.Errorf("after the recovery: %v (the writes after the backup were lost)", err)
 	}
+}
+
+// archiveThroughFaults runs a writer under pitr/w/ while the operator is killed, the leader moves
+// to another member and the archive worker's pod is deleted at once (no grace), then starts a new
+// operator, which brings the worker back, and returns it with the acknowledged keys: the writer must
+// resume from the last durable segment, with nothing lost and nothing archived twice.
+func archiveThroughFaults(t *testing.T, op *framework.Operator, src *etcdv1alpha1.EtcdCluster, cl *clientv3.Client, schedule string) (*framework.Operator, []string) {
+	t.Helper()
+	ctx := context.Background()
+	w := framework.StartWriter(cl, "pitr/w/")
+	time.Sleep(3 * time.Second)
+	op.Kill()
+	moveLeader(t, src, cl)
+	time.Sleep(2 * time.Second)
+	worker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: src.Namespace, Name: resources.ArchivePodName(schedule)}}
+	if err := env.K8s.Delete(ctx, worker, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatalf("delete the archive worker: %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	op = env.StartOperator(t, src.Namespace, "")
+	framework.WaitFor(t, "the archive worker back", 3*time.Minute, func() error {
+		cur := &corev1.Pod{}
+		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(worker), cur); err != nil {
+			return err
+		}
+		if cur.UID == worker.UID || cur.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod %s %s", cur.UID, cur.Status.Phase)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second)
+	acked, _ := w.Finish()
+	if len(acked) == 0 {
+		t.Fatal("no write acknowledged while the archive was disturbed")
+	}
+	return op, acked
+}
+
+// moveLeader hands the leadership of src to another member, asking the leader itself (etcd refuses
+// the request elsewhere), and waits until the members name the new one.
+func moveLeader(t *testing.T, src *etcdv1alpha1.EtcdCluster, cl *clientv3.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var leader uint64
+	var leaderEP string
+	var others []uint64
+	for _, ep := range cl.Endpoints() {
+		st, err := cl.Status(ctx, ep)
+		if err != nil {
+			t.Fatalf("status of %s: %v", ep, err)
+		}
+		if st.Leader == st.Header.MemberId {
+			leader, leaderEP = st.Leader, ep
+		} else {
+			others = append(others, st.Header.MemberId)
+		}
+	}
+	if leaderEP == "" || len(others) == 0 {
+		t.Fatalf("no leader among %v", cl.Endpoints())
+	}
+	lcl := env.EtcdClientAt(t, src, leaderEP)
+	defer func() { _ = lcl.Close() }()
+	if _, err := lcl.MoveLeader(ctx, others[0]); err != nil {
+		t.Fatalf("move the leadership from %x to %x: %v", leader, others[0], err)
+	}
+	framework.WaitFor(t, "the new leader", 30*time.Second, func() error {
+		st, err := cl.Status(ctx, leaderEP)
+		if err != nil || st.Leader != others[0] {
+			return fmt.Errorf("leader %v (%v), want %x", st, err, others[0])
+		}
+		return nil
+	})
 }

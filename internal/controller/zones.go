@@ -1,0 +1,97 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+)
+
+// nodeListTimeout bounds the wait for the Node informer: a cluster whose operator may not read Nodes
+// (an older role) gets no zone verdict, not a stalled pass.
+const nodeListTimeout = 5 * time.Second
+
+// observeZones reads the zones of the nodes (topology.kubernetes.io/zone) and which zones have a Ready
+// node open to this cluster's member pods: not cordoned, and no NoSchedule or NoExecute taint the pod
+// template does not tolerate. Not knowing only leaves the zones out of the Spread verdict.
+func (p *pass) observeZones(ctx context.Context) planner.Zones {
+	ctx, cancel := context.WithTimeout(ctx, nodeListTimeout)
+	defer cancel()
+	nodes := &corev1.NodeList{}
+	if err := p.r.List(ctx, nodes); err != nil {
+		log.FromContext(ctx).V(1).Info("nodes not read; placement judged by node only", "error", err.Error())
+		return planner.Zones{}
+	}
+	return zonesOf(nodes.Items, p.c.Spec.PodTemplate.Tolerations)
+}
+
+// zonesOf is observeZones' reading of nodes for pods with tolerations.
+func zonesOf(nodes []corev1.Node, tolerations []corev1.Toleration) planner.Zones {
+	z := planner.Zones{Of: map[string]string{}}
+	for i := range nodes {
+		n := &nodes[i]
+		zone := n.Labels[corev1.LabelTopologyZone]
+		if zone == "" {
+			continue
+		}
+		z.Of[n.Name] = zone
+		if openTo(n, tolerations) && !slices.Contains(z.Open, zone) {
+			z.Open = append(z.Open, zone)
+		}
+	}
+	slices.Sort(z.Open)
+	return z
+}
+
+// openTo says whether a new pod with tolerations could start on n.
+func openTo(n *corev1.Node, tolerations []corev1.Toleration) bool {
+	if n.Spec.Unschedulable || !nodeReady(n) {
+		return false
+	}
+	for i := range n.Spec.Taints {
+		taint := &n.Spec.Taints[i]
+		if taint.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		if !slices.ContainsFunc(tolerations, func(t corev1.Toleration) bool { return t.ToleratesTaint(taint) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// slimNode is the cache's transform for Nodes: only what observeZones reads is kept, so that the
+// operator's memory does not grow with the size of every node's status (images, addresses, capacity).
+func slimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	slim := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
+		Spec:       corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints},
+	}
+	if zone, ok := n.Labels[corev1.LabelTopologyZone]; ok {
+		slim.Labels = map[string]string{corev1.LabelTopologyZone: zone}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			slim.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return slim, nil
+}

@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestZonesOf(t *testing.T) {
+	node := func(name, zone string, ready bool, edit func(*corev1.Node)) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+		if zone != "" {
+			n.Labels[corev1.LabelTopologyZone] = zone
+		}
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: status}}
+		if edit != nil {
+			edit(&n)
+		}
+		return n
+	}
+	dedicated := corev1.Taint{Key: "dedicated", Value: "etcd", Effect: corev1.TaintEffectNoSchedule}
+	nodes := []corev1.Node{
+		node("a1", "a", true, nil),
+		node("b1", "b", false, nil), // NotReady
+		node("c1", "c", true, func(n *corev1.Node) { n.Spec.Unschedulable = true }),
+		node("d1", "d", true, func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{dedicated} }),
+		node("e1", "e", true, func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "spot", Effect: corev1.TaintEffectPreferNoSchedule}}
+		}),
+		node("f1", "f", true, func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}
+		}),
+		node("x1", "", true, nil), // no zone
+		node("a2", "a", true, nil),
+	}
+	for _, tc := range []struct {
+		name        string
+		tolerations []corev1.Toleration
+		open        string
+	}{
+		{name: "no tolerations", open: "[a e]"},
+		{name: "the dedicated taint tolerated", tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "etcd", Effect: corev1.TaintEffectNoSchedule}}, open: "[a d e]"},
+		{name: "everything tolerated", tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, open: "[a d e f]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			z := zonesOf(nodes, tc.tolerations)
+			if got := fmt.Sprint(z.Open); got != tc.open {
+				t.Errorf("open zones %s, want %s", got, tc.open)
+			}
+			if len(z.Of) != 7 || z.Of["b1"] != "b" || z.Of["a2"] != "a" {
+				t.Errorf("zone of each node %v, want every node with a zone label (7)", z.Of)
+			}
+		})
+	}
+}
+
+func TestSlimNodeKeepsWhatZonesOfReads(t *testing.T) {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "a1", Labels: map[string]string{corev1.LabelTopologyZone: "a", corev1.LabelHostname: "a1"}, Annotations: map[string]string{"big": "x"}},
+		Spec:       corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}, PodCIDR: "10.0.0.0/24"},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "kubelet is posting ready status"}},
+			Images:     []corev1.ContainerImage{{Names: []string{"etcd"}}},
+		},
+	}
+	out, err := slimNode(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim := out.(*corev1.Node)
+	if len(slim.Labels) != 1 || slim.Annotations != nil || slim.Spec.PodCIDR != "" || slim.Status.Images != nil || len(slim.Status.Conditions) != 1 || slim.Status.Conditions[0].Message != "" {
+		t.Errorf("slim node keeps more than the zone, cordon, taints and readiness: %+v", slim)
+	}
+	if got, want := zonesOf([]corev1.Node{*slim}, nil), zonesOf([]corev1.Node{*n}, nil); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("zones of the slim node %v, of the node %v", got, want)
+	}
+}

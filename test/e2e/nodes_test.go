@@ -119,6 +119,31 @@ func switchableFollower(t *testing.T, c *etcdv1alpha1.EtcdCluster, placement map
 	return "", ""
 }
 
+// zoneLossFollower is a follower whose node is the only node of its zone, so that switching that node
+// off loses a whole zone (zones a, b, c, a: the second and third nodes); without one, any follower on
+// a node that can be switched off.
+func zoneLossFollower(t *testing.T, c *etcdv1alpha1.EtcdCluster, placement map[string]string) (member, node string) {
+	t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := env.K8s.List(context.Background(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	inZone := map[string]int{}
+	zoneOf := map[string]string{}
+	for _, n := range nodes.Items {
+		zoneOf[n.Name] = n.Labels[corev1.LabelTopologyZone]
+		inZone[zoneOf[n.Name]]++
+	}
+	for _, m := range env.Get(t, c).Status.Members {
+		if n := placement[m.Name]; m.Role != etcdv1alpha1.RoleLeader && strings.Contains(n, "-") && zoneOf[n] != "" && inZone[zoneOf[n]] == 1 {
+			t.Logf("switching off %s, the only node of zone %s, where %s runs", n, zoneOf[n], m.Name)
+			return m.Name, n
+		}
+	}
+	t.Logf("no follower runs alone in its zone (%v): the power-off loses a node, not a zone", placement)
+	return switchableFollower(t, c, placement)
+}
+
 // sampleAvailable reads c every second and counts the samples in which it is Available; stop ends the
 // sampling and returns the counts.
 func sampleAvailable(c *etcdv1alpha1.EtcdCluster) (stop func() (available, samples int)) {
@@ -254,9 +279,11 @@ func drainEveryNodeInTurn(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []str
 }
 
 // powerOffWithLocalVolume: a follower's node loses power for good, with the member's data on a
-// node-local volume. etcd reports the member failing; after spec.maintenance.replaceFailedMemberAfter
-// (lowered to 1m here) the operator must bring the cluster back to three healthy voters, one of them
-// on another node; when the node comes back, its old member must not rejoin.
+// node-local volume; where the placement allows, that node is its zone's only one, so a zone is lost.
+// etcd reports the member failing; after spec.maintenance.replaceFailedMemberAfter (lowered to 1m here)
+// the operator must bring the cluster back to three healthy voters, one of them on another node, and
+// stay Available throughout; when the node comes back, its old member must not rejoin, and Spread
+// says whether the zones are now unevenly held (checkZoneSpread).
 func powerOffWithLocalVolume(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clientv3.Client) {
 	ctx := context.Background()
 	cur := env.Get(t, c)
@@ -266,7 +293,7 @@ func powerOffWithLocalVolume(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clie
 		t.Fatal(err)
 	}
 	before := memberNodes(t, c)
-	victim, node := switchableFollower(t, c, before)
+	victim, node := zoneLossFollower(t, c, before)
 	stopSampling := sampleAvailable(c)
 	start := time.Now()
 	nodeFault(t, "poweroff", node)
@@ -291,6 +318,9 @@ func powerOffWithLocalVolume(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clie
 	})
 	back := time.Since(start)
 	available, samples := stopSampling()
+	if available*100 < samples*99 {
+		t.Errorf("Available in %d of %d samples while %s was off; want at least 99 %%", available, samples, node)
+	}
 	t.Logf("back to 3 healthy voters, none on %s, %s after the power-off (grace 1m); Available in %d of %d samples; placement %v, was %v",
 		node, back.Round(time.Second), available, samples, memberNodes(t, c), before)
 

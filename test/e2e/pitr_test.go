@@ -307,8 +307,11 @@ func moveLeader(t *testing.T, src *etcdv1alpha1.EtcdCluster, cl *clientv3.Client
 	}
 	framework.WaitFor(t, "the new leader", 30*time.Second, func() error {
 		st, err := cl.Status(ctx, leaderEP)
-		if err != nil || st.Leader != others[0] {
-			return fmt.Errorf("leader %v (%v), want %x", st, err, others[0])
+		if err != nil {
+			return fmt.Errorf("status of %s: %w", leaderEP, err)
+		}
+		if st.Leader != others[0] {
+			return fmt.Errorf("leader %x, want %x", st.Leader, others[0])
 		}
 		return nil
 	})

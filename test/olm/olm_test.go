@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -232,6 +234,44 @@ func approve(t *testing.T, ns, csv string) {
 	})
 }
 
+// checkImagesFromCSV: every image of every container and init container of the pods the operator
+// made in namespaces (etcd, and the worker's copy and peer wait) is one the installed CSV lists in
+// spec.relatedImages, so a mirror of those images (by digest, in a disconnected cluster) is all the
+// operand needs.
+func checkImagesFromCSV(t *testing.T, ns, csv string, namespaces []string) {
+	t.Helper()
+	ctx := context.Background()
+	u := olmObject("v1alpha1", "ClusterServiceVersion", ns, csv)
+	if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+		t.Fatal(err)
+	}
+	related, _, _ := unstructured.NestedSlice(u.Object, "spec", "relatedImages")
+	listed := map[string]bool{}
+	for _, r := range related {
+		if img, ok := r.(map[string]any)["image"].(string); ok {
+			listed[img] = true
+		}
+	}
+	seen := 0
+	for _, target := range namespaces {
+		pods := &corev1.PodList{}
+		if err := env.K8s.List(ctx, pods, client.InNamespace(target), client.MatchingLabels{naming.LabelManagedBy: naming.ManagedBy}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
+				seen++
+				if !listed[c.Image] {
+					t.Errorf("pod %s/%s container %s runs %s, which %s does not list in spec.relatedImages %v", target, p.Name, c.Name, c.Image, csv, slices.Sorted(maps.Keys(listed)))
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Errorf("no container of the operator's pods in %v to check", namespaces)
+	}
+}
+
 // waitCSV waits until csv is Succeeded in ns; a Failed CSV fails the test at once.
 func waitCSV(t *testing.T, ns, csv string) {
 	t.Helper()
@@ -302,6 +342,7 @@ func checkScoped(t *testing.T, opNS string, targets []string) {
 	for _, c := range clusters {
 		env.WaitConverged(t, c, 1, clusterTimeout)
 	}
+	checkImagesFromCSV(t, opNS, currentCSV, targets)
 	// The operator has had every chance to see the stray cluster by now: its targets converged.
 	env.Untouched(t, stray)
 	for _, ns := range targets {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -92,6 +93,8 @@ func (r *EtcdBackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.R
 	return res, err
 }
 
+// step is one pass of a valid schedule: read its runs back from its backups → retention →
+// verification and the archive worker → a new run when one is due.
 func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) (ctrl.Result, error) {
 	if problems := speccheck.Schedule(s); len(problems) > 0 {
 		prev := ""
@@ -111,6 +114,25 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	items, byName := readRuns(s, owned)
+	if err := r.expire(ctx, s, items, byName, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	verifyWait, err := r.verify(ctx, s, owned, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	archiveWait, err := r.archiveWorker(ctx, s, owned)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.scheduleRun(ctx, s, cron, items, requeue(verifyWait, archiveWait).RequeueAfter, now)
+}
+
+// readRuns lists the schedule's backups not being deleted as runs, by name too, and records the
+// newest run and the last success in status. They are read back from the backups themselves, so a
+// lost status write (a conflict, a crash right after the create) is repaired on the next pass.
+func readRuns(s *etcdv1alpha1.EtcdBackupSchedule, owned []etcdv1alpha1.EtcdBackup) ([]backupschedule.Backup, map[string]*etcdv1alpha1.EtcdBackup) {
 	var items []backupschedule.Backup
 	byName := map[string]*etcdv1alpha1.EtcdBackup{}
 	for i := range owned {
@@ -121,14 +143,12 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1
 		byName[b.Name] = b
 		finished := b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed
 		created := b.CreationTimestamp.Time
-		if at, err := time.Parse(time.RFC3339, b.Annotations[naming.AnnotationScheduledAt]); err == nil {
+		at, atErr := time.Parse(time.RFC3339, b.Annotations[naming.AnnotationScheduledAt])
+		if atErr == nil {
 			created = at
 		}
 		items = append(items, backupschedule.Backup{Name: b.Name, Created: created, Finished: finished, Succeeded: b.Status.Phase == etcdv1alpha1.BackupSucceeded})
-		// The newest run on record is read back from the backups themselves, so a lost status
-		// write (a conflict, a crash right after the create) is repaired on the next pass.
-		if _, err := time.Parse(time.RFC3339, b.Annotations[naming.AnnotationScheduledAt]); err == nil &&
-			(s.Status.LastScheduleTime == nil || s.Status.LastScheduleTime.Time.Before(created)) {
+		if atErr == nil && (s.Status.LastScheduleTime == nil || s.Status.LastScheduleTime.Time.Before(created)) {
 			t := metav1.NewTime(created)
 			s.Status.LastScheduleTime, s.Status.LastBackup = &t, b.Name
 		}
@@ -137,14 +157,19 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1
 			s.Status.LastSuccessfulTime = b.Status.CompletionTime.DeepCopy()
 		}
 	}
+	return items, byName
+}
 
+// expire deletes the runs retention lets go (keepLast, maxAge), except those a cluster is being
+// restored from.
+func (r *EtcdBackupScheduleReconciler) expire(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, items []backupschedule.Backup, byName map[string]*etcdv1alpha1.EtcdBackup, now time.Time) error {
 	maxAge, err := s.Spec.MaxAgeDuration()
 	if err != nil {
-		return ctrl.Result{}, err // not reached: rejectInvalidSpec reports an unreadable maxAge first
+		return err // not reached: rejectInvalidSpec reports an unreadable maxAge first
 	}
 	restoring, err := r.backupsBeingRestored(ctx, s.Namespace)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	for _, name := range backupschedule.Expired(items, int(s.Spec.KeepLast), maxAge, now) {
 		if cluster, ok := restoring[name]; ok {
@@ -152,21 +177,17 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1
 			continue
 		}
 		if err := r.Delete(ctx, byName[name]); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("delete expired backup %s: %w", name, err)
+			return fmt.Errorf("delete expired backup %s: %w", name, err)
 		}
 		log.FromContext(ctx).Info("retention deleted a backup", "schedule", s.Name, "backup", name)
 	}
+	return nil
+}
 
-	verifyWait, err := r.verify(ctx, s, owned, now)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	archiveWait, err := r.archiveWorker(ctx, s, owned)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	verifyWait = requeue(verifyWait, archiveWait).RequeueAfter
-
+// scheduleRun starts the run that is due, unless the schedule is suspended or a run is in flight
+// (runs never overlap), and says when the next one is; otherWait is the soonest another part of the
+// pass (verification, the archive) needs to look again.
+func (r *EtcdBackupScheduleReconciler) scheduleRun(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, cron cron.Schedule, items []backupschedule.Backup, otherWait time.Duration, now time.Time) (ctrl.Result, error) {
 	last := s.CreationTimestamp.Time
 	if s.Status.LastScheduleTime != nil {
 		last = s.Status.LastScheduleTime.Time
@@ -176,24 +197,24 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1
 	switch {
 	case s.Spec.Suspend:
 		setScheduleCondition(s, false, reason.Suspended, "spec.suspend is set; no new backups are taken")
-		return requeue(verifyWait, 0), nil
+		return requeue(otherWait, 0), nil
 	case due && running:
 		// Never overlap: the run starts when the one in flight ends (its status change wakes us).
 		setScheduleCondition(s, true, reason.Waiting, fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
-		return requeue(verifyWait, scheduleBusyRequeue), nil
+		return requeue(otherWait, scheduleBusyRequeue), nil
 	case due:
 		if err := r.createRun(ctx, s, run, "created EtcdBackup %s"); err != nil {
 			return ctrl.Result{}, err
 		}
 		setScheduleCondition(s, true, reason.Scheduled, "next run at "+next.UTC().Format(time.RFC3339))
-		return requeue(verifyWait, scheduleBusyRequeue), nil
+		return requeue(otherWait, scheduleBusyRequeue), nil
 	}
 	setScheduleCondition(s, true, reason.Scheduled, "next run at "+next.UTC().Format(time.RFC3339))
 	wait := next.Sub(now)
 	if running && wait > scheduleBusyRequeue {
 		wait = scheduleBusyRequeue
 	}
-	return requeue(verifyWait, wait), nil
+	return requeue(otherWait, wait), nil
 }
 
 // createRun creates the EtcdBackup of the run at run (its name is the run's, so a repeated create

@@ -511,6 +511,22 @@ type MaintenanceSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replace failed member after",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	ReplaceFailedMemberAfter string `json:"replaceFailedMemberAfter,omitempty"`
 
+	// NodeMaintenance is what the operator does with a member whose volume is on a cordoned node (a
+	// kubectl drain, a node pool upgrade) once etcd reports it failing (its pod was evicted):
+	// WaitForNode (default) keeps the member and its volume: its pod starts again on its own data when
+	// the node is uncordoned, with no copy of the database; a node that stays cordoned past
+	// replaceFailedMemberAfter gets the member replaced like any failed one. Suits node-local volumes on
+	// nodes that come back (a reboot, an in-place upgrade).
+	// Replace replaces the member at once, while the others keep quorum: it is removed, its volume
+	// deleted, and a new member added on another node through a learner, which copies the database from
+	// its peers. Suits node pools that are replaced rather than upgraded in place, where the node never
+	// comes back.
+	// +kubebuilder:validation:Enum=WaitForNode;Replace
+	// +kubebuilder:default=WaitForNode
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node maintenance",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:WaitForNode","urn:alm:descriptor:com.tectonic.ui:select:Replace"}
+	NodeMaintenance string `json:"nodeMaintenance,omitempty"`
+
 	// QuorumLoss is what the operator does when a majority of the voting members lost their data
 	// for good (their volumes are gone, or, with storage.medium Memory, their pods), so quorum can
 	// never come back by itself:

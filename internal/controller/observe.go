@@ -78,8 +78,10 @@ type observation struct {
 	survivors []planner.Survivor
 	// volumeRefusal says why the member volumes cannot grow to spec.storage.size ("" if they can).
 	volumeRefusal string
-	// zones are the zones of the cluster's nodes, for the Spread verdict (empty when unknown).
-	zones planner.Zones
+	// zones are the zones of the cluster's nodes, for the Spread verdict, and cordoned the nodes marked
+	// unschedulable (both empty when the nodes could not be read).
+	zones    planner.Zones
+	cordoned map[string]bool
 	// wrongAnswers are the answers refused because another cluster, or another member than the one
 	// asked, gave them (etcdclient.ErrWrongCluster): nothing is done on their word.
 	wrongAnswers []string
@@ -150,7 +152,7 @@ func (p *pass) observeObjects(ctx context.Context, o *observation) error {
 		}
 	}
 	o.volumeRefusal = p.observeVolumeClass(ctx, o.pvcs)
-	o.zones = p.observeZones(ctx)
+	p.observeNodes(ctx, o)
 	return nil
 }
 
@@ -608,6 +610,7 @@ func (p *pass) plannerInput() planner.Input {
 	in.UpgradeTimeout, _ = c.Spec.Maintenance.UpgradeTimeoutDuration()
 	in.ReplaceAfter, _ = c.Spec.Maintenance.ReplaceFailedMemberAfterDuration()
 	in.Slow = slowPolicy(c)
+	in.NodeMaintenance, in.Cordoned = c.Spec.Maintenance.NodeMaintenance, cordonedMembers(o)
 	in.DivergedMembers, in.Diverged = divergedInput(c)
 	if b := c.Status.UpgradeBlocked; b != nil {
 		in.Blocked = b.Version

@@ -13,24 +13,57 @@ import (
 )
 
 // nodeListTimeout bounds the wait for the Node informer: a cluster whose operator may not read Nodes
-// (an older role) gets no zone verdict, not a stalled pass.
+// (an older role) gets no zone verdict and no cordons, not a stalled pass.
 const nodeListTimeout = 5 * time.Second
 
-// observeZones reads the zones of the nodes (topology.kubernetes.io/zone) and which zones have a Ready
-// node open to this cluster's member pods: not cordoned, and no NoSchedule or NoExecute taint the pod
-// template does not tolerate. Not knowing only leaves the zones out of the Spread verdict.
-func (p *pass) observeZones(ctx context.Context) planner.Zones {
+// observeNodes reads the zones of the nodes (topology.kubernetes.io/zone), which zones have a Ready
+// node open to this cluster's member pods (not cordoned, and no NoSchedule or NoExecute taint the pod
+// template does not tolerate), and which nodes are cordoned. Not knowing only leaves the zones out of
+// the Spread verdict and the cordons out of nodeMaintenance Replace.
+func (p *pass) observeNodes(ctx context.Context, o *observation) {
 	ctx, cancel := context.WithTimeout(ctx, nodeListTimeout)
 	defer cancel()
 	nodes := &corev1.NodeList{}
 	if err := p.r.List(ctx, nodes); err != nil {
 		log.FromContext(ctx).V(1).Info("nodes not read; placement judged by node only", "error", err.Error())
-		return planner.Zones{}
+		return
 	}
-	return zonesOf(nodes.Items, p.c.Spec.PodTemplate.Tolerations)
+	o.zones = zonesOf(nodes.Items, p.c.Spec.PodTemplate.Tolerations)
+	o.cordoned = map[string]bool{}
+	for _, n := range nodes.Items {
+		if n.Spec.Unschedulable {
+			o.cordoned[n.Name] = true
+		}
+	}
 }
 
-// zonesOf is observeZones' reading of nodes for pods with tolerations.
+// cordonedMembers maps each member whose volume is on a cordoned node to that node: the node the
+// scheduler chose for the member's volume (a WaitForFirstConsumer claim records it), else the node of
+// the member's pod.
+func cordonedMembers(o *observation) map[string]string {
+	out := map[string]string{}
+	node := func(name string) string {
+		if pvc := o.pvcs[name]; pvc != nil && pvc.Annotations[annSelectedNode] != "" {
+			return pvc.Annotations[annSelectedNode]
+		}
+		if pod := o.pods[name]; pod != nil {
+			return pod.Spec.NodeName
+		}
+		return ""
+	}
+	for name := range o.pvcs {
+		if n := node(name); o.cordoned[n] {
+			out[name] = n
+		}
+	}
+	return out
+}
+
+// annSelectedNode is where the scheduler records the node it chose for a claim whose StorageClass
+// binds on first use (WaitForFirstConsumer), as node-local volumes do.
+const annSelectedNode = "volume.kubernetes.io/selected-node"
+
+// zonesOf is observeNodes' reading of nodes for pods with tolerations.
 func zonesOf(nodes []corev1.Node, tolerations []corev1.Toleration) planner.Zones {
 	z := planner.Zones{Of: map[string]string{}}
 	for i := range nodes {
@@ -74,7 +107,7 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// slimNode is the cache's transform for Nodes: only what observeZones reads is kept, so that the
+// slimNode is the cache's transform for Nodes: only what observeNodes reads is kept, so that the
 // operator's memory does not grow with the size of every node's status (images, addresses, capacity).
 func slimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)

@@ -81,3 +81,27 @@ func TestSlimNodeKeepsWhatZonesOfReads(t *testing.T) {
 		t.Errorf("zones of the slim node %v, of the node %v", got, want)
 	}
 }
+
+func TestCordonedMembersFollowTheirVolumesNode(t *testing.T) {
+	pvc := func(node string) *corev1.PersistentVolumeClaim {
+		p := &corev1.PersistentVolumeClaim{}
+		if node != "" {
+			p.Annotations = map[string]string{annSelectedNode: node}
+		}
+		return p
+	}
+	pod := func(node string) *corev1.Pod { return &corev1.Pod{Spec: corev1.PodSpec{NodeName: node}} }
+	o := &observation{
+		pvcs: map[string]*corev1.PersistentVolumeClaim{
+			"m-0": pvc("n1"), // volume on the cordoned node, its new pod not placed yet
+			"m-1": pvc(""),   // a network volume: the pod's node
+			"m-2": pvc("n2"), // volume on an open node, even if its pod ran elsewhere
+			"m-3": pvc(""),   // no pod, no node known
+		},
+		pods:     map[string]*corev1.Pod{"m-0": pod(""), "m-1": pod("n1"), "m-2": pod("n1")},
+		cordoned: map[string]bool{"n1": true},
+	}
+	if got, want := fmt.Sprint(cordonedMembers(o)), "map[m-0:n1 m-1:n1]"; got != want {
+		t.Errorf("cordoned members %s, want %s", got, want)
+	}
+}

@@ -132,6 +132,12 @@ type Pending struct {
 	Message string
 }
 
+// Node-maintenance policies (spec.maintenance.nodeMaintenance).
+const (
+	NodeMaintenanceWaitForNode = "WaitForNode"
+	NodeMaintenanceReplace     = "Replace"
+)
+
 // Input is everything the planner looks at.
 type Input struct {
 	Replicas       int32
@@ -157,6 +163,10 @@ type Input struct {
 	// ReplaceAfter is how long etcd must report a member failing (see EtcdMember.Failing), without
 	// interruption, before it is replaced.
 	ReplaceAfter time.Duration
+	// NodeMaintenance is spec.maintenance.nodeMaintenance (WaitForNode or Replace); Cordoned maps each
+	// member whose volume is on a cordoned node to that node.
+	NodeMaintenance string
+	Cordoned        map[string]string
 	// Slow is what to do about a member that stays slow.
 	Slow SlowPolicy
 	// LegacyWALIndex: raft entries up to this index may have been written by etcd 3.5 (see
@@ -478,11 +488,19 @@ func decideRunning(in Input) Action {
 	if a, ok := failedUpgrade(in, e); ok {
 		return a
 	}
-	// A member etcd has reported failing for long is replaced, if the others keep quorum without it.
+	// A member etcd has reported failing for long is replaced, if the others keep quorum without it;
+	// with nodeMaintenance Replace, at once when its volume is on a cordoned node (a drain).
 	for _, k := range in.Known {
 		m, _ := findByName(e.Members, k.Name)
-		if m.Failing != "" && k.FailingSince != nil && in.Now.Sub(*k.FailingSince) >= in.ReplaceAfter {
+		if m.Failing == "" || k.FailingSince == nil {
+			continue
+		}
+		if in.Now.Sub(*k.FailingSince) >= in.ReplaceAfter {
 			if a, ok := safeRemoval(in, m, reason.MemberUnhealthy, fmt.Sprintf("%s has been failing since %s (%s); replacing it", k.Name, k.FailingSince.UTC().Format(time.RFC3339), m.Failing)); ok {
+				return a
+			}
+		} else if node := in.Cordoned[k.Name]; node != "" && in.NodeMaintenance == NodeMaintenanceReplace {
+			if a, ok := safeRemoval(in, m, reason.MemberOnCordonedNode, fmt.Sprintf("%s is failing (%s) and its volume is on cordoned node %s; replacing it on another node (maintenance.nodeMaintenance Replace)", k.Name, m.Failing, node)); ok {
 				return a
 			}
 		}

@@ -168,6 +168,27 @@ func TestDecide(t *testing.T) {
 		{name: "member failing past the threshold is replaced", in: with(healthyCluster(3), func(in *Input) {
 			failing(in, 2, ago(in.ReplaceAfter))
 		}), kind: RemoveMember, members: []string{"c-2"}, reason: "MemberUnhealthy", id: 3},
+		{name: "failing on a cordoned node, nodeMaintenance Replace: replaced at once", in: with(healthyCluster(3), func(in *Input) {
+			failing(in, 2, ago(time.Second))
+			in.NodeMaintenance, in.Cordoned = NodeMaintenanceReplace, map[string]string{"c-2": "node-b"}
+		}), kind: RemoveMember, members: []string{"c-2"}, reason: "MemberOnCordonedNode", id: 3},
+		{name: "failing on a cordoned node, WaitForNode: waits for the node", in: with(healthyCluster(3), func(in *Input) {
+			failing(in, 2, ago(time.Minute))
+			in.NodeMaintenance, in.Cordoned = NodeMaintenanceWaitForNode, map[string]string{"c-2": "node-b"}
+		}), kind: Wait, reason: "WaitingForHealth"},
+		{name: "on a cordoned node but not failing, Replace: nothing (the pod has not been evicted)", in: with(healthyCluster(3), func(in *Input) {
+			in.NodeMaintenance, in.Cordoned = NodeMaintenanceReplace, map[string]string{"c-2": "node-b"}
+		}), kind: None},
+		{name: "failing on a cordoned node, Replace, while another member is down: no removal that would break quorum", in: with(healthyCluster(3), func(in *Input) {
+			failing(in, 1, ago(time.Second))
+			failing(in, 2, ago(time.Second))
+			in.NodeMaintenance, in.Cordoned = NodeMaintenanceReplace, map[string]string{"c-1": "node-a", "c-2": "node-b"}
+		}), kind: Wait},
+		{name: "failing leader on a cordoned node, Replace: leadership moves first", in: with(healthyCluster(3), func(in *Input) {
+			failing(in, 0, ago(time.Second))
+			member(in, "c-1").RaftIndex = 101
+			in.NodeMaintenance, in.Cordoned = NodeMaintenanceReplace, map[string]string{"c-0": "node-a"}
+		}), kind: MoveLeader, members: []string{"c-0", "c-1"}, id: 2, reason: "MemberOnCordonedNode"},
 		{name: "a member only the operator cannot reach is never replaced", in: with(healthyCluster(3), func(in *Input) {
 			member(in, "c-2").Healthy = false // no status answer, but etcd reports nothing wrong
 			in.Known[2].FailingSince = ago(time.Hour)

@@ -112,6 +112,10 @@ const (
 	// MemberUnhealthy: etcd reported a member failing for replaceFailedMemberAfter without interruption; it is replaced.
 	// Do: nothing; if members keep failing, look at their nodes and disks.
 	MemberUnhealthy Reason = "MemberUnhealthy"
+	// MemberOnCordonedNode: with maintenance.nodeMaintenance Replace, etcd reports a member failing whose volume is on
+	// a cordoned node (its pod was evicted by a drain); it is replaced at once on another node, while the others keep
+	// quorum, instead of waiting for the node.
+	MemberOnCordonedNode Reason = "MemberOnCordonedNode"
 	// Upgrading: the members are stepping to spec.version, followers first, one at a time (condition Upgrading too).
 	Upgrading Reason = "Upgrading"
 	// Reconfiguring: members are restarted one at a time to run a changed configuration (resources, options, certificates).

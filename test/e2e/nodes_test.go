@@ -22,6 +22,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -186,6 +187,7 @@ func TestNodeFaults(t *testing.T) {
 	w.FaultBegins()
 	t.Run("FlapInsideTheGracePeriodChangesNothing", func(t *testing.T) { flapInsideTheGracePeriod(t, c) })
 	t.Run("DrainOfEveryNodeInTurn", func(t *testing.T) { drainEveryNodeInTurn(t, c, nodes) })
+	t.Run("DrainWithReplacePolicyMovesTheMember", func(t *testing.T) { drainWithReplace(t, c) })
 	t.Run("PowerOffWithLocalVolume", func(t *testing.T) { powerOffWithLocalVolume(t, c, cl) })
 	w.FaultEnds()
 	env.WaitConverged(t, c, 3, convergeTimeout)
@@ -276,6 +278,53 @@ func drainEveryNodeInTurn(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []str
 		t.Errorf("members replaced during the drains: %v, was %v (each waited for its node)", after, ids)
 	}
 	t.Logf("%d nodes drained in turn: Available in %d of %d samples", len(nodes), available, samples)
+}
+
+// drainWithReplace: with maintenance.nodeMaintenance Replace, a follower's node is cordoned and its pod
+// evicted; instead of waiting for the node (the default), the operator replaces the member at once with
+// a new one on another node, the cluster Available throughout. The node is uncordoned only afterwards.
+func drainWithReplace(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	ctx := context.Background()
+	setNodeMaintenance := func(policy string) {
+		t.Helper()
+		cur := env.Get(t, c)
+		patch := client.MergeFrom(cur.DeepCopy())
+		cur.Spec.Maintenance.NodeMaintenance = policy
+		if err := env.K8s.Patch(ctx, cur, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setNodeMaintenance(planner.NodeMaintenanceReplace)
+	defer setNodeMaintenance(planner.NodeMaintenanceWaitForNode)
+	before := memberNodes(t, c)
+	victim, node := switchableFollower(t, c, before)
+	stopSampling := sampleAvailable(c)
+	start := time.Now()
+	cordon(t, node, true)
+	defer cordon(t, node, false)
+	framework.WaitFor(t, "the budget lets "+victim+" go", 5*time.Minute, func() error { return evict(c.Namespace, victim) })
+	framework.WaitFor(t, victim+" replaced by a member on another node", 5*time.Minute, func() error {
+		if err := env.Converged(c, 3); err != nil {
+			return err
+		}
+		now := memberNodes(t, c)
+		if _, ok := now[victim]; ok {
+			return fmt.Errorf("%s still a member (%v)", victim, now)
+		}
+		for m, n := range now {
+			if n == node {
+				return fmt.Errorf("member %s on the cordoned node %s (%v)", m, node, now)
+			}
+		}
+		return nil
+	})
+	moved := time.Since(start)
+	available, samples := stopSampling()
+	if available != samples {
+		t.Errorf("Available in %d of %d samples while %s moved off cordoned %s; want every one", available, samples, victim, node)
+	}
+	t.Logf("%s on cordoned %s replaced %s after the cordon: placement %v, was %v; Available in %d of %d samples",
+		victim, node, moved.Round(time.Second), memberNodes(t, c), before, available, samples)
 }
 
 // powerOffWithLocalVolume: a follower's node loses power for good, with the member's data on a

@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/mail"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -431,12 +431,7 @@ func checkCatalogs(f *findings, root string, ci ciConfig, bundles map[string]*bu
 			declared[strings.TrimSpace(c)] = true
 		}
 	}
-	names := make([]string, 0, len(want))
-	for n := range want {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(want)) {
 		checkCatalog(f, filepath.Join(root, "catalogs", n, pkg, "catalog.yaml"), bundles, declared)
 	}
 }
@@ -474,7 +469,7 @@ func checkCatalog(f *findings, path string, bundles map[string]*bundleDir, decla
 			f.add(path, "channel %s belongs to package %q", c.Name, c.Package)
 		}
 		if !channelNamePattern.MatchString(c.Name) || !declared[c.Name] {
-			f.add(path, "channel %q: not an allowed channel name (candidate, fast, stable, eus, optionally -vN[.N]) the bundles declare (%v)", c.Name, keys(declared))
+			f.add(path, "channel %q: not an allowed channel name (candidate, fast, stable, eus, optionally -vN[.N]) the bundles declare (%v)", c.Name, slices.Sorted(maps.Keys(declared)))
 		}
 		replaces := map[string]string{}
 		for _, e := range c.Entries {
@@ -581,13 +576,4 @@ func readCatalog(path string) ([]catalogBlob, error) {
 		}
 		blobs = append(blobs, b)
 	}
-}
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

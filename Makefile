@@ -56,6 +56,10 @@ envtest-assets:
 .PHONY: etcd-releases
 etcd-releases:
 	$(TOOLS) etcd-v3.5 etcd-v3.7
+# opm: test/community renders the community catalogs again (hack/community.sh --check)
+.PHONY: opm
+opm:
+	$(TOOLS) opm
 # MinIO: the S3 tests of internal/backup run a real server (internal/miniotest)
 .PHONY: minio
 minio:
@@ -83,7 +87,7 @@ verify-generated: manifests generate ## Fail if generated files differ from what
 	@git diff --exit-code -- api config docs/conditions-and-events.md docs/api-reference.md || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
 	@hack/olm/render.sh --check
 	@hack/olmv1/render.sh --check
-	@hack/community-catalog.sh --check
+	@hack/community.sh --check
 
 .PHONY: fmt
 fmt:
@@ -98,7 +102,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test-unit
-test-unit: envtest-assets etcd-releases minio promtool ## Unit and envtest integration tests.
+test-unit: envtest-assets etcd-releases minio promtool opm ## Unit and envtest integration tests.
 	go test ./... -count=1
 	cd hack/tools/netpol && go test . -count=1   # the local cluster's NetworkPolicy enforcer (its own module)
 	cd hack/tools/csi && go test ./hostpath -count=1   # the local cluster's CSI node plugin (its own module)
@@ -167,8 +171,12 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Do
 	printf '\n  # OpenShift: %s and later (minKubeVersion %s). No olm.maxOpenShiftVersion: the bundle uses no API a\n  # later OpenShift removes (test/bundle, deprecated-apis), and the cap would block cluster upgrades.\n  com.redhat.openshift.versions: %s\n' \
 	  $(OPENSHIFT_VERSIONS) $(MIN_KUBE_VERSION) $(OPENSHIFT_VERSIONS) >> bundle/metadata/annotations.yaml
 	printf '\n# OpenShift versions (see metadata/annotations.yaml).\nLABEL com.redhat.openshift.versions=%s\n' $(OPENSHIFT_VERSIONS) >> bundle.Dockerfile
-	hack/community-catalog.sh
+	hack/community.sh
 	$(MAKE) --no-print-directory bundle-validate
+
+.PHONY: community
+community: ## Regenerate community/ (the community catalogs' tree: this release's bundle directory, the rendered catalogs) from bundle/; make bundle runs it too.
+	hack/community.sh
 
 .PHONY: verify-bundle
 verify-bundle: bundle ## Fail if bundle/ differs from what make bundle renders (it is reproducible), after validating it.

@@ -8,7 +8,11 @@
 #      upgrades in one hop, so a cluster that skipped releases does not walk through each).
 #   3. catalog/templates: NEW_VERSION enters the candidate and fast channels (and stable with --promote),
 #      replacing the previous release there, with the same skipRange; its bundle image is listed.
-#   4. make bundle (re-renders and validates bundle/), then the Go bundle checks (test/bundle).
+#   4. community/operators/etcd-autopilot/catalog-templates/basic.yaml: the same, in the same channels,
+#      replacing the previous release only if the community catalogs have it; its bundle image is the
+#      community pipeline's (quay.io/community-operator-pipeline-prod/etcd-autopilot:NEW_VERSION).
+#   5. make bundle (re-renders and validates bundle/, and regenerates community/: the release's bundle
+#      directory and the rendered catalogs), then the Go checks of the bundle and of community/.
 # It commits nothing: review `git diff`, then `make verify-bundle catalog-build test-olm` (the OLM e2e
 # upgrades from PREV_VERSION, now the release just cut from), commit, tag vNEW_VERSION.
 #
@@ -22,6 +26,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 pkg=etcd-autopilot
 template=catalog/templates/$pkg.yaml
+community=community/operators/$pkg/catalog-templates/basic.yaml
+community_bundles=quay.io/community-operator-pipeline-prod/$pkg
 csv=config/manifests/bases/$pkg.clusterserviceversion.yaml
 bundle_repo=$(awk '$1 == "IMAGE_TAG_BASE" {print $3}' Makefile)-bundle
 
@@ -30,14 +36,16 @@ semver='^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$'
 
 # shellcheck source=catalog-channel.sh
 . "$repo/hack/catalog-channel.sh"
-# channel_add CHANNEL NEW PREV RANGE: add_to_channel on our template, with the reason when it cannot
+# channel_add [-t TEMPLATE] CHANNEL NEW PREV RANGE: add_to_channel on our template (or TEMPLATE), with
+# the reason when it cannot
 channel_add() {
-  local rc=0
-  add_to_channel "$template" "$pkg" "$@" || rc=$?
+  local rc=0 tpl=$template
+  if [ "$1" = -t ]; then tpl=$2; shift 2; fi
+  add_to_channel "$tpl" "$pkg" "$@" || rc=$?
   case $rc in
     0) ;;
-    3) die "$2 is already in channel $1" ;;
-    *) die "no channel $1 in $template" ;;
+    3) die "$2 is already in channel $1 of $tpl" ;;
+    *) die "no channel $1 in $tpl" ;;
   esac
 }
 
@@ -47,6 +55,11 @@ if [ "${1:-}" = --promote-only ]; then
   entry=$(awk -v n="$pkg.v$v" '$0 == "  - name: " n {p = 1; print; next} p && /^    / {print; next} {p = 0}' "$template" | head -3)
   prev=$(awk '$1 == "replaces:" {print $2}' <<<"$entry"); range=$(sed -n "s/^    skipRange: '\(.*\)'/\1/p" <<<"$entry")
   channel_add stable "$v" "${prev#"$pkg.v"}" "$range"
+  if grep -q "^  - name: $pkg.v$v\$" "$community"; then
+    entry=$(awk -v n="$pkg.v$v" '$0 == "  - name: " n {p = 1; print; next} p && /^    / {print; next} {p = 0}' "$community" | head -3)
+    prev=$(awk '$1 == "replaces:" {print $2}' <<<"$entry")
+    channel_add -t "$community" stable "$v" "${prev#"$pkg.v"}" "$range"
+  fi
   echo "release: v$v promoted to stable in $template; rebuild the catalog (make catalog-build)"
   exit 0
 fi
@@ -65,12 +78,19 @@ head=$(git rev-parse --short=7 HEAD)
 created=${RELEASE_CREATED_AT:-$(date -u +%Y-%m-%dT00:00:00Z)}
 
 for ch in candidate fast ${promote:+stable}; do channel_add "$ch" "$new" "$cur" "$range"; done
+# The community catalogs: the previous release is replaced only where it was published.
+community_prev=$cur
+grep -q "^  - name: $pkg.v$cur\$" "$community" || community_prev=
+for ch in candidate fast ${promote:+stable}; do channel_add -t "$community" "$ch" "$new" "$community_prev" "$range"; done
+printf -- '- schema: olm.bundle\n  image: %s:%s\n' "$community_bundles" "$new" >> "$community"
 sed -i -E "s/^(VERSION \?= ).*/\1$new/; s/^(RELEASES \?= .*)$/\1 $cur=$head/; s/^(BUNDLE_CREATED_AT \?= ).*/\1$created/" Makefile
-sed -i -E "s/^(  replaces: ).*/\1$pkg.v$cur/; s/^(    olm.skipRange: ).*/\1'$range'/" "$csv"
-# The first release in the community catalogs replaced nothing there (no replaces line): the next names it.
-grep -q '^  replaces: ' "$csv" || sed -i -E "s/^(  version: .*)$/  replaces: $pkg.v$cur\n\1/" "$csv"
+sed -i -E "s/^(    olm.skipRange: ).*/\1'$range'/" "$csv"
+# The CSV's replaces (read by tools outside file-based catalogs) names the previous release when the
+# community catalogs have it, as the first release there, replacing nothing, has none.
+sed -i '/^  replaces: /d' "$csv"
+[ -z "$community_prev" ] || sed -i -E "s/^(  version: .*)$/  replaces: $pkg.v$cur\n\1/" "$csv"
 printf -- '- schema: olm.bundle\n  image: %s:v%s\n' "$bundle_repo" "$new" >> "$template"
 
 make --no-print-directory bundle
-go test ./test/bundle/ -count=1
+go test ./test/bundle/ ./test/community/ -count=1
 echo "release: v$new cut from v$cur (commit $head); review git diff, then: make verify-bundle catalog-build test-olm"

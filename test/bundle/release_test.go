@@ -17,8 +17,9 @@ import (
 func TestReleaseScriptCutsTheNextVersion(t *testing.T) {
 	root := filepath.Join("..", "..")
 	dir := t.TempDir()
+	community := "community/operators/etcd-autopilot/catalog-templates/basic.yaml"
 	for _, f := range []string{"hack/release.sh", "hack/catalog-channel.sh", "Makefile", "catalog/templates/etcd-autopilot.yaml",
-		"config/manifests/bases/etcd-autopilot.clusterserviceversion.yaml"} {
+		"config/manifests/bases/etcd-autopilot.clusterserviceversion.yaml", community} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
@@ -96,19 +97,29 @@ func TestReleaseScriptCutsTheNextVersion(t *testing.T) {
 		}
 	}
 	entry := "  - name: etcd-autopilot.v" + next + "\n    replaces: etcd-autopilot.v" + cur + "\n    skipRange: " + rng + "\n"
-	channels := func() map[string]bool {
+	// channelsIn: for each channel of an opm basic template, whether it holds the new release's entry
+	channelsIn := func(template string) map[string]bool {
 		in := map[string]bool{}
-		for _, block := range strings.Split(read("catalog/templates/etcd-autopilot.yaml"), "- schema: olm.channel\n")[1:] {
+		for _, block := range strings.Split(read(template), "- schema: olm.channel\n")[1:] {
 			name := strings.TrimSpace(strings.SplitN(strings.SplitN(block, "  name: ", 2)[1], "\n", 2)[0])
 			in[name] = strings.Contains(block, entry)
 		}
 		return in
 	}
+	channels := func() map[string]bool { return channelsIn("catalog/templates/etcd-autopilot.yaml") }
 	if got := channels(); !got["candidate"] || !got["fast"] || got["stable"] {
 		t.Errorf("v%s should enter candidate and fast, not yet stable: %v", next, got)
 	}
 	if !strings.HasSuffix(read("catalog/templates/etcd-autopilot.yaml"), "- schema: olm.bundle\n  image: ghcr.io/etcd-autopilot/etcd-autopilot-bundle:v"+next+"\n") {
 		t.Errorf("the template does not list the v%s bundle", next)
+	}
+	// The community template: the same entry (the current release is published there), the community
+	// pipeline's bundle image.
+	if got := channelsIn(community); !got["candidate"] || !got["fast"] || got["stable"] {
+		t.Errorf("community: v%s should enter candidate and fast, not yet stable: %v", next, got)
+	}
+	if !strings.HasSuffix(read(community), "- schema: olm.bundle\n  image: quay.io/community-operator-pipeline-prod/etcd-autopilot:"+next+"\n") {
+		t.Errorf("the community template does not list the v%s bundle", next)
 	}
 
 	v.Minor++
@@ -118,6 +129,9 @@ func TestReleaseScriptCutsTheNextVersion(t *testing.T) {
 	must("hack/release.sh", "--promote-only", next)
 	if got := channels(); !got["stable"] {
 		t.Errorf("v%s not promoted to stable: %v", next, got)
+	}
+	if got := channelsIn(community); !got["stable"] {
+		t.Errorf("community: v%s not promoted to stable: %v", next, got)
 	}
 	if out, err := run("hack/release.sh", "--promote-only", next); err == nil || !strings.Contains(out, "already in channel stable") {
 		t.Fatalf("promoting twice: %v %s", err, out)

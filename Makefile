@@ -296,7 +296,7 @@ bench-consistency: ## Write p99 with the consistency checks on vs off, and one H
 
 # Point-in-time recovery: RPO after losing a whole cluster, restores to 20 past instants, the archive worker's cost
 # (write p99 on vs off, its RSS) and a restore with replay vs a plain one; 3-member etcd clusters (bin/etcd), the
-# worker of this tree and MinIO (bin/minio) on loopback, no Kubernetes cluster needed (≈ 22 min); writes
+# worker of this tree and MinIO (bin/minio) on loopback, no Kubernetes cluster needed (≈ 18 min); writes
 # bench/results/pitr_*.json. BENCH_RATE (200 ops/s), BENCH_PAIRS (5) and BENCH_SEGMENT (1m) with BENCH_LEAD (15s),
 # BENCH_INSTANTS (20) over BENCH_PIT_WRITE (100s), BENCH_RPO_REPS (3) of BENCH_RPO_WRITE (30s) change what it measures.
 .PHONY: bench-pitr

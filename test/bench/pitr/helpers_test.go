@@ -72,6 +72,15 @@ var built struct {
 	err  error
 }
 
+// TestMain removes the worker built for the run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.path != "" {
+		_ = os.RemoveAll(filepath.Dir(built.path))
+	}
+	os.Exit(code)
+}
+
 // buildWorker builds cmd/worker of this tree once per run (a directory that outlives the tests).
 func buildWorker(t *testing.T) string {
 	t.Helper()

@@ -293,6 +293,7 @@ BENCH_RUN ?= .
 bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster; rewrites bench/results and BENCHMARKS.md.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run '$(BENCH_RUN)' -skip '^TestBenchScale$$' -count=1 -timeout 150m -v $(BENCH_ARGS)
 	$(MAKE) bench-consistency
+	$(MAKE) bench-pitr
 
 # What the consistency checks cost a steady writer: two 3-member etcd clusters (bin/etcd) on loopback, checks on
 # and off, no Kubernetes cluster needed (≈ 13 min); writes bench/results/consistency_*.json. BENCH_DB_MIB (128),
@@ -301,6 +302,16 @@ bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the loca
 bench-consistency: ## Write p99 with the consistency checks on vs off, and one HashKV round's time (3 local etcd processes each).
 	$(TOOLS) etcd-v3.6
 	go test -tags bench ./test/bench/consistency/ -run '$(BENCH_RUN)' -count=1 -timeout 30m -v
+
+# Point-in-time recovery: RPO after losing a whole cluster, restores to 20 past instants, the archive worker's cost
+# (write p99 on vs off, its RSS) and a restore with replay vs a plain one; 3-member etcd clusters (bin/etcd), the
+# worker of this tree and MinIO (bin/minio) on loopback, no Kubernetes cluster needed (≈ 18 min); writes
+# bench/results/pitr_*.json. BENCH_RATE (200 ops/s), BENCH_PAIRS (5) and BENCH_SEGMENT (1m) with BENCH_LEAD (15s),
+# BENCH_INSTANTS (20) over BENCH_PIT_WRITE (100s), BENCH_RPO_REPS (3) of BENCH_RPO_WRITE (30s) change what it measures.
+.PHONY: bench-pitr
+bench-pitr: ## RPO, point-in-time correctness, the archive's cost and restore time (local etcd processes and MinIO).
+	$(TOOLS) etcd-v3.6 minio
+	go test -tags bench ./test/bench/pitr/ -run '$(BENCH_RUN)' -count=1 -timeout 45m -v
 
 # The operator's informer cache with 1,000 unrelated Secrets, Pods and ConfigMaps, filtered and not (envtest);
 # writes bench/results/operator_cache_heap_1000_unrelated.json.

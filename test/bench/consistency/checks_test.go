@@ -13,31 +13,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
-	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
+	"github.com/etcd-autopilot/etcd-autopilot/test/bench/localetcd"
 	"github.com/etcd-autopilot/etcd-autopilot/test/benchdoc"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -59,32 +46,6 @@ const (
 // settings are what a run measures; the result's command names those that were set.
 var settings = []string{"BENCH_DB_MIB", "BENCH_RATE", "BENCH_SEGMENT", "BENCH_PAIRS"}
 
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, s)
-	}
-	return v
-}
-
-func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	t.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: want a positive duration", name, s)
-	}
-	return d
-}
-
 // TestBenchConsistencyChecksCost measures the write p99 of a steady open-loop writer against a
 // cluster with the consistency checks on, divided by the same against a cluster without them, at
 // the checks' own pace: the writer alternates between the two clusters in segments (off/on, then
@@ -94,33 +55,27 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 // resources.CorruptCheckInterval (three operator intervals), so the on side holds three times its
 // real pace: the figure is an upper bound of what the checks cost.
 func TestBenchConsistencyChecksCost(t *testing.T) {
-	bin := os.Getenv("ETCD_BIN")
-	if bin == "" {
-		bin = filepath.Join(repoRoot, "bin", "etcd")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("etcd binary: %v (run `make envtest-assets`, or set ETCD_BIN)", err)
-	}
-	dbMiB := envInt(t, "BENCH_DB_MIB", 128)
-	rate := envInt(t, "BENCH_RATE", 200)
-	pairs := envInt(t, "BENCH_PAIRS", 5)
-	segment := envDuration(t, "BENCH_SEGMENT", resources.ConsistencyCheckInterval/time.Duration(pairs))
-	load0 := loadAvg()
+	bin := localetcd.Binary(t, repoRoot)
+	dbMiB := localetcd.EnvInt(t, "BENCH_DB_MIB", 128)
+	rate := localetcd.EnvInt(t, "BENCH_RATE", 200)
+	pairs := localetcd.EnvInt(t, "BENCH_PAIRS", 5)
+	segment := localetcd.EnvDuration(t, "BENCH_SEGMENT", resources.ConsistencyCheckInterval/time.Duration(pairs))
+	load0 := localetcd.LoadAvg()
 	began := time.Now()
 
-	off := newCluster(t, bin, "off", false)
-	on := newCluster(t, bin, "on", true)
-	off.start(t, 0)
-	on.start(t, resources.CorruptCheckInterval)
-	for _, c := range []*cluster{off, on} {
+	off := localetcd.NewCluster(t, bin, "off", false)
+	on := localetcd.NewCluster(t, bin, "on", true)
+	off.Start(t, 0)
+	on.Start(t, resources.CorruptCheckInterval)
+	for _, c := range []*localetcd.Cluster{off, on} {
 		took := preload(t, c, int64(dbMiB)<<20)
-		t.Logf("%s: preloaded %d MiB in %s", c.name, dbMiB, took.Round(time.Second))
+		t.Logf("%s: preloaded %d MiB in %s", c.Name, dbMiB, took.Round(time.Second))
 	}
 
 	// The schedule: segment k starts at t0 + k·segment; pair p is (off, on) for even p, (on, off) for
 	// odd p. The operator's round runs in the middle of the second on segment, etcd's periodic check
 	// in the middle of the last but one.
-	sides := make([]*cluster, 0, 2*pairs)
+	sides := make([]*localetcd.Cluster, 0, 2*pairs)
 	for p := 0; p < pairs; p++ {
 		if p%2 == 0 {
 			sides = append(sides, off, on)
@@ -148,13 +103,13 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 	if 2*interval < settle+time.Duration(len(sides))*segment+10*time.Second {
 		t.Fatalf("etcd's periodic check every %s would fire twice in the schedule; use more pairs", interval)
 	}
-	off.stop(t)
-	on.stop(t)
+	off.Stop(t)
+	on.Stop(t)
 	restarted := time.Now()
-	off.start(t, 0)
-	on.start(t, interval)
+	off.Start(t, 0)
+	on.Start(t, interval)
 	t.Logf("both clusters restarted in %s", time.Since(restarted).Round(time.Millisecond))
-	tickers := on.tickerStarts(t, restarted)
+	tickers := tickerStarts(t, on, restarted)
 	t0 := tickers[len(tickers)/2].Add(settle)
 	end := t0.Add(time.Duration(len(sides)) * segment)
 	if time.Now().After(t0) {
@@ -170,7 +125,7 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 		defer close(roundDone)
 		time.Sleep(time.Until(t0.Add(time.Duration(roundSeg)*segment + segment/2)))
 		roundAt = time.Now()
-		d, err := on.hashRound()
+		d, err := hashRound(on)
 		if err != nil {
 			t.Errorf("operator round in the schedule: %v", err)
 			return
@@ -178,13 +133,13 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 		rounds = append(rounds, d)
 		t.Logf("operator round in segment %d took %s", roundSeg, d.Round(time.Millisecond))
 	}()
-	lat := map[*cluster][]time.Duration{}
+	lat := map[*localetcd.Cluster][]time.Duration{}
 	var onPuts []put
-	segP99 := map[*cluster][]float64{}
-	failed := map[*cluster]int{}
+	segP99 := map[*localetcd.Cluster][]float64{}
+	failed := map[*localetcd.Cluster]int{}
 	for k, c := range sides {
 		from := t0.Add(time.Duration(k) * segment)
-		puts, fails := c.write(from, from.Add(segment), rate)
+		puts, fails := write(c, from, from.Add(segment), rate)
 		ls := make([]time.Duration, len(puts))
 		for i, p := range puts {
 			ls[i] = p.took
@@ -194,14 +149,14 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 		}
 		lat[c] = append(lat[c], ls...)
 		failed[c] += fails
-		segP99[c] = append(segP99[c], ms(quantile(ls, 0.99)))
-		t.Logf("segment %d (%s): %d puts, p50 %.2f ms, p99 %.2f ms, %d failed", k, c.name, len(ls), ms(quantile(ls, 0.5)), ms(quantile(ls, 0.99)), fails)
+		segP99[c] = append(segP99[c], localetcd.Ms(localetcd.Quantile(ls, 0.99)))
+		t.Logf("segment %d (%s): %d puts, p50 %.2f ms, p99 %.2f ms, %d failed", k, c.Name, len(ls), localetcd.Ms(localetcd.Quantile(ls, 0.5)), localetcd.Ms(localetcd.Quantile(ls, 0.99)), fails)
 	}
 	<-roundDone
-	load1 := loadAvg()
+	load1 := localetcd.LoadAvg()
 
 	// Evidence that the on side ran what it should: exactly one periodic check, inside an on segment.
-	checks := on.periodicChecks(t)
+	checks := periodicChecks(t, on)
 	var inWindow []time.Time
 	for _, at := range checks {
 		if at.After(t0) && at.Before(end) {
@@ -215,7 +170,7 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 
 	// What each check did to the puts scheduled while it ran (etcd logs only the periodic check's end;
 	// its hashes take about as long as a round).
-	offP99d := quantile(lat[off], 0.99)
+	offP99d := localetcd.Quantile(lat[off], 0.99)
 	during := func(what string, from, to time.Time) string {
 		var n, over int
 		var worst time.Duration
@@ -229,7 +184,7 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 				over++
 			}
 		}
-		msg := fmt.Sprintf("%d puts scheduled during %s: slowest %.0f ms, %d above the off side's p99", n, what, ms(worst), over)
+		msg := fmt.Sprintf("%d puts scheduled during %s: slowest %.0f ms, %d above the off side's p99", n, what, localetcd.Ms(worst), over)
 		t.Log(msg)
 		return msg
 	}
@@ -241,15 +196,15 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 
 	// How long one round takes on this database, out of the schedule (nothing else running).
 	for i := 0; i < 3; i++ {
-		d, err := on.hashRound()
+		d, err := hashRound(on)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rounds = append(rounds, d)
 	}
-	dbSize := on.dbSize(t)
+	dbSize := dbSize(t, on)
 
-	onP99, offP99 := ms(quantile(lat[on], 0.99)), ms(quantile(lat[off], 0.99))
+	onP99, offP99 := localetcd.Ms(localetcd.Quantile(lat[on], 0.99)), localetcd.Ms(localetcd.Quantile(lat[off], 0.99))
 	t.Logf("write p99: on %.2f ms (%d puts, %d failed), off %.2f ms (%d puts, %d failed): %.3f×; HashKV rounds %v on %.0f MiB; load %s → %s; %s in all",
 		onP99, len(lat[on]), failed[on], offP99, len(lat[off]), failed[off], onP99/offP99, rounds, float64(dbSize)/(1<<20), load0, load1, time.Since(began).Round(time.Second))
 
@@ -259,7 +214,7 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 	g := goal
 	p99 := framework.BenchResult{
 		Metric: "consistency_checks_write_p99_latency", Value: framework.Round2(onP99), Unit: "ms", Baseline: framework.Round2(offP99), Ratio: framework.Round2(onP99 / offP99),
-		Date: date, Command: cmd, Goal: &g, Samples: roundAll(segP99[on]), BaselineSamples: roundAll(segP99[off]),
+		Date: date, Command: cmd, Goal: &g, Samples: localetcd.RoundAll(segP99[on]), BaselineSamples: localetcd.RoundAll(segP99[off]),
 		Notes: fmt.Sprintf("p99 of an open-loop writer's puts (%d/s, %d-byte values over %d keys, latency from each put's scheduled time, all three members as endpoints) "+
 			"against 3 etcd %s processes on loopback with the operator's member arguments and a %d MiB database (%d-byte values), with the consistency checks on: "+
 			"etcd's initial, compaction-hash and periodic checks (resources.ConsistencyArgs), the periodic one firing once, and one operator round (HashKV of every member at a common revision); "+
@@ -269,20 +224,20 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 			rate, writeSize, writeKeys, versions.Default, dbMiB, valueSize, len(sides), segment, time.Duration(pairs)*segment,
 			len(lat[on]), len(lat[off]), failed[on], failed[off], roundEffect, checkEffect, load0, load1),
 	}
-	p99.Min, p99.Max = bounds(p99.Samples)
-	p99.BaselineMin, p99.BaselineMax = bounds(p99.BaselineSamples)
+	p99.Min, p99.Max = localetcd.Bounds(p99.Samples)
+	p99.BaselineMin, p99.BaselineMax = localetcd.Bounds(p99.BaselineSamples)
 	var roundSecs []float64
 	for _, d := range rounds {
 		roundSecs = append(roundSecs, d.Seconds())
 	}
 	r := framework.Median(roundSecs)
 	round := framework.BenchResult{
-		Metric: "consistency_hashkv_round_seconds", Value: framework.Round2(r), Unit: "s", Ratio: framework.Round2(r), Date: date, Command: cmd, Samples: roundAll(roundSecs),
+		Metric: "consistency_hashkv_round_seconds", Value: framework.Round2(r), Unit: "s", Ratio: framework.Round2(r), Date: date, Command: cmd, Samples: localetcd.RoundAll(roundSecs),
 		Notes: fmt.Sprintf("one operator consistency round on the checked cluster of consistency_checks_write_p99_latency: the status of each of 3 members, then HashKV of all of them at once at the lowest revision they hold, as the operator does; "+
 			"database %.0f MiB (%d MiB preloaded plus the writer's revisions); the first sample ran under the writer, the others right after it; a count",
 			float64(dbSize)/(1<<20), dbMiB),
 	}
-	round.Min, round.Max = bounds(round.Samples)
+	round.Min, round.Max = localetcd.Bounds(round.Samples)
 	results := filepath.Join(repoRoot, "bench", "results")
 	for _, res := range []framework.BenchResult{p99, round} {
 		if err := framework.WriteBenchResult(results, res); err != nil {
@@ -294,165 +249,10 @@ func TestBenchConsistencyChecksCost(t *testing.T) {
 	}
 }
 
-// --- the clusters --------------------------------------------------------------------------------
-
-type member struct {
-	name, client, peer, metrics, dir, logPath string
-	args                                      []string
-	cmd                                       *exec.Cmd
-	exited                                    chan struct{}
-}
-
-type cluster struct {
-	name    string
-	members []*member
-	cl      *clientv3.Client
-	ec      *etcdclient.Client
-	bin     string
-}
-
-// newCluster lays out 3 members with the arguments MemberPod gives an operator's member (TLS off,
-// addresses and data directory on this machine), with or without etcd's consistency checks.
-func newCluster(t *testing.T, bin, name string, checks bool) *cluster {
-	t.Helper()
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench", UID: types.UID("bench-" + name)}}
-	c.Spec = etcdv1alpha1.EtcdClusterSpec{
-		Replicas: 3, Version: versions.Default,
-		Storage: etcdv1alpha1.StorageSpec{Size: resource.MustParse("8Gi")},
-		TLS:     etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSDisabled, Peer: etcdv1alpha1.TLSDisabled},
-		Etcd: etcdv1alpha1.EtcdOptions{HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000, SnapshotCount: etcdv1alpha1.DefaultSnapshotCount,
-			AutoCompactionMode: "periodic", AutoCompactionRetention: "1h"},
-	}
-	cl := &cluster{name: name, bin: bin}
-	var names, initial []string
-	for i := 0; i < 3; i++ {
-		m := &member{name: fmt.Sprintf("%s-%d", name, i), client: "http://" + loopback.FreeAddr(t), peer: "http://" + loopback.FreeAddr(t),
-			metrics: "http://" + loopback.FreeAddr(t), dir: t.TempDir()}
-		m.logPath = filepath.Join(m.dir, "etcd.log")
-		cl.members = append(cl.members, m)
-		names = append(names, m.name)
-		initial = append(initial, m.name+"="+m.peer)
-	}
-	drop := map[string]bool{}
-	if !checks {
-		for _, a := range resources.ConsistencyArgs(versions.Default) {
-			flag, _, _ := strings.Cut(a, "=")
-			drop[flag] = true
-		}
-	}
-	for _, m := range cl.members {
-		pod := resources.MemberPod(c, resources.MemberPodInput{Member: m.name, Image: "i", Version: versions.Default, InitialCluster: names, Bootstrap: true})
-		local := map[string]string{
-			"--data-dir": filepath.Join(m.dir, "data"), "--listen-client-urls": m.client, "--advertise-client-urls": m.client,
-			"--listen-peer-urls": m.peer, "--initial-advertise-peer-urls": m.peer, "--initial-cluster": strings.Join(initial, ","),
-			"--listen-metrics-urls": m.metrics,
-		}
-		for _, a := range pod.Spec.Containers[0].Args {
-			flag, _, _ := strings.Cut(a, "=")
-			if drop[flag] {
-				continue
-			}
-			if v, ok := local[flag]; ok {
-				a = flag + "=" + v
-			}
-			m.args = append(m.args, a)
-		}
-	}
-	return cl
-}
-
-// start starts every member at once (on existing data after the first time) and waits until all
-// are healthy; checkInterval, when not 0, replaces the interval of etcd's periodic check.
-func (c *cluster) start(t *testing.T, checkInterval time.Duration) {
-	t.Helper()
-	for _, m := range c.members {
-		args := slices.Clone(m.args)
-		for i, a := range args {
-			if checkInterval != 0 && strings.HasPrefix(a, "--corrupt-check-time=") {
-				args[i] = "--corrupt-check-time=" + checkInterval.String()
-			}
-		}
-		log, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.cmd = exec.Command(c.bin, args...)
-		m.cmd.Stdout, m.cmd.Stderr = log, log
-		if err := m.cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", m.name, err)
-		}
-		m.exited = make(chan struct{})
-		go func(cmd *exec.Cmd, exited chan struct{}) {
-			_ = cmd.Wait()
-			_ = log.Close()
-			close(exited)
-		}(m.cmd, m.exited)
-	}
-	t.Cleanup(func() { c.stop(t) })
-	deadline := time.Now().Add(time.Minute)
-	for _, m := range c.members {
-		for !healthy(m.metrics) {
-			select {
-			case <-m.exited:
-				t.Fatalf("%s exited; log in %s", m.name, m.logPath)
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not healthy after a minute; log in %s", m.name, m.logPath)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	var endpoints []string
-	for _, m := range c.members {
-		endpoints = append(endpoints, m.client)
-	}
-	var err error
-	if c.cl, err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
-		t.Fatal(err)
-	}
-	if c.ec, err = etcdclient.New(endpoints, nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func healthy(metrics string) bool {
-	resp, err := http.Get(metrics + "/health")
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-// stop stops every member at once (SIGTERM, as the kubelet does) and waits for them.
-func (c *cluster) stop(t *testing.T) {
-	t.Helper()
-	if c.cl != nil {
-		_ = c.cl.Close()
-		_ = c.ec.Close()
-		c.cl, c.ec = nil, nil
-	}
-	for _, m := range c.members {
-		if m.cmd != nil && m.cmd.Process != nil {
-			_ = m.cmd.Process.Signal(syscall.SIGTERM)
-		}
-	}
-	for _, m := range c.members {
-		if m.exited == nil {
-			continue
-		}
-		select {
-		case <-m.exited:
-		case <-time.After(30 * time.Second):
-			_ = m.cmd.Process.Kill()
-			<-m.exited
-		}
-	}
-}
+// --- the clusters -------------------------------------------------------------------------------------------------
 
 // preload writes bytes of distinct keys with valueSize values, 64 puts in flight.
-func preload(t *testing.T, c *cluster, bytes int64) time.Duration {
+func preload(t *testing.T, c *localetcd.Cluster, bytes int64) time.Duration {
 	t.Helper()
 	start := time.Now()
 	n := int(bytes / valueSize)
@@ -469,10 +269,10 @@ func preload(t *testing.T, c *cluster, bytes int64) time.Duration {
 					val[j] = byte('a' + (i*31+j*7)%26)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				_, err := c.cl.Put(ctx, fmt.Sprintf("/preload/%08d", i), string(val))
+				_, err := c.Client.Put(ctx, fmt.Sprintf("/preload/%08d", i), string(val))
 				cancel()
 				if err != nil {
-					errs <- fmt.Errorf("preload %s: %w", c.name, err)
+					errs <- fmt.Errorf("preload %s: %w", c.Name, err)
 					return
 				}
 			}
@@ -505,7 +305,7 @@ type put struct {
 // write puts rate times a second from from to to, each at its scheduled time whatever the puts before
 // it are doing (open loop: a stall shows in every put it delays, not only in the one it holds), and
 // returns each put with its latency from its scheduled time, and how many failed.
-func (c *cluster) write(from, to time.Time, rate int) ([]put, int) {
+func write(c *localetcd.Cluster, from, to time.Time, rate int) ([]put, int) {
 	every := time.Second / time.Duration(rate)
 	val := strings.Repeat("w", writeSize)
 	var mu sync.Mutex
@@ -522,7 +322,7 @@ func (c *cluster) write(from, to time.Time, rate int) ([]put, int) {
 		go func(i int, at time.Time) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
-			_, err := c.cl.Put(ctx, fmt.Sprintf("/w/%06d", i%writeKeys), val)
+			_, err := c.Client.Put(ctx, fmt.Sprintf("/w/%06d", i%writeKeys), val)
 			cancel()
 			took := time.Since(at)
 			mu.Lock()
@@ -539,12 +339,12 @@ func (c *cluster) write(from, to time.Time, rate int) ([]put, int) {
 
 // hashRound is the operator's round (internal/controller hashRound): every member's status, then
 // HashKV of all members at once at the lowest revision they hold; it fails on differing hashes.
-func (c *cluster) hashRound() (time.Duration, error) {
+func hashRound(c *localetcd.Cluster) (time.Duration, error) {
 	ctx := context.Background()
 	start := time.Now()
 	var rev int64
-	for _, m := range c.members {
-		st, err := c.ec.Status(ctx, m.client)
+	for _, m := range c.Members {
+		st, err := c.EC.Status(ctx, m.Client)
 		if err != nil {
 			return 0, err
 		}
@@ -552,14 +352,14 @@ func (c *cluster) hashRound() (time.Duration, error) {
 			rev = st.Revision
 		}
 	}
-	hashes := make([]etcdclient.KVHash, len(c.members))
-	errs := make([]error, len(c.members))
+	hashes := make([]etcdclient.KVHash, len(c.Members))
+	errs := make([]error, len(c.Members))
 	var wg sync.WaitGroup
-	for i, m := range c.members {
+	for i, m := range c.Members {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hashes[i], errs[i] = c.ec.HashKV(ctx, m.client, rev)
+			hashes[i], errs[i] = c.EC.HashKV(ctx, m.Client, rev)
 		}()
 	}
 	wg.Wait()
@@ -575,9 +375,9 @@ func (c *cluster) hashRound() (time.Duration, error) {
 	return took, nil
 }
 
-func (c *cluster) dbSize(t *testing.T) int64 {
+func dbSize(t *testing.T, c *localetcd.Cluster) int64 {
 	t.Helper()
-	st, err := c.ec.Status(context.Background(), c.members[0].client)
+	st, err := c.EC.Status(context.Background(), c.Members[0].Client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,28 +386,28 @@ func (c *cluster) dbSize(t *testing.T) int64 {
 
 // tickerStarts are when the members started the ticker of etcd's periodic check after since, read
 // from their logs.
-func (c *cluster) tickerStarts(t *testing.T, since time.Time) []time.Time {
+func tickerStarts(t *testing.T, c *localetcd.Cluster, since time.Time) []time.Time {
 	t.Helper()
-	at := c.logged(t, "enabled corruption checking", since)
-	if len(at) != len(c.members) {
-		t.Fatalf("%s: %d members logged their periodic check's start, want %d", c.name, len(at), len(c.members))
+	at := logged(t, c, "enabled corruption checking", since)
+	if len(at) != len(c.Members) {
+		t.Fatalf("%s: %d members logged their periodic check's start, want %d", c.Name, len(at), len(c.Members))
 	}
 	return at
 }
 
 // periodicChecks are when etcd's periodic corruption check finished, on any member (only the leader
 // runs it), read from the members' logs.
-func (c *cluster) periodicChecks(t *testing.T) []time.Time {
+func periodicChecks(t *testing.T, c *localetcd.Cluster) []time.Time {
 	t.Helper()
-	return c.logged(t, "finished peer corruption check", time.Time{})
+	return logged(t, c, "finished peer corruption check", time.Time{})
 }
 
 // logged are the times at which the members logged msg after since, in order.
-func (c *cluster) logged(t *testing.T, msg string, since time.Time) []time.Time {
+func logged(t *testing.T, c *localetcd.Cluster, msg string, since time.Time) []time.Time {
 	t.Helper()
 	var at []time.Time
-	for _, m := range c.members {
-		f, err := os.Open(m.logPath)
+	for _, m := range c.Members {
+		f, err := os.Open(m.LogPath)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -623,7 +423,7 @@ func (c *cluster) logged(t *testing.T, msg string, since time.Time) []time.Time 
 			}
 			ts, err := time.Parse("2006-01-02T15:04:05.999999Z0700", line.TS)
 			if err != nil {
-				t.Fatalf("%s: time %q: %v", m.logPath, line.TS, err)
+				t.Fatalf("%s: time %q: %v", m.LogPath, line.TS, err)
 			}
 			if ts.After(since) {
 				at = append(at, ts)
@@ -633,41 +433,4 @@ func (c *cluster) logged(t *testing.T, msg string, since time.Time) []time.Time 
 	}
 	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 	return at
-}
-
-// --- figures -------------------------------------------------------------------------------------
-
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[int(math.Ceil(q*float64(len(s))))-1]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func roundAll(xs []float64) []float64 {
-	out := make([]float64, len(xs))
-	for i, x := range xs {
-		out[i] = framework.Round2(x)
-	}
-	return out
-}
-
-func bounds(xs []float64) (lo, hi float64) {
-	if len(xs) == 0 {
-		return 0, 0
-	}
-	return slices.Min(xs), slices.Max(xs)
-}
-
-// loadAvg is the machine's 1-minute load average: the benchmark shares its cores.
-func loadAvg() string {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Fields(string(raw))[0]
 }

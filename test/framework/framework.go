@@ -538,7 +538,9 @@ func (e *Env) CurrentEndpoints(c *etcdv1alpha1.EtcdCluster) ([]string, error) {
 	}
 	var eps []string
 	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+		// Member pods only: Job pods (backups, test-restores) and a schedule's archive worker carry
+		// the cluster's labels too, and serve no etcd.
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Labels[naming.LabelMember] != "" {
 			eps = append(eps, naming.EndpointForIP(p.Status.PodIP, true))
 		}
 	}

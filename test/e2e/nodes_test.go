@@ -120,10 +120,11 @@ func switchableFollower(t *testing.T, c *etcdv1alpha1.EtcdCluster, placement map
 	return "", ""
 }
 
-// zoneLossFollower is a follower whose node is the only node of its zone, so that switching that node
-// off loses a whole zone (zones a, b, c, a: the second and third nodes); without one, any follower on
-// a node that can be switched off.
-func zoneLossFollower(t *testing.T, c *etcdv1alpha1.EtcdCluster, placement map[string]string) (member, node string) {
+// zoneLossFollower is a member whose node is the only node of its zone, so that switching that node
+// off loses a whole zone (zones a, b, c, a: the second and third nodes); when that member leads,
+// leadership is moved off it first, so that the power-off takes a follower. Without one, any follower
+// on a node that can be switched off.
+func zoneLossFollower(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clientv3.Client, placement map[string]string) (member, node string) {
 	t.Helper()
 	nodes := &corev1.NodeList{}
 	if err := env.K8s.List(context.Background(), nodes); err != nil {
@@ -136,12 +137,15 @@ func zoneLossFollower(t *testing.T, c *etcdv1alpha1.EtcdCluster, placement map[s
 		inZone[zoneOf[n.Name]]++
 	}
 	for _, m := range env.Get(t, c).Status.Members {
-		if n := placement[m.Name]; m.Role != etcdv1alpha1.RoleLeader && strings.Contains(n, "-") && zoneOf[n] != "" && inZone[zoneOf[n]] == 1 {
+		if n := placement[m.Name]; strings.Contains(n, "-") && zoneOf[n] != "" && inZone[zoneOf[n]] == 1 {
+			if m.Role == etcdv1alpha1.RoleLeader {
+				moveLeader(t, c, cl)
+			}
 			t.Logf("switching off %s, the only node of zone %s, where %s runs", n, zoneOf[n], m.Name)
 			return m.Name, n
 		}
 	}
-	t.Logf("no follower runs alone in its zone (%v): the power-off loses a node, not a zone", placement)
+	t.Logf("no member runs alone in its zone on a node that can be switched off (%v): the power-off loses a node, not a zone", placement)
 	return switchableFollower(t, c, placement)
 }
 
@@ -347,7 +351,7 @@ func powerOffWithLocalVolume(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clie
 		t.Fatal(err)
 	}
 	before := memberNodes(t, c)
-	victim, node := zoneLossFollower(t, c, before)
+	victim, node := zoneLossFollower(t, c, cl, before)
 	stopSampling := sampleAvailable(c)
 	start := time.Now()
 	nodeFault(t, "poweroff", node)

@@ -71,7 +71,9 @@ func installerRules(t *testing.T, path string) []rbacv1.PolicyRule {
 
 // covered says whether some rule without resourceNames allows verb on group/resource.
 func covered(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
-	match := func(have []string, want string) bool { return slices.Contains(have, want) || slices.Contains(have, "*") }
+	match := func(have []string, want string) bool {
+		return slices.Contains(have, want) || slices.Contains(have, "*")
+	}
 	for _, r := range rules {
 		if len(r.ResourceNames) == 0 && match(r.APIGroups, group) && match(r.Resources, resource) && match(r.Verbs, verb) {
 			return true

@@ -249,7 +249,7 @@ olmv1-publish: olmv1-install catalog-load ## Push the catalog and bundle images 
 	  CLUSTER_DIR=$(CLUSTER_DIR) hack/olmv1/publish.sh
 
 .PHONY: test-olmv1
-test-olmv1: olmv1-publish ## e2e through OLM v1: AllNamespaces from the previous release, two upgrades through the catalog, uninstall with clusters serving, Single/OwnNamespace via watchNamespace.
+test-olmv1: cluster-load olmv1-publish ## e2e through OLM v1: AllNamespaces from the previous release, two upgrades through the catalog, uninstall with clusters serving, Single/OwnNamespace via watchNamespace.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig OLMV1_CATALOG_IMAGE=$(CATALOG_REF) OLMV1_NEXT_CATALOG_IMAGE=$(NEXT_CATALOG_REF) \
 	  OLM_VERSION=$(VERSION) OLM_PREV_VERSION=$(PREV_VERSION) OLM_NEXT_VERSION=$(NEXT_VERSION) \
 	  go test -tags e2e ./test/olmv1/ -count=1 -timeout 20m -v $(E2E_ARGS)

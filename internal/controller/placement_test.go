@@ -77,24 +77,15 @@ func TestMemberPodsSpreadByNodeUnlessTheirVolumeIsPlaced(t *testing.T) {
 // Spread reports the nodes the scheduler chose: nothing while a member is unplaced, False naming the
 // node two members share and that its loss takes the quorum.
 func TestSpreadReportsMembersThatShareANode(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
 	c := newCluster(t, ns, nil)
-	bind := func(pod, node string) {
-		t.Helper()
-		eventually(t, "bind "+pod, func() error {
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}
-			return k8s.SubResource("binding").Create(ctx, p, &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}, Target: corev1.ObjectReference{Kind: "Node", Name: node}})
-		})
-	}
-	bind("demo-0", "node-a")
-	bind("demo-1", "node-b")
+	bind(t, ns, "demo-0", "node-a")
+	bind(t, ns, "demo-1", "node-b")
 	time.Sleep(2 * time.Second) // passes run on the bindings; demo-2 is still unplaced
 	if cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionSpread); cond != nil {
 		t.Fatalf("Spread %s (%s) while demo-2 has no node yet; want no verdict", cond.Status, cond.Message)
 	}
-	bind("demo-2", "node-a")
+	bind(t, ns, "demo-2", "node-a")
 	eventually(t, "Spread False, naming node-a", func() error {
 		cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionSpread)
 		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(reason.MembersShareANode) ||
@@ -133,11 +124,7 @@ func TestSpreadReportsMembersThatShareAZone(t *testing.T) {
 	}
 	a1, a2, b1, c1 := node("a1", "a"), node("a2", "a"), node("b1", "b"), node("c1", "c")
 	for pod, n := range map[string]*corev1.Node{"demo-0": a1, "demo-1": a2, "demo-2": c1} {
-		eventually(t, "bind "+pod, func() error {
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}
-			return k8s.SubResource("binding").Create(ctx, p, &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}, Target: corev1.ObjectReference{Kind: "Node", Name: n.Name}})
-		})
+		bind(t, ns, pod, n.Name)
 	}
 	eventually(t, "Spread False, naming zone a", func() error {
 		cond := meta.FindStatusCondition(get(t, c).Status.Conditions, etcdv1alpha1.ConditionSpread)
@@ -170,5 +157,15 @@ func TestSpreadReportsMembersThatShareAZone(t *testing.T) {
 			return fmt.Errorf("Spread = %+v", cond)
 		}
 		return nil
+	})
+}
+
+// bind places pod on node as the scheduler would (the binding subresource), once the pod exists.
+func bind(t *testing.T, ns, pod, node string) {
+	t.Helper()
+	eventually(t, "bind "+pod, func() error {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}
+		return k8s.SubResource("binding").Create(context.Background(), p, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}, Target: corev1.ObjectReference{Kind: "Node", Name: node}})
 	})
 }

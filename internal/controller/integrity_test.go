@@ -22,8 +22,8 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
 
-// waitBackupEvent waits for an event of reason why about backup name whose message holds want.
-func waitBackupEvent(t *testing.T, ns, name string, why reason.Reason, want string) {
+// waitWarningEvent waits for a Warning event of reason why about the object named name whose message holds want.
+func waitWarningEvent(t *testing.T, ns, name string, why reason.Reason, want string) {
 	t.Helper()
 	eventually(t, "event "+string(why)+" on "+name, func() error {
 		evs := &corev1.EventList{}
@@ -100,7 +100,7 @@ func TestACorruptBackupIsMarkedAndNeverRestored(t *testing.T) {
 		}
 		return nil
 	})
-	waitBackupEvent(t, ns, bad.Name, reason.BackupCorrupt, "no restore or recovery uses it")
+	waitWarningEvent(t, ns, bad.Name, reason.BackupCorrupt, "no restore or recovery uses it")
 	eventually(t, "corrupt metric", func() error {
 		if v := testutil.ToFloat64(metrics.BackupCorrupt.WithLabelValues(ns, "demo")); v != 1 {
 			return fmt.Errorf("etcd_autopilot_backup_corrupt = %v", v)
@@ -180,7 +180,7 @@ func TestATestRestoreMarksTheRecheckedBackupsItFoundChanged(t *testing.T) {
 		}
 		return nil
 	})
-	waitBackupEvent(t, ns, flipped.Name, reason.BackupCorrupt, "no restore or recovery uses it")
+	waitWarningEvent(t, ns, flipped.Name, reason.BackupCorrupt, "no restore or recovery uses it")
 	if cond := verdict(untouched); cond != nil {
 		t.Fatalf("%s, found unchanged, got a verdict: %+v", untouched.Name, cond)
 	}

@@ -134,18 +134,7 @@ func TestSpreadReportsMembersThatShareAZone(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "a MembersShareAZone event", func() error {
-		evs := &corev1.EventList{}
-		if err := k8s.List(ctx, evs, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range evs.Items {
-			if e.Reason == string(reason.MembersShareAZone) && e.Type == corev1.EventTypeWarning {
-				return nil
-			}
-		}
-		return fmt.Errorf("no %s event among %d", reason.MembersShareAZone, len(evs.Items))
-	})
+	waitWarningEvent(t, ns, c.Name, reason.MembersShareAZone, "demo-0 and demo-1 run in zone a")
 	b1.Spec.Unschedulable = true
 	if err := k8s.Update(ctx, b1); err != nil {
 		t.Fatal(err)

@@ -7,8 +7,9 @@
 #   Secrets the release mounts, the CA injected into catalogd's webhook;
 # - an image registry (crane's, in namespace olmv1-registry) standing in for the mirror of a
 #   disconnected cluster, and a registries.conf drop-in (ConfigMap olmv1-registries) that sends
-#   ghcr.io/etcd-autopilot/* there; hack/olmv1/publish.sh pushes the catalog and bundle images;
-# - the monitoring.coreos.com CRDs the bundle's ServiceMonitors and PrometheusRule need.
+#   ghcr.io/etcd-autopilot/* there; hack/olmv1/publish.sh pushes the catalog and bundle images.
+# No monitoring.coreos.com CRDs: the bundle needs none (the operator creates its monitoring objects
+# when the API appears), and the e2e installs them itself once it has installed without them.
 # The images (hack/images/olm.sh, set olmv1) must be loaded first; the Makefile does that. Idempotent.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,8 +43,6 @@ if [ ! -s "$pki/ca.crt" ]; then
 fi
 issue catalogd localhost "catalogd-service.$ns.svc" "catalogd-service.$ns.svc.cluster.local"
 issue operator-controller "operator-controller-service.$ns.svc" "operator-controller-service.$ns.svc.cluster.local"
-
-"$repo/hack/olm/monitoring-crds/install.sh"
 
 # CRDs and the namespace first; the rest once its Secrets exist (no pod waits on a missing mount).
 apply() { kubectl apply --server-side --force-conflicts -f - >/dev/null; }

@@ -369,14 +369,20 @@ func checkLeaseScope(t *testing.T, opNS string, others []string) {
 	}
 }
 
-// TestInstallModes installs through a Subscription in each install mode. The namespaced modes run
-// in parallel (disjoint namespaces); AllNamespaces runs alone afterwards and is kept short.
+// TestInstallModes installs through a Subscription in each install mode, on a cluster that serves
+// no monitoring API until the OwnNamespace case has installed and run a cluster. The namespaced
+// modes run in parallel (disjoint namespaces); AllNamespaces runs alone afterwards and is kept short.
 func TestInstallModes(t *testing.T) {
+	// Most clusters outside OpenShift have no Prometheus Operator: the bundle must install without
+	// its API, and the operator must create its monitoring objects once the API appears.
+	env.RemoveMonitoringAPI(t)
 	t.Run("scoped", func(t *testing.T) {
 		t.Run("OwnNamespace", func(t *testing.T) {
 			t.Parallel()
 			ns := env.NewNamespace(t, "olm-own-")
 			checkScoped(t, ns, []string{ns})
+			env.InstallMonitoringAPI(t)
+			env.WaitMonitoringObjects(t, ns, 3*time.Minute)
 		})
 		t.Run("SingleNamespace", func(t *testing.T) {
 			t.Parallel()

@@ -336,6 +336,8 @@ func TestOLMv1(t *testing.T) {
 	// The cluster lives through every case: upgraded under, left without an operator, adopted again.
 	clusterNS := env.NewNamespace(t, "olmv1-")
 	var c *etcdv1alpha1.EtcdCluster
+	// As on most clusters outside OpenShift: no Prometheus Operator until this release is installed.
+	env.RemoveMonitoringAPI(t)
 
 	if !t.Run("AllNamespaces, upgraded twice through the catalog, uninstalled with the cluster serving", func(t *testing.T) {
 		apply(t, extension{version: previous, noCRDUpgradeCheck: true})
@@ -357,6 +359,8 @@ func TestOLMv1(t *testing.T) {
 			t.Fatalf("the operator still runs the previous release's image %s", img)
 		}
 		crdsKept(t)
+		env.InstallMonitoringAPI(t)
+		env.WaitMonitoringObjects(t, installNS, 3*time.Minute)
 
 		// vN -> vN+1 as users get it: the next release is published in the catalog and the
 		// extension follows its channel, with the CRD upgrade check in force.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The monitoring API, CRDs only (no Prometheus), for both OLMs (hack/olm/install.sh,
-# hack/olmv1/install.sh): the bundle ships ServiceMonitors and a PrometheusRule, and neither OLM
-# installs a bundle whose objects have no API on the cluster. OpenShift always has these.
+# The monitoring API, CRDs only (no Prometheus): the OLM e2e suites (test/framework
+# InstallMonitoringAPI) install them after installing the bundle without them, to see the operator
+# create its ServiceMonitors and PrometheusRule when the API appears. OpenShift always has these.
 # Needs KUBECONFIG (or the cluster's env.sh) and kubectl on PATH.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

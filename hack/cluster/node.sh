@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hack/cluster/node.sh poweroff|poweron|status K [STATE_DIR] -- node faults on the local cluster that
+# hack/cluster/node.sh poweroff|poweron|netdown|netup|status K [STATE_DIR] -- node faults on the local cluster that
 # hack/cluster/up.sh brought up with NODES > 1 (node K is NODE_NAME-K, K >= 2; the first node runs the
 # control plane's companions and is not switched off).
 #   poweroff  every process of node K stops at once, as when its power goes: its kubelet, its containerd,
@@ -7,14 +7,17 @@
 #             SIGKILL; nothing is cleaned up, so its pods stay on the API server as the node left them and
 #             its local volumes stay on disk, unreachable until it comes back
 #   poweron   starts node K's containerd and kubelet again (up.sh is idempotent: what runs stays as is)
+#   netdown   cuts node K's pods off the network (its bridge kcbrK down): no packet between them and
+#             anything else, while its kubelet still reports to the API server
+#   netup     joins them again (the bridge up; its connected route comes back with it)
 #   status    the pids of node K's kubelet and containerd, and how many processes its cgroup holds
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cmd=${1:-} k=${2:-}
 STATE=${3:-${CLUSTER_DIR:-$repo/.cluster}}
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-[[ "$cmd" =~ ^(poweroff|poweron|status)$ && "$k" =~ ^[2-9]$ ]] || usage
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ "$cmd" =~ ^(poweroff|poweron|netdown|netup|status)$ && "$k" =~ ^[2-9]$ ]] || usage
 dir=$STATE/nodes/$k
 [ -d "$dir" ] || { echo "node.sh: $dir does not exist: no node $k (up.sh with NODES >= $k)" >&2; exit 1; }
 PIDFILE=$STATE/pids
@@ -47,6 +50,11 @@ case $cmd in
   poweron)
     nodes=$(find "$STATE/nodes" -mindepth 1 -maxdepth 1 -type d -name '[2-9]' | wc -l)
     NODES=$((nodes + 1)) PHASES=start "$here/up.sh" "$STATE"
+    ;;
+  netdown|netup)
+    bridge=$(cat "$dir/bridge")
+    ip link set "$bridge" "${cmd#net}"
+    echo "node.sh: node $k's pod network ($bridge) ${cmd#net}"
     ;;
   status)
     echo "kubelet-$k: $(pid_of "kubelet-$k" || echo down)"

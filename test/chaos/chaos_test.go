@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,6 +78,10 @@ var faults = map[string]fault{
 	"scale-3-5-3-crash": scaleWithCrashes,
 	"upgrade-downgrade": upgradeDowngrade,
 	"full-disk":         fullDisk,
+	"node-poweroff":     nodePowerOff,
+	"node-partition":    nodePartition,
+	"node-drain":        nodeDrain,
+	"node-deleted":      nodeDeleted,
 }
 
 // TestChaos runs the workload against an operator-managed cluster for CHAOS_DURATION (default 3m)
@@ -192,7 +197,8 @@ func chaos(t *testing.T, duration time.Duration, schedule []string, withKube boo
 		if i < len(schedule) {
 			name = schedule[i]
 		} else {
-			name = RandomFaults[r.rng.IntN(len(RandomFaults))]
+			drawn := append(slices.Clone(RandomFaults), SoakFaults...)
+			name = drawn[r.rng.IntN(len(drawn))]
 		}
 		failure = r.inject(name)
 		time.Sleep(5 * time.Second) // let the workload see the converged cluster before the next fault
@@ -464,32 +470,39 @@ func partition(r *run) (int32, error) {
 	return r.replicas, nil
 }
 
-// kubeletStop freezes the node's kubelet (SIGSTOP) for hold: pods keep running, nobody reports
-// on them or restarts them. The kubelet is the local cluster's (hack/cluster records its pid).
+// kubeletStop freezes the kubelet (SIGSTOP) of a follower's node for hold: pods keep running,
+// nobody reports on them or restarts them. The kubelet is the local cluster's (hack/cluster records
+// its pid: kubelet for the first node, kubelet-K for node K).
 func kubeletStop(r *run) (int32, error) {
+	p, err := r.member(etcdv1alpha1.RoleFollower)
+	if err != nil {
+		return 0, err
+	}
+	kubelet := "kubelet"
+	if k, ok := framework.NodeIndex(p.Spec.NodeName); ok {
+		kubelet += "-" + k
+	}
 	pids, err := os.ReadFile(filepath.Join(filepath.Dir(env.Kubeconfig), "pids"))
 	if err != nil {
 		return 0, fmt.Errorf("the local cluster's pid file: %w", err)
 	}
 	pid := 0
 	for _, line := range strings.Split(string(pids), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "kubelet" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == kubelet {
 			pid, _ = strconv.Atoi(f[1])
 		}
 	}
 	if pid == 0 {
-		return 0, fmt.Errorf("no kubelet in the local cluster's pid file")
+		return 0, fmt.Errorf("no %s in the local cluster's pid file", kubelet)
 	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		return 0, fmt.Errorf("stop kubelet %d: %w", pid, err)
+		return 0, fmt.Errorf("stop %s %d: %w", kubelet, pid, err)
 	}
 	cont := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
 	r.t.Cleanup(cont)
 	// A member dies while nobody on the node can restart it: it comes back only with the kubelet.
-	if p, err := r.member(etcdv1alpha1.RoleFollower); err == nil {
-		r.t.Logf("  kubelet stopped; deleting %s", p.Name)
-		_ = env.K8s.Delete(context.Background(), p, client.GracePeriodSeconds(0))
-	}
+	r.t.Logf("  %s (node %s) stopped; deleting %s", kubelet, p.Spec.NodeName, p.Name)
+	_ = env.K8s.Delete(context.Background(), p, client.GracePeriodSeconds(0))
 	time.Sleep(hold)
 	cont()
 	return r.replicas, nil

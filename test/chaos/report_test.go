@@ -77,7 +77,7 @@ func TestDefaultScheduleCoversEveryFault(t *testing.T) {
 		t.Fatalf("the default schedule leaves out %v", missing)
 	}
 	old := Report{Faults: []string{"scale-1-3", "kill-follower", "kill-leader", "kill-operator", "partition", "pvc-lost", "kubelet-stop"}}
-	if missing := old.Missing(RandomFaults); !slices.Equal(missing, []string{"scale-3-5-3-crash", "upgrade-downgrade"}) {
+	if missing := old.Missing(RandomFaults); !slices.Equal(missing, []string{"scale-3-5-3-crash", "upgrade-downgrade", "node-poweroff"}) {
 		t.Fatalf("missing %v", missing)
 	}
 }

@@ -5,9 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -59,18 +56,11 @@ func needNodes(t *testing.T) []string {
 	return nodes
 }
 
-// nodeFault runs hack/cluster/node.sh on the node named name (NODE_NAME-K) of the cluster whose
-// kubeconfig the suite uses.
+// nodeFault runs hack/cluster/node.sh verb on the node named name.
 func nodeFault(t *testing.T, verb, name string) {
 	t.Helper()
-	i := strings.LastIndex(name, "-")
-	if i < 0 {
-		t.Fatalf("node %s is the first node, which node.sh does not switch off", name)
-	}
-	state := filepath.Dir(os.Getenv("KUBECONFIG"))
-	out, err := exec.Command(filepath.Join("..", "..", "hack", "cluster", "node.sh"), verb, name[i+1:], state).CombinedOutput()
-	if err != nil {
-		t.Fatalf("node.sh %s %s: %v\n%s", verb, name, err, out)
+	if err := env.NodeFault(verb, name); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -466,11 +466,19 @@ if phase_on start && [ "$NODES" -gt 1 ]; then
     start_proc "containerd-$k" containerd --config "$dir/containerd/config.toml"
     wait_for "containerd of $name" 60 ctr -a "$dir/containerd/containerd.sock" version
     load_images   # into every node's containerd: nothing here pulls from a registry
+    # A node deleted from the API registers again with another pod CIDR: no sandbox may start on its
+    # old network before the new one is written below.
+    kubectl get node "$name" >/dev/null 2>&1 || rm -f "$dir"/cni/net.d/*
     start_proc "kubelet-$k" kubelet --config="$dir/kubelet-config.yaml" --kubeconfig="$PKI/kubelet-$k.kubeconfig" \
       --hostname-override="$name" --node-ip="$NODE_IP" --root-dir="$dir/kubelet" --cert-dir="$dir/kubelet/pki" \
       --node-labels="topology.kubernetes.io/zone=$(zone_of "$k")"
     wait_for "pod CIDR of $name" 120 node_pod_cidr "$name"
     cidr=$(node_pod_cidr "$name")
+    # ... and the bridge keeps the old gateway address, which the bridge plugin refuses to change:
+    # remove it (every container of the node is gone with it) and the plugin makes it again.
+    if ip -4 -o addr show dev "kcbr$k" 2>/dev/null | grep -q . && ! ip -4 -o addr show dev "kcbr$k" | grep -qF " ${cidr%.*}.1/"; then
+      ip link del "kcbr$k" && log "node $name has a new pod CIDR $cidr: its old bridge kcbr$k removed"
+    fi
     echo "kcbr$k" > "$dir/bridge"
     cni_config "$dir/cni" "kcbr$k" "$cidr" "${cidr%.*}.1"
   done

@@ -572,7 +572,7 @@ func fullDisk(r *run) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	dir := filepath.Join(filepath.Dir(env.Kubeconfig), "kubelet", "pods", string(p.UID), "volumes", "kubernetes.io~empty-dir", "data")
+	dir := filepath.Join(env.KubeletDir(p.Spec.NodeName), "pods", string(p.UID), "volumes", "kubernetes.io~empty-dir", "data")
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, fmt.Errorf("the volume of %s on the host: %w", p.Name, err)

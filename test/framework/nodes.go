@@ -32,3 +32,13 @@ func (e *Env) NodeFault(verb, name string) error {
 	}
 	return nil
 }
+
+// KubeletDir is the root directory (--root-dir) of the kubelet of the node named name: the first
+// node's under the cluster directory, node K's under nodes/K (hack/cluster/up.sh).
+func (e *Env) KubeletDir(name string) string {
+	state := filepath.Dir(e.Kubeconfig)
+	if k, ok := NodeIndex(name); ok {
+		return filepath.Join(state, "nodes", k, "kubelet")
+	}
+	return filepath.Join(state, "kubelet")
+}

@@ -27,7 +27,7 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default="3.6.16"
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^3\\\\.[5-7]\\\\.(0|[1-9][0-9]*)$')",message="version must be an etcd release this operator supports, written MAJOR.MINOR.PATCH without a leading v: 3.5.x, 3.6.x or 3.7.x (for example 3.6.16)"
-	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="etcd Version",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="etcd Version",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:3.5.35","urn:alm:descriptor:com.tectonic.ui:select:3.6.16","urn:alm:descriptor:com.tectonic.ui:select:3.7.3"}
 	Version string `json:"version,omitempty"`
 
 	// Image overrides the etcd image for Version. It must contain etcd, etcdctl and etcdutl.

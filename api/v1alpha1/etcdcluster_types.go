@@ -1016,10 +1016,14 @@ const RecoveryComplete = "Complete"
 
 // Endpoints tells clients how to reach the cluster.
 type Endpoints struct {
-	// ClientService is the ClusterIP Service for clients, host:port.
+	// ClientService is the address of the ClusterIP Service for clients, host:port.
 	// +optional
-	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Client Service",xDescriptors={"urn:alm:descriptor:text"}
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Client address",xDescriptors={"urn:alm:descriptor:text"}
 	ClientService string `json:"clientService,omitempty"`
+	// ClientServiceName is the name of that Service, in the cluster's namespace.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Client Service",xDescriptors={"urn:alm:descriptor:io.kubernetes:Service"}
+	ClientServiceName string `json:"clientServiceName,omitempty"`
 	// CASecret holds ca.crt, the CA that signs the servers' certificates.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="CA Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}

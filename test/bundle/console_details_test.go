@@ -53,3 +53,12 @@ func TestVersionChoicesAreTheSupportedVersions(t *testing.T) {
 		t.Errorf("the CRD defaults spec.version to %v, the operator to %s", def, versions.Default)
 	}
 }
+
+// The client Service is a link to the Service, not text.
+func TestClientServiceIsAServiceLink(t *testing.T) {
+	o := ownedKind(t, loadBundle(t), "EtcdCluster")
+	d, ok := statusDescriptors(o)["endpoints.clientServiceName"]
+	if !ok || !slices.Contains(d.xDescriptors, "urn:alm:descriptor:io.kubernetes:Service") {
+		t.Errorf("status.endpoints.clientServiceName should carry urn:alm:descriptor:io.kubernetes:Service: %+v", d)
+	}
+}

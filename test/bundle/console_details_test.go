@@ -62,3 +62,16 @@ func TestClientServiceIsAServiceLink(t *testing.T) {
 		t.Errorf("status.endpoints.clientServiceName should carry urn:alm:descriptor:io.kubernetes:Service: %+v", d)
 	}
 }
+
+func TestLinksNameDocsAndIssues(t *testing.T) {
+	b := loadBundle(t)
+	want := map[string]string{
+		"Documentation": "https://github.com/etcd-autopilot/etcd-autopilot/tree/main/docs",
+		"Issues":        "https://github.com/etcd-autopilot/etcd-autopilot/issues",
+	}
+	for name, url := range want {
+		if !slices.ContainsFunc(b.CSV.Spec.Links, func(l operatorsv1alpha1.AppLink) bool { return l.Name == name && l.URL == url }) {
+			t.Errorf("spec.links has no %s link to %s: %+v", name, url, b.CSV.Spec.Links)
+		}
+	}
+}

@@ -2,7 +2,9 @@ package bundle_test
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -74,4 +76,79 @@ func TestLinksNameDocsAndIssues(t *testing.T) {
 			t.Errorf("spec.links has no %s link to %s: %+v", name, url, b.CSV.Spec.Links)
 		}
 	}
+}
+
+// permissionsSection is the description's section on permissions; its list items name the cluster-wide
+// permissions: "* `resource` (verb, verb) and `resource` (verb): why".
+var (
+	permissionsSection = regexp.MustCompile("(?s)## Install modes and permissions\n(.*?)(\n## |$)")
+	permissionItem     = regexp.MustCompile("`([a-z.]+)` \\(([a-z, ]+)\\)")
+)
+
+// The description's list of cluster-wide privileges is exactly the CSV's clusterPermissions: a user
+// granting them reads what they are for, and nothing is granted that the list leaves out.
+func TestDescriptionListsTheClusterPermissions(t *testing.T) {
+	b := loadBundle(t)
+	granted := map[string]bool{}
+	for _, p := range b.CSV.Spec.InstallStrategy.StrategySpec.ClusterPermissions {
+		for _, r := range p.Rules {
+			if len(r.NonResourceURLs) > 0 {
+				t.Errorf("clusterPermissions grant non-resource URLs %v: the description's list names resources only", r.NonResourceURLs)
+			}
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					granted[res+" "+v] = true
+				}
+			}
+		}
+	}
+	m := permissionsSection.FindStringSubmatch(b.CSV.Spec.Description)
+	if m == nil {
+		t.Fatal("the description has no \"## Install modes and permissions\" section")
+	}
+	listed := map[string]bool{}
+	var item string
+	flush := func() {
+		head, _, _ := strings.Cut(item, ": ")
+		for _, p := range permissionItem.FindAllStringSubmatch(head, -1) {
+			for _, v := range strings.Split(p[2], ",") {
+				listed[p[1]+" "+strings.TrimSpace(v)] = true
+			}
+		}
+		item = ""
+	}
+	for _, l := range strings.Split(m[1], "\n") {
+		switch {
+		case strings.HasPrefix(l, "* "):
+			flush()
+			item = l[2:]
+		case item != "" && strings.HasPrefix(l, "  "):
+			item += " " + strings.TrimSpace(l)
+		default:
+			flush()
+		}
+	}
+	flush()
+	if len(listed) == 0 {
+		t.Fatal("the permissions section lists no \"* `resource` (verbs): why\" item")
+	}
+	for _, p := range sortedKeys(granted) {
+		if !listed[p] {
+			t.Errorf("clusterPermissions grant %q, which the description's list does not name", p)
+		}
+	}
+	for _, p := range sortedKeys(listed) {
+		if !granted[p] {
+			t.Errorf("the description lists %q, which clusterPermissions do not grant", p)
+		}
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -1,6 +1,7 @@
 package bundle_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -151,4 +152,75 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Every example says in alm-examples-metadata what it needs beyond itself: each object it names (a
+// field with an io.kubernetes:<Kind> x-descriptor, or clusterName) appears in its description as
+// "<Kind> <name>", and a cluster it names is the EtcdCluster example. The API server's acceptance of the
+// examples (schema, CEL, defaults) is TestExamplesAndQuickStartAreAcceptedByTheAPIServer.
+func TestExamplesSayWhatTheyNeed(t *testing.T) {
+	b := loadBundle(t)
+	var examples []struct {
+		Kind     string
+		Metadata struct{ Name string }
+		Spec     map[string]any
+	}
+	if err := json.Unmarshal([]byte(b.CSV.Annotations["alm-examples"]), &examples); err != nil {
+		t.Fatalf("alm-examples: %v", err)
+	}
+	var meta map[string]struct{ Description string }
+	if err := json.Unmarshal([]byte(b.CSV.Annotations["alm-examples-metadata"]), &meta); err != nil {
+		t.Fatalf("alm-examples-metadata: %v", err)
+	}
+	clusters := map[string]bool{}
+	names := map[string]bool{}
+	for _, e := range examples {
+		names[e.Metadata.Name] = true
+		if e.Kind == "EtcdCluster" {
+			clusters[e.Metadata.Name] = true
+		}
+	}
+	for name := range meta {
+		if !names[name] {
+			t.Errorf("alm-examples-metadata describes %q, which is no example's name", name)
+		}
+	}
+	for _, e := range examples {
+		desc := meta[e.Metadata.Name].Description
+		if strings.TrimSpace(desc) == "" {
+			t.Errorf("%s %s has no description in alm-examples-metadata", e.Kind, e.Metadata.Name)
+			continue
+		}
+		descs := specDescriptors(ownedKind(t, b, e.Kind))
+		var walk func(prefix string, v any)
+		walk = func(path string, v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				for k, c := range v {
+					p := k
+					if path != "" {
+						p = path + "." + k
+					}
+					walk(p, c)
+				}
+			case string:
+				kind := ""
+				if strings.HasSuffix(path, "clusterName") {
+					kind = "EtcdCluster"
+					if !clusters[v] {
+						t.Errorf("%s %s: %s names EtcdCluster %q, which no example creates", e.Kind, e.Metadata.Name, path, v)
+					}
+				}
+				for _, x := range descs[path].xDescriptors {
+					if k, ok := strings.CutPrefix(x, "urn:alm:descriptor:io.kubernetes:"); ok {
+						kind = k
+					}
+				}
+				if kind != "" && !strings.Contains(desc, kind+" "+v) {
+					t.Errorf("%s %s needs %s %s (spec.%s), which its alm-examples-metadata description does not say: %q", e.Kind, e.Metadata.Name, kind, v, path, desc)
+				}
+			}
+		}
+		walk("", e.Spec)
+	}
 }

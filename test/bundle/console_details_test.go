@@ -79,6 +79,22 @@ func TestLinksNameDocsAndIssues(t *testing.T) {
 	}
 }
 
+// The maturity is the API's: alpha while every owned API version is, and the description says so.
+func TestMaturityIsTheAPIs(t *testing.T) {
+	b := loadBundle(t)
+	for _, o := range b.CSV.Spec.CustomResourceDefinitions.Owned {
+		if !strings.Contains(o.Version, "alpha") {
+			t.Skipf("%s is served as %s: decide the maturity again", o.Kind, o.Version)
+		}
+	}
+	if b.CSV.Spec.Maturity != "alpha" {
+		t.Errorf("maturity %q, but every owned API is alpha", b.CSV.Spec.Maturity)
+	}
+	if !strings.Contains(b.CSV.Spec.Description, "The API is alpha") {
+		t.Error("the description should say that the API is alpha (\"The API is alpha ...\")")
+	}
+}
+
 // permissionsSection is the description's section on permissions; its list items name the cluster-wide
 // permissions: "* `resource` (verb, verb) and `resource` (verb): why".
 var (

@@ -45,3 +45,40 @@ func TestArchLabelsAreTheBuiltPlatforms(t *testing.T) {
 		t.Errorf("the CSV claims %v, the operator image is built for %v (OPERATOR_PLATFORMS)", claimed, built)
 	}
 }
+
+// The operator's pod is scheduled only onto nodes of those platforms (what the multiarch validator
+// looks for): its required node affinity names the same arches and OSes as the labels.
+func TestOperatorRunsOnlyOnItsPlatforms(t *testing.T) {
+	b := loadBundle(t)
+	want := map[string][]string{}
+	for k := range b.CSV.Labels {
+		if a, ok := strings.CutPrefix(k, "operatorframework.io/arch."); ok {
+			want["kubernetes.io/arch"] = append(want["kubernetes.io/arch"], a)
+		}
+		if o, ok := strings.CutPrefix(k, "operatorframework.io/os."); ok {
+			want["kubernetes.io/os"] = append(want["kubernetes.io/os"], o)
+		}
+	}
+	for _, d := range b.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+		aff := d.Spec.Template.Spec.Affinity
+		if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+			len(aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) != 1 {
+			t.Errorf("deployment %s: want one required node selector term on kubernetes.io/arch and kubernetes.io/os", d.Name)
+			continue
+		}
+		got := map[string][]string{}
+		for _, e := range aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions {
+			if e.Operator != "In" {
+				t.Errorf("deployment %s: %s %s, want In", d.Name, e.Key, e.Operator)
+			}
+			got[e.Key] = append(got[e.Key], e.Values...)
+		}
+		for _, k := range []string{"kubernetes.io/arch", "kubernetes.io/os"} {
+			slices.Sort(got[k])
+			slices.Sort(want[k])
+			if !slices.Equal(got[k], want[k]) {
+				t.Errorf("deployment %s runs on %s %v, the CSV claims %v", d.Name, k, got[k], want[k])
+			}
+		}
+	}
+}

@@ -1,6 +1,10 @@
 # The operator image, for users with Docker or another builder. The local cluster builds the
 # same layout without a daemon: hack/images/build.sh (make images / make cluster-load).
-FROM golang:1.26 AS builder
+# Multi-platform, like the published image (linux/amd64 and linux/arm64, the CSV's arch labels):
+#   docker buildx build --platform linux/amd64,linux/arm64 -t <registry>/etcd-autopilot:<tag> --push .
+# The builder stage runs on the build machine's platform and cross-compiles (CGO_ENABLED=0), so no
+# emulation is needed.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 ARG TARGETOS=linux
 ARG TARGETARCH
 WORKDIR /workspace

@@ -73,7 +73,8 @@ promtool:
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC (the supported etcd versions go into spec.version's markers first: hack/versionmarkers).
+	go run ./hack/versionmarkers
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate

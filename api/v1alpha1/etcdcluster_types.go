@@ -27,7 +27,7 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default="3.6.16"
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^3\\\\.[5-7]\\\\.(0|[1-9][0-9]*)$')",message="version must be an etcd release this operator supports, written MAJOR.MINOR.PATCH without a leading v: 3.5.x, 3.6.x or 3.7.x (for example 3.6.16)"
-	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="etcd Version",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="etcd Version",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:3.5.35","urn:alm:descriptor:com.tectonic.ui:select:3.6.16","urn:alm:descriptor:com.tectonic.ui:select:3.7.3"}
 	Version string `json:"version,omitempty"`
 
 	// Image overrides the etcd image for Version. It must contain etcd, etcdctl and etcdutl.
@@ -1016,10 +1016,14 @@ const RecoveryComplete = "Complete"
 
 // Endpoints tells clients how to reach the cluster.
 type Endpoints struct {
-	// ClientService is the ClusterIP Service for clients, host:port.
+	// ClientService is the address of the ClusterIP Service for clients, host:port.
 	// +optional
-	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Client Service",xDescriptors={"urn:alm:descriptor:text"}
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Client address",xDescriptors={"urn:alm:descriptor:text"}
 	ClientService string `json:"clientService,omitempty"`
+	// ClientServiceName is the name of that Service, in the cluster's namespace.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Client Service",xDescriptors={"urn:alm:descriptor:io.kubernetes:Service"}
+	ClientServiceName string `json:"clientServiceName,omitempty"`
 	// CASecret holds ca.crt, the CA that signs the servers' certificates.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="CA Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}

@@ -12,8 +12,9 @@
 #              (what hack/cluster/up.sh loads)
 #   test     = minio (S3 storage for the backup e2e tests and benchmarks, hack/minio)
 #   etcd     = gcr.io/etcd-development/etcd:{v3.5.35,v3.6.16,v3.7.3}
-#   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0), from static bin/manager
-#              and bin/worker (cmd/worker: the backup and restore work)
+#   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0), an image index of one
+#              image per platform in OPERATOR_PLATFORMS (linux/amd64 linux/arm64), each from static
+#              bin/linux-<arch>/manager and worker (cmd/worker: the backup and restore work), cross-compiled
 #   OLM sets (hack/images/olm.sh): olm, bundle, prev, releases, catalog, next, scorecard, olmv1
 # Archives: $IMAGES_CACHE/<name>-<tag>-<contenthash>.tar (default ~/.cache/etcd-autopilot/images),
 # outside the work tree, so a fresh clone on the same machine rebuilds nothing.
@@ -60,38 +61,56 @@ rootfs_csi_provisioner() { static_bin "$BIN/csi-provisioner"; cp -L "$BIN/csi-pr
 rootfs_csi_resizer()     { static_bin "$BIN/csi-resizer"; cp -L "$BIN/csi-resizer" "$1/csi-resizer"; }
 rootfs_minio()   { static_bin "$BIN/minio"; mkdir -p "$1/usr/bin"; cp -L "$BIN/minio" "$1/usr/bin/"; }
 OPERATOR_BINS= # a bin/ directory with manager and, from v0.2.0 on, worker
-rootfs_operator() {
-  local b
+rootfs_operator() { # dir [os/arch]: with a platform, from OPERATOR_BINS/<os>-<arch>
+  local b bins=$OPERATOR_BINS
+  [ -z "${2:-}" ] || bins=$OPERATOR_BINS/${2/\//-}
   for b in manager worker; do
-    [ -e "$OPERATOR_BINS/$b" ] || continue
-    static_bin "$OPERATOR_BINS/$b"; cp -L "$OPERATOR_BINS/$b" "$1/$b"
+    [ -e "$bins/$b" ] || continue
+    static_bin "$bins/$b"; cp -L "$bins/$b" "$1/$b"
   done
 }
-# build_operator_bins TREE: the operator's binaries of a source tree into TREE/bin (releases before
-# cmd/worker have the manager only)
+# build_operator_bins TREE [OS/ARCH]: the operator's binaries of a source tree into TREE/bin, or
+# cross-compiled into TREE/bin/<os>-<arch> (releases before cmd/worker have the manager only)
 build_operator_bins() {
+  local out=bin goos goarch
+  goos=$(go env GOOS) goarch=$(go env GOARCH)
+  if [ -n "${2:-}" ]; then out=bin/${2/\//-} goos=${2%/*} goarch=${2#*/}; fi
   # (releases before the go/v4 layout have the manager's main package at the root)
-  (cd "$1" && main=. && if [ -d cmd/manager ]; then main=./cmd/manager; fi &&
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager "$main" &&
-    if [ -d cmd/worker ]; then CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/worker ./cmd/worker; fi)
+  (cd "$1" && main=. && if [ -d cmd/manager ]; then main=./cmd/manager; fi && export CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch &&
+    go build -trimpath -ldflags "-s -w" -o "$out/manager" "$main" &&
+    if [ -d cmd/worker ]; then go build -trimpath -ldflags "-s -w" -o "$out/worker" ./cmd/worker; fi)
 }
 
 # --- image NAME ROOTFS_FN MKIMAGE_ARGS... : archive in the cache, keyed by its content -----------
+# With PLATFORMS set ("linux/amd64 linux/arm64"), an image index: ROOTFS_FN runs once per platform
+# (DIR OS/ARCH) and mkimage gets a --rootfs OS/ARCH=DIR for each.
 BUILT=()   # "name archive"
+PLATFORMS=
+layer_of() { # dir: the exact layer mkimage would write
+  (cd "$1" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort |
+    tar --mtime=@0 --owner=0 --group=0 --numeric-owner --no-recursion --verbatim-files-from -T - -cf -)
+}
 image() {
   local name=$1 fn=$2; shift 2
-  local r=$stage/rootfs h file prefix old
-  rm -rf "$r"; mkdir -p "$r"; base_rootfs "$r"; "$fn" "$r"
-  # the key: mkimage itself, its arguments and the exact layer it would write
-  h=$({ cat "$here/mkimage"; printf '%s\n' "$name" "$@"
-        (cd "$r" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort |
-          tar --mtime=@0 --owner=0 --group=0 --numeric-owner --no-recursion --verbatim-files-from -T - -cf -); } |
+  local r=$stage/rootfs h file prefix old p roots=()
+  rm -rf "$r"*
+  if [ -z "$PLATFORMS" ]; then
+    mkdir -p "$r"; base_rootfs "$r"; "$fn" "$r"; roots=("$r")
+  else
+    for p in $PLATFORMS; do
+      mkdir -p "$r-${p/\//-}"; base_rootfs "$r-${p/\//-}"; "$fn" "$r-${p/\//-}" "$p"
+      roots+=(--rootfs "$p=$r-${p/\//-}")
+    done
+  fi
+  # the key: mkimage itself, its arguments and the exact layers it would write
+  h=$({ cat "$here/mkimage"; printf '%s\n' "$name" "$@" $PLATFORMS
+        if [ -z "$PLATFORMS" ]; then layer_of "$r"; else for p in $PLATFORMS; do layer_of "$r-${p/\//-}"; done; fi; } |
       sha256sum | cut -c1-16)
   prefix=$IMAGES_CACHE/${name//[\/:]/_}
   prefix=${prefix%_*}-${name##*:}-   # <name>-<tag>-
   file=$prefix$h.tar
   if [ ! -f "$file" ]; then
-    "$here/mkimage" "$name" "$r" --out "$file" "$@" >/dev/null
+    "$here/mkimage" "$name" "${roots[@]}" --out "$file" "$@" >/dev/null
     for old in "$prefix"????????????????.tar; do [ "$old" = "$file" ] || rm -f "$old"; done
     say "built $name -> $file"
   fi
@@ -126,10 +145,22 @@ set_test() {
 }
 set_operator() {
   [[ ${OPERATOR_IMAGE##*/} == *:?* ]] || { echo "images: IMG=$OPERATOR_IMAGE needs an explicit tag" >&2; exit 2; }
-  say "go build bin/manager bin/worker"
-  build_operator_bins "$repo"
+  local p host
+  host=$(go env GOOS)/$(go env GOARCH)
+  for p in $OPERATOR_PLATFORMS; do
+    say "go build bin/${p/\//-}/manager bin/${p/\//-}/worker (GOOS=${p%/*} GOARCH=${p#*/})"
+    build_operator_bins "$repo" "$p"
+  done
+  # bin/manager and bin/worker: the host's (what make build writes; benchmarks run bin/worker)
+  if [[ " $OPERATOR_PLATFORMS " == *" $host "* ]]; then
+    cp "$repo/bin/${host/\//-}/manager" "$repo/bin/${host/\//-}/worker" "$repo/bin/"
+  else
+    build_operator_bins "$repo"
+  fi
   OPERATOR_BINS=$repo/bin
+  PLATFORMS=$OPERATOR_PLATFORMS
   image "$OPERATOR_IMAGE" rootfs_operator --entrypoint '["/manager"]' --user 65532:65532
+  PLATFORMS=
 }
 
 # shellcheck source=olm.sh

@@ -7,6 +7,9 @@ ETCD_IMAGE_REPO=gcr.io/etcd-development/etcd
 # (a test that needs one, while the other releases are still being built)
 ETCD_IMAGE_VERSIONS=${ETCD_IMAGE_VERSIONS:-"v3.5.35 v3.6.16 v3.7.3"}
 OPERATOR_IMAGE=${IMG:-ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0}
+# the operator image is an index of these platforms (the CSV's operatorframework.io/arch.* and os.*
+# labels claim exactly them: test/bundle); a local cluster imports its own platform's image
+OPERATOR_PLATFORMS=${OPERATOR_PLATFORMS:-linux/amd64 linux/arm64}
 PAUSE_IMAGE=registry.k8s.io/pause:3.10              # hack/tools/pause (our own program)
 BUSYBOX_IMAGE=localhost/busybox:1.35.0              # Debian's busybox-static (local-path helper pods, tests)
 COREDNS_IMAGE=localhost/coredns:v1.14.7             # hack/tools/coredns

@@ -216,7 +216,8 @@ func TestCreateBuildsASecureBootstrap(t *testing.T) {
 
 	eventually(t, "status records the bootstrap", func() error {
 		s := get(t, c).Status
-		if len(s.Members) != 3 || s.Phase != etcdv1alpha1.PhaseCreating || s.NextMemberIndex != 3 || s.Endpoints.ClientSecret != "demo-client-tls" {
+		if len(s.Members) != 3 || s.Phase != etcdv1alpha1.PhaseCreating || s.NextMemberIndex != 3 || s.Endpoints.ClientSecret != "demo-client-tls" ||
+			s.Endpoints.ClientServiceName != "demo-client" {
 			return fmt.Errorf("status = %+v", s)
 		}
 		av := meta.FindStatusCondition(s.Conditions, etcdv1alpha1.ConditionAvailable)

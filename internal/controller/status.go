@@ -187,7 +187,10 @@ func (p *pass) recordCluster(n memberCounts) {
 		c.Status.Selector = sel.String()
 	}
 	c.Status.ObservedGeneration = c.Generation
-	c.Status.Endpoints = etcdv1alpha1.Endpoints{ClientService: fmt.Sprintf("%s:%d", naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort)}
+	c.Status.Endpoints = etcdv1alpha1.Endpoints{
+		ClientService:     fmt.Sprintf("%s:%d", naming.ClientServiceHost(c.Name, c.Namespace), naming.ClientPort),
+		ClientServiceName: naming.ClientService(c.Name),
+	}
 	switch {
 	case c.Spec.TLS.Client == etcdv1alpha1.TLSUserProvided:
 		// The server Secret's ca.crt is the CA clients' certificates must chain to; users issue

@@ -396,3 +396,29 @@ func TestReplayRefusesAChainThatDoesNotContinueTheSnapshot(t *testing.T) {
 		t.Fatalf("replay onto another cluster's snapshot: %v; want a Mismatch", err)
 	}
 }
+
+// TestMoveFileAcrossFileSystems: `worker archive replay` may be given a --work-dir on another file
+// system than --snapshot, where a rename fails; the snapshot is then copied and removed.
+func TestMoveFileAcrossFileSystems(t *testing.T) {
+	other, err := os.MkdirTemp("/dev/shm", "replay")
+	if err != nil {
+		t.Skipf("no tmpfs at /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(other) })
+	src, dst := filepath.Join(other, "full.db"), filepath.Join(t.TempDir(), "replay.db")
+	if err := os.WriteFile(src, []byte("snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(src, dst); err == nil {
+		t.Skip("/dev/shm and the test's directory are one file system")
+	}
+	if err := moveFile(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(dst); err != nil || string(got) != "snapshot" {
+		t.Fatalf("moved file: %q, %v", got, err)
+	}
+	if _, err := os.Stat(src); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the source is left (%v)", err)
+	}
+}

@@ -25,7 +25,7 @@ func BumpFor(latest, restored int64) int64 {
 // to the target, with no etcd running (replaystore.go), and the result is written as a new
 // snapshot for the usual restore.
 type ReplayConfig struct {
-	// WorkDir holds the scratch database; removed afterwards.
+	// WorkDir holds the scratch database, removed afterwards.
 	WorkDir string
 	// Snapshot is the full snapshot file, already fetched and checked; consumed (moved into
 	// WorkDir) as a restore consumes it.

@@ -161,7 +161,7 @@ func TestArchiveThroughKillAndLeaderChangesReplaysToPastRevisions(t *testing.T) 
 	replayTo := func(target int64, at time.Time) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "replayed.db")
-		res, err := Replay(ctx, dest, ReplayConfig{Etcd: binaryPath(t, "etcd"), Etcdutl: binaryPath(t, "etcdutl"), WorkDir: t.TempDir(),
+		res, err := Replay(ctx, dest, ReplayConfig{WorkDir: t.TempDir(),
 			Snapshot: copyFile(t, local), TargetRevision: target, TargetTime: at, Output: out})
 		if err != nil {
 			t.Fatalf("replay to %d/%v: %v", target, at, err)

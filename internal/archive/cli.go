@@ -132,9 +132,7 @@ func Main(ctx context.Context, args []string, out io.Writer) int {
 		fs.Int64Var(&cfg.TargetRevision, "target-revision", 0, "last revision to replay (0: the end of the chain)")
 		fs.StringVar(&cfg.Snapshot, "snapshot", "", "the full snapshot file, fetched and checked (consumed)")
 		fs.StringVar(&cfg.Output, "output", "", "where the replayed snapshot is written")
-		fs.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory for the replay's etcd")
-		fs.StringVar(&cfg.Etcd, "etcd", "/usr/local/bin/etcd", "etcd of the cluster's version")
-		fs.StringVar(&cfg.Etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "etcdutl of the cluster's version")
+		fs.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory for the replay's database")
 		if err := fs.Parse(args[1:]); err != nil {
 			return backup.ExitPermanent
 		}

@@ -35,7 +35,14 @@ func binaryPath(t *testing.T, name string) string {
 
 func dial(t *testing.T, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return dialAs(t, "", "", endpoints...)
+}
+
+// dialAs dials as user (none: "").
+func dialAs(t *testing.T, user, password string, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Username: user, Password: password})
 	if err != nil {
 		t.Fatal(err)
 	}

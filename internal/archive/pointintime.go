@@ -20,7 +20,6 @@ type PointInTime struct {
 	prefix, dir, location string
 	targetRevision        int64
 	targetTime            string
-	etcd                  string
 
 	dest Destination
 	at   time.Time
@@ -28,15 +27,14 @@ type PointInTime struct {
 
 var _ backup.PointInTime = (*PointInTime)(nil)
 
-// Register adds --archive-prefix, --archive-dir, --archive-location, --target-revision,
-// --target-time and --etcd.
+// Register adds --archive-prefix, --archive-dir, --archive-location, --target-revision and
+// --target-time.
 func (p *PointInTime) Register(fs *flag.FlagSet) {
 	fs.StringVar(&p.prefix, "archive-prefix", "", "S3 key prefix of the archive's segments, in the snapshot's bucket: restore to a point in time")
 	fs.StringVar(&p.dir, "archive-dir", "", "directory of the archive's segments on the snapshot file's volume: restore to a point in time")
 	fs.StringVar(&p.location, "archive-location", "", "the archive directory's location for humans, e.g. pvc://claim/path")
 	fs.Int64Var(&p.targetRevision, "target-revision", 0, "last revision to restore (0: the end of the archive)")
 	fs.StringVar(&p.targetTime, "target-time", "", "RFC 3339 time: restore the revisions observed at or before it")
-	fs.StringVar(&p.etcd, "etcd", "/usr/local/bin/etcd", "etcd of the cluster's version (serves the replay)")
 }
 
 // Check refuses flags that do not name one archive beside the snapshot and at most one target.
@@ -81,7 +79,7 @@ func (p *PointInTime) Requested() bool { return p.prefix != "" || p.dir != "" }
 // Replay replays the chain onto the full snapshot up to the target; the bump is BumpFor the result.
 func (p *PointInTime) Replay(ctx context.Context, in backup.ReplayInput) (backup.PointInTimeResult, error) {
 	log := funcr.NewJSON(func(obj string) { _, _ = fmt.Fprintln(os.Stderr, obj) }, funcr.Options{})
-	res, err := Replay(ctx, p.dest, ReplayConfig{Etcd: p.etcd, Etcdutl: in.Etcdutl, WorkDir: in.WorkDir, Snapshot: in.Snapshot,
+	res, err := Replay(ctx, p.dest, ReplayConfig{WorkDir: in.WorkDir, Snapshot: in.Snapshot,
 		TargetRevision: p.targetRevision, TargetTime: p.at, Output: in.Output, Log: log})
 	if err != nil {
 		return backup.PointInTimeResult{}, restoreFailure(err)

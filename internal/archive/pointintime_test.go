@@ -49,7 +49,7 @@ func workerRestore(t *testing.T, snap backup.Result, args ...string) restoreRun 
 	}
 	m := etcdtest.NewMemberURLs(t, "m0")
 	term := filepath.Join(vol, "termination-log")
-	all := append([]string{"--etcdutl=" + binaryPath(t, "etcdutl"), "--etcd=" + binaryPath(t, "etcd"), "--termination-log=" + term,
+	all := append([]string{"--etcdutl=" + binaryPath(t, "etcdutl"), "--termination-log=" + term,
 		"--snapshot=" + snapshot, "--data-dir=" + filepath.Join(vol, "data"), "--name=" + m.Name,
 		"--initial-cluster=" + m.Name + "=" + m.PeerURL, "--initial-cluster-token=restored", "--initial-advertise-peer-urls=" + m.PeerURL,
 		"--sha256=" + snap.SHA256, fmt.Sprintf("--size=%d", snap.Size)}, args...)
@@ -171,7 +171,7 @@ func TestWorkerRestoreToARevisionFromS3(t *testing.T) {
 	if r.code == backup.ExitOK {
 		var again bytes.Buffer
 		args := []string{"--data-dir=" + r.dataDir, "--snapshot=" + filepath.Join(filepath.Dir(r.dataDir), "restore-snapshot.db"), "--name=m0",
-			"--etcd=" + binaryPath(t, "etcd"), fmt.Sprintf("--target-revision=%d", target)}
+			fmt.Sprintf("--target-revision=%d", target)}
 		if code := backup.RestoreMain(ctx, append(args, s3...), &again, &PointInTime{}); code != backup.ExitOK || !strings.Contains(again.String(), "nothing to restore") {
 			t.Errorf("second run: exit %d, %q; want nothing to restore", code, again.String())
 		}

@@ -59,6 +59,12 @@ func Verify(ctx context.Context, dest Destination, after, until int64) (ChainRep
 	return walk(ctx, dest, after, until, nil)
 }
 
+// decoded is a segment read whole and decoded, or why its bytes are not a segment.
+type decoded struct {
+	seg Segment
+	err error
+}
+
 // walk reads the chain from revision after+1, checking what Verify promises, and hands each
 // record past after (up to until, when positive) to apply; apply returns false to stop early.
 func walk(ctx context.Context, dest Destination, after, until int64, apply func(Header, Record) (bool, error)) (ChainReport, error) {
@@ -89,6 +95,22 @@ func walk(ctx context.Context, dest Destination, after, until int64, apply func(
 		return rep, &ChainError{Problem: Gap, Segment: dest.Location(chain[0].name),
 			Detail: fmt.Sprintf("the chain resumes at revision %d, the snapshot is at %d", chain[0].first, after)}
 	}
+	fetch := make([]string, 0, len(chain))
+	for _, sp := range chain {
+		if until > 0 && sp.first > until {
+			break
+		}
+		fetch = append(fetch, sp.name)
+	}
+	get, stop := readAhead(ctx, fetch, readAheadSegments, func(ctx context.Context, name string) (decoded, error) {
+		data, err := dest.Get(ctx, name)
+		if err != nil {
+			return decoded{}, err
+		}
+		seg, err := Decode(data)
+		return decoded{seg, err}, nil
+	})
+	defer stop()
 	var prev Segment
 	var prevRec Record
 	for i, sp := range chain {
@@ -104,13 +126,13 @@ func walk(ctx context.Context, dest Destination, after, until int64, apply func(
 		if until > 0 && sp.first > until {
 			break
 		}
-		data, err := dest.Get(ctx, sp.name)
+		d, err := get(i)
 		if err != nil {
 			return rep, fmt.Errorf("read segment %s: %w", loc, err)
 		}
-		seg, err := Decode(data)
-		if err != nil {
-			return rep, &ChainError{Problem: Corrupt, Segment: loc, Detail: err.Error()}
+		seg := d.seg
+		if d.err != nil {
+			return rep, &ChainError{Problem: Corrupt, Segment: loc, Detail: d.err.Error()}
 		}
 		h := seg.Header
 		switch {

@@ -374,16 +374,12 @@ func VerifyMain(ctx context.Context, args []string, out io.Writer, pit PointInTi
 		rechecks = append(rechecks, r)
 		return err
 	})
+	fs.StringVar(&cfg.Etcd, "etcd", "/usr/local/bin/etcd", "etcd of the backup's version")
 	if pit != nil {
-		pit.Register(fs) // with --etcd, which the test-restore uses too
-	} else {
-		fs.StringVar(&cfg.Etcd, "etcd", "/usr/local/bin/etcd", "etcd of the backup's version")
+		pit.Register(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return ExitPermanent
-	}
-	if pit != nil {
-		cfg.Etcd = fs.Lookup("etcd").Value.String()
 	}
 	err := st.validateWith(pit)
 	if err != nil || cfg.WorkDir == "" || want.SHA256 == "" {

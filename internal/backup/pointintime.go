@@ -32,8 +32,6 @@ type PointInTime interface {
 
 // ReplayInput is what a point-in-time restore hands the replay: files on the data volume.
 type ReplayInput struct {
-	// Etcdutl is the --etcdutl of the restore (the cluster's version).
-	Etcdutl string
 	// Snapshot is the fetched full snapshot, WorkDir the replay's scratch directory and Output
 	// where the replayed snapshot goes; all three next to the data directory.
 	Snapshot, WorkDir, Output string
@@ -89,7 +87,7 @@ func restorePointInTime(ctx context.Context, st *storageFlags, cfg RestoreConfig
 		return finish(out, termLog, nil, err)
 	}
 	fetched := time.Now()
-	res, err := pit.Replay(ctx, ReplayInput{Etcdutl: cfg.Etcdutl, Snapshot: cfg.Snapshot, WorkDir: workDir, Output: output})
+	res, err := pit.Replay(ctx, ReplayInput{Snapshot: cfg.Snapshot, WorkDir: workDir, Output: output})
 	_ = os.Remove(cfg.Snapshot)
 	if err != nil {
 		return finish(out, termLog, nil, AsFailure(err, reason.RestoreFailed))

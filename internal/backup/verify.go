@@ -86,7 +86,7 @@ func Verify(ctx context.Context, src Source, want Expect, cfg VerifyConfig) (Res
 				}
 			}
 			if cfg.Chain != nil {
-				pit, err := cfg.Chain.Replay(ctx, ReplayInput{Etcdutl: cfg.Etcdutl, Snapshot: chainSnap,
+				pit, err := cfg.Chain.Replay(ctx, ReplayInput{Snapshot: chainSnap,
 					WorkDir: filepath.Join(cfg.WorkDir, "replay"), Output: filepath.Join(cfg.WorkDir, "replayed.db")})
 				if err != nil {
 					return Result{}, AsFailure(err, reason.VerifyFailed)

@@ -378,7 +378,7 @@ func (e *env) restore(t *testing.T, snap backup.Result, key string, extra ...str
 	vol := t.TempDir()
 	m := etcdtest.NewMemberURLs(t, "m0")
 	dataDir, term := filepath.Join(vol, "data"), filepath.Join(vol, "termination-log")
-	args := append([]string{"restore", "--etcdutl=" + e.etcdutl, "--etcd=" + e.etcd, "--termination-log=" + term,
+	args := append([]string{"restore", "--etcdutl=" + e.etcdutl, "--termination-log=" + term,
 		"--snapshot=" + filepath.Join(vol, "restore-snapshot.db"), "--data-dir=" + dataDir, "--name=" + m.Name,
 		"--initial-cluster=" + m.Name + "=" + m.PeerURL, "--initial-cluster-token=restored", "--initial-advertise-peer-urls=" + m.PeerURL,
 		"--sha256=" + snap.SHA256, fmt.Sprintf("--size=%d", snap.Size),

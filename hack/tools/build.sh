@@ -151,7 +151,22 @@ build_promtool() {
   gobuild -ldflags "-s -w" -o "$1/promql-names" ./promql-names
 }
 
-usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|netpol|csi|minio|promtool|operator-controller}..." >&2; exit 2; }
+# The upstream NetworkPolicy e2e tests (`make test-netpol-upstream`, docs/dev/netpol-conformance.md): e2e.test,
+# our suite main (./netpol) linking only test/e2e/network/netpol, stamped like the cluster binaries; and
+# agnhost, the one binary of the image those tests run (hack/images set netpol), stamped with its VERSION.
+build_e2e_test() {
+  local ld="-s -w" p minor dir
+  minor=$(cut -d. -f2 <<<"${K8S_VERSION#v}")
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=$K8S_DATE"
+  done
+  go test -c -trimpath -ldflags "$ld" -o "$1/e2e.test" ./netpol
+  dir=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  gobuild -ldflags "-s -w -X main.Version=$(cat "$dir/test/images/agnhost/VERSION")" -o "$1/agnhost" k8s.io/kubernetes/test/images/agnhost
+}
+
+usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|netpol|csi|minio|promtool|operator-controller|e2e-test}..." >&2; exit 2; }
 [ $# -gt 0 ] || usage
 for t in "$@"; do
   case $t in
@@ -169,6 +184,7 @@ for t in "$@"; do
     promtool) ensure promtool promtool promql-names prometheus ;;
     netpol) ensure netpol netpol-enforcer ;;
     csi) ensure csi csi-provisioner csi-resizer csi-hostpath ;;
+    e2e-test) ensure e2e-test e2e.test agnhost ;;
     *) usage ;;
   esac
 done

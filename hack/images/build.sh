@@ -12,6 +12,8 @@
 #              (what hack/cluster/up.sh loads)
 #   test     = minio (S3 storage for the backup e2e tests and benchmarks, hack/minio)
 #   etcd     = gcr.io/etcd-development/etcd:{v3.5.35,v3.6.16,v3.7.3}
+#   netpol   = registry.k8s.io/e2e-test-images/agnhost:2.56 (the upstream NetworkPolicy e2e tests' only image,
+#              from static bin/agnhost: make test-netpol-upstream; not in all)
 #   operator = $IMG (default ghcr.io/etcd-autopilot/etcd-autopilot:v0.2.0), an image index of one
 #              image per platform in OPERATOR_PLATFORMS (linux/amd64 linux/arm64), each from static
 #              bin/linux-<arch>/manager and worker (cmd/worker: the backup and restore work), cross-compiled
@@ -59,6 +61,9 @@ rootfs_etcd() { # etcd, etcdctl, etcdutl of one release from $ETCD_DIR
 }
 rootfs_csi_provisioner() { static_bin "$BIN/csi-provisioner"; cp -L "$BIN/csi-provisioner" "$1/csi-provisioner"; }
 rootfs_csi_resizer()     { static_bin "$BIN/csi-resizer"; cp -L "$BIN/csi-resizer" "$1/csi-resizer"; }
+rootfs_agnhost() { # /agnhost as upstream's image has it (its pods run /agnhost ...), and agnhost-2 beside it
+  static_bin "$BIN/agnhost"; cp -L "$BIN/agnhost" "$1/agnhost"; ln -s agnhost "$1/agnhost-2"
+}
 rootfs_minio()   { static_bin "$BIN/minio"; mkdir -p "$1/usr/bin"; cp -L "$BIN/minio" "$1/usr/bin/"; }
 OPERATOR_BINS= # a bin/ directory with manager and, from v0.2.0 on, worker
 rootfs_operator() { # dir [os/arch]: with a platform, from OPERATOR_BINS/<os>-<arch>
@@ -143,6 +148,11 @@ set_test() {
   "$TOOLS" minio >&2
   image "$MINIO_IMAGE" rootfs_minio --entrypoint '["/usr/bin/minio"]' --user 65532:65532
 }
+set_netpol() {
+  "$TOOLS" e2e-test >&2
+  # upstream's entrypoint and default command (test/images/agnhost/Dockerfile)
+  image "$AGNHOST_IMAGE" rootfs_agnhost --entrypoint '["/agnhost"]' --cmd '["pause"]'
+}
 set_operator() {
   [[ ${OPERATOR_IMAGE##*/} == *:?* ]] || { echo "images: IMG=$OPERATOR_IMAGE needs an explicit tag" >&2; exit 2; }
   local p host
@@ -172,8 +182,8 @@ build_sets() {
   for s in "$@"; do
     case $s in
       all) set_system; set_etcd; set_operator; set_test ;;
-      system|etcd|operator|test|olm|bundle|prev|releases|catalog|next|scorecard|olmv1) "set_$s" ;;
-      *) echo "images: unknown set $s (all|system|etcd|operator|test|olm|bundle|prev|releases|catalog|next|scorecard|olmv1)" >&2; exit 2 ;;
+      system|etcd|operator|test|netpol|olm|bundle|prev|releases|catalog|next|scorecard|olmv1) "set_$s" ;;
+      *) echo "images: unknown set $s (all|system|etcd|operator|test|netpol|olm|bundle|prev|releases|catalog|next|scorecard|olmv1)" >&2; exit 2 ;;
     esac
   done
 }

@@ -151,6 +151,16 @@ chaos: envtest-assets ## A chaos soak for DURATION (default 30m) on 4 nodes, ran
 	$(MAKE) cluster-load
 	$(CHAOS_ENV) CHAOS_DURATION=$(DURATION) CHAOS_RESULTS=$(CURDIR)/bench/results go test -tags e2e ./test/chaos/ -run '^TestChaos$$' -count=1 -timeout 4h -v
 
+# The upstream Kubernetes NetworkPolicy e2e tests (k8s.io/kubernetes v1.34.4 test/e2e/network/netpol, built as
+# bin/e2e.test) against the local cluster's enforcer, on 4 nodes so that policies are checked across nodes as well;
+# prints the pass/fail/skip list for docs/dev/netpol-conformance.md (NETPOL_DOC=that file writes it there).
+# Not in `make test`: it measures the test infrastructure, not the operator. NETPOL_FOCUS, NETPOL_SKIP,
+# NETPOL_TIMEOUT, NETPOL_REPORT_DIR: see hack/netpol-upstream.sh.
+.PHONY: test-netpol-upstream
+test-netpol-upstream: ## Upstream NetworkPolicy e2e tests (Kubernetes v1.34.4) on the local cluster with 4 nodes; prints the pass/fail/skip list (docs/dev/netpol-conformance.md).
+	$(MAKE) cluster-up NODES=4
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/netpol-upstream.sh $(NETPOL_ARGS)
+
 .PHONY: test
 test: verify-generated vet lint test-unit test-e2e verify-bundle test-olm scorecard test-olmv1 test-nodes test-chaos ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM v0 e2e, scorecard, OLM v1 e2e, then on 4 nodes the node faults and chaos.
 

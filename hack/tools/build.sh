@@ -166,7 +166,15 @@ build_e2e_test() {
   gobuild -ldflags "-s -w -X main.Version=$(cat "$dir/test/images/agnhost/VERSION")" -o "$1/agnhost" k8s.io/kubernetes/test/images/agnhost
 }
 
-usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|netpol|csi|minio|promtool|operator-controller|e2e-test}..." >&2; exit 2; }
+# kube-router, tried once as the local cluster's NetworkPolicy enforcer instead of hack/tools/netpol
+# (docs/dev/netpol-conformance.md); test infrastructure only, not wired into hack/cluster
+build_kube_router() {
+  local M=github.com/cloudnativelabs/kube-router/v2 v t
+  v=$(go list -m -f '{{.Version}}' $M); t=$(go list -m -f '{{.Time.Format "2006-01-02T15:04:05Z07:00"}}' $M)
+  gobuild -ldflags "-s -w -X $M/pkg/version.Version=$v -X $M/pkg/version.BuildDate=$t" -o "$1/kube-router" $M/cmd/kube-router
+}
+
+usage() { echo "usage: $0 {kubernetes|etcd-v3.5|etcd-v3.6|etcd-v3.7|controller-gen|kustomize|golangci-lint|crane|operator-sdk|opm|olm|grpc-health-probe|helm|scorecard-test|coredns|local-path-provisioner|crictl|pause|netpol|csi|minio|promtool|operator-controller|e2e-test|kube-router}..." >&2; exit 2; }
 [ $# -gt 0 ] || usage
 for t in "$@"; do
   case $t in
@@ -185,6 +193,7 @@ for t in "$@"; do
     netpol) ensure netpol netpol-enforcer ;;
     csi) ensure csi csi-provisioner csi-resizer csi-hostpath ;;
     e2e-test) ensure e2e-test e2e.test agnhost ;;
+    kube-router) ensure kube-router kube-router ;;
     *) usage ;;
   esac
 done

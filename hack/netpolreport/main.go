@@ -118,10 +118,10 @@ func results(s junitSuites) []result {
 				continue
 			}
 			r := result{Spec: spec, Seconds: c.Time}
-			switch {
-			case c.Status == "passed":
+			switch c.Status {
+			case "passed":
 				r.Outcome = "pass"
-			case c.Status == "skipped" || c.Status == "pending":
+			case "skipped", "pending":
 				r.Outcome = "skip"
 				if c.Skipped != nil {
 					r.Note = strings.TrimPrefix(strings.TrimPrefix(c.Skipped.Message, "skipped"), " - ")

@@ -186,7 +186,7 @@ func (p *pass) actCreateMembers(ctx context.Context, a planner.Action) error {
 		}
 	}
 	for _, m := range a.Members {
-		in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage, IDs: p.r.PodIDs, Contained: contained(c, m)}
+		in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage, IDs: p.r.PodIDs, Contained: contained(c, m), Zone: memberZone(c, m)}
 		if err := p.createMember(ctx, in); err != nil {
 			return err
 		}
@@ -270,6 +270,7 @@ func (p *pass) actAddLearner(ctx context.Context, a planner.Action) error {
 		c.Status.NextMemberIndex = idx + 1
 	}
 	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "AddMember", Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+	recordRebalance(c, a, p.now)
 	if err := p.writeStatus(ctx); err != nil {
 		return err
 	}
@@ -317,6 +318,7 @@ func (p *pass) actRemoveMember(ctx context.Context, a planner.Action) error {
 	c := p.c
 	name := a.Members[0]
 	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+	recordRebalance(c, a, p.now)
 	if err := p.writeStatus(ctx); err != nil {
 		return err
 	}

@@ -3,12 +3,14 @@ package controller
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestZonesOf(t *testing.T) {
+	readyAt := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	node := func(name, zone string, ready bool, edit func(*corev1.Node)) corev1.Node {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
 		if zone != "" {
@@ -18,7 +20,7 @@ func TestZonesOf(t *testing.T) {
 		if ready {
 			status = corev1.ConditionTrue
 		}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: status}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.NewTime(readyAt)}}
 		if edit != nil {
 			edit(&n)
 		}
@@ -37,7 +39,9 @@ func TestZonesOf(t *testing.T) {
 			n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}
 		}),
 		node("x1", "", true, nil), // no zone
-		node("a2", "a", true, nil),
+		node("a2", "a", true, func(n *corev1.Node) {
+			n.Status.Conditions[1].LastTransitionTime = metav1.NewTime(readyAt.Add(-time.Hour))
+		}),
 	}
 	for _, tc := range []struct {
 		name        string
@@ -56,6 +60,10 @@ func TestZonesOf(t *testing.T) {
 			if len(z.Of) != 7 || z.Of["b1"] != "b" || z.Of["a2"] != "a" {
 				t.Errorf("zone of each node %v, want every node with a zone label (7)", z.Of)
 			}
+			// Open since its first open node turned Ready: a2 before a1.
+			if got, want := z.OpenSince["a"], readyAt.Add(-time.Hour); !got.Equal(want) || len(z.OpenSince) != len(z.Open) {
+				t.Errorf("open since %v, want zone a since %s and one time per open zone", z.OpenSince, want)
+			}
 		})
 	}
 }
@@ -65,7 +73,7 @@ func TestSlimNodeKeepsWhatZonesOfReads(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "a1", Labels: map[string]string{corev1.LabelTopologyZone: "a", corev1.LabelHostname: "a1"}, Annotations: map[string]string{"big": "x"}},
 		Spec:       corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}, PodCIDR: "10.0.0.0/24"},
 		Status: corev1.NodeStatus{
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "kubelet is posting ready status"}},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "kubelet is posting ready status", LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))}},
 			Images:     []corev1.ContainerImage{{Names: []string{"etcd"}}},
 		},
 	}

@@ -1152,17 +1152,22 @@ type EtcdClusterStatus struct {
 type ZoneRebalance struct {
 	// Zone the member is moved into.
 	// +kubebuilder:validation:MaxLength=63
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance zone",xDescriptors={"urn:alm:descriptor:text"}
 	Zone string `json:"zone"`
 	// Member added in Zone.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance member",xDescriptors={"urn:alm:descriptor:text"}
 	Member string `json:"member"`
 	// StartedAt is when the member was added.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance started",xDescriptors={"urn:alm:descriptor:text"}
 	StartedAt metav1.Time `json:"startedAt"`
 	// FinishedAt is when a member of the crowded zone was removed, the move being over.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance finished",xDescriptors={"urn:alm:descriptor:text"}
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 	// GaveUpAt is when the added member was removed because its pod could not be scheduled in Zone;
 	// no new move starts for a while after it.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance given up",xDescriptors={"urn:alm:descriptor:text"}
 	GaveUpAt *metav1.Time `json:"gaveUpAt,omitempty"`
 }
 

@@ -243,12 +243,13 @@ func conditionReason(c *etcdv1alpha1.EtcdCluster, typ string) reason.Reason {
 // zone rebalance; a move given up is said in the message while the rebalance backs off.
 func (p *pass) recordSpread() {
 	c, o := p.c, p.obs
-	prev := conditionReason(c, etcdv1alpha1.ConditionSpread)
-	lost := func(why reason.Reason) bool { return prev != why }
+	prev := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionSpread)
+	lost := func(why reason.Reason) bool { return prev == nil || prev.Reason != string(why) }
 	switch v := planner.Spread(membersNodes(c, o), o.zones); {
 	case !v.Known:
 	case v.Spread:
-		if r := c.Status.ZoneRebalance; prev == reason.MembersShareAZone && r != nil && r.FinishedAt != nil {
+		// Only a move finished since the zones went uneven ended it.
+		if r := c.Status.ZoneRebalance; !lost(reason.MembersShareAZone) && r != nil && r.FinishedAt != nil && !r.FinishedAt.Before(&prev.LastTransitionTime) {
 			p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.ZonesRebalanced), "members moved back into zone "+r.Zone+": "+v.Message)
 		}
 		setCondition(c, etcdv1alpha1.ConditionSpread, true, reason.MembersOnSeparateNodes, v.Message)

@@ -2,11 +2,18 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 func TestZonesOf(t *testing.T) {
@@ -111,5 +118,76 @@ func TestCordonedMembersFollowTheirVolumesNode(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(cordonedMembers(o)), "map[m-0:n1 m-1:n1]"; got != want {
 		t.Errorf("cordoned members %s, want %s", got, want)
+	}
+}
+
+// recordRebalance writes each step of a zone move ahead of its membership call: the zone of the learner
+// (on its member entry, which its pod is built from) and the move; the end, with the zone cleared; the
+// abandonment. A retried addition (resumed from the pending operation, without a zone) changes nothing.
+func TestRecordRebalanceAheadOfEachCall(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	c := &etcdv1alpha1.EtcdCluster{}
+	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "demo-0"}, {Name: "demo-1"}, {Name: "demo-3"}}
+	recordRebalance(c, planner.Action{Kind: planner.AddLearner, Members: []string{"demo-3"}, Zone: "b", Reason: reason.RebalancingZones}, t0)
+	if r := c.Status.ZoneRebalance; r == nil || r.Zone != "b" || r.Member != "demo-3" || !r.StartedAt.Time.Equal(t0) || memberZone(c, "demo-3") != "b" {
+		t.Fatalf("after the addition: %+v, demo-3's zone %q", r, memberZone(c, "demo-3"))
+	}
+	recordRebalance(c, planner.Action{Kind: planner.AddLearner, Members: []string{"demo-3"}, Reason: reason.RebalancingZones}, t0.Add(time.Minute))
+	if r := c.Status.ZoneRebalance; !r.StartedAt.Time.Equal(t0) || memberZone(c, "demo-3") != "b" {
+		t.Fatalf("a retried addition changed the record: %+v", r)
+	}
+	recordRebalance(c, planner.Action{Kind: planner.RemoveMember, Members: []string{"demo-1"}, Reason: reason.ScalingDown}, t0.Add(2*time.Minute))
+	if c.Status.ZoneRebalance.FinishedAt != nil {
+		t.Fatal("a plain scale-down ended the move")
+	}
+	recordRebalance(c, planner.Action{Kind: planner.RemoveMember, Members: []string{"demo-1"}, Reason: reason.RebalancingZones}, t0.Add(3*time.Minute))
+	if r := c.Status.ZoneRebalance; r.FinishedAt == nil || !r.FinishedAt.Time.Equal(t0.Add(3*time.Minute)) || memberZone(c, "demo-3") != "" || r.GaveUpAt != nil {
+		t.Fatalf("after the crowded member's removal: %+v, demo-3's zone %q", r, memberZone(c, "demo-3"))
+	}
+
+	c.Status.ZoneRebalance = nil
+	recordRebalance(c, planner.Action{Kind: planner.AddLearner, Members: []string{"demo-4"}, Zone: "b", Reason: reason.RebalancingZones}, t0)
+	recordRebalance(c, planner.Action{Kind: planner.RemoveMember, Members: []string{"demo-4"}, Reason: reason.ZoneRebalanceUnschedulable}, t0.Add(5*time.Minute))
+	if r := c.Status.ZoneRebalance; r.GaveUpAt == nil || r.FinishedAt != nil {
+		t.Fatalf("after the learner found no node: %+v", r)
+	}
+}
+
+// Spread back after a move that finished since the zones went uneven is a ZonesRebalanced event; a move
+// that finished before (another outage since) is not what ended it.
+func TestSpreadBackAfterAZoneMoveIsAnEvent(t *testing.T) {
+	went := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		finished time.Time
+		event    bool
+	}{
+		{name: "finished since the zones went uneven", finished: went.Add(5 * time.Minute), event: true},
+		{name: "finished before", finished: went.Add(-time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &etcdv1alpha1.EtcdCluster{}
+			c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "demo-0"}, {Name: "demo-2"}, {Name: "demo-3"}}
+			c.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionSpread, Status: metav1.ConditionFalse, Reason: string(reason.MembersShareAZone), LastTransitionTime: metav1.NewTime(went)}}
+			c.Status.ZoneRebalance = &etcdv1alpha1.ZoneRebalance{Zone: "b", Member: "demo-3", StartedAt: metav1.NewTime(went), FinishedAt: &metav1.Time{Time: tc.finished}}
+			pod := func(node string) *corev1.Pod { return &corev1.Pod{Spec: corev1.PodSpec{NodeName: node}} }
+			rec := record.NewFakeRecorder(10)
+			p := &pass{r: &EtcdClusterReconciler{Recorder: rec}, c: c, now: went.Add(10 * time.Minute), obs: &observation{
+				pods:  map[string]*corev1.Pod{"demo-0": pod("a1"), "demo-2": pod("c1"), "demo-3": pod("b1")},
+				zones: planner.Zones{Of: map[string]string{"a1": "a", "b1": "b", "c1": "c"}, Open: []string{"a", "b", "c"}},
+			}}
+			p.recordSpread()
+			if !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionSpread) {
+				t.Fatalf("Spread %+v, want True", c.Status.Conditions)
+			}
+			var events []string
+			for len(rec.Events) > 0 {
+				events = append(events, <-rec.Events)
+			}
+			got := len(events) == 1 && strings.HasPrefix(events[0], "Normal ZonesRebalanced members moved back into zone b")
+			if got != tc.event || !tc.event && len(events) > 0 {
+				t.Errorf("events %q, want a ZonesRebalanced event: %v", events, tc.event)
+			}
+		})
 	}
 }

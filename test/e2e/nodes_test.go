@@ -191,7 +191,7 @@ func TestNodeFaults(t *testing.T) {
 	w.FaultBegins()
 	t.Run("FlapInsideTheGracePeriodChangesNothing", func(t *testing.T) { flapInsideTheGracePeriod(t, c) })
 	t.Run("DrainOfEveryNodeInTurn", func(t *testing.T) { drainEveryNodeInTurn(t, c, nodes) })
-	t.Run("DrainWithReplacePolicyMovesTheMember", func(t *testing.T) { drainWithReplace(t, c) })
+	t.Run("DrainWithReplacePolicyMovesTheMember", func(t *testing.T) { drainWithReplace(t, c, cl) })
 	t.Run("PowerOffWithLocalVolume", func(t *testing.T) { powerOffWithLocalVolume(t, c, cl) })
 	w.FaultEnds()
 	env.WaitConverged(t, c, 3, convergeTimeout)
@@ -286,8 +286,10 @@ func drainEveryNodeInTurn(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []str
 
 // drainWithReplace: with maintenance.nodeMaintenance Replace, a follower's node is cordoned and its pod
 // evicted; instead of waiting for the node (the default), the operator replaces the member at once with
-// a new one on another node, the cluster Available throughout. The node is uncordoned only afterwards.
-func drainWithReplace(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+// a new one on another node, the cluster Available throughout. The node is uncordoned only afterwards;
+// when it is its zone's only node, the replacement went to another zone, and the operator moves a
+// member back once the zone is open again (waitZonesRebalanced), before the next fault starts.
+func drainWithReplace(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clientv3.Client) {
 	ctx := context.Background()
 	setNodeMaintenance := func(policy string) {
 		t.Helper()
@@ -334,6 +336,8 @@ func drainWithReplace(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	}
 	t.Logf("%s on cordoned %s replaced %s after the cordon: placement %v, was %v; Available in %d of %d samples",
 		victim, node, moved.Round(time.Second), memberNodes(t, c), before, available, samples)
+	cordon(t, node, false)
+	waitZonesRebalanced(t, c, cl, node)
 }
 
 // powerOffWithLocalVolume: a follower's node loses power for good, with the member's data on a

@@ -329,6 +329,11 @@ func (p *pass) actRemoveMember(ctx context.Context, a planner.Action) error {
 		failpoint.Hit(failpoint.AfterOldMemberRemove)
 	}
 	failpoint.Hit(failpoint.AfterMemberRemove)
+	if r := c.Status.ZoneRebalance; a.Reason == reason.RebalancingZones && r != nil {
+		// The end of the move (Spread may have turned True already, once the new member was placed).
+		// Said once, here: a removal finished after a restart (FinishRemove) is not announced again.
+		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.ZonesRebalanced), "%s votes in zone %s and %s is removed: the zone move is over", r.Member, r.Zone, name)
+	}
 	return p.forget(ctx, name)
 }
 

@@ -239,19 +239,13 @@ func conditionReason(c *etcdv1alpha1.EtcdCluster, typ string) reason.Reason {
 // member has no pod on a node the last verdict stands (a member being re-created is not a change of
 // placement). A new False verdict is also an event: a cluster that lost its spread (a replacement
 // placed beside another member while a zone was down) stays Available, and nothing else says so.
-// Spread back after the operator moved members between zones is a Normal event, the end of the
-// zone rebalance; a move given up is said in the message while the rebalance backs off.
+// A zone move given up is said in the message while the rebalance backs off.
 func (p *pass) recordSpread() {
 	c, o := p.c, p.obs
-	prev := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionSpread)
-	lost := func(why reason.Reason) bool { return prev == nil || prev.Reason != string(why) }
+	lost := func(why reason.Reason) bool { return conditionReason(c, etcdv1alpha1.ConditionSpread) != why }
 	switch v := planner.Spread(membersNodes(c, o), o.zones); {
 	case !v.Known:
 	case v.Spread:
-		// Only a move finished since the zones went uneven ended it.
-		if r := c.Status.ZoneRebalance; !lost(reason.MembersShareAZone) && r != nil && r.FinishedAt != nil && !r.FinishedAt.Before(&prev.LastTransitionTime) {
-			p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.ZonesRebalanced), "members moved back into zone "+r.Zone+": "+v.Message)
-		}
 		setCondition(c, etcdv1alpha1.ConditionSpread, true, reason.MembersOnSeparateNodes, v.Message)
 	case v.ByZone:
 		if lost(reason.MembersShareAZone) {

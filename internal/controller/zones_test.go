@@ -2,14 +2,11 @@ package controller
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -150,44 +147,5 @@ func TestRecordRebalanceAheadOfEachCall(t *testing.T) {
 	recordRebalance(c, planner.Action{Kind: planner.RemoveMember, Members: []string{"demo-4"}, Reason: reason.ZoneRebalanceUnschedulable}, t0.Add(5*time.Minute))
 	if r := c.Status.ZoneRebalance; r.GaveUpAt == nil || r.FinishedAt != nil {
 		t.Fatalf("after the learner found no node: %+v", r)
-	}
-}
-
-// Spread back after a move that finished since the zones went uneven is a ZonesRebalanced event; a move
-// that finished before (another outage since) is not what ended it.
-func TestSpreadBackAfterAZoneMoveIsAnEvent(t *testing.T) {
-	went := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		name     string
-		finished time.Time
-		event    bool
-	}{
-		{name: "finished since the zones went uneven", finished: went.Add(5 * time.Minute), event: true},
-		{name: "finished before", finished: went.Add(-time.Hour)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := &etcdv1alpha1.EtcdCluster{}
-			c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "demo-0"}, {Name: "demo-2"}, {Name: "demo-3"}}
-			c.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionSpread, Status: metav1.ConditionFalse, Reason: string(reason.MembersShareAZone), LastTransitionTime: metav1.NewTime(went)}}
-			c.Status.ZoneRebalance = &etcdv1alpha1.ZoneRebalance{Zone: "b", Member: "demo-3", StartedAt: metav1.NewTime(went), FinishedAt: &metav1.Time{Time: tc.finished}}
-			pod := func(node string) *corev1.Pod { return &corev1.Pod{Spec: corev1.PodSpec{NodeName: node}} }
-			rec := record.NewFakeRecorder(10)
-			p := &pass{r: &EtcdClusterReconciler{Recorder: rec}, c: c, now: went.Add(10 * time.Minute), obs: &observation{
-				pods:  map[string]*corev1.Pod{"demo-0": pod("a1"), "demo-2": pod("c1"), "demo-3": pod("b1")},
-				zones: planner.Zones{Of: map[string]string{"a1": "a", "b1": "b", "c1": "c"}, Open: []string{"a", "b", "c"}},
-			}}
-			p.recordSpread()
-			if !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionSpread) {
-				t.Fatalf("Spread %+v, want True", c.Status.Conditions)
-			}
-			var events []string
-			for len(rec.Events) > 0 {
-				events = append(events, <-rec.Events)
-			}
-			got := len(events) == 1 && strings.HasPrefix(events[0], "Normal ZonesRebalanced members moved back into zone b")
-			if got != tc.event || !tc.event && len(events) > 0 {
-				t.Errorf("events %q, want a ZonesRebalanced event: %v", events, tc.event)
-			}
-		})
 	}
 }

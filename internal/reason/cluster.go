@@ -31,8 +31,8 @@ const (
 	// tolerations); it is removed (a learner does not vote, so this is always safe) and no new move starts for 30 minutes.
 	// Do: give the zone a node the members can run on, or leave the cluster as it is: Spread says what its placement risks.
 	ZoneRebalanceUnschedulable Reason = "ZoneRebalanceUnschedulable"
-	// ZonesRebalanced: the members are spread evenly over the zones again after the operator moved members back
-	// into a zone (RebalancingZones).
+	// ZonesRebalanced: a zone move (RebalancingZones) is over: the member added in the emptier zone votes, and a
+	// member of the crowded zone was removed.
 	ZonesRebalanced Reason = "ZonesRebalanced"
 )
 

@@ -1140,7 +1140,7 @@ type EtcdClusterStatus struct {
 	// ZoneRebalance is the last move of a member back into a zone that held too few (after a zone
 	// came back from an outage): recorded when the new member is added, finished when a member of
 	// the crowded zone is removed, or given up when the new member's pod cannot be scheduled in
-	// the zone.
+	// the zone or does not start.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance"
 	ZoneRebalance *ZoneRebalance `json:"zoneRebalance,omitempty"`
@@ -1164,8 +1164,8 @@ type ZoneRebalance struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance finished",xDescriptors={"urn:alm:descriptor:text"}
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
-	// GaveUpAt is when the added member was removed because its pod could not be scheduled in Zone;
-	// no new move starts for a while after it.
+	// GaveUpAt is when the added member was removed because its pod could not be scheduled in Zone,
+	// or did not start; no new move starts for a while after it.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance given up",xDescriptors={"urn:alm:descriptor:text"}
 	GaveUpAt *metav1.Time `json:"gaveUpAt,omitempty"`

@@ -329,11 +329,6 @@ func (p *pass) actRemoveMember(ctx context.Context, a planner.Action) error {
 		failpoint.Hit(failpoint.AfterOldMemberRemove)
 	}
 	failpoint.Hit(failpoint.AfterMemberRemove)
-	if r := c.Status.ZoneRebalance; a.Reason == reason.RebalancingZones && r != nil {
-		// The end of the move (Spread may have turned True already, once the new member was placed).
-		// Said once, here: a removal finished after a restart (FinishRemove) is not announced again.
-		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.ZonesRebalanced), "%s votes in zone %s and %s is removed: the zone move is over", r.Member, r.Zone, name)
-	}
 	return p.forget(ctx, name)
 }
 
@@ -466,6 +461,12 @@ func (p *pass) forget(ctx context.Context, member string) error {
 	}
 	c.Status.Members = kept
 	if pd := c.Status.PendingOperation; pd != nil && pd.Member == member {
+		if r := c.Status.ZoneRebalance; pd.Type == "RemoveMember" && pd.Reason == string(reason.RebalancingZones) && r != nil {
+			// The end of a zone move (Spread may have turned True already, once the new member was
+			// placed), said here whether the removal returned or was found done on a later pass: etcd
+			// may answer a member's removal of itself with an error after applying it.
+			p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.ZonesRebalanced), "%s votes in zone %s and %s is removed: the zone move is over", r.Member, r.Zone, member)
+		}
 		c.Status.PendingOperation = nil
 	}
 	return p.writeStatus(ctx)

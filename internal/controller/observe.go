@@ -678,7 +678,7 @@ func podState(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, hash string) planner
 	return planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
 		ConfigHash: pod.Annotations[naming.AnnotationConfigHash], Tuned: pod.Annotations[naming.AnnotationTuned], ForceNewCluster: resources.ForcesNewCluster(pod),
 		StaleQuota: !resources.RunsQuota(pod, c), SnapshotCount: resources.RunningSnapshotCount(pod), NotReady: !podReady(pod), TrustEpoch: trustEpoch(pod, c, hash),
-		UnscheduledSince: unscheduledSince(pod)}
+		Created: pod.CreationTimestamp.Time, UnscheduledSince: unscheduledSince(pod)}
 }
 
 // unscheduledSince is when pod was made, while it has no node; zero once it has one.

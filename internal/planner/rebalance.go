@@ -28,8 +28,10 @@ const (
 	// is moved into it: a zone that flaps must not make the operator churn members.
 	ZoneSettle = 2 * time.Minute
 	// RebalanceScheduleTimeout is how long the learner of a zone move may wait for a node in its
-	// zone before it is removed.
+	// zone before it is removed; RebalanceStartTimeout, how long its pod may take to start etcd
+	// (image pull, volume, a node that died under it) once made.
 	RebalanceScheduleTimeout = 5 * time.Minute
+	RebalanceStartTimeout    = 15 * time.Minute
 	// RebalanceBackoff is how long after a move was given up no new one starts: the zone had no
 	// room, and trying again at once would only add and remove learners.
 	RebalanceBackoff = 30 * time.Minute
@@ -87,19 +89,28 @@ func decideRebalance(in Input) (Action, bool) {
 }
 
 // abandonRebalance removes the learner of a zone move whose pod has waited RebalanceScheduleTimeout
-// for a node of its zone (the zone has no room for it, or none the pod may run on). A learner
-// does not vote, so removing it is always safe; the move is then given up (RebalanceBackoff).
+// for a node of its zone (the zone has no room for it, or none the pod may run on), or has not
+// started etcd RebalanceStartTimeout after it was made (its node went away under it, say): every
+// other step waits while a learner catches up, so a learner that cannot start must not stay. A
+// learner does not vote, so removing it is always safe; the move is then given up (RebalanceBackoff).
 func abandonRebalance(in Input, e *Etcd) (Action, bool) {
 	for _, k := range in.Known {
 		m, ok := findByName(e.Members, k.Name)
 		pod := in.Pods[k.Name]
-		if k.Zone == "" || !ok || !m.Learner || m.Started || !pod.Exists || pod.UnscheduledSince.IsZero() ||
-			in.Now.Sub(pod.UnscheduledSince) < RebalanceScheduleTimeout {
+		if k.Zone == "" || !ok || !m.Learner || m.Started || !pod.Exists {
 			continue
 		}
-		return safeRemoval(in, m, reason.ZoneRebalanceUnschedulable, fmt.Sprintf(
-			"the pod of learner %s has found no node in zone %s for %s; removing the learner and leaving the zones as they are for %s",
-			k.Name, k.Zone, RebalanceScheduleTimeout, RebalanceBackoff))
+		var why string
+		switch {
+		case !pod.UnscheduledSince.IsZero() && in.Now.Sub(pod.UnscheduledSince) >= RebalanceScheduleTimeout:
+			why = fmt.Sprintf("has found no node in zone %s for %s", k.Zone, RebalanceScheduleTimeout)
+		case !pod.Created.IsZero() && in.Now.Sub(pod.Created) >= RebalanceStartTimeout:
+			why = fmt.Sprintf("has not started etcd in zone %s within %s", k.Zone, RebalanceStartTimeout)
+		default:
+			continue
+		}
+		return safeRemoval(in, m, reason.ZoneRebalanceAbandoned, fmt.Sprintf(
+			"the pod of learner %s %s; removing the learner and leaving the zones as they are for %s", k.Name, why, RebalanceBackoff))
 	}
 	return Action{}, false
 }

@@ -34,7 +34,7 @@ func TestDecideRebalance(t *testing.T) {
 	unscheduled := func(d time.Duration) func(*Input) {
 		return func(in *Input) {
 			moving(in)
-			in.Pods["c-3"] = PodState{Exists: true, UnscheduledSince: now.Add(-d)}
+			in.Pods["c-3"] = PodState{Exists: true, Created: now.Add(-d), UnscheduledSince: now.Add(-d)}
 		}
 	}
 	runDecideCases(t, []decideCase{
@@ -68,7 +68,15 @@ func TestDecideRebalance(t *testing.T) {
 		{name: "the learner waits for a node in its zone", in: with(afterZoneOutage(), unscheduled(time.Minute)),
 			kind: Wait, reason: reason.WaitingForHealth},
 		{name: "the learner that found no node in its zone is removed", in: with(afterZoneOutage(), unscheduled(RebalanceScheduleTimeout)),
-			kind: RemoveMember, members: []string{"c-3"}, id: 4, reason: reason.ZoneRebalanceUnschedulable},
+			kind: RemoveMember, members: []string{"c-3"}, id: 4, reason: reason.ZoneRebalanceAbandoned},
+		{name: "a learner placed in its zone has time to start", in: with(afterZoneOutage(), func(in *Input) {
+			moving(in)
+			in.Pods["c-3"] = PodState{Exists: true, Created: now.Add(-10 * time.Minute)}
+		}), kind: Wait, reason: reason.WaitingForHealth},
+		{name: "a learner placed in its zone that never starts is removed", in: with(afterZoneOutage(), func(in *Input) {
+			moving(in)
+			in.Pods["c-3"] = PodState{Exists: true, Created: now.Add(-RebalanceStartTimeout)}
+		}), kind: RemoveMember, members: []string{"c-3"}, id: 4, reason: reason.ZoneRebalanceAbandoned},
 		{name: "a learner without a zone is not the move's", in: with(afterZoneOutage(), func(in *Input) {
 			unscheduled(time.Hour)(in)
 			in.Known[3].Zone = ""

@@ -26,11 +26,12 @@ const (
 	// promoted, then a member of the most crowded zone is removed, so the voting members never drop below
 	// spec.replicas. One member is moved at a time.
 	RebalancingZones Reason = "RebalancingZones"
-	// ZoneRebalanceUnschedulable: the learner added to move a member into a zone could not be scheduled there
-	// within 5 minutes (no node of the zone has room, or its nodes do not match the pod's node selector or
-	// tolerations); it is removed (a learner does not vote, so this is always safe) and no new move starts for 30 minutes.
+	// ZoneRebalanceAbandoned: the learner added to move a member into a zone could not be scheduled there within
+	// 5 minutes (no node of the zone has room, or its nodes do not match the pod's node selector or tolerations), or
+	// did not start etcd within 15 minutes (its node went away); it is removed (a learner does not vote, so this is
+	// always safe) and no new move starts for 30 minutes.
 	// Do: give the zone a node the members can run on, or leave the cluster as it is: Spread says what its placement risks.
-	ZoneRebalanceUnschedulable Reason = "ZoneRebalanceUnschedulable"
+	ZoneRebalanceAbandoned Reason = "ZoneRebalanceAbandoned"
 	// ZonesRebalanced: a zone move (RebalancingZones) is over: the member added in the emptier zone votes, and a
 	// member of the crowded zone was removed.
 	ZonesRebalanced Reason = "ZonesRebalanced"

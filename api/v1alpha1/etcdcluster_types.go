@@ -832,6 +832,13 @@ type MemberStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Diverged",xDescriptors={"urn:alm:descriptor:text"}
 	Diverged *Divergence `json:"diverged,omitempty"`
+	// Zone is the zone (topology.kubernetes.io/zone) the member's pod must run in: set on a member
+	// added to bring the cluster back to one member per zone (status.zoneRebalance), recorded before
+	// the member is added so that its pod is built with that rule even if the operator restarts in
+	// between, and cleared once the move is over.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
 }
 
 // Divergence is what the operator's consistency check found of one member.
@@ -1134,6 +1141,38 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="TLS"
 	TLS TLSStatus `json:"tls,omitempty"`
+	// ZoneRebalance is the last move of a member back into a zone that held too few (after a zone
+	// came back from an outage): recorded when the new member is added, finished when a member of
+	// the crowded zone is removed, or given up when the new member's pod cannot be scheduled in
+	// the zone or does not start.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance"
+	ZoneRebalance *ZoneRebalance `json:"zoneRebalance,omitempty"`
+}
+
+// ZoneRebalance is one move of a member into an under-filled zone: a learner is added whose pod
+// must run in Zone, it is promoted, then a member of the most crowded zone is removed, so the
+// voting members never drop below spec.replicas.
+type ZoneRebalance struct {
+	// Zone the member is moved into.
+	// +kubebuilder:validation:MaxLength=63
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance zone",xDescriptors={"urn:alm:descriptor:text"}
+	Zone string `json:"zone"`
+	// Member added in Zone.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance member",xDescriptors={"urn:alm:descriptor:text"}
+	Member string `json:"member"`
+	// StartedAt is when the member was added.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance started",xDescriptors={"urn:alm:descriptor:text"}
+	StartedAt metav1.Time `json:"startedAt"`
+	// FinishedAt is when a member of the crowded zone was removed, the move being over.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance finished",xDescriptors={"urn:alm:descriptor:text"}
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// GaveUpAt is when the added member was removed because its pod could not be scheduled in Zone,
+	// or did not start; no new move starts for a while after it.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Zone rebalance given up",xDescriptors={"urn:alm:descriptor:text"}
+	GaveUpAt *metav1.Time `json:"gaveUpAt,omitempty"`
 }
 
 // NoSpaceCleanup is the progress of clearing a NOSPACE alarm: one compaction, then each member

@@ -186,7 +186,7 @@ func (p *pass) actCreateMembers(ctx context.Context, a planner.Action) error {
 		}
 	}
 	for _, m := range a.Members {
-		in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage, IDs: p.r.PodIDs, Contained: contained(c, m)}
+		in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage, IDs: p.r.PodIDs, Contained: contained(c, m), Zone: memberZone(c, m)}
 		if err := p.createMember(ctx, in); err != nil {
 			return err
 		}
@@ -270,6 +270,7 @@ func (p *pass) actAddLearner(ctx context.Context, a planner.Action) error {
 		c.Status.NextMemberIndex = idx + 1
 	}
 	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "AddMember", Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+	recordRebalance(c, a, p.now)
 	if err := p.writeStatus(ctx); err != nil {
 		return err
 	}
@@ -317,6 +318,7 @@ func (p *pass) actRemoveMember(ctx context.Context, a planner.Action) error {
 	c := p.c
 	name := a.Members[0]
 	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+	recordRebalance(c, a, p.now)
 	if err := p.writeStatus(ctx); err != nil {
 		return err
 	}
@@ -459,6 +461,12 @@ func (p *pass) forget(ctx context.Context, member string) error {
 	}
 	c.Status.Members = kept
 	if pd := c.Status.PendingOperation; pd != nil && pd.Member == member {
+		if r := c.Status.ZoneRebalance; pd.Type == "RemoveMember" && pd.Reason == string(reason.RebalancingZones) && r != nil {
+			// The end of a zone move (Spread may have turned True already, once the new member was
+			// placed), said here whether the removal returned or was found done on a later pass: etcd
+			// may answer a member's removal of itself with an error after applying it.
+			p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.ZonesRebalanced), "%s votes in zone %s and %s is removed: the zone move is over", r.Member, r.Zone, member)
+		}
 		c.Status.PendingOperation = nil
 	}
 	return p.writeStatus(ctx)

@@ -84,7 +84,7 @@ func TestDivergedMemberIsContainedAndRebuilt(t *testing.T) {
 		cur := get(t, c)
 		cur.Spec.Maintenance.Paused = false // as the pass sees it; the manager still leaves the object alone
 		p := &pass{r: r, c: cur, orig: cur.DeepCopy(), now: now, mem: &clusterMemory{}}
-		observeSpace(ctx, t, p, cl, pods)
+		observeMembers(ctx, t, p, cl, pods)
 		if err := p.checkConsistency(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestDivergedMemberIsContainedAndRebuilt(t *testing.T) {
 	}
 
 	// Rebuild (the default): the planner removes it, through the replace path.
-	in := spacePlannerInput(p)
+	in := memberPlannerInput(p)
 	in.DivergedMembers, in.Diverged = divergedInput(p.c)
 	a := planner.Decide(in)
 	if (a.Kind != planner.RemoveMember && a.Kind != planner.MoveLeader) || a.Members[0] != follower.Name || a.Reason != reason.MemberDiverged {

@@ -616,6 +616,7 @@ func (p *pass) plannerInput() planner.Input {
 		in.Blocked = b.Version
 	}
 	in.Known = knownMembers(c)
+	in.Placement, in.Rebalance = placementInput(c, o), rebalanceInput(c)
 	in.Migration = p.migrationInput()
 	in.OldStatefulSet = oldStatefulSet(c)
 	in.PeerTLS = p.peerTLSInput()
@@ -657,7 +658,7 @@ func pendingInput(c *etcdv1alpha1.EtcdCluster) *planner.Pending {
 func knownMembers(c *etcdv1alpha1.EtcdCluster) []planner.KnownMember {
 	var out []planner.KnownMember
 	for _, m := range c.Status.Members {
-		k := planner.KnownMember{Name: m.Name, Version: m.Version}
+		k := planner.KnownMember{Name: m.Name, Version: m.Version, Zone: m.Zone}
 		if m.UnhealthySince != nil {
 			t := m.UnhealthySince.Time
 			k.FailingSince = &t
@@ -676,7 +677,16 @@ func podState(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, hash string) planner
 	failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 	return planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
 		ConfigHash: pod.Annotations[naming.AnnotationConfigHash], Tuned: pod.Annotations[naming.AnnotationTuned], ForceNewCluster: resources.ForcesNewCluster(pod),
-		StaleQuota: !resources.RunsQuota(pod, c), SnapshotCount: resources.RunningSnapshotCount(pod), NotReady: !podReady(pod), TrustEpoch: trustEpoch(pod, c, hash)}
+		StaleQuota: !resources.RunsQuota(pod, c), SnapshotCount: resources.RunningSnapshotCount(pod), NotReady: !podReady(pod), TrustEpoch: trustEpoch(pod, c, hash),
+		Created: pod.CreationTimestamp.Time, UnscheduledSince: unscheduledSince(pod)}
+}
+
+// unscheduledSince is when pod was made, while it has no node; zero once it has one.
+func unscheduledSince(pod *corev1.Pod) time.Time {
+	if pod.Spec.NodeName != "" {
+		return time.Time{}
+	}
+	return pod.CreationTimestamp.Time
 }
 
 // caRotationInput is the CA rotation under way, nil when none.

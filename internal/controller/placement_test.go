@@ -2,18 +2,29 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 )
 
 // A member pod's spread over nodes is a rule while its volume is new and a preference once the claim is
@@ -103,25 +114,7 @@ func TestSpreadReportsMembersThatShareAZone(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	c := newCluster(t, ns, nil)
-	node := func(name, zone string) *corev1.Node {
-		t.Helper()
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
-		if err := k8s.Create(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
-		// The API server taints a new node not-ready (TaintNodesByCondition); the node lifecycle
-		// controller, which envtest does not run, lifts it once the node is Ready.
-		n.Spec.Taints = nil
-		if err := k8s.Update(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-		if err := k8s.Status().Update(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	node := func(name, zone string) *corev1.Node { return readyNode(t, ns, name, zone, time.Now()) }
 	a1, a2, b1, c1 := node("a1", "a"), node("a2", "a"), node("b1", "b"), node("c1", "c")
 	for pod, n := range map[string]*corev1.Node{"demo-0": a1, "demo-1": a2, "demo-2": c1} {
 		bind(t, ns, pod, n.Name)
@@ -149,6 +142,29 @@ func TestSpreadReportsMembersThatShareAZone(t *testing.T) {
 	})
 }
 
+// readyNode creates node ns-name in zone, Ready since readySince and open to pods; it is deleted
+// after the test (nodes are not namespaced).
+func readyNode(t *testing.T, ns, name, zone string, readySince time.Time) *corev1.Node {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
+	if err := k8s.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
+	// The API server taints a new node not-ready (TaintNodesByCondition); the node lifecycle
+	// controller, which envtest does not run, lifts it once the node is Ready.
+	n.Spec.Taints = nil
+	if err := k8s.Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(readySince)}}
+	if err := k8s.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // bind places pod on node as the scheduler would (the binding subresource), once the pod exists.
 func bind(t *testing.T, ns, pod, node string) {
 	t.Helper()
@@ -157,4 +173,223 @@ func bind(t *testing.T, ns, pod, node string) {
 		return k8s.SubResource("binding").Create(context.Background(), p, &corev1.Binding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}, Target: corev1.ObjectReference{Kind: "Node", Name: node}})
 	})
+}
+
+// Issue 31 item 6, on real etcd and real Node objects: zone b came back after an outage that left
+// demo-0 and demo-1 in zone a. Nothing moves until zone b's node has been Ready for 2 minutes; then
+// the operator adds learner demo-3 for zone b and dies right after etcd added it (failpoint
+// AfterMemberAdd). The zone was recorded with the pending addition, so the next passes finish the
+// addition and build demo-3's pod with a required node affinity for zone b. No node of zone b takes
+// the pod (envtest schedules nothing): after 5 minutes the learner is removed, the move is recorded
+// as given up, Spread says so, and no new move starts until the backoff is over.
+func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	// Paused: the manager leaves it alone; this test runs the passes itself.
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance.Paused = true
+		c.Spec.Version = "3.6.16"
+		c.Spec.TLS.Client, c.Spec.TLS.Peer = etcdv1alpha1.TLSDisabled, etcdv1alpha1.TLSDisabled
+	})
+	c = get(t, c)
+	start := time.Now()
+	nodes := map[string]*corev1.Node{
+		"demo-0": readyNode(t, ns, "a1", "a", start.Add(-time.Hour)),
+		"demo-1": readyNode(t, ns, "a2", "a", start.Add(-time.Hour)),
+		"demo-2": readyNode(t, ns, "c1", "c", start.Add(-time.Hour)),
+	}
+	readyNode(t, ns, "b1", "b", start) // zone b is back
+
+	base := fmt.Sprintf("127.%d.%d.", 1+rand.IntN(250), rand.IntN(250))
+	pods := map[string]*corev1.Pod{}
+	var ms []*etcdtest.Member
+	for i := range 3 {
+		name, ip := naming.MemberName(c.Name, int32(i)), base+fmt.Sprint(10+i)
+		pod := resources.MemberPod(c, resources.MemberPodInput{Member: name, Image: "etcd", Version: c.Spec.Version, InitialCluster: []string{name}})
+		if err := k8s.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		bind(t, ns, name, nodes[name].Name)
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = corev1.PodStatus{PodIP: ip, Phase: corev1.PodRunning}
+		if err := k8s.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pods[name] = pod
+		ms = append(ms, &etcdtest.Member{Name: name, PeerURL: "http://" + loopback.FreeAddr(t), ClientURL: naming.EndpointForIP(ip, false)})
+	}
+	eventually(t, "record the members in status", func() error {
+		cur := get(t, c)
+		cur.Status.Members = nil
+		for i := range 3 {
+			cur.Status.Members = append(cur.Status.Members, etcdv1alpha1.MemberStatus{Name: naming.MemberName(c.Name, int32(i))})
+		}
+		cur.Status.Bootstrapped, cur.Status.NextMemberIndex = true, 3
+		return k8s.Status().Update(ctx, cur)
+	})
+	// The learner's pod is created on the client Service's IP family (the manager makes the Service
+	// even for a paused cluster; whichever comes first).
+	if err := k8s.Create(ctx, resources.ClientService(c)); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	etcdtest.StartMembers(t, ms, nil)
+	cl, err := etcdclient.New(etcdtest.ClientURLs(ms), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+
+	rec := record.NewFakeRecorder(100)
+	r := &EtcdClusterReconciler{Client: k8s, Scheme: k8s.Scheme(), Recorder: rec, apiReader: k8s}
+	replicas := int32(3) // spec.replicas as the passes see it
+	// round is one pass of a freshly started operator at now: the cluster as the API server has it,
+	// the nodes as they are, etcd as it answers, and the step the planner decides.
+	round := func(now time.Time) (*pass, planner.Action) {
+		t.Helper()
+		cur := get(t, c)
+		cur.Spec.Maintenance.Paused = false // as the pass sees it; the manager still leaves the object alone
+		p := &pass{r: r, c: cur, orig: cur.DeepCopy(), now: now, mem: &clusterMemory{}}
+		o := observeMembers(ctx, t, p, cl, pods)
+		p.observeNodes(ctx, o)
+		in := memberPlannerInput(p)
+		in.Replicas = replicas
+		in.Known, in.NextIndex, in.Pending, in.TargetVersion = knownMembers(cur), cur.Status.NextMemberIndex, pendingInput(cur), cur.Spec.Version
+		in.Placement, in.Rebalance = placementInput(cur, o), rebalanceInput(cur)
+		for name, pod := range pods {
+			ps := in.Pods[name]
+			ps.Created, ps.UnscheduledSince = pod.CreationTimestamp.Time, unscheduledSince(pod)
+			in.Pods[name] = ps
+		}
+		return p, planner.Decide(in)
+	}
+	// step takes the step a pass at now decides, which must be of kind, and returns it. A failed step
+	// (a stale view: the manager writes the paused cluster's status too; etcd's not yet; a member
+	// answering its own removal with "server stopped") is tried again, as the operator does, then
+	// also as the step that finishes it (then), should the etcd call have gone through.
+	step := func(now time.Time, kind, then planner.Kind) planner.Action {
+		t.Helper()
+		var first planner.Action
+		for range 20 {
+			p, a := round(now)
+			if a.Kind != kind && (first.Kind == "" || a.Kind != then) {
+				t.Fatalf("%s %v (%s: %s), want %s", a.Kind, a.Members, a.Reason, a.Message, kind)
+			}
+			if first.Kind == "" {
+				first = a
+			}
+			err := p.act(ctx, a)
+			if err == nil {
+				return first
+			}
+			t.Logf("%s %v: %v (tried again)", a.Kind, a.Members, err)
+			time.Sleep(time.Second)
+		}
+		t.Fatalf("%s not taken in 20 tries", kind)
+		return planner.Action{}
+	}
+
+	if _, a := round(start.Add(time.Minute)); a.Kind != planner.None {
+		t.Fatalf("zone b Ready for a minute: %s %v (%s), want nothing yet", a.Kind, a.Members, a.Message)
+	}
+	p, a := round(start.Add(planner.ZoneSettle))
+	if a.Kind != planner.AddLearner || a.Zone != "b" || a.Reason != reason.RebalancingZones || a.Members[0] != "demo-3" {
+		t.Fatalf("zone b Ready for 2 minutes: %s %v zone %q (%s: %s), want learner demo-3 for zone b", a.Kind, a.Members, a.Zone, a.Reason, a.Message)
+	}
+	disarm := failpoint.ArmPanicking(failpoint.AfterMemberAdd)
+	// etcd refuses an addition until its members have been connected for its health interval.
+	for err = actCrashing(ctx, p, a); errors.As(err, new(notYet)) || apierrors.IsConflict(err); err = actCrashing(ctx, p, a) {
+		time.Sleep(time.Second)
+		p, _ = round(start.Add(planner.ZoneSettle)) // the same addition, on a fresh view
+	}
+	disarm()
+	if !errors.As(err, new(failpoint.Crash)) {
+		t.Fatalf("the operator did not die after the addition: %v", err)
+	}
+	got := get(t, c)
+	if pd := got.Status.PendingOperation; pd == nil || pd.Type != "AddMember" || pd.Member != "demo-3" || memberZone(got, "demo-3") != "b" {
+		t.Fatalf("after the crash: pending %+v, members %+v; want the addition of demo-3 for zone b recorded", pd, got.Status.Members)
+	}
+	if zr := got.Status.ZoneRebalance; zr == nil || zr.Zone != "b" || zr.Member != "demo-3" {
+		t.Fatalf("zoneRebalance %+v, want demo-3 into zone b", zr)
+	}
+
+	step(start.Add(planner.ZoneSettle), planner.FinishAdd, planner.FinishAdd) // after the restart: the recorded addition
+	if a := step(start.Add(planner.ZoneSettle), planner.CreateMembers, planner.CreateMembers); a.Members[0] != "demo-3" {
+		t.Fatalf("created %v, want demo-3's pod", a.Members)
+	}
+	learner := &corev1.Pod{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-3"}, learner); err != nil {
+		t.Fatal(err)
+	}
+	var required []corev1.NodeSelectorTerm
+	if aff := learner.Spec.Affinity; aff != nil && aff.NodeAffinity != nil && aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		required = aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	}
+	if len(required) != 1 || fmt.Sprint(required[0].MatchExpressions) != fmt.Sprintf("[{%s In [b]}]", corev1.LabelTopologyZone) {
+		t.Fatalf("demo-3's pod: required node affinity %+v, want zone b", required)
+	}
+
+	// Nothing schedules it: once it has waited RebalanceScheduleTimeout, the learner goes.
+	pods["demo-3"] = learner
+	if _, a := round(learner.CreationTimestamp.Add(time.Minute)); a.Kind != planner.Wait {
+		t.Fatalf("learner unscheduled for a minute: %s %v (%s), want a wait", a.Kind, a.Members, a.Message)
+	}
+	if a := step(learner.CreationTimestamp.Add(planner.RebalanceScheduleTimeout), planner.RemoveMember, planner.FinishRemove); a.Members[0] != "demo-3" || a.Reason != reason.ZoneRebalanceAbandoned {
+		t.Fatalf("learner unscheduled for 5 minutes: removed %v (%s: %s), want demo-3 for ZoneRebalanceAbandoned", a.Members, a.Reason, a.Message)
+	}
+	delete(pods, "demo-3")
+	got = get(t, c)
+	if zr := got.Status.ZoneRebalance; zr == nil || zr.GaveUpAt == nil || hasMember(got, "demo-3") {
+		t.Fatalf("after the removal: zoneRebalance %+v, members %+v; want the move given up and demo-3 gone", zr, got.Status.Members)
+	}
+	if members, _, err := cl.MemberList(ctx); err != nil || len(members) != 3 {
+		t.Fatalf("etcd members %+v (%v), want the 3 voters only", members, err)
+	}
+	gaveUp := got.Status.ZoneRebalance.GaveUpAt.Time
+
+	p, a = round(gaveUp.Add(10 * time.Minute))
+	if a.Kind != planner.None {
+		t.Fatalf("within the backoff: %s %v (%s), want nothing", a.Kind, a.Members, a.Message)
+	}
+	p.recordSpread()
+	if cond := meta.FindStatusCondition(p.c.Status.Conditions, etcdv1alpha1.ConditionSpread); cond == nil || cond.Reason != string(reason.MembersShareAZone) ||
+		!strings.Contains(cond.Message, "moving demo-3 into zone b was given up") {
+		t.Fatalf("Spread %+v, want MembersShareAZone saying the move was given up", cond)
+	}
+	if _, a := round(gaveUp.Add(planner.RebalanceBackoff)); a.Kind != planner.AddLearner || a.Zone != "b" || a.Members[0] != "demo-4" {
+		t.Fatalf("after the backoff: %s %v zone %q, want a new learner demo-4 for zone b", a.Kind, a.Members, a.Zone)
+	}
+
+	// The end of a move, as it comes once the learner votes. envtest runs no learner, so demo-2 stands
+	// for it (recorded as the move's member, in zone c) and the passes ask for one voter fewer than etcd
+	// has, which is what the promotion leaves: a member of crowded zone a goes, recorded ahead, and the
+	// move's end is announced.
+	eventually(t, "record demo-2 as the move's member", func() error {
+		cur := get(t, c)
+		cur.Status.ZoneRebalance = &etcdv1alpha1.ZoneRebalance{Zone: "c", Member: "demo-2", StartedAt: metav1.Now()}
+		return k8s.Status().Update(ctx, cur)
+	})
+	replicas = 2
+	later := gaveUp.Add(time.Hour)
+	if _, a := round(later); a.Kind == planner.MoveLeader {
+		step(later, planner.MoveLeader, planner.MoveLeader)
+	}
+	a = step(later, planner.RemoveMember, planner.FinishRemove)
+	if a.Reason != reason.RebalancingZones || a.Members[0] == "demo-2" || !strings.Contains(a.Message, "from zone a") {
+		t.Fatalf("removed %v (%s: %s), want a member of zone a for RebalancingZones", a.Members, a.Reason, a.Message)
+	}
+	if zr := get(t, c).Status.ZoneRebalance; zr.FinishedAt == nil {
+		t.Fatalf("zoneRebalance %+v, want the move finished", zr)
+	}
+	var events []string
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.HasPrefix(e, "Normal "+string(reason.ZonesRebalanced)) {
+			events = append(events, e)
+		}
+	}
+	if len(events) != 1 || !strings.Contains(events[0], "demo-2 votes in zone c and "+a.Members[0]+" is removed") {
+		t.Fatalf("ZonesRebalanced events %q, want one naming demo-2 and %s", events, a.Members[0])
+	}
 }

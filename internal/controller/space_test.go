@@ -24,9 +24,11 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 )
 
-// observeSpace is what a pass sees of the members for the space decisions: member list, each
-// member's status asked at its pod's endpoint, and the alarms (observeFailures, the operator's own).
-func observeSpace(ctx context.Context, t *testing.T, p *pass, cl *etcdclient.Client, pods map[string]*corev1.Pod) *observation {
+// observeMembers is what a pass sees of embedded etcd members run as the pods in pods: member list,
+// each member's status asked at its pod's endpoint, and the alarms (observeFailures, the operator's
+// own). A member not started yet (a learner the operator added) is named from the peer URL the
+// operator gave it and, without a running pod, does not answer.
+func observeMembers(ctx context.Context, t *testing.T, p *pass, cl *etcdclient.Client, pods map[string]*corev1.Pod) *observation {
 	t.Helper()
 	o := &observation{pods: pods, etcd: cl, status: map[uint64]etcdclient.Status{}, names: map[uint64]string{}, ids: map[string]uint64{}}
 	members, _, err := cl.MemberList(ctx)
@@ -35,8 +37,16 @@ func observeSpace(ctx context.Context, t *testing.T, p *pass, cl *etcdclient.Cli
 	}
 	o.members = members
 	for _, m := range members {
-		o.names[m.ID], o.ids[m.Name] = m.Name, m.ID
-		ep := p.endpoint(pods[m.Name])
+		name := m.Name
+		if !m.Started() {
+			name = memberNameFromPeerURLs(p.c, m.PeerURLs)
+		}
+		o.names[m.ID], o.ids[name] = name, m.ID
+		pod := pods[name]
+		if pod == nil || p.endpoint(pod) == "" {
+			continue
+		}
+		ep := p.endpoint(pod)
 		st, err := cl.Status(ctx, ep)
 		if err != nil {
 			t.Fatalf("status of %s at %s: %v", m.Name, ep, err)
@@ -49,20 +59,22 @@ func observeSpace(ctx context.Context, t *testing.T, p *pass, cl *etcdclient.Cli
 	return o
 }
 
-// spacePlannerInput is plannerInput for a healthy three-member cluster whose pods run what the spec
-// asks, with the space input the controller builds from status (spaceInput).
-func spacePlannerInput(p *pass) planner.Input {
+// memberPlannerInput is plannerInput for the members observeMembers saw, whose pods run what the
+// spec asks, with the space input the controller builds from status (spaceInput).
+func memberPlannerInput(p *pass) planner.Input {
 	o := p.obs
 	in := planner.Input{Replicas: 3, Bootstrapped: true, NextIndex: 3, Now: p.now, ReplaceAfter: 5 * time.Minute,
 		MemberNameFunc: func(i int32) string { return naming.MemberName(p.c.Name, i) },
 		Pods:           map[string]planner.PodState{}, PVCs: map[string]planner.PVCState{},
 		Etcd: &planner.Etcd{LeaderID: o.leaderID, ClusterID: o.clusterID}}
 	for _, m := range o.members {
-		st := o.status[m.ID]
-		in.Known = append(in.Known, planner.KnownMember{Name: m.Name})
-		in.Pods[m.Name] = planner.PodState{Exists: true, IP: o.pods[m.Name].Status.PodIP}
-		in.PVCs[m.Name] = planner.PVCState{Exists: true}
-		in.Etcd.Members = append(in.Etcd.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, Started: true, Healthy: memberHealthy(o, m.ID),
+		st, name := o.status[m.ID], o.names[m.ID]
+		in.Known = append(in.Known, planner.KnownMember{Name: name})
+		if pod := o.pods[name]; pod != nil {
+			in.Pods[name] = planner.PodState{Exists: true, IP: pod.Status.PodIP}
+			in.PVCs[name] = planner.PVCState{Exists: true}
+		}
+		in.Etcd.Members = append(in.Etcd.Members, planner.EtcdMember{ID: m.ID, Name: name, Learner: m.IsLearner, Started: m.Started(), Healthy: memberHealthy(o, m.ID),
 			RaftIndex: st.RaftIndex, AppliedIndex: st.RaftAppliedIndex, DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse})
 		in.Etcd.Revision = max(in.Etcd.Revision, st.Revision)
 	}
@@ -148,9 +160,9 @@ func TestNoSpaceClearedWhileLeasesExpireAndKeysAreDeleted(t *testing.T) {
 		// A restarted operator: a fresh memory, the cluster as the API server has it.
 		cur := get(t, c)
 		p := &pass{r: r, c: cur, orig: cur.DeepCopy(), now: time.Now(), mem: &clusterMemory{}}
-		o := observeSpace(ctx, t, p, cl, pods)
+		o := observeMembers(ctx, t, p, cl, pods)
 		p.settleNoSpace()
-		in := spacePlannerInput(p)
+		in := memberPlannerInput(p)
 		if firstRevision == 0 {
 			firstRevision = in.Space.Revision
 		}

@@ -242,17 +242,11 @@ func conditionReason(c *etcdv1alpha1.EtcdCluster, typ string) reason.Reason {
 // member has no pod on a node the last verdict stands (a member being re-created is not a change of
 // placement). A new False verdict is also an event: a cluster that lost its spread (a replacement
 // placed beside another member while a zone was down) stays Available, and nothing else says so.
+// A zone move given up is said in the message while the rebalance backs off.
 func (p *pass) recordSpread() {
 	c, o := p.c, p.obs
-	nodeOf := map[string]string{}
-	for _, ms := range c.Status.Members {
-		nodeOf[ms.Name] = ""
-		if pod := o.pods[ms.Name]; pod != nil && pod.DeletionTimestamp == nil {
-			nodeOf[ms.Name] = pod.Spec.NodeName
-		}
-	}
 	lost := func(why reason.Reason) bool { return conditionReason(c, etcdv1alpha1.ConditionSpread) != why }
-	switch v := planner.Spread(nodeOf, o.zones); {
+	switch v := planner.Spread(membersNodes(c, o), o.zones); {
 	case !v.Known:
 	case v.Spread:
 		setCondition(c, etcdv1alpha1.ConditionSpread, true, reason.MembersOnSeparateNodes, v.Message)
@@ -260,13 +254,23 @@ func (p *pass) recordSpread() {
 		if lost(reason.MembersShareAZone) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MembersShareAZone), v.Message)
 		}
-		setCondition(c, etcdv1alpha1.ConditionSpread, false, reason.MembersShareAZone, v.Message)
+		setCondition(c, etcdv1alpha1.ConditionSpread, false, reason.MembersShareAZone, v.Message+rebalanceNote(c, p.now))
 	default:
 		if lost(reason.MembersShareANode) {
 			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MembersShareANode), v.Message)
 		}
 		setCondition(c, etcdv1alpha1.ConditionSpread, false, reason.MembersShareANode, v.Message)
 	}
+}
+
+// rebalanceNote says, while the zone rebalance backs off, which move was given up and until when.
+func rebalanceNote(c *etcdv1alpha1.EtcdCluster, now time.Time) string {
+	r := rebalanceInput(c)
+	if !r.BackingOff(now) {
+		return ""
+	}
+	return fmt.Sprintf("; moving %s into zone %s was given up at %s (%s: its pod found no node there, or did not start), no move is tried before %s",
+		r.Member, r.Zone, r.GaveUp.UTC().Format(time.RFC3339), reason.ZoneRebalanceAbandoned, r.GaveUp.Add(planner.RebalanceBackoff).UTC().Format(time.RFC3339))
 }
 
 // reportFailingStep turns Degraded True (ActionFailing) while the step key of action has failed

@@ -3,12 +3,18 @@ package controller
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
 func TestZonesOf(t *testing.T) {
+	readyAt := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	node := func(name, zone string, ready bool, edit func(*corev1.Node)) corev1.Node {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
 		if zone != "" {
@@ -18,7 +24,7 @@ func TestZonesOf(t *testing.T) {
 		if ready {
 			status = corev1.ConditionTrue
 		}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: status}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.NewTime(readyAt)}}
 		if edit != nil {
 			edit(&n)
 		}
@@ -37,7 +43,9 @@ func TestZonesOf(t *testing.T) {
 			n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}
 		}),
 		node("x1", "", true, nil), // no zone
-		node("a2", "a", true, nil),
+		node("a2", "a", true, func(n *corev1.Node) {
+			n.Status.Conditions[1].LastTransitionTime = metav1.NewTime(readyAt.Add(-time.Hour))
+		}),
 	}
 	for _, tc := range []struct {
 		name        string
@@ -56,6 +64,10 @@ func TestZonesOf(t *testing.T) {
 			if len(z.Of) != 7 || z.Of["b1"] != "b" || z.Of["a2"] != "a" {
 				t.Errorf("zone of each node %v, want every node with a zone label (7)", z.Of)
 			}
+			// Open since its first open node turned Ready: a2 before a1.
+			if got, want := z.OpenSince["a"], readyAt.Add(-time.Hour); !got.Equal(want) || len(z.OpenSince) != len(z.Open) {
+				t.Errorf("open since %v, want zone a since %s and one time per open zone", z.OpenSince, want)
+			}
 		})
 	}
 }
@@ -65,7 +77,7 @@ func TestSlimNodeKeepsWhatZonesOfReads(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "a1", Labels: map[string]string{corev1.LabelTopologyZone: "a", corev1.LabelHostname: "a1"}, Annotations: map[string]string{"big": "x"}},
 		Spec:       corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}, PodCIDR: "10.0.0.0/24"},
 		Status: corev1.NodeStatus{
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "kubelet is posting ready status"}},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "kubelet is posting ready status", LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))}},
 			Images:     []corev1.ContainerImage{{Names: []string{"etcd"}}},
 		},
 	}
@@ -103,5 +115,37 @@ func TestCordonedMembersFollowTheirVolumesNode(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(cordonedMembers(o)), "map[m-0:n1 m-1:n1]"; got != want {
 		t.Errorf("cordoned members %s, want %s", got, want)
+	}
+}
+
+// recordRebalance writes each step of a zone move ahead of its membership call: the zone of the learner
+// (on its member entry, which its pod is built from) and the move; the end, with the zone cleared; the
+// abandonment. A retried addition (resumed from the pending operation, without a zone) changes nothing.
+func TestRecordRebalanceAheadOfEachCall(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	c := &etcdv1alpha1.EtcdCluster{}
+	c.Status.Members = []etcdv1alpha1.MemberStatus{{Name: "demo-0"}, {Name: "demo-1"}, {Name: "demo-3"}}
+	recordRebalance(c, planner.Action{Kind: planner.AddLearner, Members: []string{"demo-3"}, Zone: "b", Reason: reason.RebalancingZones}, t0)
+	if r := c.Status.ZoneRebalance; r == nil || r.Zone != "b" || r.Member != "demo-3" || !r.StartedAt.Time.Equal(t0) || memberZone(c, "demo-3") != "b" {
+		t.Fatalf("after the addition: %+v, demo-3's zone %q", r, memberZone(c, "demo-3"))
+	}
+	recordRebalance(c, planner.Action{Kind: planner.AddLearner, Members: []string{"demo-3"}, Reason: reason.RebalancingZones}, t0.Add(time.Minute))
+	if r := c.Status.ZoneRebalance; !r.StartedAt.Time.Equal(t0) || memberZone(c, "demo-3") != "b" {
+		t.Fatalf("a retried addition changed the record: %+v", r)
+	}
+	recordRebalance(c, planner.Action{Kind: planner.RemoveMember, Members: []string{"demo-1"}, Reason: reason.ScalingDown}, t0.Add(2*time.Minute))
+	if c.Status.ZoneRebalance.FinishedAt != nil {
+		t.Fatal("a plain scale-down ended the move")
+	}
+	recordRebalance(c, planner.Action{Kind: planner.RemoveMember, Members: []string{"demo-1"}, Reason: reason.RebalancingZones}, t0.Add(3*time.Minute))
+	if r := c.Status.ZoneRebalance; r.FinishedAt == nil || !r.FinishedAt.Time.Equal(t0.Add(3*time.Minute)) || memberZone(c, "demo-3") != "" || r.GaveUpAt != nil {
+		t.Fatalf("after the crowded member's removal: %+v, demo-3's zone %q", r, memberZone(c, "demo-3"))
+	}
+
+	c.Status.ZoneRebalance = nil
+	recordRebalance(c, planner.Action{Kind: planner.AddLearner, Members: []string{"demo-4"}, Zone: "b", Reason: reason.RebalancingZones}, t0)
+	recordRebalance(c, planner.Action{Kind: planner.RemoveMember, Members: []string{"demo-4"}, Reason: reason.ZoneRebalanceAbandoned}, t0.Add(5*time.Minute))
+	if r := c.Status.ZoneRebalance; r.GaveUpAt == nil || r.FinishedAt != nil {
+		t.Fatalf("after the learner found no node: %+v", r)
 	}
 }

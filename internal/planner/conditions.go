@@ -244,7 +244,7 @@ func Phase(h Health, a Action) etcdv1alpha1.ClusterPhase {
 		return etcdv1alpha1.PhaseCreating
 	case !h.Quorum() || h.Blocked != nil:
 		return etcdv1alpha1.PhaseDegraded
-	case a.Reason == reason.ScalingUp || a.Reason == reason.ScalingDown || a.Kind == Promote:
+	case a.Reason == reason.ScalingUp || a.Reason == reason.ScalingDown || a.Reason == reason.RebalancingZones || a.Kind == Promote:
 		return etcdv1alpha1.PhaseScaling
 	case a.Reason == reason.Upgrading:
 		return etcdv1alpha1.PhaseUpgrading

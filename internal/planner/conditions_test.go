@@ -175,21 +175,22 @@ func TestPhase(t *testing.T) {
 		a    Action
 		want etcdv1alpha1.ClusterPhase
 	}{
-		"paused":             {withHealth(healthy(), func(h *Health) { h.Paused, h.Recovering = true, true }), idle, etcdv1alpha1.PhasePaused},
-		"recovering":         {withHealth(healthy(), func(h *Health) { h.Recovering, h.Migrating = true, true }), idle, etcdv1alpha1.PhaseRecovering},
-		"migrating":          {withHealth(healthy(), func(h *Health) { h.Migrating, h.Bootstrapped = true, false }), idle, etcdv1alpha1.PhaseMigrating},
-		"creating":           {Health{}, waiting, etcdv1alpha1.PhaseCreating},
-		"no quorum":          {withHealth(healthy(), func(h *Health) { h.HealthyVoters = 1 }), Action{Kind: AddLearner, Reason: reason.ScalingUp}, etcdv1alpha1.PhaseDegraded},
-		"upgrade blocked":    {withHealth(healthy(), func(h *Health) { h.Blocked = blocked }), idle, etcdv1alpha1.PhaseDegraded},
-		"scaling up":         {healthy(), Action{Kind: AddLearner, Reason: reason.ScalingUp}, etcdv1alpha1.PhaseScaling},
-		"scaling down":       {healthy(), Action{Kind: RemoveMember, Reason: reason.ScalingDown}, etcdv1alpha1.PhaseScaling},
-		"promoting":          {healthy(), Action{Kind: Promote, Reason: reason.PromotingLearner}, etcdv1alpha1.PhaseScaling},
-		"upgrading":          {healthy(), Action{Kind: RollMember, Reason: reason.Upgrading}, etcdv1alpha1.PhaseUpgrading},
-		"version refused":    {withHealth(healthy(), func(h *Health) { h.Replicas = 5 }), Action{Kind: Wait, Reason: reason.VersionChangeRefused}, etcdv1alpha1.PhaseRunning},
-		"repairing a member": {healthy(), Action{Kind: DeletePod, Reason: reason.MemberUnhealthy}, etcdv1alpha1.PhaseRepairing},
-		"short of members":   {withHealth(healthy(), func(h *Health) { h.HealthyVoters = 2 }), waiting, etcdv1alpha1.PhaseRepairing},
-		"waiting, healthy":   {healthy(), waiting, etcdv1alpha1.PhaseRepairing},
-		"running":            {healthy(), idle, etcdv1alpha1.PhaseRunning},
+		"paused":                        {withHealth(healthy(), func(h *Health) { h.Paused, h.Recovering = true, true }), idle, etcdv1alpha1.PhasePaused},
+		"recovering":                    {withHealth(healthy(), func(h *Health) { h.Recovering, h.Migrating = true, true }), idle, etcdv1alpha1.PhaseRecovering},
+		"migrating":                     {withHealth(healthy(), func(h *Health) { h.Migrating, h.Bootstrapped = true, false }), idle, etcdv1alpha1.PhaseMigrating},
+		"creating":                      {Health{}, waiting, etcdv1alpha1.PhaseCreating},
+		"no quorum":                     {withHealth(healthy(), func(h *Health) { h.HealthyVoters = 1 }), Action{Kind: AddLearner, Reason: reason.ScalingUp}, etcdv1alpha1.PhaseDegraded},
+		"upgrade blocked":               {withHealth(healthy(), func(h *Health) { h.Blocked = blocked }), idle, etcdv1alpha1.PhaseDegraded},
+		"scaling up":                    {healthy(), Action{Kind: AddLearner, Reason: reason.ScalingUp}, etcdv1alpha1.PhaseScaling},
+		"scaling down":                  {healthy(), Action{Kind: RemoveMember, Reason: reason.ScalingDown}, etcdv1alpha1.PhaseScaling},
+		"promoting":                     {healthy(), Action{Kind: Promote, Reason: reason.PromotingLearner}, etcdv1alpha1.PhaseScaling},
+		"moving a member between zones": {healthy(), Action{Kind: AddLearner, Reason: reason.RebalancingZones}, etcdv1alpha1.PhaseScaling},
+		"upgrading":                     {healthy(), Action{Kind: RollMember, Reason: reason.Upgrading}, etcdv1alpha1.PhaseUpgrading},
+		"version refused":               {withHealth(healthy(), func(h *Health) { h.Replicas = 5 }), Action{Kind: Wait, Reason: reason.VersionChangeRefused}, etcdv1alpha1.PhaseRunning},
+		"repairing a member":            {healthy(), Action{Kind: DeletePod, Reason: reason.MemberUnhealthy}, etcdv1alpha1.PhaseRepairing},
+		"short of members":              {withHealth(healthy(), func(h *Health) { h.HealthyVoters = 2 }), waiting, etcdv1alpha1.PhaseRepairing},
+		"waiting, healthy":              {healthy(), waiting, etcdv1alpha1.PhaseRepairing},
+		"running":                       {healthy(), idle, etcdv1alpha1.PhaseRunning},
 	} {
 		if got := Conditions(tc.h, tc.a).Phase; got != tc.want {
 			t.Errorf("%s: got %s, want %s", name, got, tc.want)

@@ -44,6 +44,9 @@ type PodState struct {
 	// TrustEpoch is the CA-rotation epoch the pod was built at (status.tls.trustEpoch); -1 when
 	// not known.
 	TrustEpoch int32
+	// Created is when the pod was made; UnscheduledSince, the same while the scheduler has not given
+	// it a node (zero once it has one).
+	Created, UnscheduledSince time.Time
 }
 
 // PVCState is what Kubernetes shows of a member's PVC.
@@ -120,6 +123,9 @@ type KnownMember struct {
 	// SlowSince is when the member started being slow (EtcdMember.Slow), as measured without
 	// interruption by this operator.
 	SlowSince *time.Time
+	// Zone is the zone the member's pod must run in (status.members[].zone), "" when none: a member
+	// added by a zone rebalance.
+	Zone string
 }
 
 // Pending is a recorded, possibly made, membership call.
@@ -221,6 +227,10 @@ type Input struct {
 	// from the majority's (status.divergedMembers), with the evidence; Diverged is what to do.
 	DivergedMembers map[string]string
 	Diverged        DivergedPolicy
+	// Placement is where the members run and what the nodes say of zones; Rebalance, the last zone
+	// rebalance recorded (status.zoneRebalance), nil when none.
+	Placement Placement
+	Rebalance *Rebalance
 }
 
 // Kind of an action.
@@ -307,6 +317,8 @@ type Action struct {
 	Source, Backup, Phase string
 	// Index is, on StartRecovery, the highest committed raft index any survivor reported.
 	Index uint64
+	// Zone is, on AddLearner, the zone the new member's pod must run in ("" for none).
+	Zone string
 	// Reason is a CamelCase word for conditions and events; Message explains it to a human.
 	Reason  reason.Reason
 	Message string
@@ -511,6 +523,10 @@ func decideRunning(in Input) Action {
 	if a, ok := cancelDowngrade(in, e); ok {
 		return a
 	}
+	// Before the wait below: a learner that never gets a node would hold every step for ever.
+	if a, ok := abandonRebalance(in, e); ok {
+		return a
+	}
 
 	voters, learners := countRoles(e.Members)
 	healthy := allHealthy(e.Members)
@@ -540,12 +556,17 @@ func decideSteady(in Input, e *Etcd, voters int) Action {
 		name := in.MemberNameFunc(in.NextIndex)
 		return Action{Kind: AddLearner, Members: []string{name}, Reason: reason.ScalingUp, Message: fmt.Sprintf("scaling %d -> %d: adding learner %s", voters, in.Replicas, name)}
 	case int32(voters) > in.Replicas:
-		victim := pickRemoval(in.Known, e.Members)
+		victim := pickRemoval(in.Known, e.Members, in.Placement)
+		why, msg := reason.ScalingDown, fmt.Sprintf("scaling %d -> %d: removing %s", voters, in.Replicas, victim.Name)
+		if r := in.Rebalance; r.underway(in.Known) {
+			// The learner of a zone move votes now: the move ends with the removal of a crowded zone's member.
+			why, msg = reason.RebalancingZones, fmt.Sprintf("%s votes in zone %s: removing %s%s", r.Member, r.Zone, victim.Name, zoneNote(in.Placement, victim.Name))
+		}
 		if victim.ID == e.LeaderID {
 			to := pickTransferee(e.Members, victim.ID)
-			return Action{Kind: MoveLeader, Members: []string{victim.Name, to.Name}, ID: to.ID, Reason: reason.ScalingDown, Message: fmt.Sprintf("moving leadership from %s to %s before removing it", victim.Name, to.Name)}
+			return Action{Kind: MoveLeader, Members: []string{victim.Name, to.Name}, ID: to.ID, Reason: why, Message: fmt.Sprintf("moving leadership from %s to %s before removing it", victim.Name, to.Name)}
 		}
-		return Action{Kind: RemoveMember, Members: []string{victim.Name}, ID: victim.ID, Reason: reason.ScalingDown, Message: fmt.Sprintf("scaling %d -> %d: removing %s", voters, in.Replicas, victim.Name)}
+		return Action{Kind: RemoveMember, Members: []string{victim.Name}, ID: victim.ID, Reason: why, Message: msg}
 	}
 	if a, ok := decidePeerTLS(in, e); ok {
 		return a
@@ -563,6 +584,10 @@ func decideSteady(in Input, e *Etcd, voters int) Action {
 		return a
 	}
 	if a, ok := decideTuning(in); ok {
+		return a
+	}
+	// Last: a placement that is merely worse than it could be waits for everything else.
+	if a, ok := decideRebalance(in); ok {
 		return a
 	}
 	return Action{Kind: None, Reason: reason.Ready, Message: fmt.Sprintf("%d/%d members healthy", voters, in.Replicas)}
@@ -633,16 +658,29 @@ func dataLost(in Input, name string, m EtcdMember) bool {
 	return (!pvc.Exists && m.Started) || (pvc.Deleting && podGoing)
 }
 
-// pickRemoval chooses the member to remove when scaling down: an unhealthy one first, else the newest.
-func pickRemoval(known []KnownMember, ms []EtcdMember) EtcdMember {
+// pickRemoval chooses the member to remove when scaling down: an unhealthy one first, else one of
+// the zone that holds the most members (what is left is then spread the most evenly, and a zone
+// move ends in the zone it came from), else the newest.
+func pickRemoval(known []KnownMember, ms []EtcdMember, p Placement) EtcdMember {
 	order := map[string]int{}
 	for i, k := range known {
 		order[k.Name] = i
+	}
+	inZone := map[string]int{} // member -> the members in its zone; empty when zones are not known
+	if byZone, ok := membersByZone(p.NodeOf, p.Zones); ok {
+		for _, names := range byZone {
+			for _, n := range names {
+				inZone[n] = len(names)
+			}
+		}
 	}
 	cands := append([]EtcdMember(nil), ms...)
 	sort.SliceStable(cands, func(i, j int) bool {
 		if cands[i].Healthy != cands[j].Healthy {
 			return !cands[i].Healthy
+		}
+		if zi, zj := inZone[cands[i].Name], inZone[cands[j].Name]; zi != zj {
+			return zi > zj
 		}
 		return order[cands[i].Name] > order[cands[j].Name]
 	})

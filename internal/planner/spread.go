@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // SpreadVerdict says whether losing any one node, or any one zone, costs the cluster more members
@@ -19,10 +20,12 @@ type SpreadVerdict struct {
 }
 
 // Zones is what the nodes say about zones: the zone of each node (topology.kubernetes.io/zone; a
-// node without the label is absent), and the zones that have a Ready node open to new pods.
+// node without the label is absent), the zones that have a Ready node open to new pods, and since
+// when each open zone has had one (the earliest Ready transition of its open nodes).
 type Zones struct {
-	Of   map[string]string
-	Open []string
+	Of        map[string]string
+	Open      []string
+	OpenSince map[string]time.Time
 }
 
 // Spread judges the placement of the members' pods (member name -> node name, "" while unscheduled).

@@ -15,10 +15,26 @@ const (
 	// more members than another zone the members can run in (one with a Ready node open to them); the message names
 	// the members, the zones, and whether losing the crowded zone loses the quorum. A replacement made while a zone
 	// was down lands in the zones left, and stays there when the zone comes back.
-	// Do: a member moves only with a fresh volume: delete one crowded-zone member's PVC, then its pod, and the
-	// operator replaces it through a learner, which the default placement prefers to put in the zone with the fewest members;
-	// one member at a time, waiting for Available.
+	// Do: nothing with the default placement: once the emptier zone has had a Ready node for 2 minutes the operator
+	// moves a member there itself (RebalancingZones). With a podTemplate affinity or topologySpreadConstraints of your own,
+	// a member moves only with a fresh volume: delete one crowded-zone member's PVC, then its pod, and the operator
+	// replaces it through a learner placed as your rules say; one member at a time, waiting for Available.
 	MembersShareAZone Reason = "MembersShareAZone"
+	// RebalancingZones: a zone that held fewer members than another (after it came back from an outage) has had a
+	// Ready node open to the members for 2 minutes, every member is healthy and the default placement is in force
+	// (no podTemplate affinity or topologySpreadConstraints): a learner whose pod must run in that zone is added and
+	// promoted, then a member of the most crowded zone is removed, so the voting members never drop below
+	// spec.replicas. One member is moved at a time.
+	RebalancingZones Reason = "RebalancingZones"
+	// ZoneRebalanceAbandoned: the learner added to move a member into a zone could not be scheduled there within
+	// 5 minutes (no node of the zone has room, or its nodes do not match the pod's node selector or tolerations), or
+	// did not start etcd within 15 minutes (its node went away); it is removed (a learner does not vote, so this is
+	// always safe) and no new move starts for 30 minutes.
+	// Do: give the zone a node the members can run on, or leave the cluster as it is: Spread says what its placement risks.
+	ZoneRebalanceAbandoned Reason = "ZoneRebalanceAbandoned"
+	// ZonesRebalanced: a zone move (RebalancingZones) is over: the member added in the emptier zone votes, and a
+	// member of the crowded zone was removed.
+	ZonesRebalanced Reason = "ZonesRebalanced"
 )
 
 // EtcdCluster: availability and health (conditions Available and Degraded).

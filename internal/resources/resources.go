@@ -66,6 +66,10 @@ type MemberPodInput struct {
 	// Contained: the member's data diverged from the majority's (status.divergedMembers); its pod is
 	// built without LabelServing, so the client Service does not send it clients.
 	Contained bool
+	// Zone, when set, is the zone the pod must run in (status.members[].zone: a member added to move
+	// the cluster back to one member per zone), a required node affinity. A pod template with an
+	// affinity of its own ignores it: the user's placement wins.
+	Zone string
 }
 
 // DefaultQuota is etcd's own database quota.
@@ -356,7 +360,7 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
-			Affinity:                      pt.Affinity,
+			Affinity:                      memberAffinity(pt.Affinity, in.Zone),
 			Tolerations:                   pt.Tolerations,
 			NodeSelector:                  pt.NodeSelector,
 			TopologySpreadConstraints:     spread,
@@ -544,6 +548,27 @@ func dataVolume(c *etcdv1alpha1.EtcdCluster, member string) corev1.Volume {
 
 func secretVolume(name, secret string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To[int32](0o440)}}}
+}
+
+// DefaultPlacement says whether the member pods are placed by the operator's rules alone: the pod
+// template gives no affinity and no topology spread constraints. Only then does the operator move
+// members between zones; a user's placement is theirs to change.
+func DefaultPlacement(c *etcdv1alpha1.EtcdCluster) bool {
+	return c.Spec.PodTemplate.Affinity == nil && len(c.Spec.PodTemplate.TopologySpreadConstraints) == 0
+}
+
+// memberAffinity is the user's affinity, else, for a member that must run in zone, a required node
+// affinity for it. Required, not preferred: the member is added to fill that zone, and one placed
+// elsewhere would only be removed again.
+func memberAffinity(user *corev1.Affinity, zone string) *corev1.Affinity {
+	if user != nil || zone == "" {
+		return user
+	}
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}},
+		}}},
+	}}}
 }
 
 // defaultSpread places a cluster's members one per node and one per zone, as far as the nodes allow:

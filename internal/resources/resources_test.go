@@ -427,3 +427,41 @@ func TestOnlyAMemberWithAdmittingPeersWaitsForThem(t *testing.T) {
 		}
 	}
 }
+
+// A member added to fill a zone must run there: a required node affinity for the zone, on top of the
+// default spread; the user's affinity, when there is one, wins, and other members get none.
+func TestMemberPodRequiresTheZoneRecordedForIt(t *testing.T) {
+	c := sample()
+	in := MemberPodInput{Member: "demo-3", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-3"}, Zone: "zone-b"}
+	pod := MemberPod(c, in)
+	var terms []corev1.NodeSelectorTerm
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		terms = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	}
+	want := []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-b"}}}}}
+	if !reflect.DeepEqual(terms, want) {
+		t.Errorf("required node affinity %+v, want zone-b only", terms)
+	}
+	if len(pod.Spec.TopologySpreadConstraints) != 2 {
+		t.Errorf("the default spread is kept: %+v", pod.Spec.TopologySpreadConstraints)
+	}
+	if other := MemberPod(c, MemberPodInput{Member: "demo-4", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-4"}}); other.Spec.Affinity != nil {
+		t.Errorf("a member without a zone gets an affinity: %+v", other.Spec.Affinity)
+	}
+	user := &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}}
+	c.Spec.PodTemplate.Affinity = user
+	if got := MemberPod(c, in).Spec.Affinity; !reflect.DeepEqual(got, user) {
+		t.Errorf("affinity %+v, want the user's", got)
+	}
+	if DefaultPlacement(c) {
+		t.Error("a pod template affinity is the user's placement")
+	}
+	c.Spec.PodTemplate.Affinity = nil
+	if !DefaultPlacement(c) {
+		t.Error("no affinity and no spread constraints is the default placement")
+	}
+	c.Spec.PodTemplate.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone}}
+	if DefaultPlacement(c) {
+		t.Error("spread constraints of the user's are the user's placement")
+	}
+}

@@ -181,7 +181,7 @@ func TestNodeFaults(t *testing.T) {
 	w.FaultBegins()
 	t.Run("FlapInsideTheGracePeriodChangesNothing", func(t *testing.T) { flapInsideTheGracePeriod(t, c) })
 	t.Run("DrainOfEveryNodeInTurn", func(t *testing.T) { drainEveryNodeInTurn(t, c, nodes) })
-	t.Run("DrainWithReplacePolicyMovesTheMember", func(t *testing.T) { drainWithReplace(t, c) })
+	t.Run("DrainWithReplacePolicyMovesTheMember", func(t *testing.T) { drainWithReplace(t, c, cl) })
 	t.Run("PowerOffWithLocalVolume", func(t *testing.T) { powerOffWithLocalVolume(t, c, cl) })
 	w.FaultEnds()
 	env.WaitConverged(t, c, 3, convergeTimeout)
@@ -276,8 +276,10 @@ func drainEveryNodeInTurn(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []str
 
 // drainWithReplace: with maintenance.nodeMaintenance Replace, a follower's node is cordoned and its pod
 // evicted; instead of waiting for the node (the default), the operator replaces the member at once with
-// a new one on another node, the cluster Available throughout. The node is uncordoned only afterwards.
-func drainWithReplace(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+// a new one on another node, the cluster Available throughout. The node is uncordoned only afterwards;
+// when it is its zone's only node, the replacement went to another zone, and the operator moves a
+// member back once the zone is open again (waitZonesRebalanced), before the next fault starts.
+func drainWithReplace(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clientv3.Client) {
 	ctx := context.Background()
 	setNodeMaintenance := func(policy string) {
 		t.Helper()
@@ -324,14 +326,17 @@ func drainWithReplace(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	}
 	t.Logf("%s on cordoned %s replaced %s after the cordon: placement %v, was %v; Available in %d of %d samples",
 		victim, node, moved.Round(time.Second), memberNodes(t, c), before, available, samples)
+	cordon(t, node, false)
+	waitZonesRebalanced(t, c, cl, node)
 }
 
 // powerOffWithLocalVolume: a follower's node loses power for good, with the member's data on a
 // node-local volume; where the placement allows, that node is its zone's only one, so a zone is lost.
 // etcd reports the member failing; after spec.maintenance.replaceFailedMemberAfter (lowered to 1m here)
 // the operator must bring the cluster back to three healthy voters, one of them on another node, and
-// stay Available throughout; when the node comes back, its old member must not rejoin, and Spread
-// says whether the zones are now unevenly held (checkZoneSpread).
+// stay Available throughout; when the node comes back, its old member must not rejoin, Spread says
+// whether the zones are now unevenly held (checkZoneSpread), and the operator moves a member back
+// into the returned zone without the voters ever dropping below spec.replicas (waitZonesRebalanced).
 func powerOffWithLocalVolume(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clientv3.Client) {
 	ctx := context.Background()
 	cur := env.Get(t, c)
@@ -389,6 +394,68 @@ func powerOffWithLocalVolume(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clie
 		}
 	}
 	checkZoneSpread(t, c, node)
+	waitZonesRebalanced(t, c, cl, node)
+}
+
+// rebalanceTimeout bounds the move of a member back into a returned zone: the zone's 2 minutes of
+// settling (planner.ZoneSettle), a learner's start and copy, its promotion, and a removal.
+const rebalanceTimeout = 6 * time.Minute
+
+// waitZonesRebalanced: with node back (and its zone with it), the operator moves a member back into
+// the zone the power-off emptied (RebalancingZones): within rebalanceTimeout the members are one per
+// zone again (as many per zone as the open zones allow), c has converged and Spread is True. etcd's
+// member list is sampled every second meanwhile: the voters must never drop below spec.replicas, since
+// the learner is promoted before a member of the crowded zone is removed. When the power-off lost a
+// node but not a zone, nothing moves and this holds at once.
+func waitZonesRebalanced(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clientv3.Client, node string) {
+	t.Helper()
+	replicas := int(env.Get(t, c).Spec.Replicas)
+	fewest, most, samples := replicas, 0, 0
+	stopSampling := framework.Every(time.Second, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		resp, err := cl.MemberList(ctx)
+		if err != nil {
+			return // a sample etcd did not answer says nothing about the voters
+		}
+		voters := 0
+		for _, m := range resp.Members {
+			if !m.IsLearner {
+				voters++
+			}
+		}
+		samples++
+		fewest, most = min(fewest, voters), max(most, voters)
+	})
+	start := time.Now()
+	framework.WaitFor(t, "one member per zone again ("+node+" back)", rebalanceTimeout, func() error {
+		perZone, err := membersPerZone(c)
+		if err != nil {
+			return err
+		}
+		least, crowded := replicas, 0
+		for _, k := range perZone {
+			least, crowded = min(least, k), max(crowded, k)
+		}
+		if crowded-least > 1 {
+			return fmt.Errorf("members per zone %v", perZone)
+		}
+		if err := env.Converged(c, int32(replicas)); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(env.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionSpread)
+		if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != string(reason.MembersOnSeparateNodes) {
+			return fmt.Errorf("Spread = %+v (members per zone %v)", cond, perZone)
+		}
+		return nil
+	})
+	stopSampling()
+	if fewest < replicas {
+		t.Errorf("the voters dropped to %d of %d while the zones were rebalanced (%d samples)", fewest, replicas, samples)
+	}
+	zr := env.Get(t, c).Status.ZoneRebalance
+	t.Logf("zones even %s after %s came back; voters between %d and %d in %d samples; last move %+v",
+		time.Since(start).Round(time.Second), node, fewest, most, samples, zr)
 }
 
 // checkZoneSpread: with node back, Spread judges the zones as they are now. The replacement made while

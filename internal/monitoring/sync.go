@@ -26,9 +26,11 @@ import (
 // the bundle, kubectl delete -k with the rest).
 const MetricsService = namePrefix + "controller-manager-metrics-service"
 
-// In a namespace that holds EtcdClusters (the per-namespace scope), through the manager role, so
-// in the watched namespaces only. delete: the members' objects of a namespace whose last cluster
-// went; OpenShift's OwnerReferencesPermissionEnforcement also asks for it to set owner references.
+// Through the manager role, which OLM grants in the operator's namespace and the watched ones (the
+// metrics Service, their owner in the operator's namespace, is the monitoring Role's). delete: the
+// members' objects of a namespace whose last cluster went, and the cluster-wide members' monitor
+// after a move to the per-namespace scope; OpenShift's OwnerReferencesPermissionEnforcement also
+// asks for it to set owner references.
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;create;patch;delete
 
 // FieldManager applies the objects.

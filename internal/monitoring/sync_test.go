@@ -74,9 +74,9 @@ func installMonitoringCRDs(t *testing.T) {
 }
 
 // operatorConfig is a client with only what the operator holds: the monitoring Role
-// (config/rbac/leader-election/monitoring_role.yaml) in its namespace ns, and the generated manager
-// role (config/rbac/role.yaml) in ns and each watched namespace, as OLM grants it in the
-// OwnNamespace, SingleNamespace and MultiNamespace install modes.
+// (config/rbac/leader-election/monitoring_role.yaml, the metrics Service) in its namespace ns, and
+// the generated manager role (config/rbac/role.yaml) in ns and each watched namespace, as OLM grants
+// it in the OwnNamespace, SingleNamespace and MultiNamespace install modes.
 func operatorConfig(t *testing.T, user, ns string, watched ...string) *rest.Config {
 	t.Helper()
 	ctx := context.Background()
@@ -88,16 +88,14 @@ func operatorConfig(t *testing.T, user, ns string, watched ...string) *rest.Conf
 		t.Fatal(err)
 	}
 	bind(t, ns, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, user)
-	if len(watched) > 0 {
-		var manager rbacv1.ClusterRole
-		readYAML(t, filepath.Join("..", "..", "config", "rbac", "role.yaml"), &manager)
-		manager.Name = user + "-" + manager.Name
-		if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &manager, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range append([]string{ns}, watched...) {
-			bind(t, w, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: manager.Name}, user)
-		}
+	var manager rbacv1.ClusterRole
+	readYAML(t, filepath.Join("..", "..", "config", "rbac", "role.yaml"), &manager)
+	manager.Name = user + "-" + manager.Name
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &manager, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range append([]string{ns}, watched...) {
+		bind(t, w, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: manager.Name}, user)
 	}
 	u, err := env.AddUser(envtest.User{Name: user}, nil)
 	if err != nil {

@@ -256,7 +256,7 @@ func TestOwnersAndRevision(t *testing.T) {
 	if revision(owner("b"), owner("c")) == revision(owner("b")) {
 		t.Error("the revision does not change with the owners")
 	}
-	if revision(owner("b")) != revision(owner("b")) {
+	if first := revision(owner("b")); first != revision(owner("b")) {
 		t.Error("the revision is not stable")
 	}
 }

@@ -149,8 +149,8 @@ func alerts(t *testing.T, o *monitoring.Object) map[string]string {
 // PrometheusRules. The operator's namespace keeps only alerts that read the operator's metrics
 // (etcd_autopilot_*), which are scraped there; every alert that reads etcd's metrics alone goes to
 // the members' namespaces, where a namespace-bound ruler sees their series. EtcdMembersDown also
-// reads etcd_autopilot_member_healthy: in a member namespace that half finds nothing under
-// user-workload monitoring and it fires on the scrape half (up == 0) alone.
+// reads etcd_autopilot_member_healthy, but its scrape half (up == 0) works in the members' namespace
+// whether or not the operator's series reach it there.
 func TestRulesSplitBetweenOperatorAndMembers(t *testing.T) {
 	shipped, err := monitoring.Desired(operatorNS)
 	if err != nil {

@@ -2,6 +2,7 @@ package monitoring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -22,8 +23,8 @@ import (
 )
 
 // MetricsService is the operator's metrics Service (config/default and the bundle). It owns the
-// monitoring objects of the operator's namespace, so they go when the operator is uninstalled (OLM deletes the Service with
-// the bundle, kubectl delete -k with the rest).
+// monitoring objects of the operator's namespace, so they go when the operator is uninstalled (OLM
+// deletes the Service with the bundle, kubectl delete -k with the rest).
 const MetricsService = namePrefix + "controller-manager-metrics-service"
 
 // Through the manager role, which OLM grants in the operator's namespace and the watched ones (the
@@ -94,14 +95,14 @@ func (s *Syncer) Sync(ctx context.Context) (Outcome, error) {
 	if err != nil {
 		return UpToDate, err
 	}
+	// One namespace refusing a write (a quota, an admission webhook) holds up none of the others.
+	var errs []error
 	var svcOwner *metav1.OwnerReference
 	outcome := UpToDate
 	for _, ns := range slices.Sorted(maps.Keys(plan)) {
 		for _, o := range plan[ns] {
 			applied, err := s.ensure(ctx, o, &svcOwner)
-			if err != nil {
-				return outcome, err
-			}
+			errs = append(errs, err)
 			if applied {
 				outcome = Applied
 			}
@@ -111,17 +112,24 @@ func (s *Syncer) Sync(ctx context.Context) (Outcome, error) {
 	if err != nil {
 		return outcome, err
 	}
+	removeErrs := 0
 	for _, r := range stale {
 		removed, err := s.remove(ctx, r)
 		if err != nil {
-			return outcome, err
+			errs = append(errs, err)
+			removeErrs++
 		}
 		if removed {
 			outcome = Applied
 		}
 	}
-	s.seen = slices.DeleteFunc(slices.Sorted(maps.Keys(plan)), func(ns string) bool { return ns == s.Namespace })
-	return outcome, nil
+	kept := slices.DeleteFunc(slices.Collect(maps.Keys(plan)), func(ns string) bool { return ns == s.Namespace })
+	if removeErrs > 0 {
+		kept = append(kept, s.seen...) // try those deletions again next pass
+	}
+	slices.Sort(kept)
+	s.seen = slices.Compact(kept)
+	return outcome, errors.Join(errs...)
 }
 
 func (s *Syncer) logServed(served bool) {

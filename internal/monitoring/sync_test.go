@@ -398,3 +398,43 @@ func TestMemberObjectsPerNamespaceOnOpenShift(t *testing.T) {
 		t.Errorf("after c left, the members' monitor of %s is owned by %v; want b alone", db, got)
 	}
 }
+
+// A namespace that refuses the operator (here: no role there, while the cache, read as an admin,
+// still shows its cluster) fails the pass, but every other namespace still gets its objects.
+func TestOneNamespaceRefusingHoldsUpNoOther(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns, open, closed = "operators-refused", "open", "closed"
+	admin, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := etcdv1alpha1.AddToScheme(admin.Scheme()); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ns, open, closed} {
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	installMonitoringCRDs(t)
+	op := operatorConfig(t, "operator-refused", ns, open)
+	clusters := clusterCache(t, ctx, cfg, ns, open, closed)
+	createCluster(t, ctx, admin, closed, "f")
+	createCluster(t, ctx, admin, open, "o")
+	waitCached(t, ctx, clusters, 2)
+	s := &monitoring.Syncer{
+		Discovery: discovery.NewDiscoveryClientForConfigOrDie(op), Dynamic: dynamic.NewForConfigOrDie(op),
+		Core: kubernetes.NewForConfigOrDie(op), Clusters: clusters, Namespace: ns, Scope: monitoring.ScopePerNamespace, Log: testr.New(t),
+	}
+	if _, err := s.Sync(ctx); err == nil || !strings.Contains(err.Error(), closed) {
+		t.Errorf("the refused write was not reported: %v", err)
+	}
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	if got, want := liveNames(t, ctx, dyn, open), []string{"PrometheusRule/" + monitoring.MemberRulesName, "ServiceMonitor/etcd-autopilot-etcd-members"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("%s holds %v; want %v", open, got, want)
+	}
+	if got := liveNames(t, ctx, dyn, closed); len(got) != 0 {
+		t.Errorf("%s holds %v, written without a role there", closed, got)
+	}
+}

@@ -82,18 +82,23 @@ func watchNamespaces() map[string]cache.Config {
 	return out
 }
 
-// addMonitoring has the operator keep its ServiceMonitors and PrometheusRule where the cluster
-// serves the Prometheus Operator's API, unless MONITORING=off (for those who manage their own, or
-// whose Prometheus should not scrape it).
+// addMonitoring has the operator keep its ServiceMonitors and PrometheusRules where the cluster
+// serves the Prometheus Operator's API. MONITORING (monitoring.ParseSetting) picks where the
+// members' objects go — auto: per namespace on OpenShift, whose user-workload monitoring ignores
+// namespace selectors, else one cluster-wide set — or off, for those who manage their own, or whose
+// Prometheus should not scrape it.
 func addMonitoring(mgr ctrl.Manager, disc discovery.DiscoveryInterface) error {
 	log := ctrl.Log.WithName("monitoring")
 	ns := strings.TrimSpace(os.Getenv("OPERATOR_NAMESPACE"))
+	scope, enabled, err := monitoring.ParseSetting(os.Getenv("MONITORING"))
 	switch {
-	case strings.TrimSpace(os.Getenv("MONITORING")) == "off":
-		log.Info("MONITORING=off: the operator creates no ServiceMonitors or PrometheusRule")
+	case err != nil:
+		return err
+	case !enabled:
+		log.Info("MONITORING=off: the operator creates no ServiceMonitors or PrometheusRules")
 		return nil
 	case ns == "":
-		log.Info("no OPERATOR_NAMESPACE (running outside the cluster): the operator creates no ServiceMonitors or PrometheusRule")
+		log.Info("no OPERATOR_NAMESPACE (running outside the cluster): the operator creates no ServiceMonitors or PrometheusRules")
 		return nil
 	}
 	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
@@ -104,7 +109,8 @@ func addMonitoring(mgr ctrl.Manager, disc discovery.DiscoveryInterface) error {
 	if err != nil {
 		return fmt.Errorf("core client: %w", err)
 	}
-	return mgr.Add(&monitoring.Syncer{Discovery: disc, Dynamic: dyn, Core: core, Namespace: ns, Log: log, Interval: time.Minute})
+	return mgr.Add(&monitoring.Syncer{Discovery: disc, Dynamic: dyn, Core: core, Clusters: mgr.GetClient(),
+		Namespace: ns, Scope: scope, Log: log, Interval: time.Minute})
 }
 
 func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {

@@ -61,6 +61,16 @@ var unusedGrants = map[string]string{
 	// Certificates are renewed (the Secret updated) weeks before they expire: ensureTLS, with
 	// internal/pki's tests for when.
 	"/secrets update": "certificate renewal",
+	// The monitoring objects are the Syncer's (internal/monitoring), not a controller's; its envtest
+	// runs it with this role in the operator's namespace and those it serves.
+	"monitoring.coreos.com/servicemonitors get":    "internal/monitoring",
+	"monitoring.coreos.com/servicemonitors create": "internal/monitoring",
+	"monitoring.coreos.com/servicemonitors patch":  "internal/monitoring",
+	"monitoring.coreos.com/servicemonitors delete": "internal/monitoring",
+	"monitoring.coreos.com/prometheusrules get":    "internal/monitoring",
+	"monitoring.coreos.com/prometheusrules create": "internal/monitoring",
+	"monitoring.coreos.com/prometheusrules patch":  "internal/monitoring",
+	"monitoring.coreos.com/prometheusrules delete": "internal/monitoring",
 }
 
 // apiAudit records what the operator's client does and what the API server refuses it.

@@ -37,6 +37,12 @@ func Serves(d discovery.DiscoveryInterface, groupVersion string, resourceNames .
 	return true, nil
 }
 
+// OpenShift reports whether the cluster is OpenShift, by its SecurityContextConstraints API: the
+// API every OpenShift serves and no other distribution does.
+func OpenShift(d discovery.DiscoveryInterface) (bool, error) {
+	return Serves(d, SCCGroupVersion, "securitycontextconstraints")
+}
+
 // PodIDs settings (POD_IDS): auto asks discovery; fixed and platform override it, for a platform
 // that assigns IDs without OpenShift's API (or a test that emulates one), or one that serves the API
 // but assigns nothing.
@@ -57,7 +63,7 @@ func PodIDs(setting string, d discovery.DiscoveryInterface) (resources.PodIDs, e
 	case PodIDsPlatform:
 		return resources.PlatformIDs, nil
 	case "", PodIDsAuto:
-		openshift, err := Serves(d, SCCGroupVersion, "securitycontextconstraints")
+		openshift, err := OpenShift(d)
 		if err != nil {
 			return resources.FixedIDs, err
 		}

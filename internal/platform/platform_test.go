@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -23,22 +22,6 @@ func TestMain(m *testing.M) {
 	env = &envtest.Environment{}
 	kubetest.Main(m, env, &cfg)
 }
-
-// sccCRD stands in for OpenShift's SecurityContextConstraints API: discovery sees the group and
-// resource the same way (the operator reads nothing else of it).
-func sccCRD() *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "securitycontextconstraints.security.openshift.io"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "security.openshift.io", Scope: apiextensionsv1.ClusterScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "securitycontextconstraints", Singular: "securitycontextconstraint", Kind: "SecurityContextConstraints", ListKind: "SecurityContextConstraintsList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTrue()}}}},
-		},
-	}
-}
-
-func ptrTrue() *bool { t := true; return &t }
 
 // Kubernetes without OpenShift's API: the operator names 65532 unless told the platform assigns
 // IDs; with the API (installed part-way, as discovery would see OpenShift), the platform assigns
@@ -59,7 +42,7 @@ func TestPodIDsFromDiscovery(t *testing.T) {
 		t.Error("an unknown POD_IDS value was accepted")
 	}
 
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{sccCRD()}}); err != nil {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{kubetest.OpenShiftCRD()}}); err != nil {
 		t.Fatal(err)
 	}
 	check("OpenShift", "", resources.PlatformIDs)

@@ -5,7 +5,10 @@ import (
 	"os"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -20,4 +23,19 @@ func Main(m *testing.M, env *envtest.Environment, cfg **rest.Config) {
 	code := m.Run()
 	_ = env.Stop()
 	os.Exit(code)
+}
+
+// OpenShiftCRD stands in for OpenShift's SecurityContextConstraints API, the one the operator
+// recognises OpenShift by (internal/platform): once installed, discovery sees the group and
+// resource as on OpenShift (the operator reads nothing else of it).
+func OpenShiftCRD() *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "securitycontextconstraints.security.openshift.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "security.openshift.io", Scope: apiextensionsv1.ClusterScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "securitycontextconstraints", Singular: "securitycontextconstraint", Kind: "SecurityContextConstraints", ListKind: "SecurityContextConstraintsList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
+		},
+	}
 }

@@ -110,7 +110,7 @@ func addMonitoring(mgr ctrl.Manager, disc discovery.DiscoveryInterface) error {
 		return fmt.Errorf("core client: %w", err)
 	}
 	return mgr.Add(&monitoring.Syncer{Discovery: disc, Dynamic: dyn, Core: core, Clusters: mgr.GetClient(),
-		Namespace: ns, Scope: scope, Log: log, Interval: time.Minute})
+		Namespace: ns, Scope: scope, Log: log, Interval: time.Minute, MissingInterval: 15 * time.Second})
 }
 
 func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {

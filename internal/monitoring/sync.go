@@ -73,6 +73,9 @@ type Syncer struct {
 	Log   logr.Logger
 	// Interval between passes in Start; the monitoring API may appear at any time.
 	Interval time.Duration
+	// MissingInterval, when set, is the interval while the API is missing: such a pass is one
+	// discovery request, so the objects can follow soon after a Prometheus Operator is installed.
+	MissingInterval time.Duration
 
 	served *bool    // what the previous pass found, to log changes once
 	scope  Scope    // the scope the previous pass used, to log changes once
@@ -248,19 +251,23 @@ func (s *Syncer) owner(ctx context.Context) (*metav1.OwnerReference, error) {
 	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}, nil
 }
 
-// Start runs Sync now and every Interval until ctx ends (a manager Runnable; it needs leader
-// election, like the reconcilers). A failed pass is logged and retried at the next.
+// Start runs Sync now and every Interval (MissingInterval while the API is missing) until ctx ends
+// (a manager Runnable; it needs leader election, like the reconcilers). A failed pass is logged and
+// retried at the next.
 func (s *Syncer) Start(ctx context.Context) error {
-	t := time.NewTicker(s.Interval)
-	defer t.Stop()
 	for {
-		if _, err := s.Sync(ctx); err != nil && ctx.Err() == nil {
+		outcome, err := s.Sync(ctx)
+		if err != nil && ctx.Err() == nil {
 			s.Log.Error(err, "sync monitoring objects")
+		}
+		next := s.Interval
+		if outcome == APIMissing && s.MissingInterval > 0 {
+			next = s.MissingInterval
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(next):
 		}
 	}
 }

@@ -132,7 +132,7 @@ test-nodes: envtest-assets ## Node-fault e2e tests (power-off with a local volum
 	$(MAKE) cluster-up NODES=4
 	IMG=$(IMG) CLUSTER_DIR=$(CLUSTER_DIR) ETCD_IMAGE_VERSIONS=v$$(sed -n 's/^const Default = "\(.*\)"/\1/p' internal/versions/versions.go) \
 	  hack/images/build.sh load etcd operator   # the suite's clusters run the default etcd only; up.sh loaded the system images
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -run '^TestNode' -v $(E2E_ARGS)
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) NODES_RESULTS=$(NODES_RESULTS) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -run '^TestNode' -v $(E2E_ARGS)
 
 # The chaos suite (test/chaos): a checked workload under member, operator, volume, network and kubelet
 # faults; CHAOS_SEED=n replays a run's random choices, CHAOS_FAULTS=a,b sets the scheduled faults.
@@ -156,6 +156,10 @@ chaos: envtest-assets ## A chaos soak for DURATION (default 30m) on 4 nodes, ran
 # prints the pass/fail/skip list for docs/dev/netpol-conformance.md (NETPOL_DOC=that file writes it there).
 # Not in `make test`: it measures the test infrastructure, not the operator. NETPOL_FOCUS, NETPOL_SKIP,
 # NETPOL_TIMEOUT, NETPOL_REPORT_DIR: see hack/netpol-upstream.sh.
+.PHONY: bench-nodes
+bench-nodes: envtest-assets ## The node-fault suite on 4 nodes, writing its figures (power-off back to full strength, availability through a power-off and through drains, default placement per zone) to bench/results.
+	$(MAKE) test-nodes E2E_ARGS="$(E2E_ARGS)" NODES_RESULTS=$(CURDIR)/bench/results
+
 .PHONY: test-netpol-upstream
 test-netpol-upstream: ## Upstream NetworkPolicy e2e tests (Kubernetes v1.34.4) on the local cluster with 4 nodes; prints the pass/fail/skip list (docs/dev/netpol-conformance.md).
 	$(MAKE) cluster-up NODES=4
@@ -305,10 +309,11 @@ include hack/cluster/cluster.mk
 # BENCH_RUN picks benchmarks by name (e.g. TestBench$$ for the lifecycle ones, TestBenchConsistencyChecksCost for the checks' cost; the scale curve is make bench-scale); BENCH_REPS the runs per figure (5); BENCH_SIZES the cluster sizes of TestBench (1,3,5).
 BENCH_RUN ?= .
 .PHONY: bench
-bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster; rewrites bench/results and BENCHMARKS.md.
+bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster, then the loopback, PITR and node-fault figures; rewrites bench/results and BENCHMARKS.md.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run '$(BENCH_RUN)' -skip '^TestBenchScale$$' -count=1 -timeout 150m -v $(BENCH_ARGS)
 	$(MAKE) bench-consistency
 	$(MAKE) bench-pitr
+	$(MAKE) bench-nodes
 
 # What the consistency checks cost a steady writer: two 3-member etcd clusters (bin/etcd) on loopback, checks on
 # and off, no Kubernetes cluster needed (≈ 13 min); writes bench/results/consistency_*.json. BENCH_DB_MIB (128),

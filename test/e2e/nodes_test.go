@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +55,20 @@ func needNodes(t *testing.T) []string {
 		t.Skipf("needs %d Ready nodes (make cluster-up NODES=%d); the cluster has %d", nodeFaultNodes, nodeFaultNodes, len(nodes))
 	}
 	return nodes
+}
+
+// nodeFigure writes one of the figures the node faults are held to into NODES_RESULTS (make
+// bench-nodes: bench/results). They have no baseline, so ratio = value.
+func nodeFigure(t *testing.T, r framework.BenchResult) {
+	t.Helper()
+	dir := os.Getenv("NODES_RESULTS")
+	if dir == "" {
+		return
+	}
+	r.Ratio, r.Date, r.Command = r.Value, time.Now().UTC().Format(time.RFC3339), "make bench-nodes"
+	if err := framework.WriteBenchResult(dir, r); err != nil {
+		t.Error(err)
+	}
 }
 
 // nodeFault runs hack/cluster/node.sh verb on the node named name.
@@ -272,6 +287,8 @@ func drainEveryNodeInTurn(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []str
 		t.Errorf("members replaced during the drains: %v, was %v (each waited for its node)", after, ids)
 	}
 	t.Logf("%d nodes drained in turn: Available in %d of %d samples", len(nodes), available, samples)
+	nodeFigure(t, framework.BenchResult{Metric: "nodes_drain_each_node_available_fraction", Value: float64(available) / float64(samples), Unit: "fraction",
+		Notes: fmt.Sprintf("Available=True in %d of %d 1-s samples while %d nodes were drained in turn under a writer; goal 1", available, samples, len(nodes))})
 }
 
 // drainWithReplace: with maintenance.nodeMaintenance Replace, a follower's node is cordoned and its pod
@@ -376,6 +393,11 @@ func powerOffWithLocalVolume(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clie
 	}
 	t.Logf("back to 3 healthy voters, none on %s, %s after the power-off (grace 1m); Available in %d of %d samples; placement %v, was %v",
 		node, back.Round(time.Second), available, samples, memberNodes(t, c), before)
+	goal := (time.Minute + 90*time.Second).Seconds()
+	nodeFigure(t, framework.BenchResult{Metric: "nodes_poweroff_back_to_full_strength_seconds", Value: back.Seconds(), Unit: "s", Goal: &goal,
+		Notes: "a follower's node (its zone's only one) powered off for good with the member on a node-local volume, until 3 healthy voters none on it; replaceFailedMemberAfter 1m, goal = it + 90 s"})
+	nodeFigure(t, framework.BenchResult{Metric: "nodes_poweroff_available_fraction", Value: float64(available) / float64(samples), Unit: "fraction",
+		Notes: fmt.Sprintf("Available=True in %d of %d 1-s samples from the power-off until full strength; goal ≥ 0.99", available, samples)})
 
 	nodeFault(t, "poweron", node)
 	poweredOn = true
@@ -578,6 +600,8 @@ func TestNodeZoneSpreadOfNewClusters(t *testing.T) {
 		wg.Wait()
 	}
 	t.Logf("one member per zone in %d of %d creations", spread, creations)
+	nodeFigure(t, framework.BenchResult{Metric: "nodes_default_placement_one_member_per_zone", Value: float64(spread), Unit: "count",
+		Notes: fmt.Sprintf("3-member clusters created on 4 nodes in 3 zones that got one member per zone, of %d; goal every one", creations)})
 }
 
 // placeAndDelete creates a 3-member cluster, waits until the scheduler has placed its three members,

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -22,7 +21,6 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 )
 
 // A follower whose database file was changed in place (real etcd, embedded) is found by the
@@ -40,37 +38,7 @@ func TestDivergedMemberIsContainedAndRebuilt(t *testing.T) {
 	})
 	c = get(t, c)
 
-	base := fmt.Sprintf("127.%d.%d.", 1+rand.IntN(250), rand.IntN(250))
-	pods := map[string]*corev1.Pod{}
-	var ms []*etcdtest.Member
-	for i := range 3 {
-		name, ip := naming.MemberName(c.Name, int32(i)), base+fmt.Sprint(10+i)
-		pod := resources.MemberPod(c, resources.MemberPodInput{Member: name, Image: "etcd", Version: c.Spec.Version, InitialCluster: []string{name}})
-		if err := k8s.Create(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
-		pod.Status = corev1.PodStatus{PodIP: ip, Phase: corev1.PodRunning}
-		if err := k8s.Status().Update(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
-		pods[name] = pod
-		ms = append(ms, &etcdtest.Member{Name: name, PeerURL: "http://" + loopback.FreeAddr(t), ClientURL: naming.EndpointForIP(ip, false)})
-	}
-	eventually(t, "record the members in status", func() error {
-		cur := get(t, c)
-		cur.Status.Members = nil
-		for i := range 3 {
-			cur.Status.Members = append(cur.Status.Members, etcdv1alpha1.MemberStatus{Name: naming.MemberName(c.Name, int32(i))})
-		}
-		cur.Status.Bootstrapped = true
-		return k8s.Status().Update(ctx, cur)
-	})
-	etcdtest.StartMembers(t, ms, nil)
-	cl, err := etcdclient.New(etcdtest.ClientURLs(ms), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
+	pods, ms, cl := runningMembers(t, c, nil)
 	for _, k := range []string{"/registry/a", "/registry/b"} {
 		if _, err := cl.Raw().Put(ctx, k, "good"); err != nil {
 			t.Fatal(err)

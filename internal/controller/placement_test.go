@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 )
 
 // A member pod's spread over nodes is a rule while its volume is new and a preference once the claim is
@@ -200,46 +195,16 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 	}
 	readyNode(t, ns, "b1", "b", start) // zone b is back
 
-	base := fmt.Sprintf("127.%d.%d.", 1+rand.IntN(250), rand.IntN(250))
-	pods := map[string]*corev1.Pod{}
-	var ms []*etcdtest.Member
-	for i := range 3 {
-		name, ip := naming.MemberName(c.Name, int32(i)), base+fmt.Sprint(10+i)
-		pod := resources.MemberPod(c, resources.MemberPodInput{Member: name, Image: "etcd", Version: c.Spec.Version, InitialCluster: []string{name}})
-		if err := k8s.Create(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
-		bind(t, ns, name, nodes[name].Name)
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-			t.Fatal(err)
-		}
-		pod.Status = corev1.PodStatus{PodIP: ip, Phase: corev1.PodRunning}
-		if err := k8s.Status().Update(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
-		pods[name] = pod
-		ms = append(ms, &etcdtest.Member{Name: name, PeerURL: "http://" + loopback.FreeAddr(t), ClientURL: naming.EndpointForIP(ip, false)})
+	nodeOf := map[string]string{}
+	for m, n := range nodes {
+		nodeOf[m] = n.Name
 	}
-	eventually(t, "record the members in status", func() error {
-		cur := get(t, c)
-		cur.Status.Members = nil
-		for i := range 3 {
-			cur.Status.Members = append(cur.Status.Members, etcdv1alpha1.MemberStatus{Name: naming.MemberName(c.Name, int32(i))})
-		}
-		cur.Status.Bootstrapped, cur.Status.NextMemberIndex = true, 3
-		return k8s.Status().Update(ctx, cur)
-	})
+	pods, _, cl := runningMembers(t, c, nodeOf)
 	// The learner's pod is created on the client Service's IP family (the manager makes the Service
 	// even for a paused cluster; whichever comes first).
 	if err := k8s.Create(ctx, resources.ClientService(c)); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	etcdtest.StartMembers(t, ms, nil)
-	cl, err := etcdclient.New(etcdtest.ClientURLs(ms), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
 
 	rec := record.NewFakeRecorder(100)
 	r := &EtcdClusterReconciler{Client: k8s, Scheme: k8s.Scheme(), Recorder: rec, apiReader: k8s}
@@ -299,7 +264,8 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 	}
 	disarm := failpoint.ArmPanicking(failpoint.AfterMemberAdd)
 	// etcd refuses an addition until its members have been connected for its health interval.
-	for err = actCrashing(ctx, p, a); errors.As(err, new(notYet)) || apierrors.IsConflict(err); err = actCrashing(ctx, p, a) {
+	err := actCrashing(ctx, p, a)
+	for ; errors.As(err, new(notYet)) || apierrors.IsConflict(err); err = actCrashing(ctx, p, a) {
 		time.Sleep(time.Second)
 		p, _ = round(start.Add(planner.ZoneSettle)) // the same addition, on a fresh view
 	}

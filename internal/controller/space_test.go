@@ -14,12 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
 )
@@ -247,4 +249,51 @@ func actCrashing(ctx context.Context, p *pass, a planner.Action) (err error) {
 		}
 	}()
 	return p.act(ctx, a)
+}
+
+// runningMembers makes c's three members as a test that runs the passes itself needs them: each
+// member's pod created from the operator's own builder, bound to nodeOf[name] when given, Running at
+// a loopback address of its own; the members recorded in status; and each started as embedded etcd
+// serving at its pod's endpoint. It returns the pods, the embedded members and a client of all three.
+func runningMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodeOf map[string]string) (map[string]*corev1.Pod, []*etcdtest.Member, *etcdclient.Client) {
+	t.Helper()
+	ctx := context.Background()
+	base := fmt.Sprintf("127.%d.%d.", 1+rand.IntN(250), rand.IntN(250))
+	pods := map[string]*corev1.Pod{}
+	var ms []*etcdtest.Member
+	for i := range 3 {
+		name, ip := naming.MemberName(c.Name, int32(i)), base+fmt.Sprint(10+i)
+		pod := resources.MemberPod(c, resources.MemberPodInput{Member: name, Image: "etcd", Version: c.Spec.Version, InitialCluster: []string{name}})
+		if err := k8s.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		if node := nodeOf[name]; node != "" {
+			bind(t, c.Namespace, name, node)
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pod.Status = corev1.PodStatus{PodIP: ip, Phase: corev1.PodRunning}
+		if err := k8s.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pods[name] = pod
+		ms = append(ms, &etcdtest.Member{Name: name, PeerURL: "http://" + loopback.FreeAddr(t), ClientURL: naming.EndpointForIP(ip, false)})
+	}
+	eventually(t, "record the members in status", func() error {
+		cur := get(t, c)
+		cur.Status.Members = nil
+		for i := range 3 {
+			cur.Status.Members = append(cur.Status.Members, etcdv1alpha1.MemberStatus{Name: naming.MemberName(c.Name, int32(i))})
+		}
+		cur.Status.Bootstrapped, cur.Status.NextMemberIndex = true, 3
+		return k8s.Status().Update(ctx, cur)
+	})
+	etcdtest.StartMembers(t, ms, nil)
+	cl, err := etcdclient.New(etcdtest.ClientURLs(ms), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return pods, ms, cl
 }

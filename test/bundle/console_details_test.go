@@ -3,9 +3,9 @@ package bundle_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -149,25 +149,16 @@ func TestDescriptionListsTheClusterPermissions(t *testing.T) {
 	if len(listed) == 0 {
 		t.Fatal("the permissions section lists no \"* `resource` (verbs): why\" item")
 	}
-	for _, p := range sortedKeys(granted) {
+	for _, p := range slices.Sorted(maps.Keys(granted)) {
 		if !listed[p] {
 			t.Errorf("clusterPermissions grant %q, which the description's list does not name", p)
 		}
 	}
-	for _, p := range sortedKeys(listed) {
+	for _, p := range slices.Sorted(maps.Keys(listed)) {
 		if !granted[p] {
 			t.Errorf("the description lists %q, which clusterPermissions do not grant", p)
 		}
 	}
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Every example says in alm-examples-metadata what it needs beyond itself: each object it names (a

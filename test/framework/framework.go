@@ -416,10 +416,21 @@ func (e *Env) WaitConverged(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32, 
 		}
 		time.Sleep(time.Second)
 	}
-	if err := e.ClientServiceAnswers(c); err != nil {
-		t.Fatalf("%s is Available but a client of its client Service gets no answer: %v", c.Name, err)
+	// The Service's endpoints follow the pods through the EndpointSlice controller and kube-proxy, a
+	// few seconds behind them under load: a member removed a moment ago may still be a backend.
+	var err error
+	for deadline := time.Now().Add(serviceFollowsPods); ; time.Sleep(time.Second) {
+		if err = e.ClientServiceAnswers(c); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("%s is Available but a client of its client Service gets no answer for %s: %v", c.Name, serviceFollowsPods, err)
 	}
 }
+
+// serviceFollowsPods bounds how long a Service's backends may lag its pods' readiness.
+const serviceFollowsPods = 30 * time.Second
 
 // ClientServiceAnswers reads a key through the cluster's client Service (its ClusterIP, which the
 // host reaches through kube-proxy as a pod would), with the client certificate the operator

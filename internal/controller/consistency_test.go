@@ -30,13 +30,7 @@ import (
 func TestDivergedMemberIsContainedAndRebuilt(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	// Paused: the manager leaves it alone; this test runs the pass's steps itself.
-	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Maintenance.Paused = true
-		c.Spec.Version = "3.6.16"
-		c.Spec.TLS.Client, c.Spec.TLS.Peer = etcdv1alpha1.TLSDisabled, etcdv1alpha1.TLSDisabled
-	})
-	c = get(t, c)
+	c := pausedPlainCluster(t, ns)
 
 	pods, ms, cl := runningMembers(t, c, nil)
 	for _, k := range []string{"/registry/a", "/registry/b"} {

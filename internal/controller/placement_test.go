@@ -180,13 +180,7 @@ func bind(t *testing.T, ns, pod, node string) {
 func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	// Paused: the manager leaves it alone; this test runs the passes itself.
-	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Maintenance.Paused = true
-		c.Spec.Version = "3.6.16"
-		c.Spec.TLS.Client, c.Spec.TLS.Peer = etcdv1alpha1.TLSDisabled, etcdv1alpha1.TLSDisabled
-	})
-	c = get(t, c)
+	c := pausedPlainCluster(t, ns)
 	start := time.Now()
 	nodes := map[string]*corev1.Node{
 		"demo-0": readyNode(t, ns, "a1", "a", start.Add(-time.Hour)),

@@ -297,3 +297,15 @@ func runningMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodeOf map[string
 	t.Cleanup(func() { _ = cl.Close() })
 	return pods, ms, cl
 }
+
+// pausedPlainCluster creates a 3.6.16 cluster in ns without TLS, paused so that the manager leaves it
+// alone while the test runs the passes itself, and returns it as the API server has it.
+func pausedPlainCluster(t *testing.T, ns string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	c := newCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance.Paused = true
+		c.Spec.Version = "3.6.16"
+		c.Spec.TLS.Client, c.Spec.TLS.Peer = etcdv1alpha1.TLSDisabled, etcdv1alpha1.TLSDisabled
+	})
+	return get(t, c)
+}

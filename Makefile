@@ -165,8 +165,14 @@ test-netpol-upstream: ## Upstream NetworkPolicy e2e tests (Kubernetes v1.34.4) o
 	$(MAKE) cluster-up NODES=4
 	CLUSTER_DIR=$(CLUSTER_DIR) hack/netpol-upstream.sh $(NETPOL_ARGS)
 
+.PHONY: test-netpol-kube-router
+test-netpol-kube-router: ## The same upstream tests with kube-router v2.1.0 enforcing in place of netpol-enforcer, for a trial (test infrastructure only).
+	$(MAKE) cluster-up NODES=4
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/netpol-kube-router.sh $(NETPOL_ARGS)
+
 .PHONY: test
-test: verify-generated vet lint test-unit test-e2e verify-bundle test-olm scorecard test-olmv1 test-nodes test-chaos ## Everything CI runs: generated files, vet, lint, unit, envtest, e2e, OLM v0 e2e, scorecard, OLM v1 e2e, then on 4 nodes the node faults and chaos.
+test: ## Everything CI runs (hack/test.sh): generated files; then vet, lint, unit and envtest in one lane while the other runs e2e, OLM v0 e2e, scorecard, OLM v1 e2e, then on 4 nodes the node faults and chaos.
+	hack/test.sh
 
 ##@ Bundle (OLM)
 

@@ -359,7 +359,13 @@ node_ready() { [ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditio
 ###############################################################################
 # 6. images (built FROM nothing by hack/images) -- needs containerd, so inside "start"
 ###############################################################################
-load_images() { CLUSTER_DIR=$STATE "$repo/hack/images/build.sh" load system; }
+# into the containerd at SOCK only, and only when it has not got them: a containerd started before, or
+# one powered on again (hack/cluster/node.sh), keeps its image store on disk (make cluster-load refreshes)
+load_images() { # SOCK
+  local have; have=$(ctr -a "$1" -n k8s.io images ls -q)
+  grep -qxF "$PAUSE_IMAGE" <<<"$have" && return 0
+  CLUSTER_DIR=$STATE LOAD_SOCKET=$1 "$repo/hack/images/build.sh" load system
+}
 
 ###############################################################################
 # 7. start the node
@@ -379,7 +385,7 @@ if phase_on start; then
   fi
   start_proc containerd containerd --config "$STATE/containerd/config.toml"
   wait_for containerd 60 ctr -a "$SOCK" version
-  load_images
+  load_images "$SOCK"
 
   start_proc etcd etcd --name kc --data-dir "$STATE/etcd" \
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
@@ -465,7 +471,7 @@ if phase_on start && [ "$NODES" -gt 1 ]; then
     for c in /sys/fs/cgroup/*; do [ -L "$c" ] || [ ! -d "$c" ] || mkdir -p "$c/kc-nodes/$k"; done
     start_proc "containerd-$k" containerd --config "$dir/containerd/config.toml"
     wait_for "containerd of $name" 60 ctr -a "$dir/containerd/containerd.sock" version
-    load_images   # into every node's containerd: nothing here pulls from a registry
+    load_images "$dir/containerd/containerd.sock"   # nothing here pulls from a registry
     # A node deleted from the API registers again with another pod CIDR: no sandbox may start on its
     # old network before the new one is written below.
     kubectl get node "$name" >/dev/null 2>&1 || rm -f "$dir"/cni/net.d/*

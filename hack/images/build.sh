@@ -5,6 +5,7 @@
 #   hack/images/build.sh build [SET...]   write the OCI archives (no-op for unchanged content)
 #   hack/images/build.sh load  [SET...]   build, then import into the cluster's containerd,
 #                                          skipping images already there with the same digest
+#                                          (every node's; LOAD_SOCKET=PATH: that containerd's only)
 #   hack/images/build.sh list  [SET...]   print "NAME ARCHIVE" of the (built) archives
 #   hack/images/build.sh refs  [SET...]   print "NAME DIGEST-REFERENCE" of the (built) archives
 # SETs: all (default) = system etcd operator test
@@ -190,7 +191,9 @@ build_sets() {
 
 # load imports the built images into every node's containerd: the first node's, and those of the nodes
 # hack/cluster/up.sh adds with NODES > 1 (CLUSTER_DIR/nodes/K), which pull from no registry either.
+# LOAD_SOCKET=PATH: into that one containerd only (up.sh, for a node whose containerd it just started).
 load() {
+  if [ -n "${LOAD_SOCKET:-}" ]; then load_into "$LOAD_SOCKET"; return 0; fi
   local sock=$CLUSTER_DIR/containerd/containerd.sock
   [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1 ||
     { echo "images: no containerd at $sock: start the cluster (hack/cluster/up.sh)" >&2; exit 1; }

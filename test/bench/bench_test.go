@@ -33,7 +33,7 @@ import (
 
 // benchEnv are the settings of test/bench that change what a run measures; a result's command
 // names those that were set.
-var benchEnv = []string{"BENCH_REPS", "BENCH_SIZES", "BENCH_NETWORK_POLICY", "SCALE_STEPS"}
+var benchEnv = []string{"BENCH_REPS", "BENCH_SIZES", "BENCH_NETWORK_POLICY", "BENCH_METRIC_SUFFIX", "SCALE_STEPS"}
 
 // benchCommand reproduces the results of the test t: its own name as the -run pattern, and the
 // settings it ran with.
@@ -372,13 +372,19 @@ func lifecycleMetrics(suffix string) []metricDef {
 // file there, so that each benchmark can be re-run alone without losing the others' figures.
 func writeResults(t *testing.T, defs []metricDef, samples map[string][]float64) {
 	date := time.Now().UTC().Format(time.RFC3339)
+	// BENCH_METRIC_SUFFIX (e.g. _on_4_nodes) files a run on another cluster shape beside the usual
+	// figures instead of over them, so both stay comparable in BENCHMARKS.md.
+	suffix, shape := os.Getenv("BENCH_METRIC_SUFFIX"), ""
+	if suffix != "" {
+		shape = fmt.Sprintf(" (this run: the cluster had %d Ready nodes)", readyNodeCount(t))
+	}
 	for _, d := range defs {
 		if len(samples[d.metric]) == 0 {
 			continue // not measured in this run (BENCH_SIZES): its committed result stays
 		}
 		v := framework.Median(samples[d.metric])
-		r := result{Metric: d.metric, Value: framework.Round2(v), Unit: d.unit, Ratio: framework.Round2(v), Date: date, Command: benchCommand(t),
-			Notes: d.notes, Goal: d.goal, Samples: roundAll(samples[d.metric])}
+		r := result{Metric: d.metric + suffix, Value: framework.Round2(v), Unit: d.unit, Ratio: framework.Round2(v), Date: date, Command: benchCommand(t),
+			Notes: d.notes + shape, Goal: d.goal, Samples: roundAll(samples[d.metric])}
 		r.Min, r.Max = bounds(r.Samples)
 		if d.baseline != "" {
 			b := framework.Median(samples[d.baseline])
@@ -388,6 +394,24 @@ func writeResults(t *testing.T, defs []metricDef, samples map[string][]float64) 
 		writeResult(t, r)
 	}
 	writeMarkdown(t, resultsDir())
+}
+
+// readyNodeCount is how many Nodes are Ready, for a result's notes.
+func readyNodeCount(t *testing.T) int {
+	t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := k8s.List(context.Background(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, node := range nodes.Items {
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func resultsDir() string { return filepath.Join("..", "..", "bench", "results") }

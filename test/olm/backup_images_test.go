@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,13 +71,21 @@ func checkBackupImagesFromCSV(t *testing.T, opNS string, c *etcdv1alpha1.EtcdClu
 		t.Fatal(err)
 	}
 
-	// A scheduled backup, its test-restore and the archive worker running.
-	framework.WaitFor(t, "a scheduled backup test-restored and the archive worker running", backupTimeout, func() error {
-		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(sched), sched); err != nil {
+	// A scheduled backup's test-restore Job made (whatever its outcome: its images are what counts
+	// here) and the archive worker running.
+	var verifyJob string
+	framework.WaitFor(t, "a scheduled backup's test-restore Job and the archive worker", backupTimeout, func() error {
+		backups := &etcdv1alpha1.EtcdBackupList{}
+		if err := env.K8s.List(ctx, backups, client.InNamespace(ns), client.MatchingLabels{naming.LabelSchedule: sched.Name}); err != nil {
 			return err
 		}
-		if sched.Status.LastVerifiedBackup == "" {
-			return fmt.Errorf("no backup test-restored yet (last backup %q)", sched.Status.LastBackup)
+		for _, b := range backups.Items {
+			if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(b.Name)}, &batchv1.Job{}); err == nil {
+				verifyJob = resources.VerifyJobName(b.Name)
+			}
+		}
+		if verifyJob == "" {
+			return fmt.Errorf("no test-restore Job for any of the schedule's %d backups", len(backups.Items))
 		}
 		pod := &corev1.Pod{}
 		if err := env.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.ArchivePodName(sched.Name)}, pod); err != nil {
@@ -92,7 +101,7 @@ func checkBackupImagesFromCSV(t *testing.T, opNS string, c *etcdv1alpha1.EtcdClu
 	checked := checkImagesFromCSV(t, opNS, currentCSV, []string{ns})
 	want := []string{
 		"Job " + resources.BackupJobName(manual.Name) + "/" + resources.BackupContainer,
-		"Job " + resources.VerifyJobName(sched.Status.LastVerifiedBackup) + "/" + resources.BackupContainer,
+		"Job " + verifyJob + "/" + resources.BackupContainer,
 		"pod " + resources.ArchivePodName(sched.Name) + "/" + resources.ArchiveContainer,
 		"pod " + naming.MemberName(restored.Name, 0) + "/" + resources.RestoreContainer,
 	}
@@ -102,7 +111,7 @@ func checkBackupImagesFromCSV(t *testing.T, opNS string, c *etcdv1alpha1.EtcdClu
 		}
 	}
 	// A verify Job's init container copies the worker from the operator image into the etcd one.
-	verifyPod := "Job " + resources.VerifyJobName(sched.Status.LastVerifiedBackup) + "/"
+	verifyPod := "Job " + verifyJob + "/"
 	scheduled := "Job " + resources.BackupJobName(sched.Name+"-") // a schedule names its backups after itself
 	var verifyContainers, scheduledJobs int
 	for k := range checked {

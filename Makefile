@@ -248,8 +248,9 @@ NEXT_VERSION = $(shell v=$(VERSION); echo $${v%.*}.$$(( $${v##*.} + 1 ))-e2e)
 NEXT_CATALOG_REF = $$($(OLM_IMAGES_ENV) NEXT_VERSION=$(NEXT_VERSION) hack/images/build.sh refs next | awk '$$1 ~ /-catalog:/ {print $$2}')
 
 .PHONY: test-olm
-test-olm: olm-install catalog-load ## e2e through OLM: every install mode, upgrade from the previous release, an upgrade held while etcd is mid version change, uninstall/reinstall.
+test-olm: olm-install catalog-load ## e2e through OLM: every install mode, upgrade from the previous release, an upgrade held while etcd is mid version change, uninstall/reinstall, every operand image (members, backup, test-restore and archive pods) in relatedImages.
 	$(OLM_IMAGES_ENV) NEXT_VERSION=$(NEXT_VERSION) hack/images/build.sh load next
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/images/build.sh load test   # MinIO: the backups whose Jobs and archive worker have their images checked
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig OLM_CATALOG_IMAGE=$(CATALOG_REF) OLM_VERSION=$(VERSION) OLM_PREV_VERSION=$(PREV_VERSION) \
 	  OLM_NEXT_CATALOG_IMAGE=$(NEXT_CATALOG_REF) OLM_NEXT_VERSION=$(NEXT_VERSION) \
 	  go test -tags e2e ./test/olm/ -count=1 -timeout 40m -parallel 5 -v $(E2E_ARGS)

@@ -287,8 +287,9 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 	if aff := learner.Spec.Affinity; aff != nil && aff.NodeAffinity != nil && aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 		required = aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	}
-	if len(required) != 1 || fmt.Sprint(required[0].MatchExpressions) != fmt.Sprintf("[{%s In [b]}]", corev1.LabelTopologyZone) {
-		t.Fatalf("demo-3's pod: required node affinity %+v, want zone b", required)
+	// The zone first, then the architecture every member pod requires (internal/resources).
+	if len(required) != 1 || len(required[0].MatchExpressions) != 2 || fmt.Sprint(required[0].MatchExpressions[0]) != fmt.Sprintf("{%s In [b]}", corev1.LabelTopologyZone) {
+		t.Fatalf("demo-3's pod: required node affinity %+v, want zone b and the architecture", required)
 	}
 
 	// Nothing schedules it: once it has waited RebalanceScheduleTimeout, the learner goes.

@@ -18,6 +18,7 @@ import (
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
 const (
@@ -196,6 +197,8 @@ func VerifyJob(s *etcdv1alpha1.EtcdBackupSchedule, b *etcdv1alpha1.EtcdBackup, o
 	pod := &job.Spec.Template.Spec
 	pod.Containers[0].Command = []string{copiedWorker}
 	pod.InitContainers = []corev1.Container{copySelf}
+	// etcdImage is the operator's image of the backup's version (versions.Image), and the worker runs in it.
+	pod.Affinity = requireArches(nil, versions.CommonArches(versions.EtcdArches, versions.OperatorArches))
 	// The throwaway etcd maps the whole database: memory grows with it, unlike a streaming backup.
 	pod.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}
 	return job
@@ -259,14 +262,16 @@ func snapshotJob(b *etcdv1alpha1.EtcdBackup, owner metav1.OwnerReference, name, 
 }
 
 // workerPodSpec runs the worker binary of image as the pod's one container, name, with no API access
-// (no service account token, no service links) and the restricted security contexts; the container
-// reports through its termination message, or its log's end when it wrote none.
+// (no service account token, no service links) and the restricted security contexts, on nodes of an
+// architecture the operator image is built for; the container reports through its termination
+// message, or its log's end when it wrote none.
 func workerPodSpec(name, image string, ids PodIDs, restart corev1.RestartPolicy, args []string, env []corev1.EnvVar, vols []corev1.Volume, mounts []corev1.VolumeMount, res corev1.ResourceRequirements) corev1.PodSpec {
 	return corev1.PodSpec{
 		RestartPolicy:                restart,
 		AutomountServiceAccountToken: ptr.To(false),
 		EnableServiceLinks:           ptr.To(false),
 		SecurityContext:              restrictedPod(ids),
+		Affinity:                     requireArches(nil, versions.OperatorArches),
 		Volumes:                      vols,
 		Containers: []corev1.Container{{
 			Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,

@@ -374,6 +374,8 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
 	peerWait(pod, c, in)
+	// Last, once every container is there: the nodes must run each of its images.
+	pod.Spec.Affinity = requireArches(pod.Spec.Affinity, memberArches(c, pod, in.OperatorImage))
 	pod.Annotations[naming.AnnotationConfigHash] = ConfigHash(c)
 	pod.Annotations[naming.AnnotationTrustEpoch] = strconv.Itoa(int(c.Status.TLS.TrustEpoch))
 	if tuned := TunedAnnotation(c); tuned != "" {

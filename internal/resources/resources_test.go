@@ -15,6 +15,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
 func sample() *etcdv1alpha1.EtcdCluster {
@@ -138,8 +139,8 @@ func TestMembersSpreadOverNodesAndZones(t *testing.T) {
 		if got := spreadOf(pod); !maps.Equal(got, tc.want) {
 			t.Errorf("%s: spread %v, want %v", tc.name, got, tc.want)
 		}
-		if pod.Spec.Affinity != c.Spec.PodTemplate.Affinity {
-			t.Errorf("%s: the user's affinity was not kept: %+v", tc.name, pod.Spec.Affinity)
+		if want := requireArches(c.Spec.PodTemplate.Affinity, versions.EtcdArches); !reflect.DeepEqual(pod.Spec.Affinity, want) {
+			t.Errorf("%s: affinity %+v, want the user's with the architecture %+v", tc.name, pod.Spec.Affinity, want)
 		}
 	}
 	c := sample()
@@ -428,8 +429,9 @@ func TestOnlyAMemberWithAdmittingPeersWaitsForThem(t *testing.T) {
 	}
 }
 
-// A member added to fill a zone must run there: a required node affinity for the zone, on top of the
-// default spread; the user's affinity, when there is one, wins, and other members get none.
+// A member added to fill a zone must run there: a required node affinity for the zone (with the
+// architecture, as every member), on top of the default spread; the user's affinity, when there is
+// one, wins, and other members get none for a zone.
 func TestMemberPodRequiresTheZoneRecordedForIt(t *testing.T) {
 	c := sample()
 	in := MemberPodInput{Member: "demo-3", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-3"}, Zone: "zone-b"}
@@ -438,20 +440,21 @@ func TestMemberPodRequiresTheZoneRecordedForIt(t *testing.T) {
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 		terms = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	}
-	want := []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-b"}}}}}
+	arch := corev1.NodeSelectorRequirement{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: versions.EtcdArches}
+	want := []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-b"}}, arch}}}
 	if !reflect.DeepEqual(terms, want) {
-		t.Errorf("required node affinity %+v, want zone-b only", terms)
+		t.Errorf("required node affinity %+v, want zone-b (and the architecture) only", terms)
 	}
 	if len(pod.Spec.TopologySpreadConstraints) != 2 {
 		t.Errorf("the default spread is kept: %+v", pod.Spec.TopologySpreadConstraints)
 	}
-	if other := MemberPod(c, MemberPodInput{Member: "demo-4", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-4"}}); other.Spec.Affinity != nil {
-		t.Errorf("a member without a zone gets an affinity: %+v", other.Spec.Affinity)
+	if other := MemberPod(c, MemberPodInput{Member: "demo-4", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-4"}}); !reflect.DeepEqual(other.Spec.Affinity, requireArches(nil, versions.EtcdArches)) {
+		t.Errorf("a member without a zone gets an affinity beyond the architecture: %+v", other.Spec.Affinity)
 	}
 	user := &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}}
 	c.Spec.PodTemplate.Affinity = user
-	if got := MemberPod(c, in).Spec.Affinity; !reflect.DeepEqual(got, user) {
-		t.Errorf("affinity %+v, want the user's", got)
+	if got := MemberPod(c, in).Spec.Affinity; !reflect.DeepEqual(got, requireArches(user, versions.EtcdArches)) {
+		t.Errorf("affinity %+v, want the user's (with the architecture)", got)
 	}
 	if DefaultPlacement(c) {
 		t.Error("a pod template affinity is the user's placement")

@@ -1,4 +1,5 @@
-// Package versions is the one place that knows which etcd versions the operator runs and from which images.
+// Package versions is the one place that knows which etcd versions the operator runs, from which
+// images, and on which node architectures those images and the operator's own run.
 package versions
 
 import (

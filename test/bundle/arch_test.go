@@ -7,11 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
-// The CSV's operatorframework.io/arch.* and os.* labels claim exactly the platforms the operator image is
-// built for: OPERATOR_PLATFORMS in hack/images/images.sh (test/images checks the image index itself).
-func TestArchLabelsAreTheBuiltPlatforms(t *testing.T) {
+// builtPlatforms is the default of OPERATOR_PLATFORMS in hack/images/images.sh ("linux/amd64", …): what
+// the operator image is built for (test/images checks the image index itself).
+func builtPlatforms(t *testing.T) []string {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "hack", "images", "images.sh"))
 	if err != nil {
 		t.Fatal(err)
@@ -20,8 +23,14 @@ func TestArchLabelsAreTheBuiltPlatforms(t *testing.T) {
 	if m == nil {
 		t.Fatal("hack/images/images.sh sets no OPERATOR_PLATFORMS default")
 	}
+	return strings.Fields(string(m[1]))
+}
+
+// The CSV's operatorframework.io/arch.* and os.* labels claim exactly the platforms the operator image is
+// built for: OPERATOR_PLATFORMS in hack/images/images.sh.
+func TestArchLabelsAreTheBuiltPlatforms(t *testing.T) {
 	var built []string
-	for _, p := range strings.Fields(string(m[1])) {
+	for _, p := range builtPlatforms(t) {
 		goos, goarch, _ := strings.Cut(p, "/")
 		for _, l := range []string{"operatorframework.io/os." + goos, "operatorframework.io/arch." + goarch} {
 			if !slices.Contains(built, l) {
@@ -80,5 +89,23 @@ func TestOperatorRunsOnlyOnItsPlatforms(t *testing.T) {
 				t.Errorf("deployment %s runs on %s %v, the CSV claims %v", d.Name, k, got[k], want[k])
 			}
 		}
+	}
+}
+
+// The operator holds the pods it creates that run its image (Jobs, the archive worker, members' init
+// containers) to the architectures of versions.OperatorArches, the list built into it: the
+// architectures of OPERATOR_PLATFORMS, no more and no fewer.
+func TestOperatorKnowsItsImagesArchitectures(t *testing.T) {
+	var built []string
+	for _, p := range builtPlatforms(t) {
+		if _, arch, _ := strings.Cut(p, "/"); !slices.Contains(built, arch) {
+			built = append(built, arch)
+		}
+	}
+	known := slices.Clone(versions.OperatorArches)
+	slices.Sort(built)
+	slices.Sort(known)
+	if !slices.Equal(known, built) {
+		t.Errorf("versions.OperatorArches is %v, the operator image is built for %v (OPERATOR_PLATFORMS)", known, built)
 	}
 }

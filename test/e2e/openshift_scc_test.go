@@ -182,8 +182,10 @@ func sccNamespace(t *testing.T) string {
 
 // TestRestrictedV2SCC: under the emulated restricted-v2 admission, an operator that sees an
 // OpenShift-like platform (POD_IDS=platform; on OpenShift discovery says so) creates a cluster whose
-// members run with the namespace's UID and fsGroup, takes writes, backs up to a PVC through a Job and
-// restores into a new cluster through the restore init containers, all under those IDs.
+// members run with the namespace's UID and fsGroup, upgrades it from etcd 3.5 to 3.6 under a writer
+// (the new members open the old members' data under the assigned IDs), takes writes, backs up to a
+// PVC through a Job and restores into a new cluster through the restore init containers, all under
+// those IDs.
 func TestRestrictedV2SCC(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -197,8 +199,9 @@ func TestRestrictedV2SCC(t *testing.T) {
 	if err := env.K8s.Create(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	src := env.CreateCluster(t, ns, 3, "3.6.16")
+	src := env.CreateCluster(t, ns, 3, "3.5.35")
 	env.WaitConverged(t, src, 3, convergeTimeout)
+	versionChangeUnderWrites(t, src, "3.6.16", 3, nil)
 	keys := framework.PutKeys(t, env.EtcdClient(t, src), "bk/", 2000)
 
 	b := waitBackup(t, createBackup(t, ns, "to-pvc", src.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snapshots", Path: "etcd"}}),
@@ -207,8 +210,8 @@ func TestRestrictedV2SCC(t *testing.T) {
 	env.WaitConverged(t, restored, 3, 5*time.Minute)
 	checkRestored(t, restored, keys, b)
 
-	// Every pod the operator made here, members, the backup Job's, those that restored, ran with the
-	// namespace's IDs, assigned by admission: the operator named none.
+	// Every pod the operator made here, members (those the upgrade made), the backup Job's, those
+	// that restored, ran with the namespace's IDs, assigned by admission: the operator named none.
 	pods := &corev1.PodList{}
 	if err := env.K8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{naming.LabelManagedBy: naming.ManagedBy}); err != nil {
 		t.Fatal(err)

@@ -202,13 +202,14 @@ func followPods(cl *clientv3.Client, c *etcdv1alpha1.EtcdCluster) (stop func()) 
 	return framework.FollowPods(cl, func() ([]string, error) { return env.CurrentEndpoints(c) })
 }
 
-// versionChangeUnderWrites moves a 3-member cluster from one version to another under a writer that
-// retries failed puts, and checks what the issue asks of every version change: every member at the
-// target, no acknowledged write lost, at most one leader election per member restart, and the same
-// data on every member (HashKV).
-func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, during func(s etcdv1alpha1.EtcdClusterStatus)) *etcdv1alpha1.EtcdCluster {
+// versionChangeUnderWrites moves the converged 3-member cluster c from its version to another under a
+// writer that retries failed puts, and checks what the issue asks of every version change: every
+// member at the target, no acknowledged write lost, at most one leader election per member restart,
+// and the same data on every member (HashKV). It works in any namespace an operator watches (the
+// emulated restricted-v2 SCC's too) and returns c.
+func versionChangeUnderWrites(t *testing.T, c *etcdv1alpha1.EtcdCluster, to string, restarts int, during func(s etcdv1alpha1.EtcdClusterStatus)) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	c := newCluster(t, from)
+	from := env.Get(t, c).Spec.Version
 	cl := env.EtcdClient(t, c)
 	stop := followPods(cl, c)
 	w := framework.StartWriter(cl, "/versions/")
@@ -248,7 +249,7 @@ func versionChangeUnderWrites(t *testing.T, from, to string, restarts int, durin
 func TestUpgrade35To37StepsThrough36(t *testing.T) {
 	t.Parallel()
 	seen36, sawBarrier := false, false
-	c := versionChangeUnderWrites(t, "3.5.35", "3.7.3", 6, func(s etcdv1alpha1.EtcdClusterStatus) {
+	c := versionChangeUnderWrites(t, newCluster(t, "3.5.35"), "3.7.3", 6, func(s etcdv1alpha1.EtcdClusterStatus) {
 		if s.CurrentVersion == "3.6.16" {
 			seen36 = true
 		}
@@ -269,7 +270,7 @@ func TestUpgrade35To37StepsThrough36(t *testing.T) {
 // roll the members one at a time.
 func TestDowngrade36To35UnderWrites(t *testing.T) {
 	t.Parallel()
-	c := versionChangeUnderWrites(t, "3.6.16", "3.5.35", 3, nil)
+	c := versionChangeUnderWrites(t, newCluster(t, "3.6.16"), "3.5.35", 3, nil)
 	requireEvent(t, c, "enabling etcd's downgrade to 3.5.0")
 }
 

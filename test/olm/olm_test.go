@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -235,10 +236,12 @@ func approve(t *testing.T, ns, csv string) {
 }
 
 // checkImagesFromCSV: every image of every container and init container of the pods the operator
-// made in namespaces (etcd, and the worker's copy and peer wait) is one the installed CSV lists in
-// spec.relatedImages, so a mirror of those images (by digest, in a disconnected cluster) is all the
-// operand needs.
-func checkImagesFromCSV(t *testing.T, ns, csv string, namespaces []string) {
+// made in namespaces (etcd, and the worker's copy and peer wait; backup, deletion and test-restore
+// Jobs, their pods and the archive worker, wherever they exist), and of the pod templates of its Jobs,
+// is one the installed CSV lists in spec.relatedImages, so a mirror of those images (by digest, in a
+// disconnected cluster) is all the operand needs. It returns what it checked, as "pod NAME/CONTAINER"
+// and "Job NAME/CONTAINER", for a caller to require the kinds it made.
+func checkImagesFromCSV(t *testing.T, ns, csv string, namespaces []string) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
 	u := olmObject("v1alpha1", "ClusterServiceVersion", ns, csv)
@@ -252,24 +255,36 @@ func checkImagesFromCSV(t *testing.T, ns, csv string, namespaces []string) {
 			listed[img] = true
 		}
 	}
-	seen := 0
-	for _, target := range namespaces {
-		pods := &corev1.PodList{}
-		if err := env.K8s.List(ctx, pods, client.InNamespace(target), client.MatchingLabels{naming.LabelManagedBy: naming.ManagedBy}); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pods.Items {
-			for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
-				seen++
-				if !listed[c.Image] {
-					t.Errorf("pod %s/%s container %s runs %s, which %s does not list in spec.relatedImages %v", target, p.Name, c.Name, c.Image, csv, slices.Sorted(maps.Keys(listed)))
-				}
+	checked := map[string]bool{}
+	check := func(target, kind, name string, spec corev1.PodSpec) {
+		for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+			checked[kind+" "+name+"/"+c.Name] = true
+			if !listed[c.Image] {
+				t.Errorf("%s %s/%s container %s runs %s, which %s does not list in spec.relatedImages %v", kind, target, name, c.Name, c.Image, csv, slices.Sorted(maps.Keys(listed)))
 			}
 		}
 	}
-	if seen == 0 {
+	for _, target := range namespaces {
+		managed := []client.ListOption{client.InNamespace(target), client.MatchingLabels{naming.LabelManagedBy: naming.ManagedBy}}
+		pods := &corev1.PodList{}
+		if err := env.K8s.List(ctx, pods, managed...); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			check(target, "pod", p.Name, p.Spec)
+		}
+		jobs := &batchv1.JobList{}
+		if err := env.K8s.List(ctx, jobs, managed...); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs.Items {
+			check(target, "Job", j.Name, j.Spec.Template.Spec)
+		}
+	}
+	if len(checked) == 0 {
 		t.Errorf("no container of the operator's pods in %v to check", namespaces)
 	}
+	return checked
 }
 
 // waitCSV waits until csv is Succeeded in ns; a Failed CSV fails the test at once.
@@ -328,8 +343,9 @@ func canTakeLease(t *testing.T, opNS, ns string) bool {
 }
 
 // checkScoped installs with targets, then proves the operator acts exactly there: a cluster in
-// each target namespace converges, one elsewhere stays untouched, and RBAC follows the scope.
-func checkScoped(t *testing.T, opNS string, targets []string) {
+// each target namespace converges, one elsewhere stays untouched, and RBAC follows the scope. It
+// returns the clusters, one per target.
+func checkScoped(t *testing.T, opNS string, targets []string) []*etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	outside := env.NewNamespace(t, "olm-outside-")
 	install(t, subscription{ns: opNS, targets: targets})
@@ -354,6 +370,7 @@ func checkScoped(t *testing.T, opNS string, targets []string) {
 		t.Errorf("the operator may list pods in %s, outside its target namespaces", outside)
 	}
 	checkLeaseScope(t, opNS, append(targets, outside))
+	return clusters
 }
 
 // checkLeaseScope: the operator may take Leases in its own namespace and in none of others.
@@ -387,7 +404,8 @@ func TestInstallModes(t *testing.T) {
 		t.Run("SingleNamespace", func(t *testing.T) {
 			t.Parallel()
 			op, target := env.NewNamespace(t, "olm-single-op-"), env.NewNamespace(t, "olm-single-")
-			checkScoped(t, op, []string{target})
+			clusters := checkScoped(t, op, []string{target})
+			checkBackupImagesFromCSV(t, op, clusters[0])
 		})
 		t.Run("MultiNamespace", func(t *testing.T) {
 			t.Parallel()

@@ -52,12 +52,27 @@ fi
 
 log=$CLUSTER_DIR/logs/kube-router.log
 kr=
+# v2.1.0's --cleanup-config panics in its service-proxy cleanup (no IPVS here) and leaves the filter
+# table's KUBE-ROUTER-*/KUBE-POD-FW-*/KUBE-NWPLCY-* chains and KUBE-SRC-*/KUBE-DST-* ipsets behind; stale
+# per-pod chains would filter the next pods given the same IPs, so they go here whatever it did.
+remove_leftovers() {
+  local ours='^(KUBE-ROUTER-|KUBE-POD-FW-|KUBE-NWPLCY-)' chain rule
+  for chain in INPUT FORWARD OUTPUT; do
+    iptables -S "$chain" | grep -E -- "-j KUBE-ROUTER-" | sed 's/^-A /-D /' | while read -r rule; do
+      eval "iptables $rule"
+    done
+  done
+  for chain in $(iptables -S | awk '$1 == "-N" {print $2}' | grep -E "$ours" || true); do iptables -F "$chain"; done
+  for chain in $(iptables -S | awk '$1 == "-N" {print $2}' | grep -E "$ours" || true); do iptables -X "$chain"; done
+  for set in $(ipset list -n | grep -E '^KUBE-(SRC|DST)-' || true); do ipset destroy "$set"; done
+}
 restore() {
   if [ -n "$kr" ] && [ -d "/proc/$kr" ]; then
     kill -TERM "$kr"
     for _ in $(seq 50); do [ -d "/proc/$kr" ] || break; sleep 0.2; done
   fi
   "$repo/bin/kube-router" --cleanup-config >>"$log" 2>&1 || true
+  remove_leftovers
   echo "netpol-kube-router: kube-router stopped and its chains and ipsets removed; netpol-enforcer back" >&2
   PHASES=addons "$repo/hack/cluster/up.sh" "$CLUSTER_DIR" >/dev/null 2>&1 ||
     echo "netpol-kube-router: could not start netpol-enforcer again: run hack/cluster/up.sh" >&2

@@ -12,6 +12,9 @@ BUNDLE_CREATED_AT ?= 2026-11-22T00:00:00Z
 RELEASES ?= 0.1.0=c48036b
 PREV_VERSION ?= $(firstword $(subst =, ,$(lastword $(RELEASES))))
 PREV_COMMIT ?= $(lastword $(subst =, ,$(lastword $(RELEASES))))
+# The digest of each image a release names ("REFERENCE DIGEST"), which make bundle pins the CSV to;
+# hack/release.sh writes it (none until a release is cut with digests: the bundle then names tags).
+IMAGE_DIGESTS := config/manifests/image-digests.txt
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -60,6 +63,10 @@ etcd-releases:
 .PHONY: opm
 opm:
 	$(TOOLS) opm
+# crane: test/bundle's release test resolves digests in crane's registry (hack/digests.sh)
+.PHONY: crane
+crane:
+	$(TOOLS) crane
 # MinIO: the S3 tests of internal/backup run a real server (internal/miniotest)
 .PHONY: minio
 minio:
@@ -103,7 +110,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test-unit
-test-unit: envtest-assets etcd-releases minio promtool opm ## Unit and envtest integration tests.
+test-unit: envtest-assets etcd-releases minio promtool opm crane ## Unit and envtest integration tests.
 	go test ./... -count=1
 	cd hack/tools/netpol && go test . -count=1   # the local cluster's NetworkPolicy enforcer (its own module)
 	cd hack/tools/csi && go test ./hostpath -count=1   # the local cluster's CSI node plugin (its own module)
@@ -186,6 +193,8 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Do
 	rm -rf bundle/manifests
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
 	sed -i -E 's|^(    createdAt: ).*|\1"$(BUNDLE_CREATED_AT)"|; s|^(    containerImage: ).*|\1$(IMG)|' bundle/manifests/etcd-autopilot.clusterserviceversion.yaml
+	@# the release's digests (hack/release.sh) for every image, and the disconnected claim that follows
+	hack/digests.sh pin $(IMAGE_DIGESTS) bundle/manifests/etcd-autopilot.clusterserviceversion.yaml
 	$(KUSTOMIZE) build config/manifests/leader-election -o bundle/manifests/
 	printf '\n  # OpenShift: %s and later (minKubeVersion %s). No olm.maxOpenShiftVersion: the bundle uses no API a\n  # later OpenShift removes (test/bundle, deprecated-apis), and the cap would block cluster upgrades.\n  com.redhat.openshift.versions: %s\n' \
 	  $(OPENSHIFT_VERSIONS) $(MIN_KUBE_VERSION) $(OPENSHIFT_VERSIONS) >> bundle/metadata/annotations.yaml

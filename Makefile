@@ -272,15 +272,29 @@ olmv1-install: cluster-up ## Install OLM v1 (operator-controller + catalogd v1.5
 	CLUSTER_DIR=$(CLUSTER_DIR) hack/olmv1/install.sh
 
 .PHONY: olmv1-publish
-olmv1-publish: olmv1-install catalog-load ## Push the catalog and bundle images (this release, earlier ones, the e2e's next one) into the OLM v1 registry.
+olmv1-publish: olmv1-install catalog-load ## Push the catalog and bundle images (this release, earlier ones, the e2e's next one) into the cluster's registry.
 	$(OLM_IMAGES_ENV) NEXT_VERSION=$(NEXT_VERSION) hack/images/build.sh list catalog next | grep -E -- '-(bundle|catalog):' | sort -u | \
-	  CLUSTER_DIR=$(CLUSTER_DIR) hack/olmv1/publish.sh
+	  CLUSTER_DIR=$(CLUSTER_DIR) hack/registry-push.sh
+
+# The cluster's registry (hack/olmv1/install.sh) stands in for ghcr.io and gcr.io: every node's containerd
+# and OLM v1 pull our images from it by the names they have. REGISTRY_SETS: the hack/images sets to push.
+REGISTRY_SETS ?= operator etcd catalog
+.PHONY: registry-push
+registry-push: olmv1-install ## Push the images of REGISTRY_SETS (operator, etcd, catalog with its bundles) into the local cluster's registry under their own names.
+	$(OLM_IMAGES_ENV) hack/images/build.sh list $(REGISTRY_SETS) | sort -u | CLUSTER_DIR=$(CLUSTER_DIR) hack/registry-push.sh
 
 .PHONY: test-olmv1
 test-olmv1: cluster-load olmv1-publish ## e2e through OLM v1: AllNamespaces from the previous release, two upgrades through the catalog, uninstall with clusters serving, Single/OwnNamespace via watchNamespace.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig OLMV1_CATALOG_IMAGE=$(CATALOG_REF) OLMV1_NEXT_CATALOG_IMAGE=$(NEXT_CATALOG_REF) \
 	  OLM_VERSION=$(VERSION) OLM_PREV_VERSION=$(PREV_VERSION) OLM_NEXT_VERSION=$(NEXT_VERSION) \
 	  go test -tags e2e ./test/olmv1/ -count=1 -timeout 20m -v $(E2E_ARGS)
+
+# The registry's address from this host: its Service's fixed ClusterIP (hack/images/images.sh)
+REGISTRY_ADDR = $$(. hack/images/images.sh && echo $$REGISTRY_SVC_IP:$$REGISTRY_PORT)
+.PHONY: test-release
+test-release: cluster-load olm-install olmv1-install ## e2e of a release: hack/release-rehearsal.sh cuts the next minor release from HEAD against the cluster's registry (digests resolved there), then OLM v0 (CatalogSource by digest) and OLM v1 (the docs' ClusterCatalog and ClusterExtension) install it; every pod must run a released digest.
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig RELEASE_REGISTRY=$(REGISTRY_ADDR) \
+	  go test -tags e2e ./test/release/ -count=1 -timeout 60m -v $(E2E_ARGS)
 
 ##@ Deployment
 

@@ -32,8 +32,13 @@ cleanup() {
 }
 trap cleanup EXIT
 git worktree add -q --detach "$work" HEAD
-# the tools, as files in an ignored bin/ directory (a bin symlink would be an untracked file)
-mkdir "$work/bin"; ln -s "$repo"/bin/* "$work/bin/"
+# the tools, linked into an ignored bin/ directory (a bin symlink would be an untracked file); not the
+# operator's binaries, which the image builds write (they would write through a link into this tree)
+mkdir "$work/bin"
+for f in "$repo"/bin/*; do
+  case ${f##*/} in manager|worker) continue ;; esac
+  [ ! -f "$f" ] || ln -s "$f" "$work/bin/"
+done
 cd "$work"
 git() { command git -c user.name=rehearsal -c user.email=rehearsal@localhost "$@"; }
 push() { REGISTRY=$reg hack/registry-push.sh >&2; }

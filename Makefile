@@ -114,6 +114,7 @@ test-unit: envtest-assets etcd-releases minio promtool opm crane ## Unit and env
 	go test ./... -count=1
 	cd hack/tools/netpol && go test . -count=1   # the local cluster's NetworkPolicy enforcer (its own module)
 	cd hack/tools/csi && go test ./hostpath -count=1   # the local cluster's CSI node plugin (its own module)
+	cd hack/crdupgrade && go test . -count=1   # OLM v1's CRD upgrade safety between consecutive releases (crdify, its own module)
 
 # The spec fuzzer (internal/controller/robustness): `make test-unit` runs its seeds and a fixed seeded batch
 # of 1000 inputs (~20 s); this runs it for FUZZTIME from a random seed (printed; FUZZ_SEED=n replays).

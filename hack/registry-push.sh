@@ -5,7 +5,7 @@
 # ghcr.io/etcd-autopilot/etcd-autopilot-catalog:v0.2.0 as etcd-autopilot/etcd-autopilot-catalog:v0.2.0.
 # Then every node's containerd (certs.d hosts.toml, hack/cluster/up.sh) and OLM v1's controllers
 # (registries.conf drop-in) pull the references as written, through that mirror. Other images are skipped.
-# REGISTRY=HOST:PORT pushes there instead (default: the registry pod's address, which this host routes to).
+# PUSH_TO=HOST:PORT pushes there instead (default: the registry pod's address, which this host routes to).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -13,18 +13,19 @@ CLUSTER_DIR=${CLUSTER_DIR:-$repo/.cluster}
 # shellcheck source=images/images.sh
 . "$here/images/images.sh"
 export PATH=$repo/bin:$PATH
-if [ -z "${REGISTRY:-}" ]; then
+reg=${PUSH_TO:-}
+if [ -z "$reg" ]; then
   # shellcheck source=/dev/null
   . "$CLUSTER_DIR/env.sh"
   ip=$(kubectl -n olmv1-registry get pods -l app=registry -o jsonpath='{.items[?(@.status.phase=="Running")].status.podIP}')
   [ -n "$ip" ] || { echo "registry-push: no running registry pod (make olmv1-install)" >&2; exit 1; }
-  REGISTRY=$ip:$REGISTRY_PORT
+  reg=$ip:$REGISTRY_PORT
 fi
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 while read -r name archive; do
   [[ " $REGISTRY_MIRRORED " == *" ${name%%/*} "* ]] || continue
   rm -rf "$work/oci"; mkdir -p "$work/oci"; tar -xf "$archive" -C "$work/oci"
-  crane push --insecure "$work/oci" "$REGISTRY/${name#*/}" >/dev/null 2>"$work/log" ||
+  crane push --insecure "$work/oci" "$reg/${name#*/}" >/dev/null 2>"$work/log" ||
     { cat "$work/log" >&2; exit 1; }
   echo "registry-push: $name"
 done

@@ -41,7 +41,7 @@ for f in "$repo"/bin/*; do
 done
 cd "$work"
 git() { command git -c user.name=rehearsal -c user.email=rehearsal@localhost "$@"; }
-push() { REGISTRY=$reg hack/registry-push.sh >&2; }
+push() { PUSH_TO=$reg hack/registry-push.sh >&2; }
 
 say "1. the images v$new names, into $reg"
 IMG=$base:v$new hack/images/build.sh list operator etcd | push

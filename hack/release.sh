@@ -63,8 +63,8 @@ channel_add() {
 
 lock=config/manifests/image-digests.txt
 # parse_opts ARGS...: REGISTRY from --registry HOST[:PORT], TAGS from --tags, the rest into ARGS
-ARGS=() TAGS=
-REGISTRY=${REGISTRY:-}
+# (REGISTRY only from the option: an ambient variable of that common name must not redirect a release)
+ARGS=() TAGS= REGISTRY=
 parse_opts() {
   while [ $# -gt 0 ]; do
     case $1 in
@@ -74,15 +74,17 @@ parse_opts() {
       *) ARGS+=("$1"); shift ;;
     esac
   done
-  export REGISTRY
 }
+# digests ARGS...: hack/digests.sh with this release's registry (and only for it: make bundle's tests
+# must not inherit it)
+digests() { REGISTRY=$REGISTRY hack/digests.sh "$@"; }
 
 if [ "${1:-}" = --pin-bundle ]; then
   shift; parse_opts "$@"
   v=${ARGS[0]:-}; [[ $v =~ $semver ]] && [ ${#ARGS[@]} = 1 ] || die "usage: $0 --pin-bundle VERSION [--registry HOST[:PORT]]"
   grep -q "^  image: $bundle_repo:v$v\$" "$template" || die "$template names no bundle $bundle_repo:v$v"
-  hack/digests.sh resolve "$lock" "$bundle_repo:v$v"
-  hack/digests.sh pin "$lock" "$template"
+  digests resolve "$lock" "$bundle_repo:v$v"
+  digests pin "$lock" "$template"
   echo "release: the v$v bundle is pinned by digest in $template; build the catalog (make catalog-build)"
   exit 0
 fi
@@ -123,7 +125,7 @@ created=${RELEASE_CREATED_AT:-$(date -u +%Y-%m-%dT00:00:00Z)}
 if [ -z "$TAGS" ]; then
   base=$(awk '$1 == "IMAGE_TAG_BASE" {print $3}' Makefile)
   mapfile -t images < <(awk '/- name: RELATED_IMAGE_/ {r = 1; next} r && $1 == "value:" {print $2} {r = 0}' config/manager/manager.yaml)
-  hack/digests.sh resolve "$lock" "$base:v$new" "${images[@]}"
+  digests resolve "$lock" "$base:v$new" "${images[@]}"
 fi
 
 for ch in candidate fast ${promote:+stable}; do channel_add "$ch" "$new" "$cur" "$range"; done
@@ -142,7 +144,7 @@ printf -- '- schema: olm.bundle\n  image: %s:v%s\n' "$bundle_repo" "$new" >> "$t
 
 make --no-print-directory bundle
 if [ -z "$TAGS" ]; then
-  left=$(hack/digests.sh refs "bundle/manifests/$pkg.clusterserviceversion.yaml")
+  left=$(digests refs "bundle/manifests/$pkg.clusterserviceversion.yaml")
   [ -z "$left" ] || die "the bundle still names images by tag (add them to hack/release.sh's list): $left"
 fi
 go test ./test/bundle/ ./test/community/ -count=1

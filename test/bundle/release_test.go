@@ -203,6 +203,22 @@ func TestReleaseScriptPinsDigests(t *testing.T) {
 sed -i -E "s#(ghcr.io/etcd-autopilot/etcd-autopilot):v[0-9][^\"' ]*#\1:v$v#g" ` + csvPath + "\n" +
 		strings.ReplaceAll(string(pin[1]), "$(IMAGE_DIGESTS)", lock) + "\n"
 	tree := newReleaseTree(t, stub, "CRANE="+crane)
+	// A tree a release pinned: its CSV back to the tag references make bundle renders before pinning.
+	if lockFile, err := os.ReadFile(filepath.Join(root, lock)); err == nil {
+		pinnedCSV := tree.read(csvPath)
+		csv := pinnedCSV
+		for _, l := range strings.Split(strings.TrimSpace(string(lockFile)), "\n") {
+			if ref, d, ok := strings.Cut(l, " "); ok {
+				csv = strings.ReplaceAll(csv, ref[:strings.LastIndex(ref, ":")]+"@"+d, ref)
+			}
+		}
+		if csv != pinnedCSV {
+			if err := os.WriteFile(filepath.Join(tree.dir, csvPath), []byte(csv), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tree.must("git", "commit", "-qam", "the bundle as rendered before pinning")
+		}
+	}
 
 	next := "0.99.0"
 	manager := tree.read("config/manager/manager.yaml")

@@ -225,7 +225,7 @@ func docsClusterCatalog(t *testing.T) *unstructured.Unstructured {
 			continue
 		}
 		ref, _, _ := unstructured.NestedString(u.Object, "spec", "source", "image", "ref")
-		repo := catalog[:strings.Index(catalog, "@")]
+		repo, _, _ := strings.Cut(catalog, "@")
 		if !strings.HasPrefix(ref, repo+":") && !strings.HasPrefix(ref, repo+"@") {
 			t.Fatalf("docs/install.md's ClusterCatalog names %s, not the catalog repository %s", ref, repo)
 		}

@@ -12,6 +12,9 @@ BUNDLE_CREATED_AT ?= 2026-11-22T00:00:00Z
 RELEASES ?= 0.1.0=c48036b
 PREV_VERSION ?= $(firstword $(subst =, ,$(lastword $(RELEASES))))
 PREV_COMMIT ?= $(lastword $(subst =, ,$(lastword $(RELEASES))))
+# The digest of each image a release names ("REFERENCE DIGEST"), which make bundle pins the CSV to;
+# hack/release.sh writes it (none until a release is cut with digests: the bundle then names tags).
+IMAGE_DIGESTS := config/manifests/image-digests.txt
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -60,6 +63,10 @@ etcd-releases:
 .PHONY: opm
 opm:
 	$(TOOLS) opm
+# crane: test/bundle's release test resolves digests in crane's registry (hack/digests.sh)
+.PHONY: crane
+crane:
+	$(TOOLS) crane
 # MinIO: the S3 tests of internal/backup run a real server (internal/miniotest)
 .PHONY: minio
 minio:
@@ -103,10 +110,11 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test-unit
-test-unit: envtest-assets etcd-releases minio promtool opm ## Unit and envtest integration tests.
+test-unit: envtest-assets etcd-releases minio promtool opm crane ## Unit and envtest integration tests.
 	go test ./... -count=1
 	cd hack/tools/netpol && go test . -count=1   # the local cluster's NetworkPolicy enforcer (its own module)
 	cd hack/tools/csi && go test ./hostpath -count=1   # the local cluster's CSI node plugin (its own module)
+	cd hack/crdupgrade && go test . -count=1   # OLM v1's CRD upgrade safety between consecutive releases (crdify, its own module)
 
 # The spec fuzzer (internal/controller/robustness): `make test-unit` runs its seeds and a fixed seeded batch
 # of 1000 inputs (~20 s); this runs it for FUZZTIME from a random seed (printed; FUZZ_SEED=n replays).
@@ -192,6 +200,8 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Do
 	rm -rf bundle/manifests
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
 	sed -i -E 's|^(    createdAt: ).*|\1"$(BUNDLE_CREATED_AT)"|; s|^(    containerImage: ).*|\1$(IMG)|' bundle/manifests/etcd-autopilot.clusterserviceversion.yaml
+	@# the release's digests (hack/release.sh) for every image, and the disconnected claim that follows
+	hack/digests.sh pin $(IMAGE_DIGESTS) bundle/manifests/etcd-autopilot.clusterserviceversion.yaml
 	$(KUSTOMIZE) build config/manifests/leader-election -o bundle/manifests/
 	printf '\n  # OpenShift: %s and later (minKubeVersion %s). No olm.maxOpenShiftVersion: the bundle uses no API a\n  # later OpenShift removes (test/bundle, deprecated-apis), and the cap would block cluster upgrades.\n  com.redhat.openshift.versions: %s\n' \
 	  $(OPENSHIFT_VERSIONS) $(MIN_KUBE_VERSION) $(OPENSHIFT_VERSIONS) >> bundle/metadata/annotations.yaml
@@ -270,15 +280,29 @@ olmv1-install: cluster-up ## Install OLM v1 (operator-controller + catalogd v1.5
 	CLUSTER_DIR=$(CLUSTER_DIR) hack/olmv1/install.sh
 
 .PHONY: olmv1-publish
-olmv1-publish: olmv1-install catalog-load ## Push the catalog and bundle images (this release, earlier ones, the e2e's next one) into the OLM v1 registry.
+olmv1-publish: olmv1-install catalog-load ## Push the catalog and bundle images (this release, earlier ones, the e2e's next one) into the cluster's registry.
 	$(OLM_IMAGES_ENV) NEXT_VERSION=$(NEXT_VERSION) hack/images/build.sh list catalog next | grep -E -- '-(bundle|catalog):' | sort -u | \
-	  CLUSTER_DIR=$(CLUSTER_DIR) hack/olmv1/publish.sh
+	  CLUSTER_DIR=$(CLUSTER_DIR) hack/registry-push.sh
+
+# The cluster's registry (hack/olmv1/install.sh) stands in for ghcr.io and gcr.io: every node's containerd
+# and OLM v1 pull our images from it by the names they have. REGISTRY_SETS: the hack/images sets to push.
+REGISTRY_SETS ?= operator etcd catalog
+.PHONY: registry-push
+registry-push: olmv1-install ## Push the images of REGISTRY_SETS (operator, etcd, catalog with its bundles) into the local cluster's registry under their own names.
+	$(OLM_IMAGES_ENV) hack/images/build.sh list $(REGISTRY_SETS) | sort -u | CLUSTER_DIR=$(CLUSTER_DIR) hack/registry-push.sh
 
 .PHONY: test-olmv1
 test-olmv1: cluster-load olmv1-publish ## e2e through OLM v1: AllNamespaces from the previous release, two upgrades through the catalog, uninstall with clusters serving, Single/OwnNamespace via watchNamespace.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig OLMV1_CATALOG_IMAGE=$(CATALOG_REF) OLMV1_NEXT_CATALOG_IMAGE=$(NEXT_CATALOG_REF) \
 	  OLM_VERSION=$(VERSION) OLM_PREV_VERSION=$(PREV_VERSION) OLM_NEXT_VERSION=$(NEXT_VERSION) \
 	  go test -tags e2e ./test/olmv1/ -count=1 -timeout 20m -v $(E2E_ARGS)
+
+# The registry's address from this host: its Service's fixed ClusterIP (hack/images/images.sh)
+REGISTRY_ADDR = $$(. hack/images/images.sh && echo $$REGISTRY_SVC_IP:$$REGISTRY_PORT)
+.PHONY: test-release
+test-release: cluster-load olm-install olmv1-install ## e2e of a release: hack/release-rehearsal.sh cuts the next minor release from HEAD against the cluster's registry (digests resolved there), then OLM v0 (CatalogSource by digest) and OLM v1 (the docs' ClusterCatalog and ClusterExtension) install it; every pod must run a released digest.
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig RELEASE_REGISTRY=$(REGISTRY_ADDR) \
+	  go test -tags e2e ./test/release/ -count=1 -timeout 60m -v $(E2E_ARGS)
 
 ##@ Deployment
 

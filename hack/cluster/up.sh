@@ -234,7 +234,20 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$2"
+  # Pulls of ghcr.io and gcr.io images go to the cluster's registry first (hack/olmv1/install.sh, plain
+  # HTTP on its Service's ClusterIP, which kube-proxy's OUTPUT rules route from this host), then upstream.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$1/certs.d"
 EOF
+  local host
+  for host in $REGISTRY_MIRRORED; do
+    mkdir -p "$1/certs.d/$host"
+    write_if_changed "$1/certs.d/$host/hosts.toml" <<EOF
+server = "https://$host"
+[host."http://$REGISTRY_SVC_IP:$REGISTRY_PORT"]
+  capabilities = ["pull", "resolve"]
+EOF
+  done
 }
 cni_config() { # CNI_DIR BRIDGE SUBNET GATEWAY
   write_if_changed "$1/net.d/10-kc.conflist" <<EOF

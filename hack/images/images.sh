@@ -18,6 +18,13 @@ CSI_PROVISIONER_IMAGE=localhost/csi-provisioner:v5.3.0  # hack/tools/csi (csi-ho
 CSI_RESIZER_IMAGE=localhost/csi-resizer:v1.14.0
 MINIO_IMAGE=localhost/minio:RELEASE.2026-02-12T20-18-48Z  # hack/tools/minio (backup e2e tests, benchmarks: hack/minio)
 REGISTRY_IMAGE=localhost/crane-registry:v0.22.1     # hack/tools/crane (the image registry OLM v1 pulls from: hack/olmv1)
+# The local cluster's registry (hack/olmv1/install.sh): its Service's fixed ClusterIP and port, which
+# every node's containerd mirrors ghcr.io and gcr.io to (hack/cluster/up.sh: certs.d hosts.toml) and the
+# host pushes to (hack/registry-push.sh); it holds images under their paths without the registry host.
+REGISTRY_SVC_IP=10.96.0.50
+REGISTRY_PORT=5000
+# the registries mirrored there, as containerd names them (the images' registry hosts)
+REGISTRY_MIRRORED="ghcr.io gcr.io"
 # The upstream NetworkPolicy e2e tests (make test-netpol-upstream) run this, under the exact name their
 # framework asks for (k8s.io/kubernetes v1.34.4 test/utils/image/manifest.go: Agnhost), so no KUBE_TEST_REPO_LIST
 AGNHOST_IMAGE=registry.k8s.io/e2e-test-images/agnhost:2.56   # hack/tools/e2e-test (test/images/agnhost)

@@ -53,16 +53,44 @@ set_olm() {
   image "$OPM_IMAGE" rootfs_opm --entrypoint '["/bin/opm"]' --user 1001
 }
 
-# bundle_image DIR FROM TO: the bundle in DIR (manifests, metadata, tests) with image FROM replaced
-# by TO in the CSV; labels from metadata/annotations.yaml, which the bundle format makes authoritative
-BUNDLE_DIR= BUNDLE_FROM= BUNDLE_TO=
+# bundle_image DIR FROM TO [LOCK]: the bundle in DIR (manifests, metadata, tests) with image FROM replaced
+# by TO in the CSV; labels from metadata/annotations.yaml, which the bundle format makes authoritative.
+# A bundle a release pinned by digest (the digests of the published images, in its tree's
+# config/manifests/image-digests.txt, or LOCK: hack/release.sh) gets the digests of this machine's builds of
+# the same references instead (FROM's is TO), unless they are the same images.
+BUNDLE_DIR= BUNDLE_FROM= BUNDLE_TO= BUNDLE_SEDS=()
 rootfs_bundle() {
   cp -r "$BUNDLE_DIR/manifests" "$BUNDLE_DIR/metadata" "$BUNDLE_DIR/tests" "$1/"
-  sed -i "s|$BUNDLE_FROM\$|$BUNDLE_TO|; s|$BUNDLE_FROM\([\"' ]\)|$BUNDLE_TO\1|g" "$1"/manifests/*.clusterserviceversion.yaml
+  sed -i -e "s|$BUNDLE_FROM\$|$BUNDLE_TO|; s|$BUNDLE_FROM\([\"' ]\)|$BUNDLE_TO\1|g" "${BUNDLE_SEDS[@]}" \
+    "$1"/manifests/*.clusterserviceversion.yaml
+}
+# local_digests LOCK CSV: BUNDLE_SEDS turning each pinned reference of LOCK that CSV names into the
+# digest of the image built here under that reference (etcd's built first when needed)
+local_digests() {
+  local lock=$1 csv=$2 ref d to
+  BUNDLE_SEDS=(-e '')
+  [ -f "$lock" ] || return 0
+  while read -r ref d; do
+    grep -q "${ref%:*}@$d" "$csv" || continue
+    if [ "$ref" = "$BUNDLE_FROM" ]; then
+      to=$BUNDLE_TO
+    else
+      if [[ $ref == "$ETCD_IMAGE_REPO:"* ]] && ! built_archive "$ref" >/dev/null; then set_etcd; fi
+      to=$(built_archive "$ref") || { echo "images: $csv pins $ref, which is not built here" >&2; exit 1; }
+      to=$(digest_ref "$to")
+    fi
+    BUNDLE_SEDS+=(-e "s|${ref%:*}@$d|$to|g")
+  done < "$lock"
+}
+built_archive() { # NAME: the archive last built under that name
+  local line f=
+  for line in "${BUILT[@]}"; do [ "${line%% *}" != "$1" ] || f=${line#* }; done
+  [ -n "$f" ] && echo "$f"
 }
 bundle_image() {
   BUNDLE_DIR=$1 BUNDLE_FROM=$2 BUNDLE_TO=$3
   local v args=() l
+  local_digests "${4:-$BUNDLE_DIR/../config/manifests/image-digests.txt}" "$(echo "$BUNDLE_DIR"/manifests/*.clusterserviceversion.yaml)"
   v=$(awk '$1 == "version:" && /^  version:/ {print $2}' "$BUNDLE_DIR"/manifests/*.clusterserviceversion.yaml)
   [ -n "$v" ] || { echo "images: no spec.version in $BUNDLE_DIR" >&2; exit 1; }
   while read -r l; do args+=(--label "$l"); done < <(
@@ -112,20 +140,24 @@ render_catalog() {
   # shellcheck disable=SC2064
   trap "kill $pid 2>/dev/null || true; rm -rf '$stage'" EXIT
   for _ in $(seq 50); do curl -sf "http://$reg/v2/" >/dev/null && break; sleep 0.1; done
-  local seds=()
+  local seds=() pinned
   for a in "$@"; do
     ref=$(digest_ref "$a"); d=$stage/oci-${ref##*:}
     tag=$(tar -xOf "$a" index.json | jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]')
     mkdir -p "$d"; tar -xf "$a" -C "$d"
     "$BIN/crane" push "$d" "$reg/bundle:$tag" >/dev/null 2>&1
-    seds+=(-e "s|$BUNDLE_REPO:$tag\$|$reg/bundle@${ref#*@}|")
+    seds+=(-e "s|$BUNDLE_REPO:$tag\$|$reg/bundle@${ref#*@}|" -e "s|$BUNDLE_REPO@${ref#*@}\$|$reg/bundle@${ref#*@}|")
+    # a bundle the template names by the digest its release published (hack/release.sh --pin-bundle):
+    # this machine's build of it
+    pinned=$(awk -v r="$BUNDLE_REPO:$tag" '$1 == r {print $2}' "$repo/config/manifests/image-digests.txt" 2>/dev/null || true)
+    [ -z "$pinned" ] || seds+=(-e "s|$BUNDLE_REPO@$pinned\$|$reg/bundle@${ref#*@}|")
   done
   for t in "$CATALOG_TEMPLATES"/*.yaml; do
     out=$CATALOG_OUT/$(awk '$1 == "package:" {print $2; exit}' "$t")/catalog.yaml
     mkdir -p "$(dirname "$out")"
     sed "${seds[@]}" "$t" > "$stage/template.yaml"
-    if grep -q "$BUNDLE_REPO:" "$stage/template.yaml"; then
-      echo "images: $t names a bundle that was not built: $(grep "$BUNDLE_REPO:" "$stage/template.yaml")" >&2; exit 1
+    if grep -Eq "$BUNDLE_REPO[:@]" "$stage/template.yaml"; then
+      echo "images: $t names a bundle that was not built: $(grep -E "$BUNDLE_REPO[:@]" "$stage/template.yaml")" >&2; exit 1
     fi
     # opm pulls through containers/image, which wants a signature policy: accept the loopback
     # registry's images (we just pushed them) via a HOME of its own, not the host's policy.
@@ -179,7 +211,7 @@ next_bundle() {
     s/^(  replaces: ).*/\1$NEXT_PKG.v$cur/; /^    olm\.skipRange: /d" "$csv"
   [ "$(bundle_version "$next")" = "$NEXT_VERSION" ] && grep -q "^  name: $NEXT_PKG.v$NEXT_VERSION\$" "$csv" ||
     { echo "images: could not make the v$NEXT_VERSION bundle from $csv" >&2; exit 1; }
-  bundle_image "$next" "$OPERATOR_IMAGE" "$operator"
+  bundle_image "$next" "$OPERATOR_IMAGE" "$operator" "$repo/config/manifests/image-digests.txt"
 }
 NEXT_PKG=etcd-autopilot
 set_next() {

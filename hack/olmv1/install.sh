@@ -7,7 +7,9 @@
 #   Secrets the release mounts, the CA injected into catalogd's webhook;
 # - an image registry (crane's, in namespace olmv1-registry) standing in for the mirror of a
 #   disconnected cluster, and a registries.conf drop-in (ConfigMap olmv1-registries) that sends
-#   ghcr.io/etcd-autopilot/* there; hack/olmv1/publish.sh pushes the catalog and bundle images.
+#   ghcr.io/etcd-autopilot/* there; hack/registry-push.sh pushes images into it. Its Service has a
+#   fixed ClusterIP (REGISTRY_SVC_IP), which the nodes' containerd mirrors ghcr.io and gcr.io to
+#   (hack/cluster/up.sh), so pods pull our images by digest from it too.
 # No monitoring.coreos.com CRDs: the bundle needs none (the operator creates its monitoring objects
 # when the API appears), and the e2e installs them itself once it has installed without them.
 # The images (hack/images/olm.sh, set olmv1) must be loaded first; the Makefile does that. Idempotent.
@@ -58,6 +60,9 @@ secret olmv1-cert operator-controller
 
 # The registry and the drop-in that points our images at it (plain HTTP inside the cluster: a
 # stand-in for a mirror, which would have TLS and its CA in the controllers' --pull-cas-dir).
+# A ClusterIP cannot change: a Service from before it was fixed goes first.
+ip=$(kubectl -n olmv1-registry get service registry -o jsonpath='{.spec.clusterIP}' 2>/dev/null || true)
+[ -z "$ip" ] || [ "$ip" = "$REGISTRY_SVC_IP" ] || kubectl -n olmv1-registry delete service registry >/dev/null
 apply <<YAML
 apiVersion: v1
 kind: ConfigMap
@@ -99,8 +104,9 @@ apiVersion: v1
 kind: Service
 metadata: {name: registry, namespace: olmv1-registry}
 spec:
+  clusterIP: $REGISTRY_SVC_IP
   selector: {app: registry}
-  ports: [{port: 5000, targetPort: 5000}]
+  ports: [{port: $REGISTRY_PORT, targetPort: 5000}]
 YAML
 
 tail -n +2 "$here/olmv1.yaml" | apply

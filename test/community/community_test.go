@@ -69,10 +69,12 @@ func TestChecksCatchBrokenTrees(t *testing.T) {
 		{"package annotation differs", []edit{{ann, "bundle.package.v1: etcd-autopilot\n", "bundle.package.v1: etcd-operator\n"}}, "names package"},
 		{"olm.bundle.object in a catalog", []edit{{catalog, "- type: olm.csv.metadata\n", "- type: olm.bundle.object\n  value:\n    data: e30=\n- type: olm.csv.metadata\n"}}, "olm.bundle.object"},
 		{"a channel name the bundle does not declare", []edit{{catalog, "name: fast\n", "name: beta\n"}}, `channel "beta"`},
-		{"a channel entry without its bundle", []edit{{catalog, "entries:\n- name: etcd-autopilot.v0.2.0\n  skipRange: '>=0.1.0 <0.2.0'\nname: candidate\n",
-			"entries:\n- name: etcd-autopilot.v0.2.0\n  skipRange: '>=0.1.0 <0.2.0'\n- name: etcd-autopilot.v0.3.0\n  replaces: etcd-autopilot.v0.2.0\nname: candidate\n"}}, "v0.3.0 has no olm.bundle"},
-		{"a channel entry replacing what the channel lacks", []edit{{catalog, "- name: etcd-autopilot.v0.2.0\n  skipRange: '>=0.1.0 <0.2.0'\nname: stable\n",
-			"- name: etcd-autopilot.v0.2.0\n  replaces: etcd-autopilot.v0.1.0\n  skipRange: '>=0.1.0 <0.2.0'\nname: stable\n"}}, "which the channel does not have"},
+		// (edits of the first channel's entries, which start with v0.2.0, the first community release, in
+		// every later release too)
+		{"a channel entry without its bundle", []edit{{catalog, "entries:\n",
+			"entries:\n- name: etcd-autopilot.v9.9.9\n  replaces: etcd-autopilot.v0.2.0\n"}}, "v9.9.9 has no olm.bundle"},
+		{"a channel entry replacing what the channel lacks", []edit{{catalog, "entries:\n- name: etcd-autopilot.v0.2.0\n",
+			"entries:\n- name: etcd-autopilot.v0.2.0\n  replaces: etcd-autopilot.v0.1.0\n"}}, "which the channel does not have"},
 		{"the catalog's bundle in another package", []edit{{catalog, "name: etcd-autopilot.v0.2.0\npackage: etcd-autopilot\n", "name: etcd-autopilot.v0.2.0\npackage: etcd\n"}}, `belongs to package "etcd"`},
 		{"a bundle image outside the pipeline's registries", []edit{{catalog, "image: quay.io/community-operator-pipeline-prod/etcd-autopilot:0.2.0\n", "image: ghcr.io/etcd-autopilot/etcd-autopilot-bundle:v0.2.0\n"}}, "allowed registry"},
 		{"a default channel that is not a channel", []edit{{catalog, "defaultChannel: stable\n", "defaultChannel: preview\n"}}, "default channel"},

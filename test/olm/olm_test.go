@@ -67,7 +67,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer env.Close()
-	if err := createCatalogSource(catalogNS, catalogName, catalogImage); err != nil {
+	if err := env.ServeCatalog(context.Background(), catalogNS, catalogName, catalogImage, "olm-e2e"); err != nil {
 		fmt.Fprintln(os.Stderr, "olm e2e:", err)
 		return 1
 	}
@@ -84,34 +84,6 @@ func olmObject(version, kind, ns, name string) *unstructured.Unstructured {
 	u.SetNamespace(ns)
 	u.SetName(name)
 	return u
-}
-
-// createCatalogSource serves the catalog image (by digest: OLM pulls tag references) and waits
-// until OLM reports its registry pod READY. Applying it again with another image publishes that
-// catalog: OLM replaces the registry pod and resolves Subscriptions against the new content.
-func createCatalogSource(ns, name, image string) error {
-	ctx := context.Background()
-	cs := olmObject("v1alpha1", "CatalogSource", ns, name)
-	cs.Object["spec"] = map[string]any{
-		"sourceType":    "grpc",
-		"image":         image,
-		"displayName":   "etcd-autopilot (e2e)",
-		"publisher":     "etcd-autopilot",
-		"grpcPodConfig": map[string]any{"securityContextConfig": "restricted"},
-	}
-	if err := env.K8s.Patch(ctx, cs, client.Apply, client.FieldOwner("olm-e2e"), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply CatalogSource: %w", err)
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(cs), cs); err == nil {
-			if s, _, _ := unstructured.NestedString(cs.Object, "status", "connectionState", "lastObservedState"); s == "READY" {
-				return nil
-			}
-		}
-		time.Sleep(2 * time.Second)
-	}
-	return fmt.Errorf("CatalogSource %s/%s not READY after 3m: %v", ns, name, cs.Object["status"])
 }
 
 type subscription struct {
@@ -558,7 +530,7 @@ func testUninstallReinstall(t *testing.T) {
 func testUpgradeHeld(t *testing.T) {
 	ns := env.NewNamespace(t, "olm-held-")
 	const source = "etcd-autopilot-held"
-	if err := createCatalogSource(ns, source, catalogImage); err != nil {
+	if err := env.ServeCatalog(context.Background(), ns, source, catalogImage, "olm-e2e"); err != nil {
 		t.Fatal(err)
 	}
 	install(t, subscription{ns: ns, targets: []string{ns}, startingCSV: currentCSV, sourceNS: ns, source: source})
@@ -583,7 +555,7 @@ func testUpgradeHeld(t *testing.T) {
 	waitUpgradeable(t, ns, currentCSV, metav1.ConditionFalse, "EtcdVersionChangeInProgress")
 
 	// Publish the next release: OLM resolves it and creates its CSV, which waits in Pending.
-	if err := createCatalogSource(ns, source, nextCatalogImage); err != nil {
+	if err := env.ServeCatalog(context.Background(), ns, source, nextCatalogImage, "olm-e2e"); err != nil {
 		t.Fatal(err)
 	}
 	published := time.Now()

@@ -23,12 +23,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -53,7 +51,6 @@ var (
 	env                            *framework.Env
 	catalogImage, nextCatalog      string
 	current, previous, nextRelease string
-	crdNames                       = []string{"etcdclusters.etcd.autopilot.dev", "etcdbackups.etcd.autopilot.dev", "etcdbackupschedules.etcd.autopilot.dev"}
 )
 
 func TestMain(m *testing.M) {
@@ -73,7 +70,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	ctx := context.Background()
-	if err := removeOtherInstalls(ctx); err != nil {
+	if err := env.RemoveEtcdAutopilot(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "olmv1 e2e:", err)
 		return 1
 	}
@@ -87,7 +84,7 @@ func run(m *testing.M) int {
 	}
 	code := m.Run()
 	if code == 0 || os.Getenv("E2E_KEEP_FAILED") == "" {
-		if err := removeOtherInstalls(ctx); err != nil {
+		if err := env.RemoveEtcdAutopilot(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "olmv1 e2e: cleanup:", err)
 		}
 		_ = env.K8s.Delete(ctx, olmObject("ClusterCatalog", catalogName))
@@ -101,72 +98,6 @@ func olmObject(kind, name string) *unstructured.Unstructured {
 	u.SetKind(kind)
 	u.SetName(name)
 	return u
-}
-
-// removeOtherInstalls leaves the cluster without etcd-autopilot: OLM v1 refuses to take over CRDs
-// and ClusterRoles another installer made (the e2e suite's kubectl apply, OLM v0's CSVs, which
-// leave their ClusterRoles behind), and a ClusterExtension of an earlier run owns them otherwise.
-// Objects of the CRDs lose their finalizers first: no operator is left to release them.
-func removeOtherInstalls(ctx context.Context) error {
-	ext := olmObject("ClusterExtension", extensionName)
-	if err := env.K8s.Delete(ctx, ext); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ClusterExtension: %w", err)
-	}
-	release := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
-	for _, kind := range []string{"EtcdClusterList", "EtcdBackupList", "EtcdBackupScheduleList"} {
-		l := listOf(etcdv1alpha1.GroupVersion.WithKind(kind))
-		if err := env.K8s.List(ctx, l); err != nil {
-			continue // no CRD
-		}
-		for i := range l.Items {
-			_ = env.K8s.Patch(ctx, &l.Items[i], release)
-		}
-	}
-	for _, name := range crdNames {
-		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := env.K8s.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete CRD %s: %w", name, err)
-		}
-	}
-	// OLM v0 labels what a CSV made with olm.owner=<csv name>.
-	for _, kind := range []string{"ClusterRoleList", "ClusterRoleBindingList"} {
-		l := listOf(rbacv1.SchemeGroupVersion.WithKind(kind))
-		if err := env.K8s.List(ctx, l, client.HasLabels{"olm.owner"}); err != nil {
-			return err
-		}
-		for i := range l.Items {
-			if strings.HasPrefix(l.Items[i].GetLabels()["olm.owner"], pkg+".v") {
-				if err := env.K8s.Delete(ctx, &l.Items[i]); err != nil && !apierrors.IsNotFound(err) {
-					return err
-				}
-			}
-		}
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		left := []string{}
-		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(ext), ext.DeepCopy()); err == nil {
-			left = append(left, "ClusterExtension "+extensionName)
-		}
-		for _, name := range crdNames {
-			if err := env.K8s.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{}); err == nil {
-				left = append(left, "CRD "+name)
-			}
-		}
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("still present after 2m: %v", left)
-		}
-		time.Sleep(time.Second)
-	}
-}
-
-func listOf(gvk schema.GroupVersionKind) *unstructured.UnstructuredList {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(gvk)
-	return l
 }
 
 // prepareInstaller creates the install namespace and applies the installer's RBAC as documented,
@@ -197,24 +128,13 @@ func publish(ctx context.Context, image string) error {
 	for time.Now().Before(deadline) {
 		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(cat), cat); err == nil {
 			ref, _, _ := unstructured.NestedString(cat.Object, "status", "resolvedSource", "image", "ref")
-			if ref == image && conditionTrue(cat, "Serving") {
+			if ref == image && framework.ConditionTrue(cat, "Serving") {
 				return nil
 			}
 		}
 		time.Sleep(time.Second)
 	}
 	return fmt.Errorf("ClusterCatalog %s does not serve %s after 2m: %v", catalogName, image, cat.Object["status"])
-}
-
-func conditionTrue(u *unstructured.Unstructured, typ string) bool {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ {
-			return m["status"] == "True"
-		}
-	}
-	return false
 }
 
 // extension is what a test asks of the ClusterExtension.
@@ -265,7 +185,7 @@ func waitInstalled(t *testing.T, version string) {
 			return err
 		}
 		got, _, _ := unstructured.NestedString(ext.Object, "status", "install", "bundle", "version")
-		if got != version || !conditionTrue(ext, "Installed") {
+		if got != version || !framework.ConditionTrue(ext, "Installed") {
 			conds, _, _ := unstructured.NestedSlice(ext.Object, "status", "conditions")
 			return fmt.Errorf("installed %q; conditions %v", got, conds)
 		}
@@ -316,7 +236,7 @@ func installWatching(t *testing.T, watched, outside string) {
 // (whose deletion would garbage-collect it, and every cluster with it).
 func crdsKept(t *testing.T) {
 	t.Helper()
-	for _, name := range crdNames {
+	for _, name := range framework.CRDNames {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := env.K8s.Get(context.Background(), client.ObjectKey{Name: name}, crd); err != nil {
 			t.Fatalf("CRD %s: %v", name, err)

@@ -67,7 +67,10 @@ func Replay(ctx context.Context, dest Destination, cfg ReplayConfig) (ReplayResu
 	if err := snapshotDB(cfg.Snapshot, db); err != nil {
 		return res, err
 	}
-	s := openReplayStore(db)
+	s, err := openReplayStore(db)
+	if err != nil {
+		return res, err
+	}
 	defer s.close()
 	base := s.rev()
 	res.SnapshotRevision, res.Revision = base, base
@@ -97,6 +100,7 @@ func Replay(ctx context.Context, dest Destination, cfg ReplayConfig) (ReplayResu
 	}
 	_, res.Latest, _ = ParseName(last)
 	res.Latest = max(res.Latest, rep.Last, res.Revision)
+	s.write(true)
 	res.SHA256, res.Size, err = s.writeSnapshot(cfg.Output)
 	if err != nil {
 		return res, err

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -46,6 +47,14 @@ type S3 struct {
 // Location is the object's URL.
 func (s *S3) Location() string { return "s3://" + s.Bucket + "/" + s.Key }
 
+// transports are shared by every client this process makes (plain and TLS): a client is made per
+// object, and a transport of its own would dial, and for TLS shake hands, for every object, which a
+// point-in-time restore's hundreds of segment GETs would pay one after the other.
+var transports = [2]func() (*http.Transport, error){
+	sync.OnceValues(func() (*http.Transport, error) { return minio.DefaultTransport(false) }),
+	sync.OnceValues(func() (*http.Transport, error) { return minio.DefaultTransport(true) }),
+}
+
 func (s *S3) client() (*minio.Client, error) {
 	host, secure := "s3.amazonaws.com", true
 	if s.Region != "" && s.Region != "us-east-1" {
@@ -62,7 +71,16 @@ func (s *S3) client() (*minio.Client, error) {
 	if s.PathStyle {
 		lookup = minio.BucketLookupPath
 	}
+	secureIdx := 0
+	if secure {
+		secureIdx = 1
+	}
+	transport, err := transports[secureIdx]()
+	if err != nil {
+		return nil, fail(reason.UploadFailed, true, "s3 transport: %w", err)
+	}
 	c, err := minio.New(host, &minio.Options{
+		Transport:    transport,
 		Creds:        credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
 		Secure:       secure,
 		Region:       s.Region,

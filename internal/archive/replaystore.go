@@ -92,16 +92,15 @@ type dbKey struct {
 // replayStore is the snapshot's database open for the replay, with every key's state (the
 // snapshot's and the chain's) and the changes collapsed since the last write.
 type replayStore struct {
-	b backend.Backend
-	// base is the snapshot's revision.
-	base   int64
+	b      backend.Backend
 	keys   map[string]*dbKey
 	dirty  []string
 	leases map[int64]bool
 	grants []*leasepb.Lease
 	// pending is the bytes of the values held in dirty keys' finals.
 	pending int
-	// last is the last revision collapsed; lastDelete the last delete event of it.
+	// last is the last revision collapsed (the snapshot's before the first); lastDelete the last
+	// delete event of it, lastPut whether it puts.
 	last       int64
 	lastDelete *mvccpb.Event
 	lastSub    int64
@@ -117,13 +116,22 @@ func openReplayStore(db string) (*replayStore, error) {
 	b := backend.New(backend.BackendConfig{Path: db, BatchInterval: time.Hour, BatchLimit: math.MaxInt,
 		MmapSize: backend.InitialMmapSize, UnsafeNoFsync: true, Logger: lg})
 	s := &replayStore{b: b, keys: map[string]*dbKey{}, leases: map[int64]bool{}}
-	tx := b.BatchTx()
+	if err := s.read(); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// read loads the database's keys, revision and leases.
+func (s *replayStore) read() error {
+	tx := s.b.BatchTx()
 	tx.LockOutsideApply()
 	defer tx.Unlock()
 	err := tx.UnsafeForEach(schema.Key, func(k, v []byte) error {
 		var kv mvccpb.KeyValue
 		if err := kv.Unmarshal(v); err != nil {
-			return corrupt("the snapshot's key %x: %w", k, err)
+			return corrupt("the snapshot's key at %x: %w", k, err)
 		}
 		bk := mvcc.BytesToBucketKey(k)
 		e := s.keys[string(kv.Key)]
@@ -132,28 +140,25 @@ func openReplayStore(db string) (*replayStore, error) {
 			s.keys[string(kv.Key)] = e
 		}
 		e.stored = append(e.stored, bk)
-		if mvcc.IsTombstone(k) {
-			e.state = keyState{}
-		} else {
+		e.state = keyState{}
+		if !mvcc.IsTombstone(k) {
 			e.state = keyState{live: true, create: kv.CreateRevision, version: kv.Version}
 		}
-		s.base = max(s.base, bk.Main)
+		s.last = max(s.last, bk.Main)
 		return nil
 	})
 	if err != nil {
-		_ = b.Close()
-		return nil, err
+		return err
 	}
 	// A compaction may have removed the revision's own change (a delete); etcd's store takes the
-	// compaction's revisions as its own then.
+	// compaction's revision as its own then.
 	finished, _ := mvcc.UnsafeReadFinishedCompact(tx)
 	scheduled, _ := mvcc.UnsafeReadScheduledCompact(tx)
-	s.base = max(s.base, finished, scheduled)
-	s.last = s.base
+	s.last = max(s.last, finished, scheduled)
 	for _, l := range schema.MustUnsafeGetAllLeases(tx) {
 		s.leases[l.ID] = true
 	}
-	return s, nil
+	return nil
 }
 
 // rev is the revision of what the store holds once written: the snapshot's or the last collapsed.

@@ -2,8 +2,9 @@
 // (`worker archive run`) watches a cluster from the last archived revision and ships every
 // revision, as segments keyed by revision range, to the destinations backups use (S3, a volume);
 // a verifier proves a chain continuous from a full snapshot; and a replay applies the chain into
-// a full snapshot's database up to a target revision or time, one transaction per original
-// revision, so the result holds the source's keyspace at that revision, revisions included.
+// a full snapshot's database up to a target revision or time, each event checked, keeping each
+// key's last change, so the result holds the source's keyspace at that revision, revisions
+// included, compacted there.
 //
 // See docs/dev/archive.md for the format and the design.
 package archive

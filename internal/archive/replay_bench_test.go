@@ -1,13 +1,16 @@
 package archive
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,12 +160,23 @@ func BenchmarkReplay(b *testing.B) {
 	for _, name := range []string{"dir", "s3"} {
 		dest := dests[name]
 		src.store(b, dest)
+		b.Run(name+"/list", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := dest.List(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run(name+"/walk", func(b *testing.B) {
+			self, children := cpuTime(b)
 			for b.Loop() {
 				if _, err := Verify(context.Background(), dest, src.snapRev, 0); err != nil {
 					b.Fatal(err)
 				}
 			}
+			self2, children2 := cpuTime(b)
+			b.ReportMetric(float64((self2-self).Milliseconds())/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64((children2-children).Milliseconds())/float64(b.N), "minio-cpu-ms/op")
 		})
 		b.Run(name+"/replay", func(b *testing.B) {
 			for b.Loop() {
@@ -181,4 +195,31 @@ func BenchmarkReplay(b *testing.B) {
 			}
 		})
 	}
+}
+
+// cpuTime is the CPU time (user and system) of this process and of its children still running
+// (MinIO), read from /proc.
+func cpuTime(tb testing.TB) (self, children time.Duration) {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		data, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		// After the command's closing parenthesis: state, ppid, … utime (14th field), stime (15th).
+		f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+		if len(f) < 13 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		k, _ := strconv.ParseInt(f[12], 10, 64)
+		children += time.Duration(u+k) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	}
+	return self, children
 }

@@ -181,12 +181,22 @@ func (s *S3) Open(ctx context.Context) (io.ReadCloser, error) {
 	// The raw response body: minio.Object's reads go through a goroutine each, which cost ~0.3 s
 	// per GiB on the restore's critical path; the request is made here, so a missing object or
 	// bucket fails here.
-	body, _, _, err := minio.Core{Client: c}.GetObject(ctx, s.Bucket, s.Key, minio.GetObjectOptions{})
+	body, info, _, err := minio.Core{Client: c}.GetObject(ctx, s.Bucket, s.Key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, classify(err, "open "+s.Location(), reason.DownloadFailed)
 	}
-	return body, nil
+	return sizedBody{ReadCloser: body, size: info.Size}, nil
 }
+
+// sizedBody is an object's body that tells its length (Size), so that a reader that keeps it
+// whole sizes its buffer once instead of growing it through copies.
+type sizedBody struct {
+	io.ReadCloser
+	size int64
+}
+
+// Size is the object's length as S3 announced it.
+func (b sizedBody) Size() int64 { return b.size }
 
 // Delete removes the object (retention); a missing object is not an error.
 func (s *S3) Delete(ctx context.Context) error {

@@ -161,7 +161,7 @@ func restoreAndServe(t *testing.T, snap string, bump int64) *clientv3.Client {
 }
 
 // copyFile gives each replay its own copy of the full snapshot (a replay consumes it).
-func copyFile(t *testing.T, src string) string {
+func copyFile(t testing.TB, src string) string {
 	t.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {

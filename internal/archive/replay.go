@@ -21,8 +21,8 @@ func BumpFor(latest, restored int64) int64 {
 	return max(latest-restored, 0) + backup.DefaultBumpMargin
 }
 
-// ReplayConfig is a point-in-time replay: the chain is applied into the full snapshot's database up
-// to the target, with no etcd running (replaystore.go), and the result is written as a new
+// ReplayConfig is a point-in-time replay: the chain up to the target is collapsed into the full
+// snapshot's database, with no etcd running (replaystore.go), and the result is written as a new
 // snapshot for the usual restore.
 type ReplayConfig struct {
 	// WorkDir holds the scratch database, removed afterwards.
@@ -53,10 +53,12 @@ type ReplayResult struct {
 	Size   int64  `json:"size"`
 }
 
-// Replay applies the chain at dest onto cfg.Snapshot up to the target, one transaction per
-// original revision, each checked to land at its original revision with its keys' original
-// create revisions, versions and leases: the result's keyspace is the source's at the reached
-// revision. The snapshot's other contents (members, auth, alarms) are carried over untouched.
+// Replay applies the chain at dest onto cfg.Snapshot up to the target, every event checked to be
+// the change etcd makes to its key's state before it, and writes what a compaction at the reached
+// revision would leave: each key at its last change, with its original revisions, version and
+// lease, and a key deleted by then gone. The restore marks that revision compacted, so the result
+// serves the source's keyspace at it and nothing below it. The snapshot's other contents (members,
+// auth, alarms) are carried over untouched.
 func Replay(ctx context.Context, dest Destination, cfg ReplayConfig) (ReplayResult, error) {
 	var res ReplayResult
 	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
@@ -67,7 +69,10 @@ func Replay(ctx context.Context, dest Destination, cfg ReplayConfig) (ReplayResu
 	if err := snapshotDB(cfg.Snapshot, db); err != nil {
 		return res, err
 	}
-	s := openReplayStore(db)
+	s, err := openReplayStore(db)
+	if err != nil {
+		return res, err
+	}
 	defer s.close()
 	base := s.rev()
 	res.SnapshotRevision, res.Revision = base, base
@@ -97,6 +102,7 @@ func Replay(ctx context.Context, dest Destination, cfg ReplayConfig) (ReplayResu
 	}
 	_, res.Latest, _ = ParseName(last)
 	res.Latest = max(res.Latest, rep.Last, res.Revision)
+	s.write(true)
 	res.SHA256, res.Size, err = s.writeSnapshot(cfg.Output)
 	if err != nil {
 		return res, err

@@ -7,144 +7,258 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
 
 	"go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/pkg/v3/traceutil"
-	"go.etcd.io/etcd/server/v3/lease"
+	"go.etcd.io/etcd/server/v3/lease/leasepb"
 	"go.etcd.io/etcd/server/v3/storage/backend"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.uber.org/zap"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
-// The replay writes into the snapshot's own bbolt database with etcd's storage library, the
-// backend, MVCC store and lessor an etcd server runs on: every record is one write transaction,
-// so one revision, with no raft, no gRPC and no process around it. Like etcd itself, the MVCC
-// index holds every key of the snapshot and of the chain in memory while the replay runs.
+// The replay writes into the snapshot's own bbolt database with etcd's storage library (its
+// backend, bucket layout and encodings), with no raft, no gRPC, no MVCC store and no process around
+// it. The restore marks everything up to the (bumped) target revision compacted, so no revision
+// before the target can be read afterwards: the replay writes what a compaction at the target would
+// leave (replay.go), each key the chain touched once, at its last revision at or before the target,
+// with its original create revision, version and lease, and a key deleted by then not at all.
+// Every event is still checked against the key's state before it, as etcd would have made it.
 
-const (
-	// replayBatchLimit is the writes the backend buffers before it commits: etcd's default.
-	// Without fsync a commit is cheap, and larger batches measured slower (the buffers the
-	// backend keeps until a commit grow, and the garbage collector scans them), while they
-	// would hold more of the replay in memory.
-	replayBatchLimit = 10_000
-	// replayBatchInterval is long enough that the backend never commits on time alone: the
-	// replay commits by batch and once at the end.
-	replayBatchInterval = time.Hour
-)
+// replayValueBudget is the most bytes of collapsed values held in memory: past it, what was
+// collapsed so far is written to the database (spill) and the values are dropped. The key states
+// held besides are as many as the keys etcd's own index holds for the same keyspace. A variable
+// for the test that spills at every record.
+var replayValueBudget = 64 << 20
 
 // unknownLeaseTTL is granted to a lease whose TTL the writer could not read (it was revoked
 // right after the put): its keys' deletion is in the chain when it happened before the target.
 const unknownLeaseTTL = 60
 
-// replayStore is the snapshot's database open for the replay. Its lessor is never promoted, as
-// on an etcd follower: no lease expires while the chain is applied, and each keeps its TTL.
-type replayStore struct {
-	b  backend.Backend
-	le lease.Lessor
-	kv mvcc.KV
+// tombstoneMark ends the bucket key of a deletion (etcd's mvcc marks it so; its revision type
+// cannot make a marked key outside the package).
+const tombstoneMark = 't'
+
+// keyState is a key as etcd's index knows it: live or not, and the live key's create revision
+// and version.
+type keyState struct {
+	live            bool
+	create, version int64
 }
 
-// openReplayStore opens db, a bare bbolt database that snapshotDB checked.
-func openReplayStore(db string) *replayStore {
+// follows checks that ev, an event of revision rev, is the change etcd makes to a key in state
+// prev, and returns the key's state after it.
+func follows(prev keyState, ev *mvccpb.Event, rev int64) (keyState, error) {
+	kv := ev.Kv
+	switch {
+	case kv.ModRevision != rev:
+		return prev, fmt.Errorf("revision %d holds an event of key %q at revision %d", rev, kv.Key, kv.ModRevision)
+	case ev.Type == mvccpb.DELETE && !prev.live:
+		return prev, fmt.Errorf("revision %d deletes key %q, which does not exist", rev, kv.Key)
+	case ev.Type == mvccpb.DELETE:
+		return keyState{}, nil
+	}
+	want := keyState{live: true, create: rev, version: 1}
+	if prev.live {
+		want.create, want.version = prev.create, prev.version+1
+	}
+	if kv.CreateRevision != want.create || kv.Version != want.version {
+		return prev, fmt.Errorf("revision %d puts key %q with create revision %d, version %d; it follows create revision %d, version %d",
+			rev, kv.Key, kv.CreateRevision, kv.Version, want.create, want.version)
+	}
+	return want, nil
+}
+
+// dbKey is one key of the database being written: its state after the last revision collapsed,
+// the bucket keys it has in the database, and the change not yet written.
+type dbKey struct {
+	state  keyState
+	stored []mvcc.BucketKey
+	// final is the last put, not yet written; nil when the last change is a delete or written.
+	final    *mvccpb.KeyValue
+	finalSub int64
+	dirty    bool
+}
+
+// replayStore is the snapshot's database open for the replay, with every key's state (the
+// snapshot's and the chain's) and the changes collapsed since the last write.
+type replayStore struct {
+	b      backend.Backend
+	keys   map[string]*dbKey
+	dirty  []string
+	leases map[int64]bool
+	grants []*leasepb.Lease
+	// pending is the bytes of the values held in dirty keys' finals.
+	pending int
+	// last is the last revision collapsed (the snapshot's before the first); lastDelete the last
+	// delete event of it, lastPut whether it puts.
+	last       int64
+	lastDelete *mvccpb.Event
+	lastSub    int64
+	lastPut    bool
+}
+
+// openReplayStore opens db, a bare bbolt database that snapshotDB checked, and reads its keys'
+// states and its revision, as etcd's store does when it opens one.
+func openReplayStore(db string) (*replayStore, error) {
 	lg := zap.NewNop()
 	// The database is scratch until the snapshot written at the end: no fsync, a crash starts over.
-	b := backend.New(backend.BackendConfig{Path: db, BatchInterval: replayBatchInterval, BatchLimit: replayBatchLimit,
+	// The replay commits itself (ForceCommit), never on time or size.
+	b := backend.New(backend.BackendConfig{Path: db, BatchInterval: time.Hour, BatchLimit: math.MaxInt,
 		MmapSize: backend.InitialMmapSize, UnsafeNoFsync: true, Logger: lg})
-	le := lease.NewLessor(lg, b, nil, lease.LessorConfig{})
-	return &replayStore{b: b, le: le, kv: mvcc.NewStore(lg, b, le, mvcc.StoreConfig{})}
+	s := &replayStore{b: b, keys: map[string]*dbKey{}, leases: map[int64]bool{}}
+	if err := s.read(); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
-// rev is the store's current revision; not for every record (see apply).
-func (s *replayStore) rev() int64 { return s.kv.Rev() }
+// read loads the database's keys, revision and leases.
+func (s *replayStore) read() error {
+	tx := s.b.BatchTx()
+	tx.LockOutsideApply()
+	defer tx.Unlock()
+	err := tx.UnsafeForEach(schema.Key, func(k, v []byte) error {
+		var kv mvccpb.KeyValue
+		if err := kv.Unmarshal(v); err != nil {
+			return corrupt("the snapshot's key at %x: %w", k, err)
+		}
+		bk := mvcc.BytesToBucketKey(k)
+		e := s.keys[string(kv.Key)]
+		if e == nil {
+			e = &dbKey{}
+			s.keys[string(kv.Key)] = e
+		}
+		e.stored = append(e.stored, bk)
+		e.state = keyState{}
+		if !mvcc.IsTombstone(k) {
+			e.state = keyState{live: true, create: kv.CreateRevision, version: kv.Version}
+		}
+		s.last = max(s.last, bk.Main)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// A compaction may have removed the revision's own change (a delete); etcd's store takes the
+	// compaction's revision as its own then.
+	finished, _ := mvcc.UnsafeReadFinishedCompact(tx)
+	scheduled, _ := mvcc.UnsafeReadScheduledCompact(tx)
+	s.last = max(s.last, finished, scheduled)
+	for _, l := range schema.MustUnsafeGetAllLeases(tx) {
+		s.leases[l.ID] = true
+	}
+	return nil
+}
+
+// rev is the revision of what the store holds once written: the snapshot's or the last collapsed.
+func (s *replayStore) rev() int64 { return s.last }
 
 // close releases the store; writeSnapshot already committed what the replay keeps.
-func (s *replayStore) close() {
-	_ = s.kv.Close()
-	s.le.Stop()
-	_ = s.b.Close()
-}
+func (s *replayStore) close() { _ = s.b.Close() }
 
-// apply writes rec as one transaction, checked to land at its original revision with the keys'
-// original create revisions, versions and leases: else the chain does not continue the snapshot.
+// apply collapses rec into the keys' states, each event checked to be the change etcd makes to
+// the key's state before it (else the chain does not continue the snapshot); it writes what was
+// collapsed when the values held exceed replayValueBudget.
 func (s *replayStore) apply(h Header, rec Record) error {
-	// Granting takes the backend's write lock, which the transaction holds: leases first.
-	for _, ev := range rec.Events {
-		if ev.Type == mvccpb.PUT && ev.Kv.Lease != 0 {
-			if err := s.grant(ev.Kv.Lease, h.Leases[strconv.FormatInt(ev.Kv.Lease, 10)]); err != nil {
-				return err
-			}
+	s.lastDelete, s.lastPut = nil, false
+	for i, ev := range rec.Events {
+		e := s.keys[string(ev.Kv.Key)]
+		if e == nil {
+			e = &dbKey{}
+			s.keys[string(ev.Kv.Key)] = e
 		}
-	}
-	txn := s.kv.Write(traceutil.TODO())
-	for _, ev := range rec.Events {
+		next, err := follows(e.state, ev, rec.Revision)
+		if err != nil {
+			return &ChainError{Problem: Mismatch, Detail: err.Error() + ": the chain does not continue this snapshot"}
+		}
+		e.state = next
+		if !e.dirty {
+			e.dirty = true
+			s.dirty = append(s.dirty, string(ev.Kv.Key))
+		}
+		if e.final != nil {
+			s.pending -= len(e.final.Value)
+		}
+		e.final, e.finalSub = nil, int64(i)
 		if ev.Type == mvccpb.DELETE {
-			txn.DeleteRange(ev.Kv.Key, nil)
+			s.lastDelete, s.lastSub = ev, int64(i)
 			continue
 		}
-		txn.Put(ev.Kv.Key, ev.Kv.Value, lease.LeaseID(ev.Kv.Lease))
-	}
-	// The revision the transaction made, without the store's Rev: that opens a read transaction,
-	// which copies every write buffered since the last commit.
-	landed := txn.Rev()
-	if len(txn.Changes()) > 0 {
-		landed++
-	}
-	err := sameChanges(rec, txn.Changes())
-	txn.End()
-	if err == nil && landed != rec.Revision {
-		err = fmt.Errorf("revision %d replayed as %d", rec.Revision, landed)
-	}
-	if err != nil {
-		return &ChainError{Problem: Mismatch, Detail: err.Error() + ": the chain does not continue this snapshot"}
-	}
-	return nil
-}
-
-// grant creates a lease under its original ID, unless the snapshot or an earlier record brought
-// it; ttl 0 is a lease the writer found gone.
-func (s *replayStore) grant(id, ttl int64) error {
-	if s.le.Lookup(lease.LeaseID(id)) != nil {
-		return nil
-	}
-	if ttl <= 0 {
-		ttl = unknownLeaseTTL
-	}
-	if _, err := s.le.Grant(lease.LeaseID(id), ttl); err != nil {
-		return fmt.Errorf("grant lease %x: %w", id, err)
-	}
-	return nil
-}
-
-// sameChanges compares what replaying rec changed with what the source's rec did: one change per
-// event, same keys, and for puts the revision, create revision, version and lease the source's
-// store gave them. A delete's change carries its key only; its revision is the store's.
-func sameChanges(rec Record, got []mvccpb.KeyValue) error {
-	if len(got) != len(rec.Events) {
-		return fmt.Errorf("revision %d replayed as %d changes, the archive holds %d events (a delete of a key the store lacks)",
-			rec.Revision, len(got), len(rec.Events))
-	}
-	for i, ev := range rec.Events {
-		g, w := got[i], ev.Kv
-		switch {
-		case !bytes.Equal(g.Key, w.Key):
-			return fmt.Errorf("revision %d event %d: replayed key %q, the archive's %q", rec.Revision, i, g.Key, w.Key)
-		case ev.Type == mvccpb.DELETE:
-		case g.ModRevision != w.ModRevision:
-			return fmt.Errorf("revision %d replayed as %d", w.ModRevision, g.ModRevision)
-		case g.CreateRevision != w.CreateRevision || g.Version != w.Version || g.Lease != w.Lease:
-			return fmt.Errorf("revision %d key %q replayed with create revision %d, version %d, lease %x; the archive's %d, %d, %x",
-				rec.Revision, w.Key, g.CreateRevision, g.Version, g.Lease, w.CreateRevision, w.Version, w.Lease)
+		e.final = ev.Kv
+		s.pending += len(ev.Kv.Value)
+		s.lastPut = true
+		if id := ev.Kv.Lease; id != 0 && !s.leases[id] {
+			// A lease the snapshot and the chain so far lack is granted with the TTL the writer read.
+			ttl := h.Leases[strconv.FormatInt(id, 10)]
+			if ttl <= 0 {
+				ttl = unknownLeaseTTL
+			}
+			s.leases[id] = true
+			s.grants = append(s.grants, &leasepb.Lease{ID: id, TTL: ttl})
 		}
 	}
+	s.last = rec.Revision
+	if s.pending > replayValueBudget {
+		s.write(false)
+	}
 	return nil
+}
+
+// write writes what was collapsed since the last write in one transaction, as a compaction at
+// the last collapsed revision would leave it: every earlier revision of a changed key deleted,
+// its last put kept. A delete leaves no revision, except at the end when the last revision only
+// deletes: one tombstone then carries the revision, which etcdutl takes as the snapshot's (etcd
+// restores a lone tombstone as a deleted key, and its compaction at the bumped revision drops it).
+func (s *replayStore) write(end bool) {
+	tx := s.b.BatchTx()
+	tx.LockOutsideApply()
+	slices.Sort(s.dirty)
+	buf := mvcc.NewRevBytes()
+	for _, key := range s.dirty {
+		e := s.keys[key]
+		for _, bk := range e.stored {
+			tx.UnsafeDelete(schema.Key, mvcc.BucketKeyToBytes(bk, buf))
+		}
+		e.stored = e.stored[:0]
+		if e.final != nil {
+			// bbolt keeps the key and value it is given until the commit: both fresh.
+			k := mvcc.RevToBytes(mvcc.Revision{Main: e.final.ModRevision, Sub: e.finalSub}, mvcc.NewRevBytes())
+			v, err := e.final.Marshal()
+			if err != nil {
+				panic(fmt.Sprintf("marshal a decoded key: %v", err)) // decoded from the same type: cannot fail
+			}
+			tx.UnsafePut(schema.Key, k, v)
+			e.stored = append(e.stored, mvcc.BytesToBucketKey(k))
+		}
+		e.final, e.dirty = nil, false
+		if !e.state.live && len(e.stored) == 0 {
+			delete(s.keys, key)
+		}
+	}
+	if d := s.lastDelete; end && d != nil && !s.lastPut {
+		v, err := (&mvccpb.KeyValue{Key: d.Kv.Key}).Marshal()
+		if err != nil {
+			panic(fmt.Sprintf("marshal a tombstone: %v", err)) // a key alone: cannot fail
+		}
+		tx.UnsafePut(schema.Key, append(mvcc.RevToBytes(mvcc.Revision{Main: s.last, Sub: s.lastSub}, mvcc.NewRevBytes()), tombstoneMark), v)
+	}
+	for _, l := range s.grants {
+		schema.MustUnsafePutLease(tx, l)
+	}
+	s.dirty, s.grants, s.pending = s.dirty[:0], nil, 0
+	tx.Unlock()
+	s.b.ForceCommit()
 }
 
 // snapshotDB moves the snapshot file (etcd's `snapshot save` format: the bbolt database followed

@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -17,6 +18,11 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/pkg/v3/traceutil"
+	"go.etcd.io/etcd/server/v3/lease"
+	"go.etcd.io/etcd/server/v3/storage/backend"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.uber.org/zap"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
@@ -24,38 +30,39 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
-func TestSameChanges(t *testing.T) {
-	put := func(key string, create, mod, ver, lease int64) *mvccpb.Event {
-		return &mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), CreateRevision: create, ModRevision: mod, Version: ver, Lease: lease}}
+// TestFollows: the replay takes an event only as the change etcd makes to the key's state before
+// it; anything else means the chain does not continue what the replay holds.
+func TestFollows(t *testing.T) {
+	put := func(key string, create, mod, ver int64) *mvccpb.Event {
+		return &mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), CreateRevision: create, ModRevision: mod, Version: ver}}
 	}
 	del := func(key string, mod int64) *mvccpb.Event {
 		return &mvccpb.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: mod}}
 	}
-	rec := Record{Revision: 10, Events: []*mvccpb.Event{put("a", 3, 10, 2, 0), put("b", 10, 10, 1, 7), del("c", 10)}}
-	same := []mvccpb.KeyValue{
-		{Key: []byte("a"), CreateRevision: 3, ModRevision: 10, Version: 2},
-		{Key: []byte("b"), CreateRevision: 10, ModRevision: 10, Version: 1, Lease: 7},
-		{Key: []byte("c")}, // a delete's change: the key alone
-	}
-	with := func(f func([]mvccpb.KeyValue) []mvccpb.KeyValue) []mvccpb.KeyValue { return f(slices.Clone(same)) }
+	live := keyState{live: true, create: 3, version: 2}
 	for _, tc := range []struct {
 		name string
-		got  []mvccpb.KeyValue
+		prev keyState
+		ev   *mvccpb.Event
+		next keyState
 		want string
 	}{
-		{"the source's changes", same, ""},
-		{"a delete of a key the store lacks", same[:2], "replayed as 2 changes, the archive holds 3 events"},
-		{"another revision", with(func(g []mvccpb.KeyValue) []mvccpb.KeyValue { g[0].ModRevision = 11; return g }), "revision 10 replayed as 11"},
-		{"another key", with(func(g []mvccpb.KeyValue) []mvccpb.KeyValue { g[2].Key = []byte("d"); return g }), `replayed key "d"`},
-		{"a key the snapshot lacks: created anew", with(func(g []mvccpb.KeyValue) []mvccpb.KeyValue { g[0].CreateRevision, g[0].Version = 10, 1; return g }),
-			`key "a" replayed with create revision 10, version 1`},
-		{"another version", with(func(g []mvccpb.KeyValue) []mvccpb.KeyValue { g[0].Version = 5; return g }), "version 5"},
-		{"another lease", with(func(g []mvccpb.KeyValue) []mvccpb.KeyValue { g[1].Lease = 0; return g }), "lease 0; the archive's 10, 1, 7"},
+		{"an update", live, put("a", 3, 10, 3), keyState{live: true, create: 3, version: 3}, ""},
+		{"a creation", keyState{}, put("a", 10, 10, 1), keyState{live: true, create: 10, version: 1}, ""},
+		{"a delete", live, del("a", 10), keyState{}, ""},
+		{"an event of another revision", live, put("a", 3, 11, 3), live, "revision 10 holds an event of key \"a\" at revision 11"},
+		{"a delete of a key that does not exist", keyState{}, del("a", 10), keyState{}, "deletes key \"a\", which does not exist"},
+		{"an update of a key that does not exist", keyState{}, put("a", 3, 10, 3), keyState{}, "create revision 3, version 3; it follows create revision 10, version 1"},
+		{"a creation of a key that exists", live, put("a", 10, 10, 1), live, "create revision 10, version 1; it follows create revision 3, version 3"},
+		{"a version skipped", live, put("a", 3, 10, 4), live, "version 4; it follows create revision 3, version 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := sameChanges(rec, tc.got)
+			next, err := follows(tc.prev, tc.ev, 10)
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-				t.Errorf("sameChanges: %v; want %q", err, tc.want)
+				t.Fatalf("follows: %v; want %q", err, tc.want)
+			}
+			if next != tc.next {
+				t.Errorf("state after: %+v, want %+v", next, tc.next)
 			}
 		})
 	}
@@ -421,4 +428,122 @@ func TestMoveFileAcrossFileSystems(t *testing.T) {
 	if _, err := os.Stat(src); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the source is left (%v)", err)
 	}
+}
+
+// TestReplayLeavesWhatACompactionAtTheTargetLeaves: the replay's database, opened by etcd's own
+// store and compacted at the target as the restore marks it, holds the keyspace of a plain
+// replay of every event (values, create and mod revisions, versions), and etcd's index built from
+// it continues each key where the source left it: the next put gets the next version of the same
+// creation, a put of a deleted key starts a new one. Whether the replay writes once at the end or
+// spills at every record.
+func TestReplayLeavesWhatACompactionAtTheTargetLeaves(t *testing.T) {
+	src := synthesize(t, 300, 6000, 150)
+	dest := &DirDestination{Dir: filepath.Join(t.TempDir(), "chain")}
+	src.store(t, dest)
+	// A target that only deletes: its tombstone has to carry the revision.
+	deletes := src.records[len(src.records)/3]
+	for _, rec := range src.records[len(src.records)/3:] {
+		if len(rec.Events) == 1 && rec.Events[0].Type == mvccpb.DELETE {
+			deletes = rec
+			break
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		target int64
+		budget int
+	}{
+		{"to the end", 0, replayValueBudget},
+		{"to a revision amid a segment", src.snapRev + 3001, replayValueBudget},
+		{"to a revision that only deletes", deletes.Revision, replayValueBudget},
+		{"to the first revision", src.snapRev + 1, replayValueBudget},
+		{"spilling at every record", 0, 1},
+		{"spilling at every record, to a revision that only deletes", deletes.Revision, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(b int) { replayValueBudget = b }(replayValueBudget)
+			replayValueBudget = tc.budget
+			want := openStore(t, src.snap)
+			target := cmp.Or(tc.target, src.final)
+			for _, rec := range src.records {
+				if rec.Revision > target {
+					break
+				}
+				txn := want.Write(traceutil.TODO())
+				for _, ev := range rec.Events {
+					if ev.Type == mvccpb.DELETE {
+						txn.DeleteRange(ev.Kv.Key, nil)
+					} else {
+						txn.Put(ev.Kv.Key, ev.Kv.Value, lease.NoLease)
+					}
+				}
+				txn.End()
+			}
+			out := filepath.Join(t.TempDir(), "replayed.db")
+			res, err := Replay(context.Background(), dest, ReplayConfig{WorkDir: t.TempDir(), Snapshot: copyFile(t, src.snap), TargetRevision: tc.target, Output: out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := openStore(t, out)
+			if res.Revision != target || got.Rev() != target || want.Rev() != target {
+				t.Fatalf("replayed to %d, the database is at %d, the reference at %d; want %d", res.Revision, got.Rev(), want.Rev(), target)
+			}
+			for _, kv := range []mvcc.KV{got, want} {
+				done, err := kv.Compact(traceutil.TODO(), target)
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-done
+			}
+			all := func(kv mvcc.KV) []*mvccpb.KeyValue {
+				r, err := kv.Range(context.Background(), []byte{0}, []byte{0xff}, mvcc.RangeOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := make([]*mvccpb.KeyValue, len(r.KVs))
+				for i := range r.KVs {
+					out[i] = &r.KVs[i]
+				}
+				return out
+			}
+			if err := sameKeyspace(all(got), all(want)); err != nil {
+				t.Fatal(err)
+			}
+			// The next writes: every key of the chain, deleted or not, and one never written.
+			for _, k := range []string{"/pitr/0000", "/pitr/0001", "/pitr/0150", "/pitr/0299", "never"} {
+				for _, kv := range []mvcc.KV{got, want} {
+					kv.Put([]byte(k), []byte("next"), lease.NoLease)
+				}
+			}
+			for _, rec := range src.records {
+				for _, ev := range rec.Events {
+					for _, kv := range []mvcc.KV{got, want} {
+						kv.Put(ev.Kv.Key, []byte("next"), lease.NoLease)
+					}
+				}
+			}
+			if err := sameKeyspace(all(got), all(want)); err != nil {
+				t.Fatalf("after more puts: %v", err)
+			}
+		})
+	}
+}
+
+// openStore opens a copy of snap's database (its SHA-256 trailer stripped) with etcd's store.
+func openStore(t *testing.T, snap string) mvcc.KV {
+	t.Helper()
+	data, err := os.ReadFile(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "db")
+	if err := os.WriteFile(db, data[:len(data)-sha256.Size], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lg := zap.NewNop()
+	b := backend.NewDefaultBackend(lg, db)
+	le := lease.NewLessor(lg, b, nil, lease.LessorConfig{})
+	kv := mvcc.NewStore(lg, b, le, mvcc.StoreConfig{})
+	t.Cleanup(func() { _ = kv.Close(); le.Stop(); _ = b.Close() })
+	return kv
 }

@@ -2,8 +2,9 @@
 // (`worker archive run`) watches a cluster from the last archived revision and ships every
 // revision, as segments keyed by revision range, to the destinations backups use (S3, a volume);
 // a verifier proves a chain continuous from a full snapshot; and a replay applies the chain into
-// a full snapshot's database up to a target revision or time, one transaction per original
-// revision, so the result holds the source's keyspace at that revision, revisions included.
+// a full snapshot's database up to a target revision or time, each event checked, keeping each
+// key's last change, so the result holds the source's keyspace at that revision, revisions
+// included, compacted there.
 //
 // See docs/dev/archive.md for the format and the design.
 package archive
@@ -190,6 +191,11 @@ func Decode(data []byte) (Segment, error) {
 		return Segment{}, fmt.Errorf("%w: format %d, this worker reads %d", ErrCorrupt, seg.Header.Format, Format)
 	}
 	rest = rest[n+int(hl):]
+	// As many records as the header says, within what the bytes can hold (a record takes at
+	// least 4): one allocation instead of a slice grown by copies.
+	if want := seg.Header.Last - seg.Header.First + 1; want > 0 {
+		seg.Records = make([]Record, 0, min(want, int64(len(rest)/4)))
+	}
 	for len(rest) > 0 {
 		rec, r, err := decodeRecord(rest)
 		if err != nil {
@@ -227,16 +233,19 @@ func decodeRecord(b []byte) (Record, []byte, error) {
 		return Record{}, nil, errors.New("bad event count")
 	}
 	rec.Events = make([]*mvccpb.Event, 0, count)
-	for range count {
+	// The record's events and their keys in two allocations, not two per event.
+	evs, kvs := make([]mvccpb.Event, count), make([]mvccpb.KeyValue, count)
+	for i := range count {
 		el, n := binary.Uvarint(body)
 		if n <= 0 || el > uint64(len(body)-n) {
 			return Record{}, nil, errors.New("bad event length")
 		}
-		ev := &mvccpb.Event{}
+		ev := &evs[i]
+		ev.Kv = &kvs[i]
 		if err := ev.Unmarshal(body[n : n+int(el)]); err != nil {
 			return Record{}, nil, fmt.Errorf("event: %w", err)
 		}
-		if ev.Kv == nil {
+		if len(ev.Kv.Key) == 0 { // etcd has no empty key
 			return Record{}, nil, errors.New("event without a key")
 		}
 		rec.Events, body = append(rec.Events, ev), body[n+int(el):]

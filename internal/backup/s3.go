@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -46,6 +47,14 @@ type S3 struct {
 // Location is the object's URL.
 func (s *S3) Location() string { return "s3://" + s.Bucket + "/" + s.Key }
 
+// transports are shared by every client this process makes (plain and TLS): a client is made per
+// object, and a transport of its own would dial, and for TLS shake hands, for every object, which a
+// point-in-time restore's hundreds of segment GETs would pay one after the other.
+var transports = [2]func() (*http.Transport, error){
+	sync.OnceValues(func() (*http.Transport, error) { return minio.DefaultTransport(false) }),
+	sync.OnceValues(func() (*http.Transport, error) { return minio.DefaultTransport(true) }),
+}
+
 func (s *S3) client() (*minio.Client, error) {
 	host, secure := "s3.amazonaws.com", true
 	if s.Region != "" && s.Region != "us-east-1" {
@@ -62,7 +71,16 @@ func (s *S3) client() (*minio.Client, error) {
 	if s.PathStyle {
 		lookup = minio.BucketLookupPath
 	}
+	secureIdx := 0
+	if secure {
+		secureIdx = 1
+	}
+	transport, err := transports[secureIdx]()
+	if err != nil {
+		return nil, fail(reason.UploadFailed, true, "s3 transport: %w", err)
+	}
 	c, err := minio.New(host, &minio.Options{
+		Transport:    transport,
 		Creds:        credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
 		Secure:       secure,
 		Region:       s.Region,
@@ -163,12 +181,22 @@ func (s *S3) Open(ctx context.Context) (io.ReadCloser, error) {
 	// The raw response body: minio.Object's reads go through a goroutine each, which cost ~0.3 s
 	// per GiB on the restore's critical path; the request is made here, so a missing object or
 	// bucket fails here.
-	body, _, _, err := minio.Core{Client: c}.GetObject(ctx, s.Bucket, s.Key, minio.GetObjectOptions{})
+	body, info, _, err := minio.Core{Client: c}.GetObject(ctx, s.Bucket, s.Key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, classify(err, "open "+s.Location(), reason.DownloadFailed)
 	}
-	return body, nil
+	return sizedBody{ReadCloser: body, size: info.Size}, nil
 }
+
+// sizedBody is an object's body that tells its length (Size), so that a reader that keeps it
+// whole sizes its buffer once instead of growing it through copies.
+type sizedBody struct {
+	io.ReadCloser
+	size int64
+}
+
+// Size is the object's length as S3 announced it.
+func (b sizedBody) Size() int64 { return b.size }
 
 // Delete removes the object (retention); a missing object is not an error.
 func (s *S3) Delete(ctx context.Context) error {

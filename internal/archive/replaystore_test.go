@@ -457,6 +457,7 @@ func TestReplayLeavesWhatACompactionAtTheTargetLeaves(t *testing.T) {
 		{"to a revision amid a segment", src.snapRev + 3001, replayValueBudget},
 		{"to a revision that only deletes", deletes.Revision, replayValueBudget},
 		{"to the first revision", src.snapRev + 1, replayValueBudget},
+		{"to the snapshot's own revision", src.snapRev, replayValueBudget},
 		{"spilling at every record", 0, 1},
 		{"spilling at every record, to a revision that only deletes", deletes.Revision, 1},
 	} {

@@ -174,7 +174,8 @@ func walk(ctx context.Context, dest Destination, after, until int64, apply func(
 		rep.Segments++
 		prev = seg
 	}
-	if until > 0 && rep.Last < until {
+	// Revisions up to after are the snapshot's own: a target there is reached with nothing to walk.
+	if until > 0 && max(rep.Last, after) < until {
 		return rep, &ChainError{Problem: Short, Detail: fmt.Sprintf("the chain ends at revision %d; the target is %d", rep.Last, until)}
 	}
 	return rep, nil

@@ -3,18 +3,20 @@
 // Package backupspeed reproduces the backup Job's figures of TestBackupBench (test/bench) on
 // loopback, without a Kubernetes cluster: one etcd process of bin/etcd (the bench's version) with
 // client TLS and a ≥ 1 GiB database of incompressible 1 MiB values, one MinIO process (miniotest),
-// and alternately `worker backup` of this tree run with the Job's flags and the bench's baseline,
-// `etcdctl snapshot save` to local disk then minio-go FPutObject of that file. Each run's wall time
-// and peak RSS (getrusage of the child) are logged; so are two floors: the snapshot stream read from
-// etcd and thrown away, and an upload of as many bytes from memory through the worker's own
-// streamed upload. It writes no results: the cluster's figures stay TestBackupBench's.
+// and alternately the bench's baseline (`etcdctl snapshot save` to local disk, then minio-go
+// FPutObject of that file) and `worker backup` of this tree run with the Job's flags. Each run's
+// seconds (the worker's report, as the bench reads them), CPU and peak memory (localetcd.RunPeak)
+// are logged; so are the parts a backup cannot go below: the HashKV the worker asks for, the
+// snapshot stream read from etcd and thrown away, and an upload of as many bytes from memory
+// through the worker's own S3 sink. It writes no results: the cluster's figures stay
+// TestBackupBench's.
 //
 //	go test -tags bench ./test/bench/backupspeed/ -run '^TestBackupLoopback$' -count=1 -v -timeout 30m
 //
-// BENCH_REPS (3) sets the runs per figure, BENCH_DB_MIB (1088) the database size, BENCH_ETCD_DIR a
-// directory for the member's data that outlives the run (filled once), BENCH_WORKER a worker binary
-// to measure instead of this tree's, and BENCH_PROFILE a directory
-// where a CPU profile of one in-process backup.Take is written.
+// BENCH_REPS (3) sets the repetitions, BENCH_DB_MIB (1088) the database size, BENCH_ETCD_DIR a
+// directory for the member's data that outlives the run (filled once), BENCH_COMPARE worker
+// binaries (comma-separated: other commits' builds) run after this tree's in every repetition, and
+// BENCH_PROFILE a directory where a CPU profile of one in-process backup.Take is written.
 package backupspeed
 
 import (
@@ -64,6 +66,12 @@ type member struct {
 	tls *etcdclient.Client
 }
 
+// workerFigures are one worker binary's runs.
+type workerFigures struct {
+	bin                        string
+	secs, cpu, rss, file, anon []float64
+}
+
 func TestBackupLoopback(t *testing.T) {
 	reps := localetcd.EnvInt(t, "BENCH_REPS", 3)
 	dbTarget := int64(localetcd.EnvInt(t, "BENCH_DB_MIB", 1088)) << 20
@@ -72,7 +80,12 @@ func TestBackupLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	etcdctl := filepath.Join(filepath.Dir(bin), "etcdctl")
-	worker := buildWorker(t)
+	workers := []*workerFigures{{bin: buildWorker(t)}}
+	if others := os.Getenv("BENCH_COMPARE"); others != "" {
+		for _, b := range strings.Split(others, ",") {
+			workers = append(workers, &workerFigures{bin: b})
+		}
+	}
 	m := startMember(t, bin)
 	dbSize := fill(t, m, dbTarget)
 	mio := miniotest.Start(t)
@@ -84,13 +97,14 @@ func TestBackupLoopback(t *testing.T) {
 	if dir := os.Getenv("BENCH_PROFILE"); dir != "" {
 		profileTake(t, dir, m, mio)
 	}
-	var workerSecs, workerRSS, workerCPU, baseSecs, saveSecs, readSecs, uploadSecs []float64
+	var baseSecs, saveSecs, hashSecs, readSecs, uploadSecs []float64
+	var size int64
 	for r := 1; r <= reps; r++ {
 		// The baseline, as TestBackupBench runs it: save to local disk, then upload the file.
 		snap := filepath.Join(snapDir, "etcdctl.db")
 		_ = os.Remove(snap)
 		start := time.Now()
-		run(t, nil, etcdctl, "--endpoints="+m.endpoint, "--cacert="+filepath.Join(m.certDir, pki.CACertKey),
+		run(t, etcdctl, "--endpoints="+m.endpoint, "--cacert="+filepath.Join(m.certDir, pki.CACertKey),
 			"--cert="+filepath.Join(m.certDir, pki.CertKey), "--key="+filepath.Join(m.certDir, pki.PrivKeyKey),
 			"--insecure-skip-tls-verify", "snapshot", "save", snap)
 		saved := time.Since(start).Seconds()
@@ -98,34 +112,47 @@ func TestBackupLoopback(t *testing.T) {
 			t.Fatalf("upload the etcdctl snapshot: %v", err)
 		}
 		saveSecs, baseSecs = append(saveSecs, saved), append(baseSecs, time.Since(start).Seconds())
+		t.Logf("rep %d (load %s): etcdctl save %.2fs + upload = %.2fs", r, localetcd.LoadAvg(), saved, baseSecs[r-1])
 
-		// The Job's command with the Job's flags (resources.BackupJob), from this tree.
-		termLog := filepath.Join(t.TempDir(), "report")
-		env := append(os.Environ(), backup.EnvAccessKey+"="+mio.AccessKey, backup.EnvSecretKey+"="+mio.SecretKey)
-		start = time.Now()
-		ru, mem, err := runSampled(t, env, worker, "backup", "--endpoints="+m.endpoint, "--s3-bucket="+bucket, fmt.Sprintf("--s3-key=worker/%d.db", r),
-			"--s3-region=us-east-1", "--s3-endpoint="+mio.URL, "--s3-path-style", "--tls-dir="+m.certDir, "--server-name="+serverName,
-			"--termination-log="+termLog)
-		wall := time.Since(start).Seconds()
-		if err != nil {
-			t.Fatal(err)
+		for i, w := range workers {
+			res, mem, ru := backupJob(t, w.bin, m, mio, fmt.Sprintf("worker/%d-%d.db", i, r))
+			cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+			w.secs, w.cpu = append(w.secs, res.Seconds), append(w.cpu, cpu)
+			w.rss, w.file, w.anon = append(w.rss, mem.RSS), append(w.file, mem.File), append(w.anon, mem.Anon)
+			size = res.Size
+			t.Logf("rep %d (load %s): %s %.2fs (CPU %.2fs, peak RSS %.1f MiB: file %.1f, anon %.1f)",
+				r, localetcd.LoadAvg(), w.bin, res.Seconds, cpu, mem.RSS, mem.File, mem.Anon)
 		}
-		res := report(t, termLog)
-		workerSecs, workerRSS = append(workerSecs, wall), append(workerRSS, mem.hwm)
-		workerCPU = append(workerCPU, time.Duration(ru.Utime.Nano()+ru.Stime.Nano()).Seconds())
 
-		read := readFloor(t, m)
-		upload := uploadFloor(t, mio, res.Size, fmt.Sprintf("floor/%d.db", r))
-		readSecs, uploadSecs = append(readSecs, read), append(uploadSecs, upload)
-		t.Logf("rep %d (load %s): worker %.2fs (in-process %.2fs, CPU %.2fs, peak RSS %.1f MiB: file %.1f, anon %.1f; the report's anon %.1f MiB) | etcdctl save %.2fs + upload = %.2fs | floors: read to /dev/null %.2fs, upload from memory %.2fs",
-			r, localetcd.LoadAvg(), wall, res.Seconds, workerCPU[r-1], mem.hwm, mem.file, mem.anon, float64(res.PeakAnonBytes)/(1<<20), saved, baseSecs[r-1], read, upload)
+		hashSecs, readSecs = append(hashSecs, hashKVTime(t, m)), append(readSecs, readFloor(t, m))
+		uploadSecs = append(uploadSecs, uploadFloor(t, mio, size, fmt.Sprintf("floor/%d.db", r)))
+		t.Logf("rep %d (load %s): HashKV alone %.2fs | floors: read to /dev/null %.2fs, upload from memory %.2fs",
+			r, localetcd.LoadAvg(), hashSecs[r-1], readSecs[r-1], uploadSecs[r-1])
 	}
 	med := framework.Median
-	t.Logf("database %.2f GiB, %d runs, medians: worker %.2fs (CPU %.2fs), peak RSS max %.1f MiB; etcdctl save %.2fs, save + upload %.2fs; ratio %.2f× (goal ≤ 1.1×); floors: read %.2fs, upload %.2fs",
-		float64(dbSize)/(1<<30), reps, med(workerSecs), med(workerCPU), maxOf(workerRSS), med(saveSecs), med(baseSecs), med(workerSecs)/med(baseSecs), med(readSecs), med(uploadSecs))
-	fixed := fixedRSS(t, worker, mio)
-	t.Logf("worker binary: %.1f MiB on disk; a backup that checks the bucket and finds no member: peak RSS %.1f MiB (file %.1f, anon %.1f)",
-		fileMiB(t, worker), fixed.hwm, fixed.file, fixed.anon)
+	t.Logf("database %.2f GiB, %d runs, medians: etcdctl save %.2fs, save + upload %.2fs; HashKV %.2fs; floors: read %.2fs, upload %.2fs",
+		float64(dbSize)/(1<<30), reps, med(saveSecs), med(baseSecs), med(hashSecs), med(readSecs), med(uploadSecs))
+	for _, w := range workers {
+		fixed := fixedRSS(t, w.bin, mio)
+		t.Logf("%s: %.2fs = %.2f× the baseline (goal ≤ 1.1×), CPU %.2fs, peak RSS max %.1f MiB (file %.1f, anon %.1f; goal < 32); binary %.1f MiB, a backup that finds no member: peak RSS %.1f MiB (file %.1f, anon %.1f)",
+			w.bin, med(w.secs), med(w.secs)/med(baseSecs), med(w.cpu), maxOf(w.rss), maxOf(w.file), maxOf(w.anon), fileMiB(t, w.bin), fixed.RSS, fixed.File, fixed.Anon)
+	}
+}
+
+// backupJob runs the Job's command with the Job's flags (resources.BackupJob) and returns its
+// report, peak memory and resource usage. Its seconds are the report's, as the bench's are.
+func backupJob(t *testing.T, worker string, m *member, mio *miniotest.Server, key string) (*backup.Result, localetcd.Peak, *syscall.Rusage) {
+	t.Helper()
+	termLog := filepath.Join(t.TempDir(), "report")
+	cmd := exec.Command(worker, "backup", "--endpoints="+m.endpoint, "--s3-bucket="+bucket, "--s3-key="+key,
+		"--s3-region=us-east-1", "--s3-endpoint="+mio.URL, "--s3-path-style", "--tls-dir="+m.certDir, "--server-name="+serverName,
+		"--termination-log="+termLog)
+	cmd.Env = append(os.Environ(), backup.EnvAccessKey+"="+mio.AccessKey, backup.EnvSecretKey+"="+mio.SecretKey)
+	mem, err := localetcd.RunPeak(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return report(t, termLog), mem, cmd.ProcessState.SysUsage().(*syscall.Rusage)
 }
 
 // startMember runs one etcd member of bin with client TLS (certificates of a fresh CA) on loopback.
@@ -239,6 +266,22 @@ func fill(t *testing.T, m *member, target int64) int64 {
 	}
 }
 
+// hashKVTime is the seconds of the HashKV the worker asks of the member before its snapshot (the
+// keyspace hash its manifest records).
+func hashKVTime(t *testing.T, m *member) float64 {
+	t.Helper()
+	ctx := context.Background()
+	st, err := m.tls.Status(ctx, m.endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := m.tls.HashKV(ctx, m.endpoint, st.Revision); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(start).Seconds()
+}
+
 // readFloor is the seconds to read the member's snapshot stream and throw it away: no hash, no
 // upload, over the Job's own snapshot client.
 func readFloor(t *testing.T, m *member) float64 {
@@ -312,69 +355,12 @@ func profileTake(t *testing.T, dir string, m *member, mio *miniotest.Server) {
 	t.Logf("profiled backup.Take: %.2fs; go tool pprof %s", time.Since(start).Seconds(), f.Name())
 }
 
-// peakMiB is a process's peak resident memory (VmHWM) and the largest file-backed and anonymous
-// parts of it seen (RssFile, RssAnon).
-type peakMiB struct{ hwm, file, anon float64 }
-
-// runSampled is run, with the child's peak memory read from /proc every 10 ms until it exits. Not
-// the child's getrusage maxrss: Linux carries the forking process's peak over into it at exec, and
-// this test process is larger than the worker.
-func runSampled(t *testing.T, env []string, bin string, args ...string) (*syscall.Rusage, peakMiB, error) {
+// run runs bin.
+func run(t *testing.T, bin string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	var peak peakMiB
-	go func() {
-		defer close(done)
-		path := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
-		for {
-			raw, err := os.ReadFile(path)
-			if err != nil {
-				return
-			}
-			for _, line := range strings.Split(string(raw), "\n") {
-				f := strings.Fields(line)
-				if len(f) < 2 {
-					continue
-				}
-				var kib float64
-				_, _ = fmt.Sscan(f[1], &kib)
-				switch f[0] {
-				case "VmHWM:":
-					peak.hwm = max(peak.hwm, kib/1024)
-				case "RssFile:":
-					peak.file = max(peak.file, kib/1024)
-				case "RssAnon:":
-					peak.anon = max(peak.anon, kib/1024)
-				}
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	err := cmd.Wait()
-	<-done
-	if err != nil {
-		err = fmt.Errorf("%s %v: %w\n%s", bin, args, err, out.String())
-	}
-	return cmd.ProcessState.SysUsage().(*syscall.Rusage), peak, err
-}
-
-// run runs bin with env (nil: this process's) and returns its resource usage.
-func run(t *testing.T, env []string, bin string, args ...string) *syscall.Rusage {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %v: %v\n%s", bin, args, err, out)
 	}
-	return cmd.ProcessState.SysUsage().(*syscall.Rusage)
 }
 
 func report(t *testing.T, termLog string) *backup.Result {
@@ -392,11 +378,12 @@ func report(t *testing.T, termLog string) *backup.Result {
 
 // fixedRSS is the peak memory of a backup that fails before any snapshot: it checks the bucket,
 // then finds no member at a closed port. What the binary, the runtime and the clients cost alone.
-func fixedRSS(t *testing.T, worker string, mio *miniotest.Server) peakMiB {
+func fixedRSS(t *testing.T, worker string, mio *miniotest.Server) localetcd.Peak {
 	t.Helper()
-	env := append(os.Environ(), backup.EnvAccessKey+"="+mio.AccessKey, backup.EnvSecretKey+"="+mio.SecretKey)
-	_, mem, err := runSampled(t, env, worker, "backup", "--endpoints=https://"+loopback.FreeAddr(t), "--s3-bucket="+bucket, "--s3-key=fixed.db",
+	cmd := exec.Command(worker, "backup", "--endpoints=https://"+loopback.FreeAddr(t), "--s3-bucket="+bucket, "--s3-key=fixed.db",
 		"--s3-endpoint="+mio.URL, "--s3-path-style", "--termination-log=")
+	cmd.Env = append(os.Environ(), backup.EnvAccessKey+"="+mio.AccessKey, backup.EnvSecretKey+"="+mio.SecretKey)
+	mem, err := localetcd.RunPeak(cmd)
 	if err == nil {
 		t.Fatal("a backup of no member succeeded")
 	}
@@ -420,13 +407,9 @@ func maxOf(xs []float64) float64 {
 	return m
 }
 
-// buildWorker builds cmd/worker of this tree as the image does (static, stripped: hack/images), or
-// returns $BENCH_WORKER, a worker binary built elsewhere (another commit's, to compare).
+// buildWorker builds cmd/worker of this tree as the image does (static, stripped: Dockerfile).
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	if bin := os.Getenv("BENCH_WORKER"); bin != "" {
-		return bin
-	}
 	out := filepath.Join(t.TempDir(), "worker")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/worker")
 	cmd.Dir = repoRoot

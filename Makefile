@@ -364,6 +364,22 @@ bench-pitr: ## RPO, point-in-time correctness, the archive's cost and restore ti
 	$(TOOLS) etcd-v3.6 minio
 	go test -tags bench ./test/bench/pitr/ -run '$(BENCH_RUN)' -count=1 -timeout 45m -v
 
+# TestBackupBench alone on the local cluster (the backup Job and restores against etcdctl and etcdutl), without the
+# suites make bench runs after it (BENCH_RUN does not reach the node-fault suite); rewrites bench/results/backup_*.json,
+# restore_*.json and BENCHMARKS.md's backup section.
+.PHONY: bench-backup
+bench-backup: cluster-up cluster-load ## The backup and restore figures alone (TestBackupBench, BENCH_REPS runs) on the local cluster.
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run '^TestBackupBench$$' -count=1 -timeout 150m -v $(BENCH_ARGS)
+
+# The backup Job's command on loopback (test/bench/backupspeed): one etcd with client TLS and a 1.1 GiB database, MinIO,
+# `worker backup` of this tree with the Job's flags against etcdctl save + upload, and the floors (HashKV, the stream
+# read alone, an upload from memory); no Kubernetes cluster, writes nothing (≈ 5 min). BENCH_COMPARE=/other/worker,…
+# runs other builds in the same repetitions.
+.PHONY: bench-backup-loopback
+bench-backup-loopback: ## The backup Job's command against etcdctl save + upload on loopback, with its floors (no cluster; logs only).
+	$(TOOLS) etcd-v3.6 minio
+	go test -tags bench ./test/bench/backupspeed/ -run '^TestBackupLoopback$$' -count=1 -timeout 40m -v
+
 # The operator's informer cache with 1,000 unrelated Secrets, Pods and ConfigMaps, filtered and not (envtest);
 # writes bench/results/operator_cache_heap_1000_unrelated.json.
 .PHONY: bench-cache

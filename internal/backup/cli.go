@@ -57,25 +57,36 @@ type Report struct {
 	Corrupt []Corruption `json:"corrupt,omitempty"`
 }
 
-// watchAnonMemory samples the process's anonymous resident memory (heap, stacks, buffers: what
-// the work costs, unlike the binary's file-backed pages, which are shared, reclaimable page cache
-// and ~40 MiB for this binary whatever it does) until the returned func reports the peak.
-func watchAnonMemory() func() int64 {
+// watchMemory samples the process's anonymous resident memory (heap, stacks, buffers: what the
+// work costs, unlike the binary's file-backed pages, which are shared, reclaimable page cache and
+// ~16 MiB of this binary) until the returned func reports its peak and the peak of the whole
+// resident memory (VmHWM). Not getrusage's maxrss for the latter: Linux carries the peak of the
+// image that exec replaced over into it (the container runtime's init, or a benchmark's test
+// process), so it is not this program's own.
+func watchMemory() func() (anon, total int64) {
 	var mu sync.Mutex
-	var peak int64
+	var anon, total int64
 	sample := func() {
 		raw, err := os.ReadFile("/proc/self/status")
 		if err != nil {
 			return
 		}
 		for _, line := range strings.Split(string(raw), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "RssAnon:" {
-				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-					mu.Lock()
-					peak = max(peak, kb*1024)
-					mu.Unlock()
-				}
+			f := strings.Fields(line)
+			if len(f) < 2 || (f[0] != "RssAnon:" && f[0] != "VmHWM:") {
+				continue
 			}
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				continue
+			}
+			mu.Lock()
+			if f[0] == "RssAnon:" {
+				anon = max(anon, kb*1024)
+			} else {
+				total = max(total, kb*1024)
+			}
+			mu.Unlock()
 		}
 	}
 	stop := make(chan struct{})
@@ -91,12 +102,12 @@ func watchAnonMemory() func() int64 {
 			}
 		}
 	}()
-	return func() int64 {
+	return func() (int64, int64) {
 		close(stop)
 		sample()
 		mu.Lock()
 		defer mu.Unlock()
-		return peak
+		return anon, total
 	}
 }
 
@@ -257,17 +268,16 @@ func BackupMain(ctx context.Context, args []string, out io.Writer) int {
 		return finish(out, *termLog, nil, fail(reason.ClusterUnavailable, false, "%w", err))
 	}
 	debug.SetMemoryLimit(memoryLimit)
-	peak := watchAnonMemory()
+	peak := watchMemory()
 	start := time.Now()
 	res, err := Take(ctx, strings.Split(*endpoints, ","), tlsConfig, st.store())
 	if err != nil {
 		return finish(out, *termLog, nil, err)
 	}
 	res.Seconds = time.Since(start).Seconds()
-	res.PeakAnonBytes = peak()
+	res.PeakAnonBytes, res.PeakRSSBytes = peak()
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		res.PeakRSSBytes = ru.Maxrss * 1024 // KiB on Linux
 		res.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 	return finish(out, *termLog, &res, nil)

@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -182,10 +183,12 @@ func New(endpoints []string, tlsConfig *tls.Config) (*Client, error) {
 // fixed window bounds it and still keeps a loopback or pod network busy.
 const snapshotWindow = 1 << 20
 
-// NewForSnapshot dials one member for a snapshot stream, with the fixed window snapshotWindow.
+// NewForSnapshot dials one member for a snapshot stream, with the fixed window snapshotWindow and
+// buffers that are not cleared (uncleared).
 func NewForSnapshot(endpoint string, tlsConfig *tls.Config) (*Client, error) {
 	return newClient([]string{endpoint}, tlsConfig, &clusterGuard{refused: map[string]bool{}},
-		grpc.WithInitialWindowSize(snapshotWindow), grpc.WithInitialConnWindowSize(snapshotWindow))
+		grpc.WithInitialWindowSize(snapshotWindow), grpc.WithInitialConnWindowSize(snapshotWindow),
+		experimental.WithBufferPool(&uncleared{}))
 }
 
 func newClient(endpoints []string, tlsConfig *tls.Config, guard *clusterGuard, opts ...grpc.DialOption) (*Client, error) {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
+	"sync"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
@@ -114,4 +116,43 @@ func (c *reusingCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	c.scratch = c.scratch[:n]
 	data.CopyTo(c.scratch)
 	return m.Unmarshal(c.scratch)
+}
+
+// uncleared is a gRPC buffer pool whose buffers come back as they were left. gRPC's default pool
+// clears every buffer it hands out, which for a snapshot is clearing every received frame's buffer:
+// 1 GiB cleared per GiB streamed, 5 % of a backup's CPU. gRPC writes each buffer it gets from a
+// pool whole (a frame is read into it with io.ReadFull) before anything reads it, so the clearing
+// protects nothing here. Buffers are pooled by power-of-two capacity up to unclearedMax.
+type uncleared struct {
+	classes [unclearedClasses]sync.Pool
+}
+
+const (
+	unclearedClasses = 21 // capacities 1 B … 1 MiB
+	unclearedMax     = 1 << (unclearedClasses - 1)
+)
+
+// class is the pool of buffers of capacity 2^class, the smallest that holds n bytes.
+func class(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
+
+func (p *uncleared) Get(n int) *[]byte {
+	if n > unclearedMax {
+		b := make([]byte, n)
+		return &b
+	}
+	c := class(n)
+	if b, ok := p.classes[c].Get().(*[]byte); ok {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n, 1<<c)
+	return &b
+}
+
+func (p *uncleared) Put(b *[]byte) {
+	n := cap(*b)
+	if n == 0 || n > unclearedMax || n&(n-1) != 0 { // not one of ours
+		return
+	}
+	p.classes[class(n)].Put(b)
 }

@@ -80,3 +80,22 @@ func TestReusingCodecKeepsTheBlobBuffer(t *testing.T) {
 		t.Fatalf("decode allocated: %.0f allocations per message with encoding, %.0f encoding alone", allocs, encOnly)
 	}
 }
+
+func TestUnclearedPoolHandsOutTheLengthAsked(t *testing.T) {
+	p := &uncleared{}
+	for _, n := range []int{0, 1, 100, 16 << 10, 16<<10 + 1, unclearedMax, unclearedMax + 1} {
+		for range 2 { // a new buffer, then the one put back
+			b := p.Get(n)
+			if len(*b) != n || cap(*b) < n {
+				t.Fatalf("Get(%d): len %d cap %d", n, len(*b), cap(*b))
+			}
+			p.Put(b)
+		}
+	}
+	// A buffer not of a pooled capacity is dropped, never handed out for a size it cannot hold.
+	odd := make([]byte, 3000)
+	p.Put(&odd)
+	if b := p.Get(4000); cap(*b) < 4000 {
+		t.Fatalf("Get(4000) after a 3000-byte Put: cap %d", cap(*b))
+	}
+}

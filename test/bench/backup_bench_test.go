@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
+	"github.com/etcd-autopilot/etcd-autopilot/test/bench/localetcd"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
@@ -262,15 +262,11 @@ func writeClientCert(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 // run runs bin and returns its peak resident memory in MiB.
 func run(t *testing.T, bin string, args ...string) float64 {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	out, err := cmd.CombinedOutput()
+	peak, err := localetcd.RunPeak(exec.Command(bin, args...))
 	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", bin, args, err, out)
+		t.Fatal(err)
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		return float64(ru.Maxrss) / 1024 // KiB on Linux
-	}
-	return 0
+	return peak.RSS
 }
 
 // hostBackup runs bin/worker backup from the host into the bench bucket under key and returns its report.
@@ -329,7 +325,7 @@ func writeBackupResults(t *testing.T, samples map[string][]float64, dbSize int64
 			Notes: "the backup Job's seconds as in backup_time_vs_etcdctl; baseline: `etcdctl snapshot save` to local disk, then that file uploaded to the same MinIO bucket from the host (minio-go FPutObject): both end with the snapshot stored in MinIO",
 			Goal:  &timeGoal, Samples: roundAll(samples["backup_job"]), BaselineSamples: roundAll(samples["etcdctl_save_upload"])},
 		{Metric: "backup_job_peak_rss_mib", Value: framework.Round2(slices.Max(samples["backup_job_peak_rss_mib"])), Unit: "MiB", Baseline: framework.Round2(framework.Median(samples["etcdctl_peak_rss_mib"])),
-			Notes:   "peak total resident memory (getrusage maxrss: heap, stacks, buffers and the mapped pages of the binary) of the backup Job's worker process, the maximum over the runs, streaming a " + db + " snapshot to MinIO in multipart parts read straight from the snapshot stream (64 MiB, not buffered), two in flight; baseline: the peak RSS of `etcdctl snapshot save` of the same database (median), which writes to a local file and uploads nothing; goal: < 32 MiB",
+			Notes:   "peak total resident memory (VmHWM of the process: heap, stacks, buffers and the mapped pages of the binary) of the backup Job's worker process, the maximum over the runs, streaming a " + db + " snapshot to MinIO in multipart parts read straight from the snapshot stream (64 MiB, not buffered), two in flight; baseline: the peak RSS of `etcdctl snapshot save` of the same database (median), which writes to a local file and uploads nothing; goal: < 32 MiB",
 			Samples: roundAll(samples["backup_job_peak_rss_mib"]), BaselineSamples: roundAll(samples["etcdctl_peak_rss_mib"])},
 		{Metric: "backup_job_peak_memory_mib", Value: framework.Round2(mem), Unit: "MiB", Baseline: memGoal,
 			Notes: "peak anonymous resident memory (RssAnon sampled every 50 ms: heap, stacks, buffers) of the backup Job's worker process over the runs, streaming a " + db + " snapshot to MinIO in multipart parts read straight from the snapshot stream (64 MiB, not buffered), two in flight; the binary's file-backed pages are in backup_job_peak_rss_mib; baseline: the 64 MiB goal, so ratio = value / 64",

@@ -47,7 +47,7 @@ const (
 // ConditionDegraded is True when broken.
 const ConditionDegraded = "Degraded"
 `)
-	write("internal/controller/c.go", `package controller
+	write("internal/controller/etcdcluster/c.go", `package etcdcluster
 func f() {
 	setCondition(c, v1.ConditionDegraded, true, reason.Broken, "m")
 	r.Recorder.Event(c, corev1.EventTypeWarning, "Literal", "m")
@@ -57,6 +57,7 @@ func degrade(why reason.Reason) { setCondition(c, v1.ConditionDegraded, true, wh
 `)
 	write("internal/planner/p.go", "package planner\n")
 	write("internal/backup/b.go", "package backup\n")
+	writeOtherControllers(write)
 	page, problems, err := Generate(root)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ const (
 // ConditionDegraded is True when broken.
 const ConditionDegraded = "Degraded"
 `)
-	write("internal/controller/c.go", `package controller
+	write("internal/controller/etcdcluster/c.go", `package etcdcluster
 type trustProblem struct{ reason reason.Reason }
 func f() *trustProblem { return &trustProblem{reason.Distrusted} }
 func (p *pass) health() planner.Health { return planner.Health{Trust: &planner.Problem{Why: p.trust.reason}} }
@@ -112,6 +113,7 @@ func conditions(h Health) (Condition, Warning) {
 }
 `)
 	write("internal/backup/b.go", "package backup\n")
+	writeOtherControllers(write)
 	page, problems, err := Generate(root)
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +129,13 @@ func conditions(h Health) (Condition, Warning) {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("page lacks %q:\n%s", want, page)
 		}
+	}
+}
+
+// writeOtherControllers writes the controller packages a test leaves empty.
+func writeOtherControllers(write func(path, src string)) {
+	for _, pkg := range []string{"etcdbackup", "etcdbackupschedule", "shared"} {
+		write("internal/controller/"+pkg+"/doc.go", "package "+pkg+"\n")
 	}
 }
 

@@ -49,11 +49,11 @@ const ConditionDegraded = "Degraded"
 `)
 	write("internal/controller/etcdcluster/c.go", `package etcdcluster
 func f() {
-	setCondition(c, v1.ConditionDegraded, true, reason.Broken, "m")
+	shared.SetCondition(&c.Status.Conditions, c.Generation, v1.ConditionDegraded, true, reason.Broken, "m")
 	r.Recorder.Event(c, corev1.EventTypeWarning, "Literal", "m")
 	degrade(reason.Helped)
 }
-func degrade(why reason.Reason) { setCondition(c, v1.ConditionDegraded, true, why, "m") }
+func degrade(why reason.Reason) { shared.SetCondition(&c.Status.Conditions, c.Generation, v1.ConditionDegraded, true, why, "m") }
 `)
 	write("internal/planner/p.go", "package planner\n")
 	write("internal/backup/b.go", "package backup\n")
@@ -129,6 +129,45 @@ func conditions(h Health) (Condition, Warning) {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("page lacks %q:\n%s", want, page)
 		}
+	}
+}
+
+// A condition set and a warning recorded through the shared helpers count for the kind of the
+// package that calls them.
+func TestSharedHelpersTakeTheCallersKind(t *testing.T) {
+	root := t.TempDir()
+	write := writerIn(t, root)
+	write("internal/reason/cluster.go", `package reason
+type Reason string
+// Cluster things.
+const (
+	// Flaky: a backup's warning.
+	Flaky Reason = "Flaky"
+)
+`)
+	write("api/v1alpha1/types.go", `package v1alpha1
+// ConditionDegraded is True when broken.
+const ConditionDegraded = "Degraded"
+`)
+	write("internal/planner/p.go", "package planner\n")
+	write("internal/backup/b.go", "package backup\n")
+	writeOtherControllers(write)
+	write("internal/controller/etcdcluster/c.go", "package etcdcluster\n")
+	write("internal/controller/etcdbackup/b.go", `package etcdbackup
+func f() {
+	shared.WarnOnTransition(r.Recorder, b, b.Status.Conditions, v1.ConditionDegraded, reason.Flaky, "m")
+	shared.SetCondition(&b.Status.Conditions, b.Generation, v1.ConditionDegraded, false, reason.Flaky, "m")
+}
+`)
+	page, problems, err := Generate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Errorf("problems: %v", problems)
+	}
+	if want := "| `Flaky` | EtcdBackup Degraded=False; EtcdBackup Warning event | a backup's warning. |  |"; !strings.Contains(string(page), want) {
+		t.Errorf("page lacks %q:\n%s", want, page)
 	}
 }
 

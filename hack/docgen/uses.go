@@ -29,27 +29,33 @@ type uses struct {
 	conditions map[string]map[string]bool
 }
 
-// setter describes a function that sets a condition: the kind, where its arguments are, and
-// the condition type when the function writes one type only.
+// setter describes a function that sets a condition: the kind ("" for the kind of the file that
+// calls it, see eventKind) and where its arguments are.
 type setter struct {
 	kind                       string
 	typeArg, statusArg, reason int
-	fixedType                  string
 }
 
 var setters = map[string]setter{
-	"setCondition":          {kind: kindCluster, typeArg: 1, statusArg: 2, reason: 3},
-	"SetBackupCondition":    {kind: kindBackup, typeArg: 1, statusArg: 2, reason: 3},
-	"setScheduleCondition":  {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionScheduled"},
-	"setVerifiedCondition":  {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionVerified"},
-	"setArchivingCondition": {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionArchiving"},
+	// shared.SetCondition(&obj.Status.Conditions, obj.Generation, typ, status, why, message)
+	"SetCondition": {typeArg: 2, statusArg: 3, reason: 4},
 	// The planner decides the cluster's conditions (planner.Conditions) and the controller sets them.
 	"clusterCondition": {kind: kindCluster, typeArg: 0, statusArg: 1, reason: 2},
 }
 
-// warners are functions whose first argument is the reason of a Warning event of a kind: the
-// planner's warnings, which the controller records.
-var warners = map[string]string{"clusterWarning": kindCluster}
+// warner describes a function that records a Warning event: the kind ("" for the calling file's)
+// and which argument is the reason.
+type warner struct {
+	kind   string
+	reason int
+}
+
+var warners = map[string]warner{
+	// shared.WarnOnTransition(rec, obj, conds, typ, why, message)
+	"WarnOnTransition": {reason: 4},
+	// The planner's warnings, which the controller records.
+	"clusterWarning": {kind: kindCluster, reason: 0},
+}
 
 // controllerPackages are the packages of internal/controller whose calls emit reasons; each
 // records the events of one kind, the shared one of any kind.
@@ -98,7 +104,7 @@ type source struct {
 
 // flow follows reasons through the controllers: into a setter or the recorder directly, through a
 // helper's reason.Reason parameter (r.failed(b, reason.X, …)), through a local variable
-// (why := reason.X … setCondition(…, why, …)), or through a struct field named reason.
+// (why := reason.X … shared.SetCondition(…, why, …)), or through a struct field named reason.
 type flow struct {
 	conds map[string]conditionType
 	// funcs are the controllers' functions and methods by name; params, their reason.Reason parameters.
@@ -210,24 +216,27 @@ func (fl *flow) add(name string, xs ...use) {
 // sink says whether call hands a reason to a condition setter or the recorder, which argument it
 // is and what it becomes.
 func (fl *flow) sink(call *ast.CallExpr, path string) (ast.Expr, use, bool) {
-	if name := funcName(call); name != "" {
-		if s, ok := setters[name]; ok && len(call.Args) > s.reason {
-			typ := s.fixedType
-			if s.typeArg >= 0 {
-				typ = selectorName(call.Args[s.typeArg])
-			}
-			if c, ok := fl.conds[typ]; ok {
-				if fl.u.conditions[s.kind] == nil {
-					fl.u.conditions[s.kind] = map[string]bool{}
-				}
-				fl.u.conditions[s.kind][c.Name] = true
-				typ = c.Value
-			}
-			return call.Args[s.reason], use{s.kind, typ + status(call.Args[s.statusArg])}, true
+	if s, ok := setters[funcName(call)]; ok && len(call.Args) > s.reason {
+		kind := s.kind
+		if kind == "" {
+			kind = eventKind(path)
 		}
+		typ := selectorName(call.Args[s.typeArg])
+		if c, ok := fl.conds[typ]; ok {
+			if fl.u.conditions[kind] == nil {
+				fl.u.conditions[kind] = map[string]bool{}
+			}
+			fl.u.conditions[kind][c.Name] = true
+			typ = c.Value
+		}
+		return call.Args[s.reason], use{kind, typ + status(call.Args[s.statusArg])}, true
 	}
-	if name := funcName(call); warners[name] != "" && len(call.Args) > 0 {
-		return call.Args[0], use{warners[name], "Warning event"}, true
+	if w, ok := warners[funcName(call)]; ok && len(call.Args) > w.reason {
+		kind := w.kind
+		if kind == "" {
+			kind = eventKind(path)
+		}
+		return call.Args[w.reason], use{kind, "Warning event"}, true
 	}
 	if sel, ok := call.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Event" || sel.Sel.Name == "Eventf") && len(call.Args) >= 4 {
 		if t := selectorName(call.Args[1]); strings.HasPrefix(t, "EventType") {

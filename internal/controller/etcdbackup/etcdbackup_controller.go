@@ -134,7 +134,7 @@ func (r *EtcdBackupReconciler) step(ctx context.Context, b *etcdv1alpha1.EtcdBac
 	}
 	now := metav1.NewTime(shared.NowOr(r.Now))
 	b.Status.Phase, b.Status.StartTime = etcdv1alpha1.BackupRunning, &now
-	shared.SetBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, reason.Running, "the backup Job is running")
+	shared.SetCondition(&b.Status.Conditions, b.Generation, etcdv1alpha1.BackupConditionComplete, false, reason.Running, "the backup Job is running")
 	r.Recorder.Event(b, corev1.EventTypeNormal, string(reason.BackupStarted), "started Job "+resources.BackupJobName(b.Name))
 	return ctrl.Result{}, nil
 }
@@ -168,15 +168,15 @@ func (r *EtcdBackupReconciler) wait(b *etcdv1alpha1.EtcdBackup, why reason.Reaso
 		return ctrl.Result{}, nil
 	}
 	b.Status.Phase = etcdv1alpha1.BackupPending
-	shared.SetBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, why, msg)
+	shared.SetCondition(&b.Status.Conditions, b.Generation, etcdv1alpha1.BackupConditionComplete, false, why, msg)
 	return ctrl.Result{RequeueAfter: backupRequeue}, nil
 }
 
 func (r *EtcdBackupReconciler) failed(b *etcdv1alpha1.EtcdBackup, why reason.Reason, msg string) {
 	now := metav1.NewTime(shared.NowOr(r.Now))
 	b.Status.Phase, b.Status.CompletionTime = etcdv1alpha1.BackupFailed, &now
-	shared.SetBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, why, msg)
-	shared.SetBackupCondition(b, etcdv1alpha1.BackupConditionFailed, true, why, msg)
+	shared.SetCondition(&b.Status.Conditions, b.Generation, etcdv1alpha1.BackupConditionComplete, false, why, msg)
+	shared.SetCondition(&b.Status.Conditions, b.Generation, etcdv1alpha1.BackupConditionFailed, true, why, msg)
 	r.Recorder.Event(b, corev1.EventTypeWarning, string(why), msg)
 }
 
@@ -198,7 +198,7 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.E
 		// The status write after the Job's creation was lost: the Job's start is the backup's.
 		start := metav1.NewTime(job.CreationTimestamp.Time)
 		b.Status.Phase, b.Status.StartTime = etcdv1alpha1.BackupRunning, &start
-		shared.SetBackupCondition(b, etcdv1alpha1.BackupConditionComplete, false, reason.Running, "the backup Job is running")
+		shared.SetCondition(&b.Status.Conditions, b.Generation, etcdv1alpha1.BackupConditionComplete, false, reason.Running, "the backup Job is running")
 	}
 	if !done && !failed {
 		return ctrl.Result{}, nil // the Job's status changes wake us
@@ -217,7 +217,7 @@ func (r *EtcdBackupReconciler) observeJob(ctx context.Context, b *etcdv1alpha1.E
 			b.Status.KeyspaceHash = &etcdv1alpha1.BackupKeyspaceHash{Hash: int64(k.Hash), Revision: k.Revision, CompactRevision: k.CompactRevision}
 		}
 		msg := fmt.Sprintf("%d bytes at revision %d from member %s stored at %s", res.Size, res.Revision, res.Member, res.Location)
-		shared.SetBackupCondition(b, etcdv1alpha1.BackupConditionComplete, true, reason.Succeeded, msg)
+		shared.SetCondition(&b.Status.Conditions, b.Generation, etcdv1alpha1.BackupConditionComplete, true, reason.Succeeded, msg)
 		r.Recorder.Event(b, corev1.EventTypeNormal, string(reason.BackupSucceeded), msg)
 		log.FromContext(ctx).Info("backup succeeded", "backup", b.Name, "location", res.Location, "size", res.Size)
 		return ctrl.Result{}, nil

@@ -15,6 +15,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/archive"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/shared"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
@@ -53,19 +54,19 @@ func (r *EtcdBackupScheduleReconciler) archiveWorker(ctx context.Context, s *etc
 		return 0, nil
 	}
 	if err == nil && !exists {
-		setArchivingCondition(s, false, reason.ArchiveFailing, fmt.Sprintf("a pod named %s that this schedule does not own is in the way; delete or rename it", pod.Name))
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, false, reason.ArchiveFailing, fmt.Sprintf("a pod named %s that this schedule does not own is in the way; delete or rename it", pod.Name))
 		return archiveRequeue, nil
 	}
 
 	c := &etcdv1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.Template.ClusterName}, c); apierrors.IsNotFound(err) {
-		setArchivingCondition(s, false, reason.ArchiveWaitingForCluster, fmt.Sprintf("EtcdCluster %q does not exist", s.Spec.Template.ClusterName))
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, false, reason.ArchiveWaitingForCluster, fmt.Sprintf("EtcdCluster %q does not exist", s.Spec.Template.ClusterName))
 		return archiveRequeue, r.deleteArchivePod(ctx, pod, exists)
 	} else if err != nil {
 		return 0, fmt.Errorf("read cluster: %w", err)
 	}
 	if c.Status.ClusterID == "" {
-		setArchivingCondition(s, false, reason.ArchiveWaitingForCluster, fmt.Sprintf("EtcdCluster %q has not formed an etcd cluster yet", c.Name))
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, false, reason.ArchiveWaitingForCluster, fmt.Sprintf("EtcdCluster %q has not formed an etcd cluster yet", c.Name))
 		return archiveRequeue, r.deleteArchivePod(ctx, pod, exists)
 	}
 
@@ -79,7 +80,7 @@ func (r *EtcdBackupScheduleReconciler) archiveWorker(ctx context.Context, s *etc
 			// Recorded before the stopped worker is replaced, so its successor is built with it
 			// even if the operator dies in between: the next pass (woken by this status) replaces it.
 			s.Status.ArchiveRestartRevision = rev
-			setArchivingCondition(s, false, reason.ArchiveCompacted, fmt.Sprintf("the archive restarts at revision %d, after backup of revision %d", rev, rev-1))
+			shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, false, reason.ArchiveCompacted, fmt.Sprintf("the archive restarts at revision %d, after backup of revision %d", rev, rev-1))
 			return archiveRequeue, nil
 		}
 	}
@@ -90,7 +91,7 @@ func (r *EtcdBackupScheduleReconciler) archiveWorker(ctx context.Context, s *etc
 			return 0, fmt.Errorf("create archive pod: %w", err)
 		}
 		r.Recorder.Event(s, corev1.EventTypeNormal, string(reason.ArchiveStarted), "started the archive worker "+want.Name+", archiving to "+s.Status.ArchiveLocation)
-		setArchivingCondition(s, false, reason.ArchiveStarting, "the archive worker "+want.Name+" was created")
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, false, reason.ArchiveStarting, "the archive worker "+want.Name+" was created")
 		return archiveRequeue, nil
 	case !pod.DeletionTimestamp.IsZero():
 		return archiveRequeue, nil // its successor is created once it is gone
@@ -104,7 +105,7 @@ func (r *EtcdBackupScheduleReconciler) archiveWorker(ctx context.Context, s *etc
 	if err := r.observeArchive(ctx, s, pod, c.Status.ClusterID); err != nil && meta.IsStatusConditionTrue(s.Status.Conditions, ConditionArchiving) {
 		// A fixed text (the error is logged): the message must not change with every failed read.
 		cond := meta.FindStatusCondition(s.Status.Conditions, ConditionArchiving)
-		setArchivingCondition(s, true, reason.Archiving, cond.Message+"; its progress (the recoverable window, the lag) cannot be read on port "+strconv.Itoa(naming.ArchiveStatusPort))
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, true, reason.Archiving, cond.Message+"; its progress (the recoverable window, the lag) cannot be read on port "+strconv.Itoa(naming.ArchiveStatusPort))
 	}
 	if compacted && !compactionBackupInFlight(owned, pod) {
 		if err := r.backUpNow(ctx, s, owned, "the cluster compacted changes the archive had not stored"); err != nil {
@@ -138,17 +139,17 @@ func recordArchiveState(s *etcdv1alpha1.EtcdBackupSchedule, pod *corev1.Pod) (co
 		}
 		switch {
 		case last != nil && last.ExitCode == archive.ExitCompacted && st.State.Running == nil:
-			setArchivingCondition(s, false, reason.ArchiveCompacted, "the cluster compacted changes the archive had not stored; a full backup is taken and the archive restarts after it: "+lastWords(last.Message))
+			shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, false, reason.ArchiveCompacted, "the cluster compacted changes the archive had not stored; a full backup is taken and the archive restarts after it: "+lastWords(last.Message))
 			return true
 		case st.State.Running != nil:
-			setArchivingCondition(s, true, reason.Archiving, fmt.Sprintf("archiving every change of the cluster to %s (worker restarts: %d)", s.Status.ArchiveLocation, st.RestartCount))
+			shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, true, reason.Archiving, fmt.Sprintf("archiving every change of the cluster to %s (worker restarts: %d)", s.Status.ArchiveLocation, st.RestartCount))
 			return false
 		case last != nil:
-			setArchivingCondition(s, false, reason.ArchiveFailing, fmt.Sprintf("the archive worker exited with code %d (restarts: %d): %s", last.ExitCode, st.RestartCount, lastWords(last.Message)))
+			shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, false, reason.ArchiveFailing, fmt.Sprintf("the archive worker exited with code %d (restarts: %d): %s", last.ExitCode, st.RestartCount, lastWords(last.Message)))
 			return false
 		}
 	}
-	setArchivingCondition(s, false, reason.ArchiveStarting, "the archive worker is starting")
+	shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, false, reason.ArchiveStarting, "the archive worker is starting")
 	return false
 }
 
@@ -205,12 +206,4 @@ func restartAfterCompaction(pod *corev1.Pod, owned []etcdv1alpha1.EtcdBackup, cl
 		}
 	}
 	return rev
-}
-
-func setArchivingCondition(s *etcdv1alpha1.EtcdBackupSchedule, status bool, why reason.Reason, message string) {
-	st := metav1.ConditionFalse
-	if status {
-		st = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionArchiving, Status: st, Reason: string(why), Message: message, ObservedGeneration: s.Generation})
 }

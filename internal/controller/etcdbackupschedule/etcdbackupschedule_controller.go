@@ -104,13 +104,13 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1
 		if c := meta.FindStatusCondition(s.Status.Conditions, ConditionScheduled); c != nil && c.Reason == string(reason.InvalidSpec) {
 			prev = c.Message
 		}
-		setScheduleCondition(s, false, reason.InvalidSpec, shared.InvalidSpecMessage(r.Recorder, s, prev, problems))
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, false, reason.InvalidSpec, shared.InvalidSpecMessage(r.Recorder, s, prev, problems))
 		return ctrl.Result{}, nil // a spec change wakes us
 	}
 	now := shared.NowOr(r.Now)
 	cron, err := backupschedule.Parse(s.Spec.Schedule)
 	if err != nil {
-		setScheduleCondition(s, false, reason.InvalidSchedule, err.Error())
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, false, reason.InvalidSchedule, err.Error())
 		return ctrl.Result{}, nil // a spec change wakes us
 	}
 	owned, err := r.ownedBackups(ctx, s)
@@ -199,20 +199,20 @@ func (r *EtcdBackupScheduleReconciler) scheduleRun(ctx context.Context, s *etcdv
 	running := backupschedule.Running(items)
 	switch {
 	case s.Spec.Suspend:
-		setScheduleCondition(s, false, reason.Suspended, "spec.suspend is set; no new backups are taken")
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, false, reason.Suspended, "spec.suspend is set; no new backups are taken")
 		return requeue(otherWait, 0), nil
 	case due && running:
 		// Never overlap: the run starts when the one in flight ends (its status change wakes us).
-		setScheduleCondition(s, true, reason.Waiting, fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, true, reason.Waiting, fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
 		return requeue(otherWait, scheduleBusyRequeue), nil
 	case due:
 		if err := r.createRun(ctx, s, run, "created EtcdBackup %s"); err != nil {
 			return ctrl.Result{}, err
 		}
-		setScheduleCondition(s, true, reason.Scheduled, "next run at "+next.UTC().Format(time.RFC3339))
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, true, reason.Scheduled, "next run at "+next.UTC().Format(time.RFC3339))
 		return requeue(otherWait, scheduleBusyRequeue), nil
 	}
-	setScheduleCondition(s, true, reason.Scheduled, "next run at "+next.UTC().Format(time.RFC3339))
+	shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, true, reason.Scheduled, "next run at "+next.UTC().Format(time.RFC3339))
 	wait := next.Sub(now)
 	if running && wait > scheduleBusyRequeue {
 		wait = scheduleBusyRequeue
@@ -352,7 +352,7 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alph
 	}
 	cron, err := backupschedule.Parse(s.Spec.Verify.Schedule)
 	if err != nil {
-		setVerifiedCondition(s, false, reason.InvalidSchedule, err.Error())
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionVerified, false, reason.InvalidSchedule, err.Error())
 		return 0, nil
 	}
 	succeeded := succeededNewestFirst(backups)
@@ -376,14 +376,14 @@ func (r *EtcdBackupScheduleReconciler) verify(ctx context.Context, s *etcdv1alph
 	var foreign *shared.ForeignJob
 	switch {
 	case errors.As(err, &foreign):
-		setVerifiedCondition(s, false, reason.JobNameConflict, foreign.Error())
+		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionVerified, false, reason.JobNameConflict, foreign.Error())
 	case err == nil: // recorded above once it has finished
 	case !apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("read verify job: %w", err)
 	case due && s.Status.LastVerifiedBackup != newest.Name:
 		image, err := versions.Image(newest.Status.EtcdVersion)
 		if err != nil {
-			setVerifiedCondition(s, false, reason.UnsupportedVersion, fmt.Sprintf("backup %s was taken from etcd %s: %v", newest.Name, newest.Status.EtcdVersion, err))
+			shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionVerified, false, reason.UnsupportedVersion, fmt.Sprintf("backup %s was taken from etcd %s: %v", newest.Name, newest.Status.EtcdVersion, err))
 			break
 		}
 		if err := r.Create(ctx, resources.VerifyJob(s, newest, notCorrupt(succeeded[1:]), r.OperatorImage, image, r.PodIDs)); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -461,17 +461,16 @@ func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *etcd
 				r.Recorder.Event(s, corev1.EventTypeNormal, string(reason.Verified), "test-restore of "+b.Name+" succeeded")
 			}
 			msg := fmt.Sprintf("%s restored into a throwaway etcd: SHA-256 and size as recorded, serving at revision ≥ %d", b.Name, b.Status.Revision)
-			setVerifiedCondition(s, true, reason.Verified, msg)
+			shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionVerified, true, reason.Verified, msg)
 			shared.MarkBackupVerified(ctx, r.Client, r.Recorder, b, job, true, reason.BackupVerified, msg)
 		case batchv1.JobFailed:
 			why, msg := reason.JobFailed, "the verify Job failed without a report"
 			if rep, err := shared.JobReport(ctx, r.Client, nil, job, false); err == nil && rep.Reason != "" {
 				why, msg = rep.Reason, rep.Message
 			}
-			if c := meta.FindStatusCondition(s.Status.Conditions, ConditionVerified); c == nil || c.Reason != string(why) {
-				r.Recorder.Event(s, corev1.EventTypeWarning, string(why), "test-restore of "+b.Name+" failed: "+msg)
-			}
-			setVerifiedCondition(s, false, why, fmt.Sprintf("test-restore of %s failed: %s", b.Name, msg))
+			failed := fmt.Sprintf("test-restore of %s failed: %s", b.Name, msg)
+			shared.WarnOnTransition(r.Recorder, s, s.Status.Conditions, ConditionVerified, why, failed)
+			shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionVerified, false, why, failed)
 			if backup.CorruptVerdict(why) {
 				shared.MarkBackupVerified(ctx, r.Client, r.Recorder, b, job, false, reason.BackupCorrupt, fmt.Sprintf("%s: %s", why, msg))
 			}
@@ -494,22 +493,6 @@ func (r *EtcdBackupScheduleReconciler) recordRechecks(ctx context.Context, job *
 			}
 		}
 	}
-}
-
-func setVerifiedCondition(s *etcdv1alpha1.EtcdBackupSchedule, status bool, why reason.Reason, message string) {
-	st := metav1.ConditionFalse
-	if status {
-		st = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionVerified, Status: st, Reason: string(why), Message: message, ObservedGeneration: s.Generation})
-}
-
-func setScheduleCondition(s *etcdv1alpha1.EtcdBackupSchedule, status bool, why reason.Reason, message string) {
-	st := metav1.ConditionFalse
-	if status {
-		st = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionScheduled, Status: st, Reason: string(why), Message: message, ObservedGeneration: s.Generation})
 }
 
 // SetupWithManager registers the reconciler; its backups' status changes wake it.

@@ -181,7 +181,7 @@ func (p *pass) actCreateMembers(ctx context.Context, a planner.Action) error {
 	if a.Bootstrap {
 		var err error
 		if restore, err = p.restoreInput(ctx); err != nil {
-			setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.BackupNotReady, err.Error())
+			shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionRestored, false, reason.BackupNotReady, err.Error())
 			return err
 		}
 	}

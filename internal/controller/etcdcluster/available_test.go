@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/shared"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 )
@@ -80,7 +81,7 @@ func TestFailingStepIsDegraded(t *testing.T) {
 		return meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 	}
 	for i := 1; i <= failingAfter; i++ {
-		setCondition(c, etcdv1alpha1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
 		p.mem.actionFailed(key, time.Now())
 		p.mem.lastError = `pods "etcd-0" is forbidden: exceeded quota`
 		p.reportFailingStep(key, a)
@@ -92,13 +93,13 @@ func TestFailingStepIsDegraded(t *testing.T) {
 	if got.Status != metav1.ConditionTrue || got.Reason != "ActionFailing" || !strings.Contains(got.Message, "exceeded quota") || !strings.Contains(got.Message, "CreateMembers [etcd-0]") {
 		t.Fatalf("Degraded %+v, want True/ActionFailing naming the step and its error", got)
 	}
-	setCondition(c, etcdv1alpha1.ConditionDegraded, true, "AlarmRaised", "NOSPACE")
+	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, "AlarmRaised", "NOSPACE")
 	p.reportFailingStep(key, a)
 	if got := degraded(); got.Reason != "AlarmRaised" {
 		t.Fatalf("Degraded %+v: the alarm says more and stands", got)
 	}
 	p.mem.actionSucceeded()
-	setCondition(c, etcdv1alpha1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
+	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
 	p.reportFailingStep(key, a)
 	if got := degraded(); got.Status != metav1.ConditionFalse {
 		t.Fatalf("Degraded %+v after the step succeeded", got)

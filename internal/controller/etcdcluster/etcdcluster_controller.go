@@ -132,7 +132,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	res, err := p.run(ctx)
 	if err != nil && !apierrors.IsConflict(err) && meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing) == nil {
 		// A first pass that could not even create the cluster's objects still says why.
-		setCondition(c, etcdv1alpha1.ConditionProgressing, true, reason.ReconcileFailed, err.Error())
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionProgressing, true, reason.ReconcileFailed, err.Error())
 	}
 	switch {
 	case err == nil:
@@ -140,7 +140,7 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	case !apierrors.IsConflict(err) && p.mem.passFailed(err):
 		// A pass that keeps failing before it can decide (a Service, the NetworkPolicy or a Secret
 		// that cannot be written) must not leave an earlier AsExpected standing.
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("the operator's pass has failed %d times in a row before deciding a step; last error: %s (retried with backoff)", p.mem.passFailures, p.mem.passError))
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("the operator's pass has failed %d times in a row before deciding a step; last error: %s (retried with backoff)", p.mem.passFailures, p.mem.passError))
 	}
 	if serr := p.writeStatus(ctx); serr != nil && err == nil {
 		err = serr
@@ -212,7 +212,7 @@ func (p *pass) prepare(ctx context.Context) (res ctrl.Result, done bool, err err
 	c := p.c
 	if c.Spec.Image == "" && !versions.IsSupported(c.Spec.Version) {
 		_, err := versions.Image(c.Spec.Version)
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.UnsupportedVersion, err.Error())
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.UnsupportedVersion, err.Error())
 		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.UnsupportedVersion), err.Error())
 		return ctrl.Result{}, true, nil // a spec change wakes us
 	}
@@ -300,7 +300,7 @@ func (p *pass) noStep(action planner.Action) (ctrl.Result, bool) {
 	if p.trust != nil && p.trust.blocks {
 		// Nothing is started or changed on certificates that cannot work. The user's Secrets are not
 		// watched (they are read on demand), so look again soon for the fix.
-		setCondition(p.c, etcdv1alpha1.ConditionProgressing, false, reason.UserCertificatesUnusable, "waiting for usable certificates: "+p.trust.message)
+		shared.SetCondition(&p.c.Status.Conditions, p.c.Generation, etcdv1alpha1.ConditionProgressing, false, reason.UserCertificatesUnusable, "waiting for usable certificates: "+p.trust.message)
 		return ctrl.Result{RequeueAfter: requeueUserCertificates}, true
 	}
 	if action.Reason == reason.MigrationStopped {
@@ -332,7 +332,7 @@ func (p *pass) step(ctx context.Context, action planner.Action) (ctrl.Result, er
 	if err := p.act(ctx, action); apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: requeueStep}, nil // a stale view; look again, nothing failed
 	} else if errors.As(err, &wait) {
-		setCondition(c, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; etcd: not yet: %v", action.Message, wait.err))
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; etcd: not yet: %v", action.Message, wait.err))
 		return ctrl.Result{RequeueAfter: requeueBusy}, nil
 	} else if err != nil {
 		return p.stepFailed(ctx, key, action, err), nil
@@ -356,10 +356,10 @@ func (p *pass) stepFailed(ctx context.Context, key string, action planner.Action
 	metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 	var conflict *nameConflict
 	if errors.As(err, &conflict) {
-		setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
 	}
 	p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.ActionFailed), "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
-	setCondition(c, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
+	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
 	p.reportFailingStep(key, action)
 	return ctrl.Result{RequeueAfter: retry}
 }

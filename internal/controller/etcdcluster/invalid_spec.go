@@ -19,7 +19,7 @@ func (r *EtcdClusterReconciler) refuseInvalidSpec(ctx context.Context, c *etcdv1
 	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); cond != nil && cond.Reason == string(reason.InvalidSpec) {
 		prev = cond.Message
 	}
-	setCondition(c, etcdv1alpha1.ConditionDegraded, true, reason.InvalidSpec, shared.InvalidSpecMessage(r.Recorder, c, prev, problems))
+	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.InvalidSpec, shared.InvalidSpecMessage(r.Recorder, c, prev, problems))
 	c.Status.Phase = etcdv1alpha1.PhaseDegraded
 	_, err := shared.PatchStatusIfChanged(ctx, r.Client, orig, c, orig.Status, c.Status)
 	return ctrl.Result{}, err

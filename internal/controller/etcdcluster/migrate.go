@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/shared"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -308,32 +309,22 @@ func (p *pass) recordMigration(action planner.Action) {
 		if !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionMigrated) {
 			p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.Migrated), msg)
 		}
-		setCondition(c, etcdv1alpha1.ConditionMigrated, true, reason.Migrated, msg)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, true, reason.Migrated, msg)
 		return
 	}
 	// Each stop is announced once, with a Warning event; the reasons are spelled out for docgen.
-	first := func(why reason.Reason) bool {
-		cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionMigrated)
-		return cond == nil || cond.Reason != string(why)
-	}
 	switch action.Reason {
 	case reason.MigrationRefused:
-		if first(reason.MigrationRefused) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationRefused), action.Message)
-		}
-		setCondition(c, etcdv1alpha1.ConditionMigrated, false, reason.MigrationRefused, action.Message)
+		shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, etcdv1alpha1.ConditionMigrated, reason.MigrationRefused, action.Message)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, false, reason.MigrationRefused, action.Message)
 	case reason.MigrationSourceUnreachable:
-		if first(reason.MigrationSourceUnreachable) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationSourceUnreachable), action.Message)
-		}
-		setCondition(c, etcdv1alpha1.ConditionMigrated, false, reason.MigrationSourceUnreachable, action.Message)
+		shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, etcdv1alpha1.ConditionMigrated, reason.MigrationSourceUnreachable, action.Message)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, false, reason.MigrationSourceUnreachable, action.Message)
 	case reason.MigrationStopped:
-		if first(reason.MigrationStopped) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MigrationStopped), action.Message)
-		}
-		setCondition(c, etcdv1alpha1.ConditionMigrated, false, reason.MigrationStopped, action.Message)
+		shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, etcdv1alpha1.ConditionMigrated, reason.MigrationStopped, action.Message)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, false, reason.MigrationStopped, action.Message)
 	default:
-		setCondition(c, etcdv1alpha1.ConditionMigrated, false, reason.Migrating, fmt.Sprintf("%s; keep the old members running and clients on them until this condition is True (new endpoint: %s)",
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, false, reason.Migrating, fmt.Sprintf("%s; keep the old members running and clients on them until this condition is True (new endpoint: %s)",
 			action.Message, naming.ClientServiceHost(c.Name, c.Namespace)))
 	}
 }

@@ -275,15 +275,13 @@ func (p *pass) observeRestore(ctx context.Context) {
 	for _, name := range slices.Sorted(maps.Keys(p.obs.pods)) {
 		if rep, ok := restoreFailure(p.obs.pods[name]); ok {
 			msg := fmt.Sprintf("member %s: %s; no member was started", name, rep.Message)
-			if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason != string(rep.Reason) {
-				p.r.Recorder.Event(c, corev1.EventTypeWarning, string(rep.Reason), msg)
-			}
-			setCondition(c, etcdv1alpha1.ConditionRestored, false, rep.Reason, msg)
+			shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, etcdv1alpha1.ConditionRestored, rep.Reason, msg)
+			shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionRestored, false, rep.Reason, msg)
 			return
 		}
 	}
 	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason == string(reason.BackupNotReady) || cond.Reason == string(reason.RestoreSourceUnusable) || cond.Reason == string(reason.BackupCorrupt) {
-		setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.Restoring, "restoring the initial members from the snapshot")
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionRestored, false, reason.Restoring, "restoring the initial members from the snapshot")
 	}
 }
 
@@ -308,10 +306,8 @@ func (p *pass) confirmRestored(ctx context.Context) {
 		return // nobody answered yet: decide on a later pass
 	case have < want:
 		msg := fmt.Sprintf("the members run at revision %d, below the snapshot's %d: the snapshot was not restored into them", have, want)
-		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason != string(reason.NotRestored) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.NotRestored), msg)
-		}
-		setCondition(c, etcdv1alpha1.ConditionRestored, false, reason.NotRestored, msg)
+		shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, etcdv1alpha1.ConditionRestored, reason.NotRestored, msg)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionRestored, false, reason.NotRestored, msg)
 	default:
 		msg := fmt.Sprintf("the initial members were restored from the snapshot at revision %d, with revisions raised past the old cluster's (now %d) and everything before compacted, so that watchers of the old cluster re-list", want, have)
 		if want == 0 {
@@ -324,7 +320,7 @@ func (p *pass) confirmRestored(ctx context.Context) {
 			}
 			msg += fmt.Sprintf("); revisions start at %d, everything before compacted", pit.Revision+pit.Bump)
 		}
-		setCondition(c, etcdv1alpha1.ConditionRestored, true, reason.Restored, msg)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionRestored, true, reason.Restored, msg)
 	}
 }
 
@@ -390,10 +386,8 @@ func (p *pass) observeSnapshot(ctx context.Context) *planner.Snapshot {
 	s.Unusable, s.Reason = unusable, why
 	msg := unusable + "; no member was started"
 	// Against the condition this pass started with: observeRestore may have just replaced it.
-	if cond := meta.FindStatusCondition(p.orig.Status.Conditions, etcdv1alpha1.ConditionRestored); cond == nil || cond.Reason != string(why) {
-		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(why), msg)
-	}
-	setCondition(c, etcdv1alpha1.ConditionRestored, false, why, msg)
+	shared.WarnOnTransition(p.r.Recorder, c, p.orig.Status.Conditions, etcdv1alpha1.ConditionRestored, why, msg)
+	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionRestored, false, why, msg)
 	return s
 }
 

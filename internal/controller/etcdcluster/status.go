@@ -20,18 +20,6 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
 
-// setCondition sets one condition; meta.SetStatusCondition keeps the transition time when only
-// the message changes, so repeated passes do not rewrite status.
-func setCondition(c *etcdv1alpha1.EtcdCluster, typ string, status bool, why reason.Reason, message string) {
-	s := metav1.ConditionFalse
-	if status {
-		s = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{
-		Type: typ, Status: s, Reason: string(why), Message: message, ObservedGeneration: c.Generation,
-	})
-}
-
 func idString(id uint64) string {
 	if id == 0 {
 		return ""
@@ -84,7 +72,7 @@ func (p *pass) recordObservation(action planner.Action) {
 
 // setPlannerCondition sets a condition the planner decided.
 func setPlannerCondition(c *etcdv1alpha1.EtcdCluster, cond planner.Condition) {
-	setCondition(c, cond.Type, cond.Status, cond.Reason, cond.Message)
+	shared.SetCondition(&c.Status.Conditions, c.Generation, cond.Type, cond.Status, cond.Reason, cond.Message)
 }
 
 // memberCounts are the voting members in etcd, those healthy, and those healthy whose pod is Ready
@@ -235,21 +223,16 @@ func conditionReason(c *etcdv1alpha1.EtcdCluster, typ string) reason.Reason {
 // A zone move given up is said in the message while the rebalance backs off.
 func (p *pass) recordSpread() {
 	c, o := p.c, p.obs
-	lost := func(why reason.Reason) bool { return conditionReason(c, etcdv1alpha1.ConditionSpread) != why }
 	switch v := planner.Spread(membersNodes(c, o), o.zones); {
 	case !v.Known:
 	case v.Spread:
-		setCondition(c, etcdv1alpha1.ConditionSpread, true, reason.MembersOnSeparateNodes, v.Message)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionSpread, true, reason.MembersOnSeparateNodes, v.Message)
 	case v.ByZone:
-		if lost(reason.MembersShareAZone) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MembersShareAZone), v.Message)
-		}
-		setCondition(c, etcdv1alpha1.ConditionSpread, false, reason.MembersShareAZone, v.Message+rebalanceNote(c, p.now))
+		shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, etcdv1alpha1.ConditionSpread, reason.MembersShareAZone, v.Message)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionSpread, false, reason.MembersShareAZone, v.Message+rebalanceNote(c, p.now))
 	default:
-		if lost(reason.MembersShareANode) {
-			p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.MembersShareANode), v.Message)
-		}
-		setCondition(c, etcdv1alpha1.ConditionSpread, false, reason.MembersShareANode, v.Message)
+		shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, etcdv1alpha1.ConditionSpread, reason.MembersShareANode, v.Message)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionSpread, false, reason.MembersShareANode, v.Message)
 	}
 }
 
@@ -279,7 +262,7 @@ func (p *pass) reportFailingStep(key string, action planner.Action) {
 			return
 		}
 	}
-	setCondition(p.c, etcdv1alpha1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("step %s %v (%s: %s) has failed %d times in a row; last error: %s (retried with backoff)",
+	shared.SetCondition(&p.c.Status.Conditions, p.c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("step %s %v (%s: %s) has failed %d times in a row; last error: %s (retried with backoff)",
 		action.Kind, action.Members, action.Reason, action.Message, cm.failures, cm.lastError))
 }
 
@@ -289,7 +272,7 @@ func (p *pass) recordQuorumLoss(action planner.Action, available bool) bool {
 	c := p.c
 	var prev *metav1.Condition
 	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumLost); cond != nil {
-		before := *cond // setCondition below changes the condition in place
+		before := *cond // shared.SetCondition below changes the condition in place
 		prev = &before
 	}
 	switch {
@@ -303,17 +286,17 @@ func (p *pass) recordQuorumLoss(action planner.Action, available bool) bool {
 		if action.Reason == reason.RecoveryStuck {
 			why = action.Reason
 		}
-		setCondition(c, etcdv1alpha1.ConditionQuorumLost, true, why, fmt.Sprintf("recovering from %s (%s, phase %s): %s", from, r.Source, r.Phase, action.Message))
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionQuorumLost, true, why, fmt.Sprintf("recovering from %s (%s, phase %s): %s", from, r.Source, r.Phase, action.Message))
 	case action.Reason == reason.QuorumLost:
-		setCondition(c, etcdv1alpha1.ConditionQuorumLost, true, action.Reason, action.Message)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionQuorumLost, true, action.Reason, action.Message)
 	case prev != nil && prev.Status == metav1.ConditionTrue && available:
 		msg := "quorum is back"
 		if r := c.Status.Recovery; r != nil && r.CompletedAt != nil {
 			msg = fmt.Sprintf("quorum is back: recovered %s at %s", r.Source, r.CompletedAt.UTC().Format(time.RFC3339))
 		}
-		setCondition(c, etcdv1alpha1.ConditionQuorumLost, false, reason.Recovered, msg)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionQuorumLost, false, reason.Recovered, msg)
 	case prev == nil || prev.Status == metav1.ConditionTrue:
-		setCondition(c, etcdv1alpha1.ConditionQuorumLost, false, reason.NoMajorityLost, "no majority of the voting members has lost its data")
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionQuorumLost, false, reason.NoMajorityLost, "no majority of the voting members has lost its data")
 	}
 	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumLost)
 	if cond.Status != metav1.ConditionTrue {

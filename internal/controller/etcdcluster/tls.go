@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/shared"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -336,7 +337,7 @@ func (p *pass) startCARotation(ctx context.Context) bool {
 	c.Status.TLS.CARotation = &etcdv1alpha1.CARotation{Phase: etcdv1alpha1.CATrustNew, Trigger: trigger}
 	c.Status.TLS.TrustEpoch++
 	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.RotatingCA), "CA rotation (%s) started: phase %s", trigger, etcdv1alpha1.CATrustNew)
-	setCondition(c, etcdv1alpha1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", trigger, etcdv1alpha1.CATrustNew))
+	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", trigger, etcdv1alpha1.CATrustNew))
 	return true
 }
 
@@ -353,12 +354,12 @@ func (p *pass) advanceCARotation(next string) {
 	if next == "" {
 		c.Status.TLS.CARotation = nil
 		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.CARotated), "CA rotation (%s) done: every member trusts and presents certificates of the new CA only", r.Trigger)
-		setCondition(c, etcdv1alpha1.ConditionProgressing, false, reason.Ready, "CA rotation done")
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionProgressing, false, reason.Ready, "CA rotation done")
 		return
 	}
 	c.Status.TLS.CARotation = &etcdv1alpha1.CARotation{Phase: etcdv1alpha1.CARotationPhase(next), Trigger: r.Trigger}
 	c.Status.TLS.TrustEpoch++
-	setCondition(c, etcdv1alpha1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", r.Trigger, next))
+	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionProgressing, true, reason.RotatingCA, fmt.Sprintf("CA rotation (%s): phase %s recorded", r.Trigger, next))
 }
 
 // checkUserTLS reads the user's certificate Secrets (spec.tls.secrets) and checks that the members

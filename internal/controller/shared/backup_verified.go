@@ -7,7 +7,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -39,7 +38,7 @@ func MarkBackupVerified(ctx context.Context, c client.Client, rec record.EventRe
 		}
 	}
 	before := b.DeepCopy()
-	SetBackupCondition(b, etcdv1alpha1.BackupConditionVerified, ok, why, msg)
+	SetCondition(&b.Status.Conditions, b.Generation, etcdv1alpha1.BackupConditionVerified, ok, why, msg)
 	if err := c.Status().Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		log.FromContext(ctx).Info("could not record the test-restore on the backup; retrying on the next pass", "backup", b.Name, "error", err.Error())
 		return
@@ -47,13 +46,4 @@ func MarkBackupVerified(ctx context.Context, c client.Client, rec record.EventRe
 	if !ok {
 		rec.Event(b, corev1.EventTypeWarning, string(reason.BackupCorrupt), "the stored snapshot is not what this backup recorded, so no restore or recovery uses it: "+msg)
 	}
-}
-
-// SetBackupCondition sets one condition of b.
-func SetBackupCondition(b *etcdv1alpha1.EtcdBackup, typ string, status bool, why reason.Reason, message string) {
-	s := metav1.ConditionFalse
-	if status {
-		s = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: string(why), Message: message, ObservedGeneration: b.Generation})
 }

@@ -28,12 +28,7 @@ func TestCommittedPageIsUpToDate(t *testing.T) {
 
 // A tree with a reason written as a literal, one flowing through a helper and one never used.
 func TestLiteralsHelpersAndUnusedReasons(t *testing.T) {
-	root := t.TempDir()
-	write := writerIn(t, root)
-	write("internal/reason/cluster.go", `package reason
-type Reason string
-// Cluster things.
-const (
+	root, write := treeWith(t, `
 	// Broken: it broke.
 	// Do: fix it.
 	Broken Reason = "Broken"
@@ -41,11 +36,6 @@ const (
 	Forgotten Reason = "Forgotten"
 	// Helped: set through a helper.
 	Helped Reason = "Helped"
-)
-`)
-	write("api/v1alpha1/types.go", `package v1alpha1
-// ConditionDegraded is True when broken.
-const ConditionDegraded = "Degraded"
 `)
 	write("internal/controller/etcdcluster/c.go", `package etcdcluster
 func f() {
@@ -55,9 +45,6 @@ func f() {
 }
 func degrade(why reason.Reason) { shared.SetCondition(&c.Status.Conditions, c.Generation, v1.ConditionDegraded, true, why, "m") }
 `)
-	write("internal/planner/p.go", "package planner\n")
-	write("internal/backup/b.go", "package backup\n")
-	writeOtherControllers(write)
 	page, problems, err := Generate(root)
 	if err != nil {
 		t.Fatal(err)
@@ -80,23 +67,13 @@ func degrade(why reason.Reason) { shared.SetCondition(&c.Status.Conditions, c.Ge
 // Conditions and warnings the planner decides, and a reason that reaches them through a struct
 // field copied into the planner's input.
 func TestPlannerConditionsAndCopiedFields(t *testing.T) {
-	root := t.TempDir()
-	write := writerIn(t, root)
-	write("internal/reason/cluster.go", `package reason
-type Reason string
-// Cluster things.
-const (
+	root, write := treeWith(t, `
 	// Healthy: all is well.
 	Healthy Reason = "Healthy"
 	// Stepping: a step.
 	Stepping Reason = "Stepping"
 	// Distrusted: reaches Degraded through the controller's trust problem.
 	Distrusted Reason = "Distrusted"
-)
-`)
-	write("api/v1alpha1/types.go", `package v1alpha1
-// ConditionDegraded is True when broken.
-const ConditionDegraded = "Degraded"
 `)
 	write("internal/controller/etcdcluster/c.go", `package etcdcluster
 type trustProblem struct{ reason reason.Reason }
@@ -112,8 +89,6 @@ func conditions(h Health) (Condition, Warning) {
 	return clusterCondition(v1.ConditionDegraded, false, reason.Healthy, "m"), Warning{}
 }
 `)
-	write("internal/backup/b.go", "package backup\n")
-	writeOtherControllers(write)
 	page, problems, err := Generate(root)
 	if err != nil {
 		t.Fatal(err)
@@ -135,24 +110,10 @@ func conditions(h Health) (Condition, Warning) {
 // A condition set and a warning recorded through the shared helpers count for the kind of the
 // package that calls them.
 func TestSharedHelpersTakeTheCallersKind(t *testing.T) {
-	root := t.TempDir()
-	write := writerIn(t, root)
-	write("internal/reason/cluster.go", `package reason
-type Reason string
-// Cluster things.
-const (
+	root, write := treeWith(t, `
 	// Flaky: a backup's warning.
 	Flaky Reason = "Flaky"
-)
 `)
-	write("api/v1alpha1/types.go", `package v1alpha1
-// ConditionDegraded is True when broken.
-const ConditionDegraded = "Degraded"
-`)
-	write("internal/planner/p.go", "package planner\n")
-	write("internal/backup/b.go", "package backup\n")
-	writeOtherControllers(write)
-	write("internal/controller/etcdcluster/c.go", "package etcdcluster\n")
 	write("internal/controller/etcdbackup/b.go", `package etcdbackup
 func f() {
 	shared.WarnOnTransition(r.Recorder, b, b.Status.Conditions, v1.ConditionDegraded, reason.Flaky, "m")
@@ -171,11 +132,23 @@ func f() {
 	}
 }
 
-// writeOtherControllers writes the controller packages a test leaves empty.
-func writeOtherControllers(write func(path, src string)) {
-	for _, pkg := range []string{"etcdbackup", "etcdbackupschedule", "shared"} {
+// treeWith is a source tree under a temporary root: the cluster reasons reasons (constant
+// declarations), the condition type Degraded, and every package docgen reads, empty; and what
+// writes more files into it.
+func treeWith(t *testing.T, reasons string) (string, func(path, src string)) {
+	root := t.TempDir()
+	write := writerIn(t, root)
+	write("internal/reason/cluster.go", "package reason\ntype Reason string\n// Cluster things.\nconst ("+reasons+")\n")
+	write("api/v1alpha1/types.go", `package v1alpha1
+// ConditionDegraded is True when broken.
+const ConditionDegraded = "Degraded"
+`)
+	write("internal/planner/p.go", "package planner\n")
+	write("internal/backup/b.go", "package backup\n")
+	for _, pkg := range []string{"etcdcluster", "etcdbackup", "etcdbackupschedule", "shared"} {
 		write("internal/controller/"+pkg+"/doc.go", "package "+pkg+"\n")
 	}
+	return root, write
 }
 
 // writerIn writes files of a source tree under root.

@@ -80,8 +80,9 @@ type EtcdClusterReconciler struct {
 	apiReader client.Reader
 }
 
-// The role holds the verbs the code uses and no other (rbac_test.go runs the envtest suite under
-// it): reads go through the cache (list, watch); get only where the code reads past it.
+// The role holds the verbs the code uses and no other (internal/testutil/operatortest runs the
+// envtest suites under it): reads go through the cache (list, watch); get only where the code reads
+// past it.
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters,verbs=list;watch;update
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdclusters/finalizers,verbs=update

@@ -481,7 +481,7 @@ func (r *EtcdBackupScheduleReconciler) recordVerify(ctx context.Context, s *etcd
 // recordRechecks marks corrupt the other backups a finished test-restore Job found changed (its
 // report's Corrupt), each once.
 func (r *EtcdBackupScheduleReconciler) recordRechecks(ctx context.Context, job *batchv1.Job, done []*etcdv1alpha1.EtcdBackup) {
-	rep, err := shared.JobReport(ctx, r.Client, nil, job, shared.JobSucceeded(job))
+	rep, err := shared.JobReport(ctx, r.Client, nil, job, jobSucceeded(job))
 	if err != nil {
 		return
 	}
@@ -503,4 +503,14 @@ func (r *EtcdBackupScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Pod{}).
 		Complete(metrics.Instrument("etcdbackupschedule", r))
+}
+
+// jobSucceeded says whether j completed.
+func jobSucceeded(j *batchv1.Job) bool {
+	for _, cond := range j.Status.Conditions {
+		if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }

@@ -42,16 +42,6 @@ func JobFinished(j *batchv1.Job) bool {
 	return false
 }
 
-// JobSucceeded says whether j completed.
-func JobSucceeded(j *batchv1.Job) bool {
-	for _, cond := range j.Status.Conditions {
-		if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
 // JobReport reads the report of the Job's newest pod in the wanted outcome, from c, then from
 // apiReader (nil: none) when c has none.
 func JobReport(ctx context.Context, c, apiReader client.Reader, job *batchv1.Job, succeeded bool) (backup.Report, error) {

@@ -38,8 +38,9 @@ const (
 	OperatorServiceAccount = "etcd-autopilot-controller-manager"
 )
 
-// unusedGrants are rules of role.yaml the envtest suite cannot exercise, with the reason; every
-// other rule must be used by the suite. "group/resource verb", group empty for the core group.
+// unusedGrants are rules of role.yaml no envtest suite can exercise, with the reason; every other
+// rule must be used by the suite that checks it (checkedHere). "group/resource verb", group empty
+// for the core group.
 var unusedGrants = map[string]string{
 	// The API server checks these only when its OwnerReferencesPermissionEnforcement admission
 	// plugin is on (OpenShift): setting blockOwnerDeletion on an owner reference needs update on the
@@ -49,7 +50,8 @@ var unusedGrants = map[string]string{
 	"etcd.autopilot.dev/etcdbackupschedules/finalizers update": "OwnerReferencesPermissionEnforcement",
 	// No etcd answers in envtest (pods stay Pending), so no member pod of an earlier operator is
 	// adopted (patch: its config-hash annotation), restarted, removed or replaced (pod and PVC
-	// delete): actions.go does these, and the e2e suite runs them on a real cluster.
+	// delete): internal/controller/etcdcluster/actions.go does these, and the e2e suite runs them
+	// on a real cluster.
 	"/pods patch":                    "adoption after an operator upgrade: e2e",
 	"/pods delete":                   "member restart and removal: e2e",
 	"/persistentvolumeclaims delete": "member replacement: e2e",

@@ -384,7 +384,7 @@ bench-backup-loopback: ## The backup Job's command against etcdctl save + upload
 # writes bench/results/operator_cache_heap_1000_unrelated.json.
 .PHONY: bench-cache
 bench-cache: envtest-assets ## Heap of the operator's cache beside 1,000 unrelated objects, filtered vs unfiltered (BENCH_REPS runs, 3).
-	BENCH_RESULTS=$(CURDIR)/bench/results BENCH_REPS=$${BENCH_REPS:-3} go test ./internal/controller/ -run '^TestCacheHoldsOnlyTheOperatorsObjects$$' -count=1 -v
+	BENCH_RESULTS=$(CURDIR)/bench/results BENCH_REPS=$${BENCH_REPS:-3} go test ./internal/controller/etcdcluster/ -run '^TestCacheHoldsOnlyTheOperatorsObjects$$' -count=1 -v
 
 # The scale curve: one operator with SCALE_STEPS (10,50,100) 1-member EtcdClusters beside 1,000 unrelated Secrets
 # and ConfigMaps; writes bench/results/scale_*.json and the Scale section of BENCHMARKS.md (≈ 15 min to measure, then minutes to delete 100 volumes).

@@ -24,7 +24,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/controller"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/etcdbackup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/etcdbackupschedule"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/etcdcluster"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/monitoring"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/olmcondition"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/platform"
@@ -129,7 +131,7 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "etcd-autopilot.etcd.autopilot.dev",
-		Cache:                  controller.CacheOptions(watchNamespaces()),
+		Cache:                  etcdcluster.CacheOptions(watchNamespaces()),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -144,7 +146,7 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 		return fmt.Errorf("choose the pods' user and group IDs: %w", err)
 	}
 	ctrl.Log.WithName("setup").Info("pod user and group IDs", "platformAssigns", podIDs == resources.PlatformIDs)
-	if err := (&controller.EtcdClusterReconciler{
+	if err := (&etcdcluster.EtcdClusterReconciler{
 		Client:        mgr.GetClient(),
 		Scheme:        mgr.GetScheme(),
 		Recorder:      recorder,
@@ -155,12 +157,12 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdCluster controller: %w", err)
 	}
-	if err := (&controller.EtcdBackupReconciler{
+	if err := (&etcdbackup.EtcdBackupReconciler{
 		Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage(), PodIDs: podIDs,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackup controller: %w", err)
 	}
-	if err := (&controller.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage(), PodIDs: podIDs}).SetupWithManager(mgr); err != nil {
+	if err := (&etcdbackupschedule.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: recorder, OperatorImage: operatorImage(), PodIDs: podIDs}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
 	}
 	// Under OLM v0 only: OLM names the OperatorCondition it made for our CSV; elsewhere there is none.

@@ -4,7 +4,7 @@
 //
 // The reasons and their documentation come from internal/reason (one file per kind); where each
 // reason appears (which condition, which event type) comes from the calls that set conditions and
-// record events in internal/controller/, internal/planner/ and internal/backup/.
+// record events in the packages of internal/controller/, internal/planner/ and internal/backup/.
 package main
 
 import (
@@ -45,7 +45,11 @@ func Generate(root string) ([]byte, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	conds, err := readConditionTypes(filepath.Join(root, "api", "v1alpha1"), filepath.Join(root, "internal", "controller"))
+	condDirs := []string{filepath.Join(root, "api", "v1alpha1")}
+	for pkg := range controllerPackages {
+		condDirs = append(condDirs, filepath.Join(root, controllerDir, pkg))
+	}
+	conds, err := readConditionTypes(condDirs...)
 	if err != nil {
 		return nil, nil, err
 	}

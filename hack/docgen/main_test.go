@@ -28,12 +28,7 @@ func TestCommittedPageIsUpToDate(t *testing.T) {
 
 // A tree with a reason written as a literal, one flowing through a helper and one never used.
 func TestLiteralsHelpersAndUnusedReasons(t *testing.T) {
-	root := t.TempDir()
-	write := writerIn(t, root)
-	write("internal/reason/cluster.go", `package reason
-type Reason string
-// Cluster things.
-const (
+	root, write := treeWith(t, `
 	// Broken: it broke.
 	// Do: fix it.
 	Broken Reason = "Broken"
@@ -41,22 +36,15 @@ const (
 	Forgotten Reason = "Forgotten"
 	// Helped: set through a helper.
 	Helped Reason = "Helped"
-)
 `)
-	write("api/v1alpha1/types.go", `package v1alpha1
-// ConditionDegraded is True when broken.
-const ConditionDegraded = "Degraded"
-`)
-	write("internal/controller/c.go", `package controller
+	write("internal/controller/etcdcluster/c.go", `package etcdcluster
 func f() {
-	setCondition(c, v1.ConditionDegraded, true, reason.Broken, "m")
+	shared.SetCondition(&c.Status.Conditions, c.Generation, v1.ConditionDegraded, true, reason.Broken, "m")
 	r.Recorder.Event(c, corev1.EventTypeWarning, "Literal", "m")
 	degrade(reason.Helped)
 }
-func degrade(why reason.Reason) { setCondition(c, v1.ConditionDegraded, true, why, "m") }
+func degrade(why reason.Reason) { shared.SetCondition(&c.Status.Conditions, c.Generation, v1.ConditionDegraded, true, why, "m") }
 `)
-	write("internal/planner/p.go", "package planner\n")
-	write("internal/backup/b.go", "package backup\n")
 	page, problems, err := Generate(root)
 	if err != nil {
 		t.Fatal(err)
@@ -79,25 +67,15 @@ func degrade(why reason.Reason) { setCondition(c, v1.ConditionDegraded, true, wh
 // Conditions and warnings the planner decides, and a reason that reaches them through a struct
 // field copied into the planner's input.
 func TestPlannerConditionsAndCopiedFields(t *testing.T) {
-	root := t.TempDir()
-	write := writerIn(t, root)
-	write("internal/reason/cluster.go", `package reason
-type Reason string
-// Cluster things.
-const (
+	root, write := treeWith(t, `
 	// Healthy: all is well.
 	Healthy Reason = "Healthy"
 	// Stepping: a step.
 	Stepping Reason = "Stepping"
 	// Distrusted: reaches Degraded through the controller's trust problem.
 	Distrusted Reason = "Distrusted"
-)
 `)
-	write("api/v1alpha1/types.go", `package v1alpha1
-// ConditionDegraded is True when broken.
-const ConditionDegraded = "Degraded"
-`)
-	write("internal/controller/c.go", `package controller
+	write("internal/controller/etcdcluster/c.go", `package etcdcluster
 type trustProblem struct{ reason reason.Reason }
 func f() *trustProblem { return &trustProblem{reason.Distrusted} }
 func (p *pass) health() planner.Health { return planner.Health{Trust: &planner.Problem{Why: p.trust.reason}} }
@@ -111,7 +89,6 @@ func conditions(h Health) (Condition, Warning) {
 	return clusterCondition(v1.ConditionDegraded, false, reason.Healthy, "m"), Warning{}
 }
 `)
-	write("internal/backup/b.go", "package backup\n")
 	page, problems, err := Generate(root)
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +105,50 @@ func conditions(h Health) (Condition, Warning) {
 			t.Errorf("page lacks %q:\n%s", want, page)
 		}
 	}
+}
+
+// A condition set and a warning recorded through the shared helpers count for the kind of the
+// package that calls them.
+func TestSharedHelpersTakeTheCallersKind(t *testing.T) {
+	root, write := treeWith(t, `
+	// Flaky: a backup's warning.
+	Flaky Reason = "Flaky"
+`)
+	write("internal/controller/etcdbackup/b.go", `package etcdbackup
+func f() {
+	shared.WarnOnTransition(r.Recorder, b, b.Status.Conditions, v1.ConditionDegraded, reason.Flaky, "m")
+	shared.SetCondition(&b.Status.Conditions, b.Generation, v1.ConditionDegraded, false, reason.Flaky, "m")
+}
+`)
+	page, problems, err := Generate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Errorf("problems: %v", problems)
+	}
+	if want := "| `Flaky` | EtcdBackup Degraded=False; EtcdBackup Warning event | a backup's warning. |  |"; !strings.Contains(string(page), want) {
+		t.Errorf("page lacks %q:\n%s", want, page)
+	}
+}
+
+// treeWith is a source tree under a temporary root: the cluster reasons reasons (constant
+// declarations), the condition type Degraded, and every package docgen reads, empty; and what
+// writes more files into it.
+func treeWith(t *testing.T, reasons string) (string, func(path, src string)) {
+	root := t.TempDir()
+	write := writerIn(t, root)
+	write("internal/reason/cluster.go", "package reason\ntype Reason string\n// Cluster things.\nconst ("+reasons+")\n")
+	write("api/v1alpha1/types.go", `package v1alpha1
+// ConditionDegraded is True when broken.
+const ConditionDegraded = "Degraded"
+`)
+	write("internal/planner/p.go", "package planner\n")
+	write("internal/backup/b.go", "package backup\n")
+	for _, pkg := range []string{"etcdcluster", "etcdbackup", "etcdbackupschedule", "shared"} {
+		write("internal/controller/"+pkg+"/doc.go", "package "+pkg+"\n")
+	}
+	return root, write
 }
 
 // writerIn writes files of a source tree under root.

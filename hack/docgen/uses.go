@@ -29,40 +29,71 @@ type uses struct {
 	conditions map[string]map[string]bool
 }
 
-// setter describes a function that sets a condition: the kind, where its arguments are, and
-// the condition type when the function writes one type only.
+// setter describes a function that sets a condition: the kind ("" for the kind of the file that
+// calls it, see eventKind) and where its arguments are.
 type setter struct {
 	kind                       string
 	typeArg, statusArg, reason int
-	fixedType                  string
 }
 
 var setters = map[string]setter{
-	"setCondition":          {kind: kindCluster, typeArg: 1, statusArg: 2, reason: 3},
-	"setBackupCondition":    {kind: kindBackup, typeArg: 1, statusArg: 2, reason: 3},
-	"setScheduleCondition":  {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionScheduled"},
-	"setVerifiedCondition":  {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionVerified"},
-	"setArchivingCondition": {kind: kindSchedule, typeArg: -1, statusArg: 1, reason: 2, fixedType: "ConditionArchiving"},
+	// shared.SetCondition(&obj.Status.Conditions, obj.Generation, typ, status, why, message)
+	"SetCondition": {typeArg: 2, statusArg: 3, reason: 4},
 	// The planner decides the cluster's conditions (planner.Conditions) and the controller sets them.
 	"clusterCondition": {kind: kindCluster, typeArg: 0, statusArg: 1, reason: 2},
 }
 
-// warners are functions whose first argument is the reason of a Warning event of a kind: the
-// planner's warnings, which the controller records.
-var warners = map[string]string{"clusterWarning": kindCluster}
+// warner describes a function that records a Warning event: the kind ("" for the calling file's)
+// and which argument is the reason.
+type warner struct {
+	kind   string
+	reason int
+}
 
-// eventKind is the kind whose events a controller file records.
+var warners = map[string]warner{
+	// shared.WarnOnTransition(rec, obj, conds, typ, why, message)
+	"WarnOnTransition": {reason: 4},
+	// The planner's warnings, which the controller records.
+	"clusterWarning": {kind: kindCluster, reason: 0},
+}
+
+// controllerPackages are the packages of internal/controller whose calls emit reasons; each
+// records the events of one kind, the shared one of any kind.
+var controllerPackages = map[string]string{
+	"etcdcluster":        kindCluster,
+	"etcdbackup":         kindBackup,
+	"etcdbackupschedule": kindSchedule,
+	"shared":             kindAny,
+}
+
+// eventKind is the kind whose events a controller file records: its package's, but for the files
+// that record events on another kind's objects.
 func eventKind(file string) string {
 	switch filepath.Base(file) {
-	case "etcdbackup_controller.go":
-		return kindBackup
-	case "etcdbackupschedule_controller.go", "archive.go", "archive_retention.go":
+	case "archive_retention.go": // the backup controller's prune of its schedule's archive
 		return kindSchedule
-	case "invalid_spec.go":
-		return kindAny
+	case "backup_verified.go": // a test-restore's or a restore's verdict, on the backup
+		return kindBackup
+	}
+	if kind, ok := controllerPackages[filepath.Base(filepath.Dir(file))]; ok {
+		return kind
 	}
 	return kindCluster
 }
+
+// sourceDirs are the directories readUses walks: the controller packages, the planner (which
+// decides the cluster's conditions and steps) and internal/backup (whose Jobs report reasons).
+func sourceDirs() []string {
+	var dirs []string
+	for pkg := range controllerPackages {
+		dirs = append(dirs, filepath.Join(controllerDir, pkg))
+	}
+	sort.Strings(dirs)
+	return append(dirs, "internal/planner", "internal/backup")
+}
+
+// controllerDir holds the controller packages.
+const controllerDir = "internal/controller"
 
 // source is one parsed file.
 type source struct {
@@ -73,7 +104,7 @@ type source struct {
 
 // flow follows reasons through the controllers: into a setter or the recorder directly, through a
 // helper's reason.Reason parameter (r.failed(b, reason.X, …)), through a local variable
-// (why := reason.X … setCondition(…, why, …)), or through a struct field named reason.
+// (why := reason.X … shared.SetCondition(…, why, …)), or through a struct field named reason.
 type flow struct {
 	conds map[string]conditionType
 	// funcs are the controllers' functions and methods by name; params, their reason.Reason parameters.
@@ -88,7 +119,7 @@ type flow struct {
 // problem, since the page would not know it.
 func readUses(root string, conds map[string]conditionType) (*uses, []string, error) {
 	var srcs []source
-	for _, dir := range []string{"internal/controller", "internal/planner", "internal/backup"} {
+	for _, dir := range sourceDirs() {
 		files, err := goFiles(filepath.Join(root, dir))
 		if err != nil {
 			return nil, nil, err
@@ -106,7 +137,7 @@ func readUses(root string, conds map[string]conditionType) (*uses, []string, err
 	fl := &flow{conds: conds, funcs: map[string][]*ast.FuncDecl{}, files: map[*ast.FuncDecl]string{}, fields: map[string][]use{},
 		u: &uses{reasons: map[string]map[use]bool{}, conditions: map[string]map[string]bool{}}}
 	for _, s := range srcs {
-		if s.dir != "internal/controller" {
+		if filepath.Dir(s.dir) != controllerDir {
 			continue
 		}
 		for _, d := range s.file.Decls {
@@ -185,24 +216,27 @@ func (fl *flow) add(name string, xs ...use) {
 // sink says whether call hands a reason to a condition setter or the recorder, which argument it
 // is and what it becomes.
 func (fl *flow) sink(call *ast.CallExpr, path string) (ast.Expr, use, bool) {
-	if id, ok := call.Fun.(*ast.Ident); ok {
-		if s, ok := setters[id.Name]; ok && len(call.Args) > s.reason {
-			typ := s.fixedType
-			if s.typeArg >= 0 {
-				typ = selectorName(call.Args[s.typeArg])
-			}
-			if c, ok := fl.conds[typ]; ok {
-				if fl.u.conditions[s.kind] == nil {
-					fl.u.conditions[s.kind] = map[string]bool{}
-				}
-				fl.u.conditions[s.kind][c.Name] = true
-				typ = c.Value
-			}
-			return call.Args[s.reason], use{s.kind, typ + status(call.Args[s.statusArg])}, true
+	if s, ok := setters[funcName(call)]; ok && len(call.Args) > s.reason {
+		kind := s.kind
+		if kind == "" {
+			kind = eventKind(path)
 		}
+		typ := selectorName(call.Args[s.typeArg])
+		if c, ok := fl.conds[typ]; ok {
+			if fl.u.conditions[kind] == nil {
+				fl.u.conditions[kind] = map[string]bool{}
+			}
+			fl.u.conditions[kind][c.Name] = true
+			typ = c.Value
+		}
+		return call.Args[s.reason], use{kind, typ + status(call.Args[s.statusArg])}, true
 	}
-	if id, ok := call.Fun.(*ast.Ident); ok && warners[id.Name] != "" && len(call.Args) > 0 {
-		return call.Args[0], use{warners[id.Name], "Warning event"}, true
+	if w, ok := warners[funcName(call)]; ok && len(call.Args) > w.reason {
+		kind := w.kind
+		if kind == "" {
+			kind = eventKind(path)
+		}
+		return call.Args[w.reason], use{kind, "Warning event"}, true
 	}
 	if sel, ok := call.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Event" || sel.Sel.Name == "Eventf") && len(call.Args) >= 4 {
 		if t := selectorName(call.Args[1]); strings.HasPrefix(t, "EventType") {
@@ -255,7 +289,7 @@ func (fl *flow) walk(s source) []string {
 				// Recorded as the sink's above (a condition or warning the planner decides).
 			case s.dir == "internal/planner":
 				// Each planner action becomes the Progressing condition and a Normal event of its step
-				// (internal/controller/status.go, etcdcluster_controller.go).
+				// (internal/controller/etcdcluster: status.go, etcdcluster_controller.go).
 				fl.add(n.Sel.Name, use{kindCluster, "step (Progressing, Normal event)"})
 			case s.dir == "internal/backup":
 				// The Jobs' reports become the failure reason of what the Job was for.
@@ -381,6 +415,19 @@ func fieldName(lit *ast.CompositeLit, expr ast.Node) string {
 					}
 				}
 			}
+		}
+	}
+	return ""
+}
+
+// funcName is the name of the function call calls, f or pkg.F, "" for a method call or the like.
+func funcName(call *ast.CallExpr) string {
+	switch f := call.Fun.(type) {
+	case *ast.Ident:
+		return f.Name
+	case *ast.SelectorExpr:
+		if x, ok := f.X.(*ast.Ident); ok && x.Obj == nil {
+			return f.Sel.Name
 		}
 	}
 	return ""

@@ -21,7 +21,7 @@ import (
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/archive"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/controller"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/etcdbackupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -108,7 +108,7 @@ func TestPointInTimeRestore(t *testing.T) {
 		if err := env.K8s.Get(ctx, client.ObjectKeyFromObject(sched), cur); err != nil {
 			return err
 		}
-		if c := meta.FindStatusCondition(cur.Status.Conditions, controller.ConditionArchiving); c == nil || c.Status != metav1.ConditionTrue {
+		if c := meta.FindStatusCondition(cur.Status.Conditions, etcdbackupschedule.ConditionArchiving); c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("Archiving = %+v", c)
 		}
 		return nil

@@ -26,7 +26,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/controller"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/etcdbackup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/etcdbackupschedule"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/etcdcluster"
 )
 
 var (
@@ -88,13 +90,13 @@ func startManager(namespace string) (*runningManager, error) {
 	}
 	rec := mgr.GetEventRecorderFor("etcd-autopilot")
 	const image = "example.test/etcd-autopilot:test"
-	if err := (&controller.EtcdClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: rec, OperatorImage: image}).SetupWithManager(mgr); err != nil {
+	if err := (&etcdcluster.EtcdClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: rec, OperatorImage: image}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	if err := (&controller.EtcdBackupReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: image}).SetupWithManager(mgr); err != nil {
+	if err := (&etcdbackup.EtcdBackupReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: image}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	if err := (&controller.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: image}).SetupWithManager(mgr); err != nil {
+	if err := (&etcdbackupschedule.EtcdBackupScheduleReconciler{Client: mgr.GetClient(), Recorder: rec, OperatorImage: image}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

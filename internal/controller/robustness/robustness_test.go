@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/controller"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/etcdbackupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
@@ -95,9 +95,9 @@ func TestStoredObjectsTheOperatorCannotReadNeverStopIt(t *testing.T) {
 		// the API server cannot evaluate the rule, so it refuses any write to the object, status
 		// included; the event is all the operator can leave.
 		{object("EtcdBackup", ns, "bad-bool", map[string]any{"clusterName": "good", "destination": map[string]any{"s3": map[string]any{"bucket": "b", "credentialsSecret": "c", "forcePathStyle": "yes"}}}), "spec.destination.s3.forcePathStyle", ""},
-		{object("EtcdBackupSchedule", ns, "bad-maxage", map[string]any{"schedule": "@hourly", "maxAge": "forever", "template": map[string]any{"clusterName": "good", "destination": s3}}), "spec.maxAge", controller.ConditionScheduled},
-		{object("EtcdBackupSchedule", ns, "bad-cron", map[string]any{"schedule": "61 * * * *", "template": map[string]any{"clusterName": "good", "destination": s3}}), "spec.schedule", controller.ConditionScheduled},
-		{object("EtcdBackupSchedule", ns, "bad-keeplast", map[string]any{"schedule": "@hourly", "keepLast": "seven", "template": map[string]any{"clusterName": "good", "destination": s3}}), "spec.keepLast", controller.ConditionScheduled},
+		{object("EtcdBackupSchedule", ns, "bad-maxage", map[string]any{"schedule": "@hourly", "maxAge": "forever", "template": map[string]any{"clusterName": "good", "destination": s3}}), "spec.maxAge", etcdbackupschedule.ConditionScheduled},
+		{object("EtcdBackupSchedule", ns, "bad-cron", map[string]any{"schedule": "61 * * * *", "template": map[string]any{"clusterName": "good", "destination": s3}}), "spec.schedule", etcdbackupschedule.ConditionScheduled},
+		{object("EtcdBackupSchedule", ns, "bad-keeplast", map[string]any{"schedule": "@hourly", "keepLast": "seven", "template": map[string]any{"clusterName": "good", "destination": s3}}), "spec.keepLast", etcdbackupschedule.ConditionScheduled},
 	}
 	restore := loosenCRDs(t)
 	for _, b := range bads {
@@ -126,7 +126,7 @@ func TestStoredObjectsTheOperatorCannotReadNeverStopIt(t *testing.T) {
 	if err := k8s.Create(ctx, late); err != nil {
 		t.Fatal(err)
 	}
-	want := map[*unstructured.Unstructured]string{good[0]: etcdv1alpha1.ConditionProgressing, good[1]: etcdv1alpha1.BackupConditionComplete, good[2]: controller.ConditionScheduled, late: controller.ConditionScheduled}
+	want := map[*unstructured.Unstructured]string{good[0]: etcdv1alpha1.ConditionProgressing, good[1]: etcdv1alpha1.BackupConditionComplete, good[2]: etcdbackupschedule.ConditionScheduled, late: etcdbackupschedule.ConditionScheduled}
 	for o, typ := range want {
 		eventually(t, 30*time.Second, o.GetName()+" reconciled", func() error {
 			conds, err := conditions(t, o)

@@ -44,7 +44,7 @@ type EtcdClusterSpec struct {
 
 	// Resources of the etcd container of each member.
 	// The rules below are those of a pod's container resources, so that a spec is refused here rather
-	// than by every pod create (the operator also dry-runs the member pod: see internal/controller/dryrun.go).
+	// than by every pod create (the operator also dry-runs the member pod: see internal/controller/etcdcluster/dryrun.go).
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="resources.limits names cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource written domain/name (for example example.com/gpu)"
 	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="resources.requests names cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource written domain/name (for example example.com/gpu)"

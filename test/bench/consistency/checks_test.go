@@ -337,7 +337,7 @@ func write(c *localetcd.Cluster, from, to time.Time, rate int) ([]put, int) {
 	return puts, failed
 }
 
-// hashRound is the operator's round (internal/controller hashRound): every member's status, then
+// hashRound is the operator's round (internal/controller/etcdcluster hashRound): every member's status, then
 // HashKV of all members at once at the lowest revision they hold; it fails on differing hashes.
 func hashRound(c *localetcd.Cluster) (time.Duration, error) {
 	ctx := context.Background()

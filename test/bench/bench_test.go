@@ -376,7 +376,7 @@ func writeResults(t *testing.T, defs []metricDef, samples map[string][]float64) 
 	// figures instead of over them, so both stay comparable in BENCHMARKS.md.
 	suffix, shape := os.Getenv("BENCH_METRIC_SUFFIX"), ""
 	if suffix != "" {
-		shape = fmt.Sprintf(" (this run: the cluster had %d Ready nodes)", readyNodeCount(t))
+		shape = fmt.Sprintf(" (this run: the cluster had %d Ready nodes)", len(fwEnv.ReadyNodes(t)))
 	}
 	for _, d := range defs {
 		if len(samples[d.metric]) == 0 {
@@ -394,24 +394,6 @@ func writeResults(t *testing.T, defs []metricDef, samples map[string][]float64) 
 		writeResult(t, r)
 	}
 	writeMarkdown(t, resultsDir())
-}
-
-// readyNodeCount is how many Nodes are Ready, for a result's notes.
-func readyNodeCount(t *testing.T) int {
-	t.Helper()
-	nodes := &corev1.NodeList{}
-	if err := k8s.List(context.Background(), nodes); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, node := range nodes.Items {
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 func resultsDir() string { return filepath.Join("..", "..", "bench", "results") }

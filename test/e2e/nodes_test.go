@@ -29,28 +29,10 @@ import (
 // docs/dev/local-cluster.md); on fewer nodes its tests skip.
 const nodeFaultNodes = 4
 
-// readyNodes are the names of the cluster's Ready nodes.
-func readyNodes(t *testing.T) []string {
-	t.Helper()
-	list := &corev1.NodeList{}
-	if err := env.K8s.List(context.Background(), list); err != nil {
-		t.Fatal(err)
-	}
-	var ready []string
-	for _, n := range list.Items {
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				ready = append(ready, n.Name)
-			}
-		}
-	}
-	return ready
-}
-
 // needNodes skips the test on a cluster with fewer Ready nodes than the node-fault suite needs.
 func needNodes(t *testing.T) []string {
 	t.Helper()
-	nodes := readyNodes(t)
+	nodes := env.ReadyNodes(t)
 	if len(nodes) < nodeFaultNodes {
 		t.Skipf("needs %d Ready nodes (make cluster-up NODES=%d); the cluster has %d", nodeFaultNodes, nodeFaultNodes, len(nodes))
 	}

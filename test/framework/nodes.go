@@ -1,10 +1,14 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // NodeIndex is K of a node named NODE_NAME-K that hack/cluster/node.sh can act on (K >= 2, its
@@ -41,4 +45,22 @@ func (e *Env) KubeletDir(name string) string {
 		return filepath.Join(state, "nodes", k, "kubelet")
 	}
 	return filepath.Join(state, "kubelet")
+}
+
+// ReadyNodes are the names of the cluster's Ready nodes.
+func (e *Env) ReadyNodes(t *testing.T) []string {
+	t.Helper()
+	list := &corev1.NodeList{}
+	if err := e.K8s.List(context.Background(), list); err != nil {
+		t.Fatal(err)
+	}
+	var ready []string
+	for _, n := range list.Items {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready = append(ready, n.Name)
+			}
+		}
+	}
+	return ready
 }

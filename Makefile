@@ -126,7 +126,7 @@ fuzz: envtest-assets ## Fuzz EtcdCluster/EtcdBackup/EtcdBackupSchedule specs aga
 
 # Every e2e test has its own namespace and operator process, so they run side by side; 4 at a time keeps
 # the 2-vCPU CI machine responsive enough for the tests' timing bounds.
-E2E_PARALLEL ?= 4
+E2E_PARALLEL ?= 5
 .PHONY: test-e2e
 test-e2e: envtest-assets cluster-up cluster-load promtool ## End-to-end tests on the local cluster (brought up if needed); a second kube-apiserver (envtest's) runs on a restored cluster.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel $(E2E_PARALLEL) -v $(E2E_ARGS)
@@ -179,7 +179,7 @@ test-netpol-kube-router: ## The same upstream tests with kube-router v2.1.0 enfo
 	CLUSTER_DIR=$(CLUSTER_DIR) hack/netpol-kube-router.sh $(NETPOL_ARGS)
 
 .PHONY: test
-test: ## Everything CI runs (hack/test.sh): generated files; then vet, lint, unit and envtest in one lane while the other runs e2e, OLM v0 e2e, scorecard, OLM v1 e2e, then on 4 nodes the node faults and chaos.
+test: ## Everything CI runs (hack/test.sh): generated files; then vet, lint, unit and envtest in one lane while the other runs e2e, OLM v0 e2e, scorecard, OLM v1 e2e, the release rehearsal, then on 4 nodes the node faults and chaos.
 	hack/test.sh
 
 ##@ Bundle (OLM)

@@ -78,6 +78,9 @@ func TestCacheHoldsOnlyTheOperatorsObjects(t *testing.T) {
 			if obj.GetLabels()[naming.LabelManagedBy] != naming.ManagedBy {
 				t.Errorf("the operator's cache holds %s %s, which it did not make", kind.name, obj.GetName())
 			}
+			if len(obj.GetManagedFields()) > 0 {
+				t.Errorf("the operator's cache holds the managedFields of %s %s", kind.name, obj.GetName())
+			}
 		}
 	}
 

@@ -1,0 +1,113 @@
+package etcdclient
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/loopback"
+)
+
+// What the operator's long-lived client of one cluster costs it, connected with TLS to a real etcd
+// in a process of its own (bin/etcd; an embedded member would add its server side of each
+// connection to the same heap): live heap, goroutine stacks and goroutines per client, each client
+// having listed members and read a status, as a pass does. The figure complements
+// TestOperatorHeapPerCluster (internal/controller/etcdcluster), where no member answers
+// (docs/dev/benchmarking.md).
+func TestClientMemoryPerCluster(t *testing.T) {
+	const clients = 20
+	bin := filepath.Join("..", "..", "bin", "etcd")
+	if b := os.Getenv("ETCD_BIN"); b != "" {
+		bin = b
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("no etcd binary (%v): run `make envtest-assets`, or set ETCD_BIN", err)
+	}
+	now := time.Now()
+	ca, caData, err := pki.NewCA("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.Issue("server", []string{"demo-client.ns.svc"}, nil, pki.ServerAndClient, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range server {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clientURL, peerURL := "https://"+loopback.FreeAddr(t), "http://"+loopback.FreeAddr(t)
+	etcd := exec.Command(bin, "--name=m0", "--data-dir="+filepath.Join(dir, "data"),
+		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster=m0="+peerURL,
+		"--cert-file="+filepath.Join(dir, pki.CertKey), "--key-file="+filepath.Join(dir, pki.PrivKeyKey),
+		"--trusted-ca-file="+filepath.Join(dir, pki.CACertKey), "--client-cert-auth", "--log-level=error")
+	if err := etcd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = etcd.Process.Kill(); _ = etcd.Wait() })
+
+	clientData, err := ca.Issue("operator", nil, nil, pki.ClientOnly, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(clientData[pki.CertKey], clientData[pki.PrivKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caData[pki.CACertKey])
+	dial := func() *Client {
+		c, err := New([]string{clientURL}, TLSConfig(pair, roots, "demo-client.ns.svc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for {
+			if _, _, err = c.MemberList(ctx); err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("etcd does not answer: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, err := c.Raw().Status(ctx, clientURL); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	_ = dial().Close() // etcd is up; the first dial's one-time allocations stay out of the figure
+
+	heap0, stack0, g0 := liveMemory()
+	var open []*Client
+	for range clients {
+		open = append(open, dial())
+	}
+	time.Sleep(time.Second) // the connections settle (keepalive goroutines, idle buffers)
+	heap1, stack1, g1 := liveMemory()
+	runtime.KeepAlive(open)
+	for _, c := range open {
+		_ = c.Close()
+	}
+	t.Logf("per long-lived TLS client: heap %.1f KiB, stacks %.1f KiB, %.1f goroutines",
+		float64(heap1-heap0)/clients/1024, float64(stack1-stack0)/clients/1024, float64(g1-g0)/clients)
+}
+
+// liveMemory is the live heap after a GC, the goroutine stacks and the goroutine count.
+func liveMemory() (heap, stack int64, goroutines int) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc), int64(m.StackInuse), runtime.NumGoroutine()
+}

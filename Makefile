@@ -386,6 +386,14 @@ bench-backup-loopback: ## The backup Job's command against etcdctl save + upload
 bench-cache: envtest-assets ## Heap of the operator's cache beside 1,000 unrelated objects, filtered vs unfiltered (BENCH_REPS runs, 3).
 	BENCH_RESULTS=$(CURDIR)/bench/results BENCH_REPS=$${BENCH_REPS:-3} go test ./internal/controller/etcdcluster/ -run '^TestCacheHoldsOnlyTheOperatorsObjects$$' -count=1 -v
 
+# The operator's heap per additional EtcdCluster without the cluster: the whole operator on envtest with 10, then 50
+# 1-member clusters (HEAP_PROFILE_DIR keeps heap profiles of both steps), then what one connected TLS etcd client
+# holds (bin/etcd on loopback); writes bench/results/operator_heap_kib_per_cluster.json.
+.PHONY: bench-heap
+bench-heap: envtest-assets ## Operator heap per additional EtcdCluster (envtest) and per connected etcd client (bin/etcd).
+	BENCH_RESULTS=$(CURDIR)/bench/results go test ./internal/controller/etcdcluster/ -run '^TestOperatorHeapPerCluster$$' -count=1 -v
+	go test ./internal/etcdclient/ -run '^TestClientMemoryPerCluster$$' -count=1 -v
+
 # The scale curve: one operator with SCALE_STEPS (10,50,100) 1-member EtcdClusters beside 1,000 unrelated Secrets
 # and ConfigMaps; writes bench/results/scale_*.json and the Scale section of BENCHMARKS.md (≈ 15 min to measure, then minutes to delete 100 volumes).
 SCALE_STEPS ?= 10,50,100

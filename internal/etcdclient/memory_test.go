@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,11 @@ import (
 // (docs/dev/benchmarking.md).
 func TestClientMemoryPerCluster(t *testing.T) {
 	const clients = 20
+	// The etcd of envtest's assets (bin/etcd), unless ETCD_BIN names another.
 	bin := filepath.Join("..", "..", "bin", "etcd")
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		bin = filepath.Join(dir, "etcd")
+	}
 	if b := os.Getenv("ETCD_BIN"); b != "" {
 		bin = b
 	}
@@ -46,11 +51,18 @@ func TestClientMemoryPerCluster(t *testing.T) {
 		}
 	}
 	clientURL, peerURL := "https://"+loopback.FreeAddr(t), "http://"+loopback.FreeAddr(t)
+	// One metrics URL per client stands for the metrics endpoint of each cluster's member: the
+	// operator reads every member's disk latency every slowWindow.
+	var metricsURLs []string
+	for range clients {
+		metricsURLs = append(metricsURLs, "http://"+loopback.FreeAddr(t))
+	}
 	etcd := exec.Command(bin, "--name=m0", "--data-dir="+filepath.Join(dir, "data"),
 		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster=m0="+peerURL,
 		"--cert-file="+filepath.Join(dir, pki.CertKey), "--key-file="+filepath.Join(dir, pki.PrivKeyKey),
-		"--trusted-ca-file="+filepath.Join(dir, pki.CACertKey), "--client-cert-auth", "--log-level=error")
+		"--trusted-ca-file="+filepath.Join(dir, pki.CACertKey), "--client-cert-auth", "--log-level=error",
+		"--listen-metrics-urls="+strings.Join(metricsURLs, ","))
 	if err := etcd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +114,18 @@ func TestClientMemoryPerCluster(t *testing.T) {
 	}
 	t.Logf("per long-lived TLS client: heap %.1f KiB, stacks %.1f KiB, %.1f goroutines",
 		float64(heap1-heap0)/clients/1024, float64(stack1-stack0)/clients/1024, float64(g1-g0)/clients)
+
+	time.Sleep(time.Second) // the closed clients' goroutines end
+	heap1, stack1, g1 = liveMemory()
+	for _, u := range metricsURLs {
+		if _, err := ReadDiskLatency(context.Background(), u+"/metrics"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	heap2, stack2, g2 := liveMemory()
+	t.Logf("per member whose metrics were read: heap %.1f KiB, stacks %.1f KiB, %.1f goroutines",
+		float64(heap2-heap1)/clients/1024, float64(stack2-stack1)/clients/1024, float64(g2-g1)/clients)
 }
 
 // liveMemory is the live heap after a GC, the goroutine stacks and the goroutine count.

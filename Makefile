@@ -343,6 +343,7 @@ BENCH_RUN ?= .
 bench: cluster-up cluster-load ## Operator timings vs bare etcd pods on the local cluster, then the loopback, PITR and node-fault figures; rewrites bench/results and BENCHMARKS.md.
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig IMG=$(IMG) go test -tags bench ./test/bench/ -run '$(BENCH_RUN)' -skip '^TestBenchScale$$' -count=1 -timeout 150m -v $(BENCH_ARGS)
 	$(MAKE) bench-consistency
+	$(MAKE) bench-heap
 	$(MAKE) bench-pitr
 	$(MAKE) bench-nodes
 
@@ -391,8 +392,8 @@ bench-cache: envtest-assets ## Heap of the operator's cache beside 1,000 unrelat
 # holds (bin/etcd on loopback); writes bench/results/operator_heap_kib_per_cluster.json.
 .PHONY: bench-heap
 bench-heap: envtest-assets ## Operator heap per additional EtcdCluster (envtest) and per connected etcd client (bin/etcd).
-	BENCH_RESULTS=$(CURDIR)/bench/results go test ./internal/controller/etcdcluster/ -run '^TestOperatorHeapPerCluster$$' -count=1 -v
-	go test ./internal/etcdclient/ -run '^TestClientMemoryPerCluster$$' -count=1 -v
+	BENCH_HEAP=1 BENCH_RESULTS=$(CURDIR)/bench/results go test ./internal/controller/etcdcluster/ -run '^TestOperatorHeapPerCluster$$' -count=1 -v
+	BENCH_HEAP=1 go test ./internal/etcdclient/ -run '^TestClientMemoryPerCluster$$' -count=1 -v
 
 # The scale curve: one operator with SCALE_STEPS (10,50,100) 1-member EtcdClusters beside 1,000 unrelated Secrets
 # and ConfigMaps; writes bench/results/scale_*.json and the Scale section of BENCHMARKS.md (≈ 15 min to measure, then minutes to delete 100 volumes).

@@ -117,9 +117,7 @@ func (p *pass) actDefragment(ctx context.Context, a planner.Action) error {
 		return err
 	}
 	failpoint.Hit(failpoint.AfterDefragment)
-	if p.mem.defragRequestDone != nil {
-		p.mem.defragRequestDone[a.Members[0]] = true
-	}
+	p.mem.defrag.defragmented(a.Members[0])
 	// Recorded after the call: a crash in between defragments this member once more (time, not
 	// data), and the members recorded before it are not done again.
 	if ns := c.Status.NoSpace; ns != nil && !slices.Contains(ns.Defragmented, a.Members[0]) {

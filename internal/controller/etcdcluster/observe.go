@@ -201,7 +201,7 @@ func (p *pass) etcdClients(ctx context.Context, o *observation, endpoints, sourc
 		endpoints, source = append(endpoints, source...), nil
 	}
 	if len(source) == 0 {
-		p.mem.closeSource() // the take-over is over
+		p.mem.source.close() // the take-over is over
 	} else {
 		// First: until the end of a take-over the old members hold the quorum, and learners of ours
 		// answer no member list.
@@ -212,7 +212,7 @@ func (p *pass) etcdClients(ctx context.Context, o *observation, endpoints, sourc
 				return nil, err
 			}
 		}
-		cl, err := p.mem.sourceEtcd(slices.Clone(source), sourceTLS, tlsKey)
+		cl, err := p.mem.source.get(source, sourceTLS, tlsKey)
 		if err != nil {
 			o.etcdErr = err
 			return nil, nil
@@ -221,7 +221,7 @@ func (p *pass) etcdClients(ctx context.Context, o *observation, endpoints, sourc
 		candidates = append(candidates, etcdCandidate{cl, len(source)})
 	}
 	if len(endpoints) > 0 {
-		cl, err := p.mem.etcd(endpoints, tlsConfig, tlsKey)
+		cl, err := p.mem.member.get(endpoints, tlsConfig, tlsKey)
 		if err != nil {
 			o.etcdErr = err
 			return nil, nil

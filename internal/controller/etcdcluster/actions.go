@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/shared"
@@ -379,7 +378,7 @@ func (p *pass) initialCluster(bootstrap bool) []string {
 func (p *pass) createMember(ctx context.Context, in resources.MemberPodInput) error {
 	c, member := p.c, in.Member
 	if c.Spec.Storage.Medium != etcdv1alpha1.StorageMediumMemory && p.obs.pvcs[member] == nil {
-		if err := p.createOwned(ctx, resources.MemberPVC(c, member)); err != nil {
+		if _, err := p.createOrUpdateOwned(ctx, resources.MemberPVC(c, member), nil); err != nil {
 			return fmt.Errorf("create PVC of %s: %w", member, err)
 		}
 	}
@@ -397,46 +396,11 @@ func (p *pass) createMember(ctx context.Context, in resources.MemberPodInput) er
 	// Pods get addresses of the cluster's primary family, which is the first of a Service's by default.
 	in.IPv6 = len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol
 	in.VolumePlaced = p.obs.pvcs[member] != nil && p.obs.pvcs[member].Spec.VolumeName != ""
-	if err := p.createOwned(ctx, resources.MemberPod(c, in)); err != nil {
+	if _, err := p.createOrUpdateOwned(ctx, resources.MemberPod(c, in), nil); err != nil {
 		return fmt.Errorf("create pod of %s: %w", member, err)
 	}
 	failpoint.Hit(failpoint.AfterPodCreate)
 	return nil
-}
-
-// nameConflict: an object the cluster needs exists under the same name but belongs to something
-// else, typically a PVC kept (retentionPolicy Retain) from an earlier EtcdCluster of this name.
-// The operator never takes it over: a new cluster must not start on an old one's data.
-type nameConflict struct{ kind, name, owner string }
-
-func (e *nameConflict) Error() string {
-	return fmt.Sprintf("%s %s already exists and does not belong to this EtcdCluster (%s); the operator will not use it: "+
-		"delete it if its data is not needed, or restore that data through spec.bootstrap.restore in a cluster of another name", e.kind, e.name, e.owner)
-}
-
-// createOwned creates obj; an existing namesake is fine only if this cluster controls it (the cache
-// had not seen it yet).
-func (p *pass) createOwned(ctx context.Context, obj client.Object) error {
-	err := p.r.Create(ctx, obj)
-	if !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	live := obj.DeepCopyObject().(client.Object)
-	if err := p.r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
-		return fmt.Errorf("read existing %s: %w", obj.GetName(), err)
-	}
-	if shared.OwnedBy(live, p.c.UID) {
-		return nil
-	}
-	owner := "no owner: retained from an earlier cluster or made by hand"
-	if ref := metav1.GetControllerOf(live); ref != nil {
-		owner = fmt.Sprintf("controlled by %s %s, uid %s", ref.Kind, ref.Name, ref.UID)
-	}
-	kind := fmt.Sprintf("%T", obj)
-	if gvk, err := apiutil.GVKForObject(obj, p.r.Client.Scheme()); err == nil {
-		kind = gvk.Kind
-	}
-	return &nameConflict{kind: kind, name: obj.GetName(), owner: owner}
 }
 
 // forget deletes a member's pod and PVC and drops it from status, ending any pending operation on it.

@@ -135,9 +135,13 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// A first pass that could not even create the cluster's objects still says why.
 		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionProgressing, true, reason.ReconcileFailed, err.Error())
 	}
+	var conflict *nameConflict
 	switch {
 	case err == nil:
 		p.mem.backoff.passSucceeded()
+	case errors.As(err, &conflict):
+		p.mem.backoff.passFailed(err)
+		p.reportNameConflict(conflict)
 	case !apierrors.IsConflict(err) && p.mem.backoff.passFailed(err):
 		// A pass that keeps failing before it can decide (a Service, the NetworkPolicy or a Secret
 		// that cannot be written) must not leave an earlier AsExpected standing.
@@ -357,12 +361,23 @@ func (p *pass) stepFailed(ctx context.Context, key string, action planner.Action
 	metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 	var conflict *nameConflict
 	if errors.As(err, &conflict) {
-		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
+		p.reportNameConflict(conflict)
 	}
 	p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.ActionFailed), "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
 	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
 	p.reportFailingStep(key, action)
 	return ctrl.Result{RequeueAfter: retry}
+}
+
+// reportNameConflict says which object of the cluster's name is in the way (ownedObject): Degraded
+// NameConflict, and a Warning event when the condition arrives at it or names another object (the
+// user removed one, and the pass met the next).
+func (p *pass) reportNameConflict(conflict *nameConflict) {
+	c := p.c
+	if d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Reason != string(reason.NameConflict) || d.Message != conflict.Error() {
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.NameConflict), conflict.Error())
+	}
+	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
 }
 
 // writeStatus patches status only when it changed, so an idle cluster costs no API writes.

@@ -231,11 +231,11 @@ func (p *pass) issueLeaves(ctx context.Context, leaves []leafCert, live map[stri
 		}
 		data[pki.CACertKey] = bundle
 		if s == nil {
-			s = resources.Secret(c, l.name, data)
-			if err := p.r.Create(ctx, s); err != nil {
+			stored, err := p.createOrUpdateOwned(ctx, resources.Secret(c, l.name, data), correctOwnedFields)
+			if err != nil {
 				return fmt.Errorf("create secret %s: %w", l.name, err)
 			}
-			live[l.name] = s
+			live[l.name] = stored.(*corev1.Secret)
 			continue
 		}
 		s.Data = data

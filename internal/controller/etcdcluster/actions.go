@@ -266,7 +266,7 @@ func (p *pass) actAddLearner(ctx context.Context, a planner.Action) error {
 	if idx := memberIndex(c.Name, name); idx >= c.Status.NextMemberIndex {
 		c.Status.NextMemberIndex = idx + 1
 	}
-	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "AddMember", Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: etcdv1alpha1.PendingAddMember, Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
 	recordRebalance(c, a, p.now)
 	if err := p.writeStatus(ctx); err != nil {
 		return err
@@ -314,7 +314,7 @@ func (p *pass) actMoveLeader(ctx context.Context, a planner.Action) error {
 func (p *pass) actRemoveMember(ctx context.Context, a planner.Action) error {
 	c := p.c
 	name := a.Members[0]
-	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: etcdv1alpha1.PendingRemoveMember, Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
 	recordRebalance(c, a, p.now)
 	if err := p.writeStatus(ctx); err != nil {
 		return err
@@ -417,7 +417,7 @@ func (p *pass) forget(ctx context.Context, member string) error {
 	}
 	c.Status.Members = kept
 	if pd := c.Status.PendingOperation; pd != nil && pd.Member == member {
-		if r := c.Status.ZoneRebalance; pd.Type == "RemoveMember" && pd.Reason == string(reason.RebalancingZones) && r != nil {
+		if r := c.Status.ZoneRebalance; pd.Type == etcdv1alpha1.PendingRemoveMember && pd.Reason == string(reason.RebalancingZones) && r != nil {
 			// The end of a zone move (Spread may have turned True already, once the new member was
 			// placed), said here whether the removal returned or was found done on a later pass: etcd
 			// may answer a member's removal of itself with an error after applying it.

@@ -745,3 +745,23 @@ func (p *pass) spaceInput(revision int64) planner.Space {
 	}
 	return s
 }
+
+// readMemberMetrics reads, with read, the /metrics page of every member that answered its status, has
+// a pod with an address and is wanted; a member that cannot be read is left out (logged as what), as
+// no evidence either way.
+func readMemberMetrics[T any](ctx context.Context, o *observation, what string, wanted func(id uint64) bool, read func(context.Context, string) (T, error)) map[uint64]T {
+	out := map[uint64]T{}
+	for id := range o.status {
+		pod := o.pods[o.names[id]]
+		if pod == nil || pod.Status.PodIP == "" || !wanted(id) {
+			continue
+		}
+		v, err := read(ctx, naming.MetricsURL(pod.Status.PodIP))
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("cannot read a member's "+what, "member", o.names[id], "error", err.Error())
+			continue
+		}
+		out[id] = v
+	}
+	return out
+}

@@ -10,11 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
@@ -63,19 +61,7 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 		return
 	}
 	h.readAt = p.now
-	now := diskReadings{at: p.now, members: map[uint64]etcdclient.DiskLatency{}}
-	for id := range o.status {
-		pod := o.pods[o.names[id]]
-		if pod == nil || pod.Status.PodIP == "" || o.failing[id] != "" {
-			continue
-		}
-		d, err := read(ctx, naming.MetricsURL(pod.Status.PodIP))
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("cannot read a member's disk latency", "member", o.names[id], "error", err.Error())
-			continue
-		}
-		now.members[id] = d
-	}
+	now := diskReadings{at: p.now, members: readMemberMetrics(ctx, o, "disk latency", func(id uint64) bool { return o.failing[id] == "" }, read)}
 	prev, age := h.disk, time.Duration(0)
 	if prev != nil {
 		age = p.now.Sub(prev.at)

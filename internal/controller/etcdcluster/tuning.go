@@ -8,11 +8,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/latency"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
@@ -38,21 +36,9 @@ func (p *pass) observeTuning(ctx context.Context, o *observation, read func(cont
 	if !h.due(p.now) {
 		return
 	}
-	now := &tuningReading{at: p.now, rtt: map[uint64]map[string]latency.Histogram{}}
+	now := &tuningReading{at: p.now, rtt: readMemberMetrics(ctx, o, "peer round-trip times", func(uint64) bool { return true }, read)}
 	for _, st := range o.status {
 		now.applied = max(now.applied, st.RaftAppliedIndex)
-	}
-	for id := range o.status {
-		pod := o.pods[o.names[id]]
-		if pod == nil || pod.Status.PodIP == "" {
-			continue
-		}
-		rtt, err := read(ctx, naming.MetricsURL(pod.Status.PodIP))
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("cannot read a member's peer round-trip times", "member", o.names[id], "error", err.Error())
-			continue
-		}
-		now.rtt[id] = rtt
 	}
 	h.record(now)
 }

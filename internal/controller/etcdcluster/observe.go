@@ -502,38 +502,40 @@ func (p *pass) clientTLSConfig(ctx context.Context) (*tls.Config, string, error)
 	if !resources.ClientTLS(p.c) {
 		return nil, "", nil
 	}
-	s, err := p.operatorClientSecret(ctx)
+	pair, pool, key, err := p.operatorClientCert(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	pair, err := tls.X509KeyPair(s.Data[pki.CertKey], s.Data[pki.PrivKeyKey])
-	if err != nil {
-		return nil, "", fmt.Errorf("load operator client certificate: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(s.Data[pki.CACertKey]) {
-		return nil, "", errors.New("operator client secret has no usable ca.crt")
-	}
-	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(p.c.Name, p.c.Namespace)), string(s.UID) + "/" + s.ResourceVersion, nil
+	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(p.c.Name, p.c.Namespace)), key, nil
 }
 
 // sourceTLSConfig is the operator's client TLS for the old members of a cluster taken over with
 // TLS: the same certificate (issued by that cluster's CA, migrateFrom.caSecret), each member verified
 // under the host or IP it is dialed at.
 func (p *pass) sourceTLSConfig(ctx context.Context) (*tls.Config, error) {
-	s, err := p.operatorClientSecret(ctx)
+	pair, pool, _, err := p.operatorClientCert(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return etcdclient.TLSConfigByHost(pair, pool), nil
+}
+
+// operatorClientCert loads the operator's client certificate and the CAs it trusts from its Secret,
+// with a key that changes whenever the Secret does.
+func (p *pass) operatorClientCert(ctx context.Context) (tls.Certificate, *x509.CertPool, string, error) {
+	s, err := p.operatorClientSecret(ctx)
+	if err != nil {
+		return tls.Certificate{}, nil, "", err
+	}
 	pair, err := tls.X509KeyPair(s.Data[pki.CertKey], s.Data[pki.PrivKeyKey])
 	if err != nil {
-		return nil, fmt.Errorf("load operator client certificate: %w", err)
+		return tls.Certificate{}, nil, "", fmt.Errorf("load operator client certificate: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(s.Data[pki.CACertKey]) {
-		return nil, errors.New("operator client secret has no usable ca.crt")
+		return tls.Certificate{}, nil, "", errors.New("operator client secret has no usable ca.crt")
 	}
-	return etcdclient.TLSConfigByHost(pair, pool), nil
+	return pair, pool, string(s.UID) + "/" + s.ResourceVersion, nil
 }
 
 // memberNameFromPeerURLs recovers the member name from its peer URL host
@@ -697,7 +699,7 @@ func (p *pass) caRotationInput() *planner.CARotation {
 	if r == nil {
 		return nil
 	}
-	in := &planner.CARotation{Phase: string(r.Phase), Trigger: r.Trigger, Epoch: c.Status.TLS.TrustEpoch}
+	in := &planner.CARotation{Phase: r.Phase, Trigger: r.Trigger, Epoch: c.Status.TLS.TrustEpoch}
 	if p.trust != nil {
 		in.Blocked = p.trust.message
 	}

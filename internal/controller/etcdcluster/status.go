@@ -203,7 +203,7 @@ func (p *pass) health(n memberCounts, action planner.Action) planner.Health {
 		h.VolumesGrowing = p.volumesGrowing()
 	}
 	if r := c.Status.TLS.CARotation; r != nil {
-		h.CARotation = &planner.CARotation{Phase: string(r.Phase), Trigger: r.Trigger}
+		h.CARotation = &planner.CARotation{Phase: r.Phase, Trigger: r.Trigger}
 	}
 	return h
 }

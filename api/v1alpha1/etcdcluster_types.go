@@ -860,12 +860,22 @@ type Divergence struct {
 	Evidence string `json:"evidence"`
 }
 
+// PendingOperationType is the irreversible etcd call a PendingOperation records.
+type PendingOperationType string
+
+const (
+	// PendingAddMember: a learner is being added to etcd's member list.
+	PendingAddMember PendingOperationType = "AddMember"
+	// PendingRemoveMember: a member is being removed from etcd's member list.
+	PendingRemoveMember PendingOperationType = "RemoveMember"
+)
+
 // PendingOperation records an irreversible etcd call before it is made, so that an operator
 // that dies right after the call recognises and finishes it on its next pass.
 type PendingOperation struct {
 	// Type of the call: AddMember or RemoveMember.
 	// +kubebuilder:validation:Enum=AddMember;RemoveMember
-	Type string `json:"type"`
+	Type PendingOperationType `json:"type"`
 	// Member the call is about.
 	Member string `json:"member"`
 	// ID of the member when it is known (hex).

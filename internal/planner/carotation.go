@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
@@ -10,8 +11,7 @@ import (
 // members trust or present, which etcd reads only at start: the phase is done once every member
 // runs a pod built at Epoch and the cluster is healthy again.
 type CARotation struct {
-	// Phase is TrustNew, SignWithNew or DropOld.
-	Phase string
+	Phase etcdv1alpha1.CARotationPhase
 	// Trigger is why the rotation started (the annotation's value, CAExpiring, …).
 	Trigger string
 	// Epoch is status.tls.trustEpoch: the trust the members' pods must be built with.
@@ -20,13 +20,6 @@ type CARotation struct {
 	// "" once they are.
 	Blocked string
 }
-
-// The phases of a CA rotation, in order.
-const (
-	PhaseTrustNew    = "TrustNew"
-	PhaseSignWithNew = "SignWithNew"
-	PhaseDropOld     = "DropOld"
-)
 
 // withCARotation lets a CA rotation under way progress unless other, the step the cluster needs
 // apart from it, acts: a lasting wait of its own (a blocked upgrade, NOSPACE left, a refused version
@@ -76,12 +69,12 @@ func decideCARotation(in Input, e *Etcd) Action {
 			return Action{Kind: Wait, Reason: reason.RotatingCA, Message: fmt.Sprintf("%s: waiting for %s's pod to be Ready", progress, m.Name)}
 		}
 	}
-	next := map[string]string{PhaseTrustNew: PhaseSignWithNew, PhaseSignWithNew: PhaseDropOld}[r.Phase]
+	next := map[etcdv1alpha1.CARotationPhase]etcdv1alpha1.CARotationPhase{etcdv1alpha1.CATrustNew: etcdv1alpha1.CASignWithNew, etcdv1alpha1.CASignWithNew: etcdv1alpha1.CADropOld}[r.Phase]
 	msg := fmt.Sprintf("%s done on every member, starting %s", progress, next)
 	if next == "" {
 		msg = fmt.Sprintf("%s done on every member: every member trusts and presents certificates of the new CA only", progress)
 	}
-	return Action{Kind: AdvanceCARotation, Phase: next, Reason: reason.RotatingCA, Message: msg}
+	return Action{Kind: AdvanceCARotation, Phase: string(next), Reason: reason.RotatingCA, Message: msg}
 }
 
 // CASecretPlan is what the phase of a CA rotation asks of the CA Secret and of the certificates
@@ -99,10 +92,10 @@ type CASecretPlan struct {
 // PlanCASecret is the CA Secret's step in phase ("" when no rotation is under way), given whether
 // the Secret already holds a next CA. Each step is idempotent: a pass that crashed after it finds
 // the Secret changed and plans nothing more for it.
-func PlanCASecret(phase string, hasNext bool) CASecretPlan {
+func PlanCASecret(phase etcdv1alpha1.CARotationPhase, hasNext bool) CASecretPlan {
 	return CASecretPlan{
-		CreateNext:   (phase == PhaseTrustNew || phase == PhaseSignWithNew) && !hasNext,
-		PromoteNext:  phase == PhaseDropOld && hasNext,
-		SignWithNext: phase == PhaseSignWithNew,
+		CreateNext:   (phase == etcdv1alpha1.CATrustNew || phase == etcdv1alpha1.CASignWithNew) && !hasNext,
+		PromoteNext:  phase == etcdv1alpha1.CADropOld && hasNext,
+		SignWithNext: phase == etcdv1alpha1.CASignWithNew,
 	}
 }

@@ -110,7 +110,7 @@ func TestDegraded(t *testing.T) {
 }
 
 func TestProgressing(t *testing.T) {
-	rotation := &CARotation{Phase: PhaseSignWithNew, Trigger: "CAExpiring"}
+	rotation := &CARotation{Phase: etcdv1alpha1.CASignWithNew, Trigger: "CAExpiring"}
 	for name, tc := range map[string]struct {
 		h    Health
 		a    Action

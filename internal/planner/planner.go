@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
@@ -130,7 +131,7 @@ type KnownMember struct {
 
 // Pending is a recorded, possibly made, membership call.
 type Pending struct {
-	Type   string // AddMember | RemoveMember
+	Type   etcdv1alpha1.PendingOperationType
 	Member string
 	ID     uint64
 	// Reason and Message are why the call was made; empty for calls recorded by earlier operators.
@@ -364,7 +365,7 @@ func resumePending(in Input) Action {
 	}
 	m, found := findByName(in.Etcd.Members, p.Member)
 	switch p.Type {
-	case "AddMember":
+	case etcdv1alpha1.PendingAddMember:
 		if found {
 			return Action{Kind: FinishAdd, Members: []string{p.Member}, ID: m.ID, Reason: reason.MemberAdded, Message: fmt.Sprintf("learner %s is in the member list", p.Member)}
 		}

@@ -59,8 +59,8 @@ const (
 	// AlarmRaised: etcd raised an alarm (NOSPACE: writes refused; CORRUPT: a member's data differs); the message names it and the members.
 	// Do: NOSPACE is cleared by the operator (compaction, defragmentation, disarm); for CORRUPT, the member is replaced after replaceFailedMemberAfter.
 	AlarmRaised Reason = "AlarmRaised"
-	// NameConflict: objects of an earlier cluster of this name (retained volumes) are in the way; the operator never starts on them.
-	// Do: delete the old PVCs if their data is not needed, or restore from them under another name.
+	// NameConflict: an object the cluster needs exists under its name and is not this cluster's (volumes retained from an earlier cluster of this name, or a Service, Secret, NetworkPolicy, PodDisruptionBudget or pod made by someone else); the operator never starts on it or changes it, and the message names it.
+	// Do: delete or rename that object if it is not needed; for retained PVCs whose data you need, restore from them under another cluster name.
 	NameConflict Reason = "NameConflict"
 	// ActionFailing: the operator's step (named in the message, with its last error) has failed several times in a row;
 	// it keeps retrying with backoff, but nothing moves until the cause goes.

@@ -307,17 +307,11 @@ func (r *EtcdBackupReconciler) deleteSnapshot(ctx context.Context, b *etcdv1alph
 // before the schedule's finalizer releases it, and Retain means the snapshot stays. A deletion
 // Job retention already started is not stopped by this (the caller asks only before creating one).
 func (r *EtcdBackupReconciler) retainedBySchedule(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (bool, error) {
-	ref := metav1.GetControllerOf(b)
-	if ref == nil || ref.Kind != "EtcdBackupSchedule" {
-		return false, nil
+	s, err := r.controllingSchedule(ctx, b)
+	if s == nil || err != nil {
+		return false, err
 	}
-	s := &etcdv1alpha1.EtcdBackupSchedule{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ref.Name}, s); apierrors.IsNotFound(err) {
-		return false, nil
-	} else if err != nil {
-		return false, fmt.Errorf("read schedule %s: %w", ref.Name, err)
-	}
-	return s.UID == ref.UID && !s.DeletionTimestamp.IsZero() && s.Spec.SnapshotDeletionPolicy != etcdv1alpha1.SnapshotDelete, nil
+	return !s.DeletionTimestamp.IsZero() && s.Spec.SnapshotDeletionPolicy != etcdv1alpha1.SnapshotDelete, nil
 }
 
 // SetupWithManager registers the reconciler; Job changes wake their EtcdBackup.

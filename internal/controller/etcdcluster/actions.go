@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/shared"
@@ -117,9 +116,7 @@ func (p *pass) actDefragment(ctx context.Context, a planner.Action) error {
 		return err
 	}
 	failpoint.Hit(failpoint.AfterDefragment)
-	if p.mem.defragRequestDone != nil {
-		p.mem.defragRequestDone[a.Members[0]] = true
-	}
+	p.mem.defrag.defragmented(a.Members[0])
 	// Recorded after the call: a crash in between defragments this member once more (time, not
 	// data), and the members recorded before it are not done again.
 	if ns := c.Status.NoSpace; ns != nil && !slices.Contains(ns.Defragmented, a.Members[0]) {
@@ -269,7 +266,7 @@ func (p *pass) actAddLearner(ctx context.Context, a planner.Action) error {
 	if idx := memberIndex(c.Name, name); idx >= c.Status.NextMemberIndex {
 		c.Status.NextMemberIndex = idx + 1
 	}
-	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "AddMember", Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: etcdv1alpha1.PendingAddMember, Member: name, Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
 	recordRebalance(c, a, p.now)
 	if err := p.writeStatus(ctx); err != nil {
 		return err
@@ -317,7 +314,7 @@ func (p *pass) actMoveLeader(ctx context.Context, a planner.Action) error {
 func (p *pass) actRemoveMember(ctx context.Context, a planner.Action) error {
 	c := p.c
 	name := a.Members[0]
-	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: "RemoveMember", Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
+	c.Status.PendingOperation = &etcdv1alpha1.PendingOperation{Type: etcdv1alpha1.PendingRemoveMember, Member: name, ID: idString(a.ID), Reason: string(a.Reason), Message: truncate(a.Message, 1024)}
 	recordRebalance(c, a, p.now)
 	if err := p.writeStatus(ctx); err != nil {
 		return err
@@ -381,7 +378,7 @@ func (p *pass) initialCluster(bootstrap bool) []string {
 func (p *pass) createMember(ctx context.Context, in resources.MemberPodInput) error {
 	c, member := p.c, in.Member
 	if c.Spec.Storage.Medium != etcdv1alpha1.StorageMediumMemory && p.obs.pvcs[member] == nil {
-		if err := p.createOwned(ctx, resources.MemberPVC(c, member)); err != nil {
+		if _, err := p.createOrUpdateOwned(ctx, resources.MemberPVC(c, member), nil); err != nil {
 			return fmt.Errorf("create PVC of %s: %w", member, err)
 		}
 	}
@@ -399,46 +396,11 @@ func (p *pass) createMember(ctx context.Context, in resources.MemberPodInput) er
 	// Pods get addresses of the cluster's primary family, which is the first of a Service's by default.
 	in.IPv6 = len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol
 	in.VolumePlaced = p.obs.pvcs[member] != nil && p.obs.pvcs[member].Spec.VolumeName != ""
-	if err := p.createOwned(ctx, resources.MemberPod(c, in)); err != nil {
+	if _, err := p.createOrUpdateOwned(ctx, resources.MemberPod(c, in), nil); err != nil {
 		return fmt.Errorf("create pod of %s: %w", member, err)
 	}
 	failpoint.Hit(failpoint.AfterPodCreate)
 	return nil
-}
-
-// nameConflict: an object the cluster needs exists under the same name but belongs to something
-// else, typically a PVC kept (retentionPolicy Retain) from an earlier EtcdCluster of this name.
-// The operator never takes it over: a new cluster must not start on an old one's data.
-type nameConflict struct{ kind, name, owner string }
-
-func (e *nameConflict) Error() string {
-	return fmt.Sprintf("%s %s already exists and does not belong to this EtcdCluster (%s); the operator will not use it: "+
-		"delete it if its data is not needed, or restore that data through spec.bootstrap.restore in a cluster of another name", e.kind, e.name, e.owner)
-}
-
-// createOwned creates obj; an existing namesake is fine only if this cluster controls it (the cache
-// had not seen it yet).
-func (p *pass) createOwned(ctx context.Context, obj client.Object) error {
-	err := p.r.Create(ctx, obj)
-	if !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	live := obj.DeepCopyObject().(client.Object)
-	if err := p.r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
-		return fmt.Errorf("read existing %s: %w", obj.GetName(), err)
-	}
-	if shared.OwnedBy(live, p.c.UID) {
-		return nil
-	}
-	owner := "no owner: retained from an earlier cluster or made by hand"
-	if ref := metav1.GetControllerOf(live); ref != nil {
-		owner = fmt.Sprintf("controlled by %s %s, uid %s", ref.Kind, ref.Name, ref.UID)
-	}
-	kind := fmt.Sprintf("%T", obj)
-	if gvk, err := apiutil.GVKForObject(obj, p.r.Client.Scheme()); err == nil {
-		kind = gvk.Kind
-	}
-	return &nameConflict{kind: kind, name: obj.GetName(), owner: owner}
 }
 
 // forget deletes a member's pod and PVC and drops it from status, ending any pending operation on it.
@@ -455,7 +417,7 @@ func (p *pass) forget(ctx context.Context, member string) error {
 	}
 	c.Status.Members = kept
 	if pd := c.Status.PendingOperation; pd != nil && pd.Member == member {
-		if r := c.Status.ZoneRebalance; pd.Type == "RemoveMember" && pd.Reason == string(reason.RebalancingZones) && r != nil {
+		if r := c.Status.ZoneRebalance; pd.Type == etcdv1alpha1.PendingRemoveMember && pd.Reason == string(reason.RebalancingZones) && r != nil {
 			// The end of a zone move (Spread may have turned True already, once the new member was
 			// placed), said here whether the removal returned or was found done on a later pass: etcd
 			// may answer a member's removal of itself with an error after applying it.

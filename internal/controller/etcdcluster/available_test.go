@@ -82,8 +82,8 @@ func TestFailingStepIsDegraded(t *testing.T) {
 	}
 	for i := 1; i <= failingAfter; i++ {
 		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
-		p.mem.actionFailed(key, time.Now())
-		p.mem.lastError = `pods "etcd-0" is forbidden: exceeded quota`
+		p.mem.backoff.actionFailed(key, time.Now())
+		p.mem.backoff.lastError = `pods "etcd-0" is forbidden: exceeded quota`
 		p.reportFailingStep(key, a)
 		if got := degraded(); i < failingAfter && got.Status != metav1.ConditionFalse {
 			t.Fatalf("after %d failures Degraded %+v: one failure is not yet a failing step", i, got)
@@ -98,7 +98,7 @@ func TestFailingStepIsDegraded(t *testing.T) {
 	if got := degraded(); got.Reason != "AlarmRaised" {
 		t.Fatalf("Degraded %+v: the alarm says more and stands", got)
 	}
-	p.mem.actionSucceeded()
+	p.mem.backoff.actionSucceeded()
 	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, false, "AsExpected", "no member is missing or unhealthy")
 	p.reportFailingStep(key, a)
 	if got := degraded(); got.Status != metav1.ConditionFalse {

@@ -135,13 +135,17 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// A first pass that could not even create the cluster's objects still says why.
 		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionProgressing, true, reason.ReconcileFailed, err.Error())
 	}
+	var conflict *nameConflict
 	switch {
 	case err == nil:
-		p.mem.passSucceeded()
-	case !apierrors.IsConflict(err) && p.mem.passFailed(err):
+		p.mem.backoff.passSucceeded()
+	case errors.As(err, &conflict):
+		p.mem.backoff.passFailed(err)
+		p.reportNameConflict(conflict)
+	case !apierrors.IsConflict(err) && p.mem.backoff.passFailed(err):
 		// A pass that keeps failing before it can decide (a Service, the NetworkPolicy or a Secret
 		// that cannot be written) must not leave an earlier AsExpected standing.
-		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("the operator's pass has failed %d times in a row before deciding a step; last error: %s (retried with backoff)", p.mem.passFailures, p.mem.passError))
+		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("the operator's pass has failed %d times in a row before deciding a step; last error: %s (retried with backoff)", p.mem.backoff.passFailures, p.mem.backoff.passError))
 	}
 	if serr := p.writeStatus(ctx); serr != nil && err == nil {
 		err = serr
@@ -323,7 +327,7 @@ func (p *pass) noStep(action planner.Action) (ctrl.Result, bool) {
 func (p *pass) step(ctx context.Context, action planner.Action) (ctrl.Result, error) {
 	c := p.c
 	key := fmt.Sprint(action.Kind, action.Members)
-	if wait := p.mem.holdOff(key, p.now); wait > 0 {
+	if wait := p.mem.backoff.holdOff(key, p.now); wait > 0 {
 		// recordObservation judged health only: a step that keeps failing must still show.
 		p.reportFailingStep(key, action)
 		return ctrl.Result{RequeueAfter: wait}, nil // it failed a moment ago: back off
@@ -338,7 +342,7 @@ func (p *pass) step(ctx context.Context, action planner.Action) (ctrl.Result, er
 	} else if err != nil {
 		return p.stepFailed(ctx, key, action, err), nil
 	}
-	p.mem.actionSucceeded()
+	p.mem.backoff.actionSucceeded()
 	metrics.Actions.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 	p.r.Recorder.Event(c, corev1.EventTypeNormal, string(action.Reason), action.Message)
 	if action.Kind == planner.AdvanceLog {
@@ -351,18 +355,29 @@ func (p *pass) step(ctx context.Context, action planner.Action) (ctrl.Result, er
 // stepFailed records a failed step: backoff, metrics, a Warning event and the conditions that say so.
 func (p *pass) stepFailed(ctx context.Context, key string, action planner.Action, err error) ctrl.Result {
 	c := p.c
-	retry := p.mem.actionFailed(key, p.now)
-	p.mem.lastError = err.Error()
+	retry := p.mem.backoff.actionFailed(key, p.now)
+	p.mem.backoff.lastError = err.Error()
 	log.FromContext(ctx).Info("action failed", "action", action.Kind, "members", action.Members, "error", err.Error(), "retry", retry.String())
 	metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 	var conflict *nameConflict
 	if errors.As(err, &conflict) {
-		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
+		p.reportNameConflict(conflict)
 	}
 	p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.ActionFailed), "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
 	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionProgressing, true, action.Reason, fmt.Sprintf("%s; last attempt failed: %v", action.Message, err))
 	p.reportFailingStep(key, action)
 	return ctrl.Result{RequeueAfter: retry}
+}
+
+// reportNameConflict says which object of the cluster's name is in the way (ownedObject): Degraded
+// NameConflict, and a Warning event when the condition arrives at it or names another object (the
+// user removed one, and the pass met the next).
+func (p *pass) reportNameConflict(conflict *nameConflict) {
+	c := p.c
+	if d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Reason != string(reason.NameConflict) || d.Message != conflict.Error() {
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.NameConflict), conflict.Error())
+	}
+	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
 }
 
 // writeStatus patches status only when it changed, so an idle cluster costs no API writes.

@@ -8,10 +8,13 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -49,13 +52,9 @@ func TestRecreatedClusterNeverAdoptsRetainedVolumes(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(old), &etcdv1alpha1.EtcdCluster{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cluster still there: %w", err)
 		}
-		// envtest runs no garbage collector: delete the old pod as it would.
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-0"}}
-		if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
 		return nil
 	})
+	collectGarbage(t, ns, old.UID)
 
 	c := operatortest.NewCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 1 })
 	operatortest.Eventually(t, "NameConflict reported", func() error { return degradedReason(t, c, "NameConflict") })
@@ -70,6 +69,32 @@ func TestRecreatedClusterNeverAdoptsRetainedVolumes(t *testing.T) {
 	pod := &corev1.Pod{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, pod); err == nil && pod.DeletionTimestamp == nil {
 		t.Fatalf("a member pod was started on the retained volume")
+	}
+}
+
+// collectGarbage deletes what the object with uid controlled in ns, as the garbage collector, which
+// envtest does not run, would once it is gone: pods, Secrets, Services, PodDisruptionBudgets and
+// NetworkPolicies (the PVCs a Retain policy keeps were released before).
+func collectGarbage(t *testing.T, ns string, uid types.UID) {
+	t.Helper()
+	ctx := context.Background()
+	lists := []client.ObjectList{&corev1.PodList{}, &corev1.SecretList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{}, &networkingv1.NetworkPolicyList{}}
+	for _, list := range lists {
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if err := meta.EachListItem(list, func(o runtime.Object) error {
+			obj := o.(client.Object)
+			if ref := metav1.GetControllerOf(obj); ref == nil || ref.UID != uid {
+				return nil
+			}
+			if err := k8s.Delete(ctx, obj, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -15,14 +15,14 @@ func TestFailedActionsBackOffExponentiallyUpToACap(t *testing.T) {
 	now := t0
 	var got []time.Duration
 	for range 12 {
-		d := cm.actionFailed("RemoveMember[c-2]", now)
+		d := cm.backoff.actionFailed("RemoveMember[c-2]", now)
 		got = append(got, d)
 		// Passes woken by watch events in between do not try again.
-		if w := cm.holdOff("RemoveMember[c-2]", now.Add(d/2)); w != d-d/2 {
+		if w := cm.backoff.holdOff("RemoveMember[c-2]", now.Add(d/2)); w != d-d/2 {
 			t.Fatalf("hold-off halfway through %s = %s", d, w)
 		}
 		now = now.Add(d)
-		if w := cm.holdOff("RemoveMember[c-2]", now); w != 0 {
+		if w := cm.backoff.holdOff("RemoveMember[c-2]", now); w != 0 {
 			t.Fatalf("hold-off when due = %s", w)
 		}
 	}
@@ -32,14 +32,14 @@ func TestFailedActionsBackOffExponentiallyUpToACap(t *testing.T) {
 			t.Fatalf("backoff %d = %s, want %s (all: %v)", i, got[i], want[i]*time.Second, got)
 		}
 	}
-	if w := cm.holdOff("Promote[c-3]", now.Add(-time.Second)); w != 0 {
+	if w := cm.backoff.holdOff("Promote[c-3]", now.Add(-time.Second)); w != 0 {
 		t.Fatalf("another action is held off %s by a failed one", w)
 	}
-	if d := cm.actionFailed("Promote[c-3]", now); d != time.Second {
+	if d := cm.backoff.actionFailed("Promote[c-3]", now); d != time.Second {
 		t.Fatalf("another action's backoff starts at 1s, got %s", d)
 	}
-	cm.actionSucceeded()
-	if d := cm.actionFailed("Promote[c-3]", now); d != time.Second {
+	cm.backoff.actionSucceeded()
+	if d := cm.backoff.actionFailed("Promote[c-3]", now); d != time.Second {
 		t.Fatalf("after a success the backoff restarts at 1s, got %s", d)
 	}
 }
@@ -70,11 +70,11 @@ func TestObservationGapRestartsFailureTimers(t *testing.T) {
 func TestMemoryOfARecreatedClusterStartsAfresh(t *testing.T) {
 	var m memory
 	key := types.NamespacedName{Namespace: "ns", Name: "etcd"}
-	m.of(key, "uid-1").actionFailed("a", time.Now())
-	if m.of(key, "uid-1").failures != 1 {
+	m.of(key, "uid-1").backoff.actionFailed("a", time.Now())
+	if m.of(key, "uid-1").backoff.failures != 1 {
 		t.Fatal("state of the same cluster was not kept")
 	}
-	if m.of(key, "uid-2").failures != 0 {
+	if m.of(key, "uid-2").backoff.failures != 0 {
 		t.Fatal("a new incarnation inherited its namesake's state")
 	}
 	m.forget(key)

@@ -201,7 +201,7 @@ func (p *pass) etcdClients(ctx context.Context, o *observation, endpoints, sourc
 		endpoints, source = append(endpoints, source...), nil
 	}
 	if len(source) == 0 {
-		p.mem.closeSource() // the take-over is over
+		p.mem.source.close() // the take-over is over
 	} else {
 		// First: until the end of a take-over the old members hold the quorum, and learners of ours
 		// answer no member list.
@@ -212,7 +212,7 @@ func (p *pass) etcdClients(ctx context.Context, o *observation, endpoints, sourc
 				return nil, err
 			}
 		}
-		cl, err := p.mem.sourceEtcd(slices.Clone(source), sourceTLS, tlsKey)
+		cl, err := p.mem.source.get(source, sourceTLS, tlsKey)
 		if err != nil {
 			o.etcdErr = err
 			return nil, nil
@@ -221,7 +221,7 @@ func (p *pass) etcdClients(ctx context.Context, o *observation, endpoints, sourc
 		candidates = append(candidates, etcdCandidate{cl, len(source)})
 	}
 	if len(endpoints) > 0 {
-		cl, err := p.mem.etcd(endpoints, tlsConfig, tlsKey)
+		cl, err := p.mem.member.get(endpoints, tlsConfig, tlsKey)
 		if err != nil {
 			o.etcdErr = err
 			return nil, nil
@@ -502,38 +502,40 @@ func (p *pass) clientTLSConfig(ctx context.Context) (*tls.Config, string, error)
 	if !resources.ClientTLS(p.c) {
 		return nil, "", nil
 	}
-	s, err := p.operatorClientSecret(ctx)
+	pair, pool, key, err := p.operatorClientCert(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	pair, err := tls.X509KeyPair(s.Data[pki.CertKey], s.Data[pki.PrivKeyKey])
-	if err != nil {
-		return nil, "", fmt.Errorf("load operator client certificate: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(s.Data[pki.CACertKey]) {
-		return nil, "", errors.New("operator client secret has no usable ca.crt")
-	}
-	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(p.c.Name, p.c.Namespace)), string(s.UID) + "/" + s.ResourceVersion, nil
+	return etcdclient.TLSConfig(pair, pool, naming.ClientServiceHost(p.c.Name, p.c.Namespace)), key, nil
 }
 
 // sourceTLSConfig is the operator's client TLS for the old members of a cluster taken over with
 // TLS: the same certificate (issued by that cluster's CA, migrateFrom.caSecret), each member verified
 // under the host or IP it is dialed at.
 func (p *pass) sourceTLSConfig(ctx context.Context) (*tls.Config, error) {
-	s, err := p.operatorClientSecret(ctx)
+	pair, pool, _, err := p.operatorClientCert(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return etcdclient.TLSConfigByHost(pair, pool), nil
+}
+
+// operatorClientCert loads the operator's client certificate and the CAs it trusts from its Secret,
+// with a key that changes whenever the Secret does.
+func (p *pass) operatorClientCert(ctx context.Context) (tls.Certificate, *x509.CertPool, string, error) {
+	s, err := p.operatorClientSecret(ctx)
+	if err != nil {
+		return tls.Certificate{}, nil, "", err
+	}
 	pair, err := tls.X509KeyPair(s.Data[pki.CertKey], s.Data[pki.PrivKeyKey])
 	if err != nil {
-		return nil, fmt.Errorf("load operator client certificate: %w", err)
+		return tls.Certificate{}, nil, "", fmt.Errorf("load operator client certificate: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(s.Data[pki.CACertKey]) {
-		return nil, errors.New("operator client secret has no usable ca.crt")
+		return tls.Certificate{}, nil, "", errors.New("operator client secret has no usable ca.crt")
 	}
-	return etcdclient.TLSConfigByHost(pair, pool), nil
+	return pair, pool, string(s.UID) + "/" + s.ResourceVersion, nil
 }
 
 // memberNameFromPeerURLs recovers the member name from its peer URL host
@@ -697,7 +699,7 @@ func (p *pass) caRotationInput() *planner.CARotation {
 	if r == nil {
 		return nil
 	}
-	in := &planner.CARotation{Phase: string(r.Phase), Trigger: r.Trigger, Epoch: c.Status.TLS.TrustEpoch}
+	in := &planner.CARotation{Phase: r.Phase, Trigger: r.Trigger, Epoch: c.Status.TLS.TrustEpoch}
 	if p.trust != nil {
 		in.Blocked = p.trust.message
 	}
@@ -744,4 +746,24 @@ func (p *pass) spaceInput(revision int64) planner.Space {
 		s.NoSpace = s.NoSpace || a.Type == etcdclient.AlarmNoSpace
 	}
 	return s
+}
+
+// readMemberMetrics reads, with read, the /metrics page of every member that answered its status, has
+// a pod with an address and is wanted; a member that cannot be read is left out (logged as what), as
+// no evidence either way.
+func readMemberMetrics[T any](ctx context.Context, o *observation, what string, wanted func(id uint64) bool, read func(context.Context, string) (T, error)) map[uint64]T {
+	out := map[uint64]T{}
+	for id := range o.status {
+		pod := o.pods[o.names[id]]
+		if pod == nil || pod.Status.PodIP == "" || !wanted(id) {
+			continue
+		}
+		v, err := read(ctx, naming.MetricsURL(pod.Status.PodIP))
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("cannot read a member's "+what, "member", o.names[id], "error", err.Error())
+			continue
+		}
+		out[id] = v
+	}
+	return out
 }

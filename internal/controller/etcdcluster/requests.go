@@ -45,27 +45,49 @@ func (p *pass) settleLeaderRequest(ctx context.Context) (string, error) {
 // are defragmented again, which costs time, never data). When every member is done, the annotation
 // is removed with an event.
 func (p *pass) settleDefragRequest(ctx context.Context) (map[string]bool, error) {
-	c, o, mem := p.c, p.obs, p.mem
+	c, o, d := p.c, p.obs, &p.mem.defrag
 	v, ok := c.Annotations[naming.AnnotationDefragment]
 	if !ok {
-		mem.defragRequest, mem.defragRequestDone = "", nil
+		d.clear()
 		return nil, nil
 	}
-	if mem.defragRequest != v || mem.defragRequestDone == nil {
-		mem.defragRequest, mem.defragRequestDone = v, map[string]bool{}
-	}
+	done := d.of(v)
 	if o.etcd == nil || len(o.members) == 0 {
-		return mem.defragRequestDone, nil
+		return done, nil
 	}
 	for _, m := range o.members {
-		if !mem.defragRequestDone[o.names[m.ID]] {
-			return mem.defragRequestDone, nil
+		if !done[o.names[m.ID]] {
+			return done, nil
 		}
 	}
 	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.Defragmented), "every member was defragmented, as %s=%q asked", naming.AnnotationDefragment, v)
-	mem.defragRequest, mem.defragRequestDone = "", nil
+	d.clear()
 	return nil, p.dropAnnotation(ctx, naming.AnnotationDefragment)
 }
+
+// defragProgress is the value of the defragment annotation being carried out (request), and the
+// members defragmented since it was set (done).
+type defragProgress struct {
+	request string
+	done    map[string]bool
+}
+
+// of returns the members defragmented for request value v, starting afresh for a new value.
+func (d *defragProgress) of(v string) map[string]bool {
+	if d.request != v || d.done == nil {
+		d.request, d.done = v, map[string]bool{}
+	}
+	return d.done
+}
+
+// defragmented records that member was defragmented for the request being carried out, if any.
+func (d *defragProgress) defragmented(member string) {
+	if d.done != nil {
+		d.done[member] = true
+	}
+}
+
+func (d *defragProgress) clear() { *d = defragProgress{} }
 
 // dropAnnotation removes a request annotation from the cluster once it is settled.
 func (p *pass) dropAnnotation(ctx context.Context, key string) error {

@@ -108,7 +108,7 @@ func TestDefragmentRequest(t *testing.T) {
 		t.Errorf("a new request kept the old progress: %v", fresh)
 	}
 	for _, m := range []string{"c-0", "c-1", "c-2"} {
-		p.mem.defragRequestDone[m] = true
+		p.mem.defrag.defragmented(m)
 	}
 	if last, err := p.settleDefragRequest(ctx); err != nil || last != nil {
 		t.Fatalf("every member done: %v (%v), want no request", last, err)

@@ -10,11 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
@@ -57,26 +55,14 @@ type diskReadings struct {
 // histograms start again and its verdict with them: a new process is new evidence. read is
 // etcdclient.ReadDiskLatency outside tests.
 func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(context.Context, string) (etcdclient.DiskLatency, error)) {
-	cm := p.mem
-	o.slow = cm.slow
-	if cm.disk != nil && (p.now.Sub(cm.disk.at) < slowWindow || p.now.Sub(cm.diskReadAt) < slowWindow) {
+	h := &p.mem.slowness
+	o.slow = h.slow
+	if !h.due(p.now) {
 		return
 	}
-	cm.diskReadAt = p.now
-	now := diskReadings{at: p.now, members: map[uint64]etcdclient.DiskLatency{}}
-	for id := range o.status {
-		pod := o.pods[o.names[id]]
-		if pod == nil || pod.Status.PodIP == "" || o.failing[id] != "" {
-			continue
-		}
-		d, err := read(ctx, naming.MetricsURL(pod.Status.PodIP))
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("cannot read a member's disk latency", "member", o.names[id], "error", err.Error())
-			continue
-		}
-		now.members[id] = d
-	}
-	prev, age := cm.disk, time.Duration(0)
+	h.readAt = p.now
+	now := diskReadings{at: p.now, members: readMemberMetrics(ctx, o, "disk latency", func(id uint64) bool { return o.failing[id] == "" }, read)}
+	prev, age := h.disk, time.Duration(0)
 	if prev != nil {
 		age = p.now.Sub(prev.at)
 	}
@@ -84,20 +70,43 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 		// No window: these readings are the next baseline. The verdicts and streaks stand: a gap (the
 		// operator away, or etcd out of its sight, its member list failing) is no evidence that a
 		// disk recovered, and dropping them restarted slowMemberReplacement.after's clock.
-		cm.disk = &now
+		h.disk = &now
 		return
 	}
 	windows, restarted := diskWindows(prev, &now, o.names)
 	if age < fullSlowWindow && !enoughSamples(windows) {
 		return // a thin window: keep the baseline and the last verdict, and read again later
 	}
-	cm.disk = &now
-	verdicts := planner.SlowMembers(windows)
+	h.disk = &now
+	o.slow = h.judge(windows, planner.SlowMembers(windows), o, restarted, age)
+}
+
+// slowHistory is the members' disk history kept across passes: the last reading of their disk
+// histograms (disk), the baseline of the next window, taken at disk.at; when they were last read
+// (readAt); how many windows in a row each member was slow (streaks: positive while slow, negative
+// counting the fast windows of a reported member); and the members slow for long enough to be
+// reported, with the figures (slow).
+type slowHistory struct {
+	disk    *diskReadings
+	readAt  time.Time
+	streaks map[uint64]int
+	slow    map[uint64]string
+}
+
+// due says whether the disks are to be read at now: at most once per slowWindow.
+func (h *slowHistory) due(now time.Time) bool {
+	return h.disk == nil || (now.Sub(h.disk.at) >= slowWindow && now.Sub(h.readAt) >= slowWindow)
+}
+
+// judge folds the verdicts on the windows just measured (age long) into the streaks and returns the
+// members now reported slow; a member not judged this time keeps its streak and verdict unless it
+// left or restarted.
+func (h *slowHistory) judge(windows []planner.DiskWindow, verdicts map[string]string, o *observation, restarted map[uint64]bool, age time.Duration) map[uint64]string {
 	streaks, slow, judged := map[uint64]int{}, map[uint64]string{}, map[uint64]bool{}
 	for _, w := range windows {
 		id := o.ids[w.Member]
 		judged[id] = true
-		before, reported := cm.slowStreaks[id], cm.slow[id] != ""
+		before, reported := h.streaks[id], h.slow[id] != ""
 		if why, ok := verdicts[w.Member]; ok {
 			streaks[id] = max(before, 0) + 1
 			if streaks[id] >= slowWindowsToReport || reported {
@@ -105,19 +114,20 @@ func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(co
 			}
 		} else if reported && before > -(slowWindowsToClear-1) {
 			streaks[id] = min(before, 0) - 1 // counts fast windows of a reported member, which stays reported
-			slow[id] = cm.slow[id]
+			slow[id] = h.slow[id]
 		}
 	}
-	for id, streak := range cm.slowStreaks { // a reported member always has a streak
+	for id, streak := range h.streaks { // a reported member always has a streak
 		if o.names[id] == "" || restarted[id] || judged[id] {
 			continue // no longer a member, a new process, or judged now
 		}
 		streaks[id] = streak
-		if why := cm.slow[id]; why != "" {
+		if why := h.slow[id]; why != "" {
 			slow[id] = why
 		}
 	}
-	cm.slowStreaks, cm.slow, o.slow = streaks, slow, slow
+	h.streaks, h.slow = streaks, slow
+	return slow
 }
 
 // diskWindows is what happened between two readings, per member read both times and not restarted;

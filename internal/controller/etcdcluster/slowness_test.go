@@ -194,8 +194,8 @@ func TestSlownessWindows(t *testing.T) {
 		since, why = pass(base + at*time.Second)
 		expectSlow(fmt.Sprintf("a thin window of %ds", at), since, why, false)
 	}
-	if cm.slowStreaks[2] != 0 {
-		t.Fatalf("a thin window was judged: streak %d", cm.slowStreaks[2])
+	if cm.slowness.streaks[2] != 0 {
+		t.Fatalf("a thin window was judged: streak %d", cm.slowness.streaks[2])
 	}
 	since, why = pass(base + 90*time.Second)
 	expectSlow("the first full window", since, why, false)
@@ -211,8 +211,8 @@ func TestSlownessWindows(t *testing.T) {
 	delete(o.names, 2)
 	delete(o.status, 2)
 	pass(base + 270*time.Second)
-	if _, kept := cm.slowStreaks[2]; kept || cm.slow[2] != "" {
-		t.Fatalf("a removed member's verdict is kept: streak %v, verdict %q", cm.slowStreaks, cm.slow[2])
+	if _, kept := cm.slowness.streaks[2]; kept || cm.slowness.slow[2] != "" {
+		t.Fatalf("a removed member's verdict is kept: streak %v, verdict %q", cm.slowness.streaks, cm.slowness.slow[2])
 	}
 }
 
@@ -326,7 +326,7 @@ func TestSlowVerdictSurvivesAFailedMemberList(t *testing.T) {
 	if since = pass(170*time.Second+maxSlowWindow, observed(true, "etcd-1")); since != nil {
 		t.Fatalf("etcd-1 left the cluster (a member list without it) but is still slow since %s", since)
 	}
-	if _, kept := cm.slowStreaks[2]; kept || cm.slow[2] != "" {
-		t.Fatalf("a removed member's verdict is kept: streak %v, verdict %q", cm.slowStreaks, cm.slow[2])
+	if _, kept := cm.slowness.streaks[2]; kept || cm.slowness.slow[2] != "" {
+		t.Fatalf("a removed member's verdict is kept: streak %v, verdict %q", cm.slowness.streaks, cm.slowness.slow[2])
 	}
 }

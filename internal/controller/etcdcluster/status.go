@@ -203,7 +203,7 @@ func (p *pass) health(n memberCounts, action planner.Action) planner.Health {
 		h.VolumesGrowing = p.volumesGrowing()
 	}
 	if r := c.Status.TLS.CARotation; r != nil {
-		h.CARotation = &planner.CARotation{Phase: string(r.Phase), Trigger: r.Trigger}
+		h.CARotation = &planner.CARotation{Phase: r.Phase, Trigger: r.Trigger}
 	}
 	return h
 }
@@ -251,8 +251,8 @@ func rebalanceNote(c *etcdv1alpha1.EtcdCluster, now time.Time) string {
 // read as AsExpected. A verdict that says more (quorum lost, an alarm, certificates, a name
 // conflict) stands; the generic member-health ones give way, since the failing step is why.
 func (p *pass) reportFailingStep(key string, action planner.Action) {
-	cm := p.mem
-	if cm.action != key || cm.failures < failingAfter {
+	b := &p.mem.backoff
+	if !b.failing(key) {
 		return
 	}
 	if d := meta.FindStatusCondition(p.c.Status.Conditions, etcdv1alpha1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
@@ -263,7 +263,7 @@ func (p *pass) reportFailingStep(key string, action planner.Action) {
 		}
 	}
 	shared.SetCondition(&p.c.Status.Conditions, p.c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.ActionFailing, fmt.Sprintf("step %s %v (%s: %s) has failed %d times in a row; last error: %s (retried with backoff)",
-		action.Kind, action.Members, action.Reason, action.Message, cm.failures, cm.lastError))
+		action.Kind, action.Members, action.Reason, action.Message, b.failures, b.lastError))
 }
 
 // recordQuorumLoss sets the QuorumLost condition and says whether it is True. Waiting on a human

@@ -97,7 +97,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		trusted = append(trusted, next)
 	}
 	signer := ca
-	if planner.PlanCASecret(string(rotationPhase(c)), next != nil).SignWithNext {
+	if planner.PlanCASecret(rotationPhase(c), next != nil).SignWithNext {
 		signer = next
 	}
 	for _, l := range leaves {
@@ -184,7 +184,7 @@ func (p *pass) rotateCASecret(ctx context.Context, caSecret *corev1.Secret, ca *
 			return nil, nil, unreadableCA(caSecret.Name, err), nil
 		}
 	}
-	switch plan := planner.PlanCASecret(string(phase), next != nil); {
+	switch plan := planner.PlanCASecret(phase, next != nil); {
 	case plan.CreateNext:
 		// Idempotent: a next CA made by a pass that crashed before this phase finished is kept.
 		var data map[string][]byte
@@ -231,11 +231,11 @@ func (p *pass) issueLeaves(ctx context.Context, leaves []leafCert, live map[stri
 		}
 		data[pki.CACertKey] = bundle
 		if s == nil {
-			s = resources.Secret(c, l.name, data)
-			if err := p.r.Create(ctx, s); err != nil {
+			stored, err := p.createOrUpdateOwned(ctx, resources.Secret(c, l.name, data), correctOwnedFields)
+			if err != nil {
 				return fmt.Errorf("create secret %s: %w", l.name, err)
 			}
-			live[l.name] = s
+			live[l.name] = stored.(*corev1.Secret)
 			continue
 		}
 		s.Data = data

@@ -8,11 +8,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/latency"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 )
@@ -34,35 +32,42 @@ type tuningReading struct {
 // an applied index that went down (the cluster was rebuilt), start over. Kept in the cluster's memory:
 // an operator restart costs two windows. read is etcdclient.ReadPeerRTT outside tests.
 func (p *pass) observeTuning(ctx context.Context, o *observation, read func(context.Context, string) (map[string]latency.Histogram, error)) {
-	cm := p.mem
-	if cm.tuneBase != nil && p.now.Sub(cm.tuneBase.at) < tuningWindow {
+	h := &p.mem.tuning
+	if !h.due(p.now) {
 		return
 	}
-	now := &tuningReading{at: p.now, rtt: map[uint64]map[string]latency.Histogram{}}
+	now := &tuningReading{at: p.now, rtt: readMemberMetrics(ctx, o, "peer round-trip times", func(uint64) bool { return true }, read)}
 	for _, st := range o.status {
 		now.applied = max(now.applied, st.RaftAppliedIndex)
 	}
-	for id := range o.status {
-		pod := o.pods[o.names[id]]
-		if pod == nil || pod.Status.PodIP == "" {
-			continue
-		}
-		rtt, err := read(ctx, naming.MetricsURL(pod.Status.PodIP))
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("cannot read a member's peer round-trip times", "member", o.names[id], "error", err.Error())
-			continue
-		}
-		now.rtt[id] = rtt
-	}
-	prev := cm.tuneBase
-	cm.tuneBase = now
-	if prev == nil || p.now.Sub(prev.at) > maxObservationGap || now.applied < prev.applied || now.applied == 0 {
-		cm.tuneWindows = nil
+	h.record(now)
+}
+
+// tuningHistory is the auto-tuning history kept across passes: the last reading (base), the start
+// of the next window, and the last windows measured, oldest first.
+type tuningHistory struct {
+	base    *tuningReading
+	windows []planner.TuningWindow
+}
+
+// due says whether a reading is to be taken at now: once per tuningWindow.
+func (h *tuningHistory) due(now time.Time) bool {
+	return h.base == nil || now.Sub(h.base.at) >= tuningWindow
+}
+
+// record makes now the base and the time since the last base a window, keeping the last two;
+// readings further apart than maxObservationGap, or an applied index that went down (the cluster was
+// rebuilt), start over.
+func (h *tuningHistory) record(now *tuningReading) {
+	prev := h.base
+	h.base = now
+	if prev == nil || now.at.Sub(prev.at) > maxObservationGap || now.applied < prev.applied || now.applied == 0 {
+		h.windows = nil
 		return
 	}
-	cm.tuneWindows = append(cm.tuneWindows, tuningWindowBetween(prev, now))
-	if n := len(cm.tuneWindows); n > 2 {
-		cm.tuneWindows = cm.tuneWindows[n-2:]
+	h.windows = append(h.windows, tuningWindowBetween(prev, now))
+	if n := len(h.windows); n > 2 {
+		h.windows = h.windows[n-2:]
 	}
 }
 
@@ -77,7 +82,7 @@ func (p *pass) idleRequeue() time.Duration {
 			next = due
 		}
 	}
-	if b := p.mem.tuneBase; b != nil {
+	if b := p.mem.tuning.base; b != nil {
 		sooner(b.at.Add(tuningWindow).Sub(p.now))
 	}
 	sooner(slowReplacementDue(p.c, p.now))
@@ -118,7 +123,7 @@ func (p *pass) tuningInput() *planner.Tuning {
 		Heartbeat:     time.Duration(o.HeartbeatIntervalMillis) * time.Millisecond,
 		Election:      time.Duration(o.ElectionTimeoutMillis) * time.Millisecond,
 		SnapshotCount: o.SnapshotCount,
-		Windows:       p.mem.tuneWindows,
+		Windows:       p.mem.tuning.windows,
 	}
 	for _, name := range tunables {
 		t.UserSet[name] = resources.UserSet(c, name)

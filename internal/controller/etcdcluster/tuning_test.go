@@ -77,7 +77,7 @@ func TestTuningWindows(t *testing.T) {
 		rtt.tick()
 		p := &pass{c: c, mem: cm, now: t0.Add(at), obs: o}
 		p.observeTuning(context.Background(), o, rtt.read)
-		return cm.tuneWindows
+		return cm.tuning.windows
 	}
 	if w := pass(0, 0); len(w) != 0 {
 		t.Fatalf("first reading: %d windows", len(w))

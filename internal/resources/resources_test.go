@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -466,5 +467,29 @@ func TestMemberPodRequiresTheZoneRecordedForIt(t *testing.T) {
 	c.Spec.PodTemplate.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone}}
 	if DefaultPlacement(c) {
 		t.Error("spread constraints of the user's are the user's placement")
+	}
+}
+
+// Whatever the probes' periods, their budgets stay: 5 minutes to start, a minute of failed liveness
+// before a restart, 16 s of failed /readyz (longer than an election) before a member leaves the
+// Service.
+func TestMemberProbesKeepTheirBudgets(t *testing.T) {
+	startup, liveness, readiness := MemberProbes()
+	budget := func(p *corev1.Probe) time.Duration {
+		return time.Duration(p.PeriodSeconds*p.FailureThreshold) * time.Second
+	}
+	for _, tc := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+		want  time.Duration
+	}{
+		{"startup", startup, "/livez", 5 * time.Minute},
+		{"liveness", liveness, "/livez?exclude=serializable_read", time.Minute},
+		{"readiness", readiness, "/readyz", 16 * time.Second},
+	} {
+		if got := budget(tc.probe); got != tc.want || tc.probe.HTTPGet.Path != tc.path {
+			t.Errorf("%s probe: %s for %s, want %s for %s", tc.name, tc.probe.HTTPGet.Path, got, tc.path, tc.want)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
@@ -180,20 +182,30 @@ func TestMergeSurvivesACrashAndRestoresInsideAMergedSegment(t *testing.T) {
 
 	// The writer resumes from the newest segment, after the merged one, and links on.
 	w = startWriter(t, &Writer{Client: dial(t, ms[0].ClientURL), Dest: dest, FlushInterval: 50 * time.Millisecond, MaxSegmentBytes: 1})
+	// A key on a lease: the merged segment carries the lease's TTL for the replay to grant it.
+	lease, err := cl.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put, err := cl.Put(ctx, "leased", "v", clientv3.WithLease(lease.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.waitArchived(t, put.Header.Revision)
 	writeRevisions(t, cl, w, 6)
 	final2 := head(t, cl)
 	w.waitArchived(t, final2)
 	w.kill(t)
 	verifyAll(t, dest, from-1, final2)
 	rep, err = Merge(ctx, dest, p, time.Now())
-	if err != nil || rep.Merged != 1 || rep.Replaced != 1+1+5 {
-		t.Fatalf("second merge: %+v, %v; want the merged segment, the old newest and 5 new ones in one", rep, err)
+	if err != nil || rep.Merged != 1 || rep.Replaced != 1+1+1+5 {
+		t.Fatalf("second merge: %+v, %v; want the merged segment, the old newest and 6 new ones in one", rep, err)
 	}
 	if got := listed(t, dest); !slices.Equal(got, []string{SegmentName(from, final2-1), SegmentName(final2, final2)}) {
 		t.Fatalf("after the second merge: %v", got)
 	}
 	verifyAll(t, dest, from-1, final2)
-	restoreTo(t, final+2, final2)
+	restoreTo(t, final2-1, final2)
 }
 
 // TestVerifyOnMergedChainsOnAVolume: on a volume, a merged segment's link to the segment after it
@@ -247,4 +259,31 @@ func TestVerifyOnMergedChainsOnAVolume(t *testing.T) {
 	rewrite(merged, seg.Header, seg.Records)
 	verifyAll(t, dest, first-1, last)
 
+}
+
+// TestWriterMergesOldSegmentsAsItRuns: a writer with a merge age merges its older segments while it
+// archives, and the chain it leaves verifies whole.
+func TestWriterMergesOldSegmentsAsItRuns(t *testing.T) {
+	ms := etcdtest.StartCluster(t, 1)
+	cl := dial(t, ms[0].ClientURL)
+	dest := &DirDestination{Dir: filepath.Join(t.TempDir(), "chain"), Where: "pvc://backups/chain"}
+	from := head(t, cl) + 1
+	w := startWriter(t, &Writer{Client: dial(t, ms[0].ClientURL), Dest: dest, FlushInterval: 20 * time.Millisecond,
+		MaxSegmentBytes: 64 << 10, MergeAge: 2 * time.Second, StartRevision: from})
+	var written int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		writeRevisions(t, cl, w, 4)
+		written += 4
+		if n := len(listed(t, dest)); written >= 100 && n < written/4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d segments for %d revisions after 30 s: not merged", len(listed(t, dest)), written)
+		}
+	}
+	final := head(t, cl)
+	w.waitArchived(t, final)
+	w.kill(t)
+	verifyAll(t, dest, from-1, final)
 }

@@ -277,6 +277,7 @@ func TestBenchArchiveCostAndRestore(t *testing.T) {
 	if last.Revision != final {
 		t.Fatalf("final snapshot at revision %d, the archive ends at %d", last.Revision, final)
 	}
+	objects, objectBytes := e.chainObjects(t, prefix)
 	var replayed, plain restored
 	var replayedHash, plainHash string
 	t.Run("restore with replay", func(t *testing.T) {
@@ -290,8 +291,8 @@ func TestBenchArchiveCostAndRestore(t *testing.T) {
 	if replayedHash != plainHash {
 		t.Errorf("the replayed restore's keyspace differs from the final snapshot's")
 	}
-	restoreNote := fmt.Sprintf("with replay: %s, %.1f s (%s); plain: %.1f s (%s)", replayedSummary(replayed),
-		replayed.took.Seconds(), replayed.phases(), plain.took.Seconds(), plain.phases())
+	restoreNote := fmt.Sprintf("with replay: %s from %d segment objects (%.1f MiB; the worker merges segments older than its default merge age), %.1f s (%s); plain: %.1f s (%s)",
+		replayedSummary(replayed), objects, float64(objectBytes)/(1<<20), replayed.took.Seconds(), replayed.phases(), plain.took.Seconds(), plain.phases())
 	t.Log(restoreNote)
 
 	// Point-in-time correctness.

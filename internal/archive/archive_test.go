@@ -250,7 +250,8 @@ func TestCompactionOutrunningTheArchiveIsATypedError(t *testing.T) {
 }
 
 // TestVerifyFindsBrokenChains: a chain verified whole fails, at the right segment, once a
-// segment is flipped, missing, overlapped or misnamed; a chain that starts after the snapshot
+// segment is flipped, missing, overlapped, misnamed or named over the one before it (read as a
+// merged segment, whose contents then disagree with its name); a chain that starts after the snapshot
 // has a gap; a replay beyond the chain's end is refused.
 func TestVerifyFindsBrokenChains(t *testing.T) {
 	ctx := context.Background()
@@ -303,8 +304,19 @@ func TestVerifyFindsBrokenChains(t *testing.T) {
 		_ = os.WriteFile(at(2), b, 0o600)
 	}, Corrupt)
 	broken(names[3], func(string) { _ = os.Remove(at(2)) }, Gap)
+	// A segment named over the one before it covers it, as a merged segment covers its parts: the
+	// walk uses it, and its contents are not what its name says.
 	f, l, _ := ParseName(names[4])
-	broken(SegmentName(f-1, l), func(string) { _ = os.Rename(at(4), filepath.Join(dir, SegmentName(f-1, l))) }, Overlap)
+	broken(SegmentName(f-1, l), func(string) { _ = os.Rename(at(4), filepath.Join(dir, SegmentName(f-1, l))) }, Mismatch)
+	// Two segments that overlap without one holding the other: segments 3 and 4 merged, and
+	// segment 5 named as if it started at 4.
+	f, l, _ = ParseName(names[5])
+	broken(SegmentName(f-1, l), func(string) {
+		if err := mergeGroup(ctx, dest, names[3:5]); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Rename(at(5), filepath.Join(dir, SegmentName(f-1, l)))
+	}, Overlap)
 	f, l, _ = ParseName(names[5])
 	broken(SegmentName(f, l+1), func(string) { _ = os.Rename(at(5), filepath.Join(dir, SegmentName(f, l+1))) }, Mismatch)
 	broken(names[3], func(string) { b, _ := os.ReadFile(at(4)); _ = os.WriteFile(at(3), b, 0o600) }, Mismatch)

@@ -80,6 +80,7 @@ func Main(ctx context.Context, args []string, out io.Writer) int {
 		var w Writer
 		fs.DurationVar(&w.FlushInterval, "flush-interval", DefaultFlushInterval, "longest an observed revision waits in memory")
 		fs.IntVar(&w.MaxSegmentBytes, "max-segment-bytes", DefaultMaxSegmentBytes, "a segment ends at this size")
+		fs.DurationVar(&w.MergeAge, "merge-age", DefaultMergeAge, "segments stored longer ago than this are merged into segments of up to --max-segment-bytes (0: never)")
 		fs.Int64Var(&w.StartRevision, "start-revision", 0, "first revision of a new chain, or of the chain after a full snapshot (0: the source's next)")
 		statusAddr := fs.String("status-address", "", "host:port serving the writer's progress (GET /status, /metrics); empty: none")
 		if err := fs.Parse(args[1:]); err != nil {
@@ -103,8 +104,9 @@ func Main(ctx context.Context, args []string, out io.Writer) int {
 		}
 		defer func() { _ = cl.Close() }()
 		// A soft limit of two segments (the one being built and its encoded copy in an upload),
-		// one more for the watch's buffers, and the clients.
-		debug.SetMemoryLimit(int64(3*w.maxBytes()) + 16<<20)
+		// one more for the watch's buffers, two and a part for a merge (the merged segment, its
+		// encoded copy, the part being read), and the clients.
+		debug.SetMemoryLimit(int64(6*w.maxBytes()) + 16<<20)
 		w.Client, w.Dest, w.Log = cl, dest, log
 		if *statusAddr != "" {
 			stop := serveStatus(*statusAddr, &w, log)

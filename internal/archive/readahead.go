@@ -8,8 +8,8 @@ import (
 // readAheadSegments is how many segments a walk loads ahead of the one it applies: an S3 GET
 // costs milliseconds and decoding a segment some more, collapsing one of a second at a few
 // hundred writes less, so a walk that loaded one at a time would mostly wait. 16 or 32 measured
-// no faster on 2 cores (BenchmarkReplay/s3: the GETs' CPU, MinIO's and the client's, is the
-// bound). A segment is at most DefaultMaxSegmentBytes (decoded, a few times that), which bounds
+// no faster on 2 cores (BenchmarkReplay/1s/s3: the GETs' CPU, MinIO's and the client's, is the
+// bound). A segment, merged ones included, is at most DefaultMaxSegmentBytes (decoded, a few times that), which bounds
 // the memory this holds.
 const readAheadSegments = 4
 

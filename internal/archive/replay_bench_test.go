@@ -147,11 +147,20 @@ func (s syntheticSource) store(tb testing.TB, dest Destination) {
 	}
 }
 
-// BenchmarkReplay replays the pitr bench's chain shape (130,000 revisions over 1,000 keys, 200
-// revisions a segment: one a second at 200 writes/s) from a volume and from MinIO on loopback;
-// BenchmarkWalk is the part of it that only fetches and decodes the segments.
+// BenchmarkReplay replays the pitr bench's chain shape (130,000 revisions over 1,000 keys) from a
+// volume and from MinIO on loopback, in one-second segments as the writer stores them (200
+// revisions a segment: one a second at 200 writes/s) and as a merge leaves them (13,000 revisions,
+// about 4 MiB, a segment); walk is the part of it that only fetches and decodes the segments.
 func BenchmarkReplay(b *testing.B) {
-	src := synthesize(b, 1000, 130_000, 200)
+	for _, shape := range []struct {
+		name       string
+		perSegment int
+	}{{"1s", 200}, {"merged", 13_000}} {
+		b.Run(shape.name, func(b *testing.B) { benchmarkReplay(b, synthesize(b, 1000, 130_000, shape.perSegment)) })
+	}
+}
+
+func benchmarkReplay(b *testing.B, src syntheticSource) {
 	mio := miniotest.Start(b)
 	dests := map[string]Destination{
 		"dir": &DirDestination{Dir: filepath.Join(b.TempDir(), "chain")},

@@ -52,6 +52,9 @@ type Header struct {
 	// PrevSHA256 is the SHA-256 of the segment written before this one by the same chain: a
 	// replaced segment breaks the link even when its range is right.
 	PrevSHA256 string `json:"prevSHA256,omitempty"`
+	// EndSHA256 is set on a merged segment (merge.go): the SHA-256 of the last segment it
+	// replaces, which the segment after it names as PrevSHA256.
+	EndSHA256 string `json:"endSHA256,omitempty"`
 }
 
 // Record is one revision of the source: every event of the transaction that made it.
@@ -68,6 +71,15 @@ type Segment struct {
 	Header  Header
 	SHA256  string
 	Records []Record
+}
+
+// link is what the segment after s names as PrevSHA256: s's own SHA-256, or, for a merged
+// segment, the one of the last segment it replaced, which the next one was written against.
+func (s Segment) link() string {
+	if s.Header.EndSHA256 != "" {
+		return s.Header.EndSHA256
+	}
+	return s.SHA256
 }
 
 // SegmentName is the object or file name of the segment holding first..last. The revisions are

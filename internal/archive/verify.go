@@ -54,7 +54,9 @@ type ChainReport struct {
 
 // Verify proves the chain at dest continuous from a full snapshot at revision after up to the end
 // (until 0) or to revision until: every revision from after+1 is in exactly one segment, in order,
-// every segment's SHA-256 and link to the one before hold, and all come from one cluster.
+// every segment's SHA-256 and link to the one before hold, and all come from one cluster. The
+// parts a merged segment covers (left by a merge interrupted before their deletion) are not
+// walked: the merged segment holds their revisions (chainOf).
 func Verify(ctx context.Context, dest Destination, after, until int64) (ChainReport, error) {
 	return walk(ctx, dest, after, until, nil)
 }
@@ -73,7 +75,7 @@ func walk(ctx context.Context, dest Destination, after, until int64, apply func(
 	if err != nil {
 		return rep, fmt.Errorf("list the archive: %w", err)
 	}
-	sortNames(names)
+	names, _ = chainOf(names)
 	type span struct {
 		name        string
 		first, last int64
@@ -142,7 +144,7 @@ func walk(ctx context.Context, dest Destination, after, until int64, apply func(
 			return rep, &ChainError{Problem: Mismatch, Segment: loc, Detail: fmt.Sprintf("%d records for %d revisions", len(seg.Records), h.Last-h.First+1)}
 		case i > 0 && h.ClusterID != prev.Header.ClusterID:
 			return rep, &ChainError{Problem: Mismatch, Segment: loc, Detail: fmt.Sprintf("cluster %s, the segment before is of %s", h.ClusterID, prev.Header.ClusterID)}
-		case i > 0 && h.PrevSHA256 != prev.SHA256:
+		case i > 0 && h.PrevSHA256 != prev.link():
 			return rep, &ChainError{Problem: Mismatch, Segment: loc, Detail: "it does not follow the segment before it (SHA-256 link)"}
 		}
 		for k, rec := range seg.Records {

@@ -64,6 +64,9 @@ type Writer struct {
 	Flushed func(Header)
 	// Now is the clock revisions are timed with; nil: time.Now.
 	Now func() time.Time
+	// MergeAge, when positive and Dest is Mergeable, merges the chain's segments stored longer
+	// ago than it into segments of up to MaxSegmentBytes (Merge), every half of it; 0: no merging.
+	MergeAge time.Duration
 
 	prog progress
 }
@@ -90,6 +93,12 @@ func (w *Writer) Run(ctx context.Context) error {
 		return err
 	}
 	w.Log.Info("archiving", "from", st.next, "cluster", strconv.FormatUint(st.clusterID, 16))
+	if m, ok := w.Dest.(Mergeable); ok && w.MergeAge > 0 {
+		mctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); w.mergeLoop(mctx, m) }()
+		defer func() { cancel(); <-done }()
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		err := w.stream(ctx, st)
@@ -120,6 +129,29 @@ func (w *Writer) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// mergeLoop merges the chain's old segments every half MergeAge until ctx ends. It runs beside the
+// stream: a merge never touches the newest segment, the only one the writer reads, and the
+// writer only adds segments after it. A failed merge is logged and retried at the next tick.
+func (w *Writer) mergeLoop(ctx context.Context, dest Mergeable) {
+	p := MergePolicy{Age: w.MergeAge, MaxBytes: int64(w.maxBytes())}
+	tick := time.NewTicker(max(w.MergeAge/2, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rep, err := Merge(ctx, dest, p, w.now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.Log.Info("merging old segments failed; retrying later", "error", err.Error(), "merged", rep.Merged, "replaced", rep.Replaced)
+		case rep != MergeReport{}:
+			w.Log.Info("merged old segments", "merged", rep.Merged, "replaced", rep.Replaced, "cleaned", rep.Cleaned)
+		}
 	}
 }
 
@@ -157,17 +189,8 @@ func (w *Writer) maxBytes() int {
 // Latest returns the name of the segment with the highest last revision, or "" for an empty
 // destination.
 func Latest(ctx context.Context, dest Destination) (string, error) {
-	names, err := dest.List(ctx)
-	if err != nil {
-		return "", fmt.Errorf("list the archive: %w", err)
-	}
-	best, bestLast := "", int64(0)
-	for _, n := range names {
-		if _, last, _ := ParseName(n); last > bestLast {
-			best, bestLast = n, last
-		}
-	}
-	return best, nil
+	last, _, err := chainEnds(ctx, dest)
+	return last, err
 }
 
 // resume finds where the chain stands: after its last durable segment.
@@ -213,7 +236,7 @@ func (w *Writer) resume(ctx context.Context) (*state, error) {
 	if head < seg.Header.Last {
 		return nil, errPermanent{fmt.Errorf("%w: the archive reaches revision %d, the source only %d", ErrOtherCluster, seg.Header.Last, head)}
 	}
-	st.next, st.lastTime, st.prevSHA = seg.Header.Last+1, seg.Header.LastTime, seg.SHA256
+	st.next, st.lastTime, st.prevSHA = seg.Header.Last+1, seg.Header.LastTime, seg.link()
 	w.prog.flushed(seg.Header)
 	w.prog.update(func(p *Progress) { p.FirstRevision = first })
 	// About: the revision after the last one stored was committed after it, which was observed
@@ -228,23 +251,22 @@ func (w *Writer) resume(ctx context.Context) (*state, error) {
 }
 
 // chainEnds returns the name of the segment with the highest last revision ("" for an empty
-// destination) and the lowest first revision of any segment.
+// destination) and the lowest first revision of any segment, the parts a merged segment covers
+// left out.
 func chainEnds(ctx context.Context, dest Destination) (string, int64, error) {
 	names, err := dest.List(ctx)
 	if err != nil {
 		return "", 0, fmt.Errorf("list the archive: %w", err)
 	}
-	best, bestLast, first := "", int64(0), int64(0)
+	names, _ = chainOf(names)
+	if len(names) == 0 {
+		return "", 0, nil
+	}
+	first, _, _ := ParseName(names[0])
+	best, bestLast := "", int64(0)
 	for _, n := range names {
-		f, last, ok := ParseName(n)
-		if !ok {
-			continue
-		}
-		if last > bestLast {
+		if _, last, _ := ParseName(n); last > bestLast {
 			best, bestLast = n, last
-		}
-		if first == 0 || f < first {
-			first = f
 		}
 	}
 	return best, first, nil

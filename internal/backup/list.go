@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -15,18 +16,39 @@ import (
 // destinations that hold many objects (the continuous archive's segments). A missing bucket, bad
 // credentials or a denied listing fail as they do for a snapshot.
 func (s *S3) List(ctx context.Context, prefix string) ([]string, error) {
+	objs, err := s.ListObjects(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(objs))
+	for i, o := range objs {
+		keys[i] = o.Key
+	}
+	return keys, nil
+}
+
+// Object is one listed object: its key (without the listed prefix), size and last modification.
+type Object struct {
+	Key      string
+	Size     int64
+	Modified time.Time
+}
+
+// ListObjects is List with each object's size and modification time, which the archive's merge
+// decides from without reading the objects.
+func (s *S3) ListObjects(ctx context.Context, prefix string) ([]Object, error) {
 	c, err := s.client()
 	if err != nil {
 		return nil, err
 	}
-	var keys []string
+	var objs []Object
 	for obj := range c.ListObjects(ctx, s.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if obj.Err != nil {
 			return nil, classify(obj.Err, "list s3://"+s.Bucket+"/"+prefix, reason.DownloadFailed)
 		}
-		keys = append(keys, strings.TrimPrefix(obj.Key, prefix))
+		objs = append(objs, Object{Key: strings.TrimPrefix(obj.Key, prefix), Size: obj.Size, Modified: obj.LastModified})
 	}
-	return keys, nil
+	return objs, nil
 }
 
 // LoadTLS reads a client certificate Secret mounted at dir (tls.crt, tls.key, ca.crt) for workers

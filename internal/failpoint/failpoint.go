@@ -31,6 +31,9 @@ const (
 	AfterOldMemberRemove = "afterOldMemberRemove"
 	// AfterPeerURLUpdate: a member's peer URL was moved to TLS after a take-over, the others not yet.
 	AfterPeerURLUpdate = "afterPeerURLUpdate"
+	// AfterSegmentsMerged: the archive worker stored and read back a merged segment, none of the
+	// segments it replaces deleted yet.
+	AfterSegmentsMerged = "afterSegmentsMerged"
 )
 
 // EnvVar arms failpoints.

@@ -113,6 +113,21 @@ func (e *env) s3(key string) *backup.S3 {
 		AccessKey: e.mio.AccessKey, SecretKey: e.mio.SecretKey}
 }
 
+// chainObjects says how many segment objects the chain under prefix holds, and their bytes: what a
+// restore replaying it fetches (the worker merges old one-second segments).
+func (e *env) chainObjects(t *testing.T, prefix string) (int, int64) {
+	t.Helper()
+	objs, err := (&archive.S3Destination{S3: *e.s3(prefix)}).Objects(context.Background())
+	if err != nil {
+		t.Fatalf("list the chain: %v", err)
+	}
+	var size int64
+	for _, o := range objs {
+		size += o.Size
+	}
+	return len(objs), size
+}
+
 // snapshot stores a full snapshot of c at key, as a backup Job does (backup.Take).
 func (e *env) snapshot(t *testing.T, c *localetcd.Cluster, key string) backup.Result {
 	t.Helper()

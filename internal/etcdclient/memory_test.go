@@ -39,14 +39,7 @@ func TestClientMemoryPerCluster(t *testing.T) {
 		t.Skipf("no etcd binary (%v): run `make envtest-assets`, or set ETCD_BIN", err)
 	}
 	now := time.Now()
-	ca, caData, err := pki.NewCA("test", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ca.Issue("server", []string{"demo-client.ns.svc"}, nil, pki.ServerAndClient, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, caData, server := testCA(t, now)
 	dir := t.TempDir()
 	for name, data := range server {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {

@@ -17,14 +17,7 @@ import (
 // CA or a missing client certificate fail.
 func TestTLSConfigVerifiesByNameNotAddress(t *testing.T) {
 	now := time.Now()
-	ca, caData, err := pki.NewCA("test", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ca.Issue("server", []string{"demo-client.ns.svc"}, nil, pki.ServerAndClient, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, caData, server := testCA(t, now)
 	info := etcdtest.TLSFiles(t, server)
 	m := etcdtest.StartTLSMember(t, info)
 	if host, _, _ := net.SplitHostPort(m.ClientURL[len("https://"):]); net.ParseIP(host) == nil {
@@ -62,4 +55,18 @@ func TestTLSConfigVerifiesByNameNotAddress(t *testing.T) {
 	if err := try(noCert); err == nil {
 		t.Error("the server accepted a client without a certificate")
 	}
+}
+
+// testCA makes a CA and a server certificate of it for the client Service name demo-client.ns.svc.
+func testCA(t *testing.T, now time.Time) (ca *pki.CA, caData, server map[string][]byte) {
+	t.Helper()
+	ca, caData, err := pki.NewCA("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ca.Issue("server", []string{"demo-client.ns.svc"}, nil, pki.ServerAndClient, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, caData, server
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -375,14 +376,24 @@ func (c *Client) Promote(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// Remove removes a member. Callers check the member list first: with strict reconfiguration
-// checks, etcd answers a remove of an absent member with "unhealthy cluster", not "not found".
-func (c *Client) Remove(ctx context.Context, id uint64) error {
+// Remove removes member id, never asking it at endpoint, its own ("" if it has none): a member asked
+// to remove itself applies the change and stops, and about half the time its answer is lost with it
+// ("server stopped"), so the removal is made while the caller is told it failed. Callers check the
+// member list first: with strict reconfiguration checks, etcd answers a remove of an absent member
+// with "unhealthy cluster", not "not found".
+func (c *Client) Remove(ctx context.Context, id uint64, endpoint string) error {
+	via, err := c.without(endpoint)
+	if err != nil {
+		return fmt.Errorf("remove member %x: %w", id, err)
+	}
+	if via != c {
+		defer func() { _ = via.Close() }()
+	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	_, err := c.c.MemberRemove(ctx, id)
+	_, err = via.c.MemberRemove(ctx, id)
 	if unsettled(err) {
-		err = c.atEachMember(err, func(one *clientv3.Client) error {
+		err = via.atEachMember(err, func(one *clientv3.Client) error {
 			_, rerr := one.MemberRemove(ctx, id)
 			return rerr
 		})
@@ -391,6 +402,17 @@ func (c *Client) Remove(ctx context.Context, id uint64) error {
 		return fmt.Errorf("remove member %x: %w", id, err)
 	}
 	return nil
+}
+
+// without is a client of this one's endpoints but endpoint (same TLS), or this client itself when
+// endpoint is not among them or is the only one; the caller closes a new one.
+func (c *Client) without(endpoint string) (*Client, error) {
+	all := c.c.Endpoints()
+	others := slices.DeleteFunc(slices.Clone(all), func(ep string) bool { return ep == endpoint })
+	if len(others) == len(all) || len(others) == 0 {
+		return c, nil
+	}
+	return newClient(others, c.tls, c.guard)
 }
 
 // UpdatePeerURLs replaces the peer URLs of member id: the others dial it at them from then on (in

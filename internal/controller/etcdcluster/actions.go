@@ -319,7 +319,7 @@ func (p *pass) actRemoveMember(ctx context.Context, a planner.Action) error {
 	if err := p.writeStatus(ctx); err != nil {
 		return err
 	}
-	if err := p.obs.etcd.Remove(ctx, a.ID); err != nil {
+	if err := p.obs.etcd.Remove(ctx, a.ID, p.obs.endpoints[a.ID]); err != nil {
 		return err
 	}
 	if p.obs.foreign[a.ID] {

@@ -16,6 +16,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/shared"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
@@ -29,15 +30,39 @@ import (
 const consistencyRetry = 30 * time.Second
 
 // consistencyState is what the operator remembers of its consistency check, per cluster. It is only
-// a schedule and the last split: the evidence that acts (a diverged member) is in status.
+// a schedule, the last split and the round in flight: the evidence that acts (a diverged member) is
+// in status.
 type consistencyState struct {
 	mu sync.Mutex
-	// checkedAt is when the last conclusive round ran, on the members and pods of checked; triedAt,
-	// when the last round ran at all.
+	// checkedAt is when the last conclusive round started, on the members and pods of checked;
+	// triedAt, when the last round started at all.
 	checkedAt, triedAt time.Time
 	checked            string
 	// split is the evidence of the last round when the hashes differed with no majority ("" when none).
 	split string
+	// round is the round started and not yet recorded (nil when none).
+	round *consistencyRound
+}
+
+// consistencyRound is one round of HashKV calls. It runs apart from the passes: a member's hash
+// reads its whole key space, and a member lost mid-call leaves the call waiting for its deadline
+// (hashBudget); a pass held that long would hold every other step of the cluster with it: a
+// benchmark saw a lost leader's removal wait 30 s behind one. The first pass after it ends records it.
+type consistencyRound struct {
+	startedAt   time.Time
+	fingerprint string
+	check       planner.HashCheck
+	// wrong are the answers given by another member than the one asked (observation.wrongAnswers).
+	wrong []string
+	err   error
+	done  chan struct{}
+}
+
+// inFlight says whether a round has started and is not recorded yet.
+func (st *consistencyState) inFlight() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.round != nil
 }
 
 var consistencyStates sync.Map // types.UID → *consistencyState
@@ -90,7 +115,7 @@ func (p *pass) ensureServing(ctx context.Context) error {
 	return nil
 }
 
-// hashRound is what checkConsistency needs of one member: the endpoint to ask and the ID that must answer.
+// hashRound is what a round needs of one member: the endpoint to ask and the ID that must answer.
 type hashRound struct {
 	name     string
 	id       uint64
@@ -100,7 +125,8 @@ type hashRound struct {
 
 // checkConsistency runs the operator's consistency check when it is due: every ConsistencyCheckInterval,
 // and as soon as the members or their pods changed since the last conclusive round (a start, restore,
-// recovery, upgrade or replacement). A member found diverged is recorded in status (written at
+// recovery, upgrade or replacement). A pass starts a round and never waits for it (consistencyRound);
+// the first pass after it ends records it. A member found diverged is recorded in status (written at
 // once: the record comes before the containment it justifies) and taken out of the client Service;
 // one whose hash agrees with the majority again is let back.
 func (p *pass) checkConsistency(ctx context.Context) error {
@@ -111,6 +137,15 @@ func (p *pass) checkConsistency(ctx context.Context) error {
 	st := consistencyOf(c)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if r := st.round; r != nil {
+		select {
+		case <-r.done:
+			st.round = nil
+			return p.recordRound(ctx, st, r)
+		default:
+			return nil
+		}
+	}
 	fingerprint, members := p.consistencyMembers()
 	refused := p.refusedStarts()
 	due := p.now.Sub(st.checkedAt) >= resources.ConsistencyCheckInterval || fingerprint != st.checked || len(refused) > 0
@@ -118,13 +153,20 @@ func (p *pass) checkConsistency(ctx context.Context) error {
 		return nil
 	}
 	st.triedAt = p.now
-	check, err := p.hashRound(ctx, members)
-	check.Refused = refused
-	if err != nil {
-		log.FromContext(ctx).V(1).Info("consistency check inconclusive", "error", err.Error())
+	st.round = p.startRound(ctx, fingerprint, members)
+	st.round.check.Refused = refused
+	return nil
+}
+
+// recordRound judges a finished round and records its verdict.
+func (p *pass) recordRound(ctx context.Context, st *consistencyState, r *consistencyRound) error {
+	c := p.c
+	p.obs.wrongAnswers = append(p.obs.wrongAnswers, r.wrong...)
+	if r.err != nil {
+		log.FromContext(ctx).V(1).Info("consistency check inconclusive", "error", r.err.Error())
 		return nil
 	}
-	v := planner.JudgeHashes(check)
+	v := planner.JudgeHashes(r.check)
 	result := "agreed"
 	switch {
 	case v.Inconclusive != "":
@@ -142,12 +184,12 @@ func (p *pass) checkConsistency(ctx context.Context) error {
 		if len(v.Diverged) > 0 {
 			result = "diverged"
 		}
-		if err := p.recordDivergence(ctx, v, check); err != nil {
+		if err := p.recordDivergence(ctx, v, r.check); err != nil {
 			return err
 		}
 	}
 	metrics.ConsistencyChecks.WithLabelValues(c.Namespace, c.Name, result).Inc()
-	st.checkedAt, st.checked = p.now, fingerprint
+	st.checkedAt, st.checked = r.startedAt, r.fingerprint
 	return nil
 }
 
@@ -177,44 +219,65 @@ func (p *pass) consistencyMembers() (string, []hashRound) {
 	return strings.Join(parts, ","), out
 }
 
-// hashRound asks every member for its HashKV at the lowest revision all of them hold (each answered
+// startRound asks every member for its HashKV at the lowest revision all of them hold (each answered
 // this pass's status call at its own revision, so none is asked for one it does not have yet), in
-// parallel. An answer from another member than the one asked is no evidence about either.
-func (p *pass) hashRound(ctx context.Context, members []hashRound) (planner.HashCheck, error) {
+// parallel, apart from the pass. An answer from another member than the one asked is no evidence
+// about either.
+func (p *pass) startRound(ctx context.Context, fingerprint string, members []hashRound) *consistencyRound {
 	o := p.obs
-	check := planner.HashCheck{}
+	r := &consistencyRound{startedAt: p.now, fingerprint: fingerprint, done: make(chan struct{})}
 	for _, m := range o.members {
 		if !m.IsLearner {
-			check.Voters++
+			r.check.Voters++
 		}
 	}
 	for _, m := range members {
-		if r := o.status[m.id].Revision; check.Revision == 0 || r < check.Revision {
-			check.Revision = r
+		if rev := o.status[m.id].Revision; r.check.Revision == 0 || rev < r.check.Revision {
+			r.check.Revision = rev
 		}
 	}
-	if check.Revision <= 0 {
-		return check, fmt.Errorf("no revision to hash")
+	if r.check.Revision <= 0 {
+		r.err = fmt.Errorf("no revision to hash")
+		close(r.done)
+		return r
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, m := range members {
-		wg.Go(func() {
-			h, err := o.at(m.endpoint).HashKV(ctx, m.endpoint, check.Revision)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				log.FromContext(ctx).V(1).Info("member does not answer HashKV", "member", m.name, "error", err.Error())
-			case h.MemberID != m.id:
-				o.wrongAnswers = append(o.wrongAnswers, fmt.Sprintf("%s answered HashKV as member %x, not as %s (%x)", m.endpoint, h.MemberID, m.name, m.id))
-			default:
-				check.Hashes = append(check.Hashes, planner.MemberHash{Member: m.name, Voter: m.voter, Hash: h.Hash, CompactRevision: h.CompactRevision})
-			}
-		})
+	clients := make([]*etcdclient.Client, len(members))
+	for i, m := range members {
+		clients[i] = o.at(m.endpoint)
 	}
-	wg.Wait()
-	return check, nil
+	// Not the pass's context: the round outlives the pass, bounded by each call's own timeout.
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer close(r.done)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i, m := range members {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(ctx, hashBudget(o.status[m.id].DBSize))
+				defer cancel()
+				h, err := clients[i].HashKV(ctx, m.endpoint, r.check.Revision)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					log.FromContext(ctx).V(1).Info("member does not answer HashKV", "member", m.name, "error", err.Error())
+				case h.MemberID != m.id:
+					r.wrong = append(r.wrong, fmt.Sprintf("%s answered HashKV as member %x, not as %s (%x)", m.endpoint, h.MemberID, m.name, m.id))
+				default:
+					r.check.Hashes = append(r.check.Hashes, planner.MemberHash{Member: m.name, Voter: m.voter, Hash: h.Hash, CompactRevision: h.CompactRevision})
+				}
+			})
+		}
+		wg.Wait()
+	}()
+	return r
+}
+
+// hashBudget bounds one member's HashKV by its database size, which the hash reads whole: 5 s, and a
+// second more per 16 MiB (etcdclient caps it further). A member that stopped answering mid-call (lost
+// with its node) is waited for that long, which delays the round's verdict by as much.
+func hashBudget(dbSize int64) time.Duration {
+	return 5*time.Second + time.Duration(dbSize/(16<<20))*time.Second
 }
 
 // recordDivergence writes a conclusive verdict into status.members[].diverged: a member newly found

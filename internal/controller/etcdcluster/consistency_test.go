@@ -3,8 +3,10 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,9 +50,7 @@ func TestDivergedMemberIsContainedAndRebuilt(t *testing.T) {
 		cur.Spec.Maintenance.Paused = false // as the pass sees it; the manager still leaves the object alone
 		p := &pass{r: r, c: cur, orig: cur.DeepCopy(), now: now, mem: &clusterMemory{}}
 		observeMembers(ctx, t, p, cl, pods)
-		if err := p.checkConsistency(ctx); err != nil {
-			t.Fatal(err)
-		}
+		finishRound(ctx, t, p)
 		return p
 	}
 
@@ -138,6 +138,115 @@ func TestDivergedMemberIsContainedAndRebuilt(t *testing.T) {
 	defer func() { _ = one.Close() }()
 	if r, err := one.Raw().Get(ctx, "/registry/b", clientv3.WithSerializable()); err != nil || string(r.Kvs[0].Value) != "evil" {
 		t.Errorf("the contained member's own read: %v %v", r, err)
+	}
+}
+
+// finishRound has p start a consistency round, waits for it to end, and has p record it.
+func finishRound(ctx context.Context, t *testing.T, p *pass) {
+	t.Helper()
+	if err := p.checkConsistency(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := consistencyOf(p.c)
+	st.mu.Lock()
+	r := st.round
+	st.mu.Unlock()
+	if r == nil {
+		t.Fatal("no consistency round started")
+	}
+	<-r.done
+	if err := p.checkConsistency(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st.inFlight() {
+		t.Fatal("the finished round was not recorded")
+	}
+}
+
+// A member that never answers its HashKV (a listener that accepts and stays silent, as a member lost
+// mid-call does) holds the round, not the pass: the pass returns with the round in flight and looks
+// again soon; when the call runs out of its budget, the next pass records the round, inconclusive
+// without that member's hash.
+func TestConsistencyRoundDoesNotHoldThePass(t *testing.T) {
+	ctx := context.Background()
+	ns := operatortest.NewNamespace(t)
+	c := pausedPlainCluster(t, ns)
+	pods, _, cl := runningMembers(t, c, nil)
+
+	r := &EtcdClusterReconciler{Client: k8s, Scheme: k8s.Scheme(), Recorder: record.NewFakeRecorder(100)}
+	cur := operatortest.Get(t, c)
+	cur.Spec.Maintenance.Paused = false
+	p := &pass{r: r, c: cur, orig: cur.DeepCopy(), now: time.Now(), mem: &clusterMemory{}}
+	observeMembers(ctx, t, p, cl, pods)
+
+	silentIP := strings.TrimSuffix(pods[naming.MemberName(c.Name, 2)].Status.PodIP, "12") + "99"
+	silent, err := net.Listen("tcp", net.JoinHostPort(silentIP, fmt.Sprint(naming.ClientPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var accepted []net.Conn
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			accepted = append(accepted, conn)
+			mu.Unlock()
+		}
+	}()
+	moved := p.obs.pods[naming.MemberName(c.Name, 2)].DeepCopy()
+	moved.Status.PodIP = silentIP
+	p.obs.pods[moved.Name] = moved
+
+	if err := p.checkConsistency(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := consistencyOf(p.c)
+	st.mu.Lock()
+	round := st.round
+	st.mu.Unlock()
+	if round == nil {
+		t.Fatal("no consistency round started")
+	}
+	// Inside the silent member's hash budget (5 s for a small database): its call is still waiting.
+	select {
+	case <-round.done:
+		t.Fatal("the round ended while a member had not answered")
+	case <-time.After(2 * time.Second):
+	}
+	if got := p.idleRequeue(); got != requeueBusy {
+		t.Errorf("idle requeue with a round in flight: %s, want %s", got, requeueBusy)
+	}
+	if err := p.checkConsistency(ctx); err != nil || !st.inFlight() {
+		t.Fatalf("a pass during the round: %v, in flight %t", err, st.inFlight())
+	}
+
+	t.Cleanup(func() {
+		_ = silent.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range accepted {
+			_ = conn.Close()
+		}
+	})
+	select {
+	case <-round.done:
+	case <-time.After(4 * hashBudget(0)):
+		t.Fatalf("the round did not end within its budget (%s a member)", hashBudget(0))
+	}
+	if len(round.check.Hashes) != 2 {
+		t.Errorf("hashes %+v; want the two members that answered", round.check.Hashes)
+	}
+	if err := p.checkConsistency(ctx); err != nil || st.inFlight() {
+		t.Fatalf("the pass after the round: %v, in flight %t", err, st.inFlight())
+	}
+	for _, m := range operatortest.Get(t, c).Status.Members {
+		if m.Diverged != nil {
+			t.Errorf("%s recorded diverged on an inconclusive round: %+v", m.Name, m.Diverged)
+		}
 	}
 }
 

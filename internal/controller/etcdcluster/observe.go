@@ -38,6 +38,8 @@ type observation struct {
 	clusterID uint64
 	status    map[uint64]etcdclient.Status
 	names     map[uint64]string
+	// endpoints: member ID → the endpoint it is asked at (members with none are left out).
+	endpoints map[uint64]string
 	// ids is names inverted: member name → ID.
 	ids      map[string]uint64
 	leaderID uint64
@@ -120,8 +122,8 @@ func (p *pass) observe(ctx context.Context) (*observation, error) {
 		return o, nil
 	}
 	o.etcd, o.members, o.clusterID = cl, members, clusterID
-	asks := p.identifyMembers(ctx, o, source)
-	p.observeStatuses(ctx, o, candidates, asks)
+	o.endpoints = p.identifyMembers(ctx, o, source)
+	p.observeStatuses(ctx, o, candidates, o.endpoints)
 	p.observeFailures(ctx, o)
 	p.observeSlowness(ctx, o, etcdclient.ReadDiskLatency)
 	p.observeTuning(ctx, o, etcdclient.ReadPeerRTT)

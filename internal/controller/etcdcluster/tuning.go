@@ -74,7 +74,8 @@ func (h *tuningHistory) record(now *tuningReading) {
 // idleRequeue is when an idle cluster is looked at again: requeueIdle, or sooner when the next
 // auto-tuning reading falls due, so that its windows last a minute rather than up to 90 s, or when a
 // slow member's replacement falls due, so that it is replaced at the time its event announced rather
-// than up to requeueIdle later.
+// than up to requeueIdle later, or while a consistency round runs, so that its verdict is recorded
+// soon after it ends.
 func (p *pass) idleRequeue() time.Duration {
 	next := requeueIdle
 	sooner := func(due time.Duration) {
@@ -86,6 +87,9 @@ func (p *pass) idleRequeue() time.Duration {
 		sooner(b.at.Add(tuningWindow).Sub(p.now))
 	}
 	sooner(slowReplacementDue(p.c, p.now))
+	if consistencyOf(p.c).inFlight() {
+		sooner(requeueBusy)
+	}
 	return next
 }
 

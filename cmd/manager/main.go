@@ -68,6 +68,21 @@ func operatorImage() string {
 	return defaultOperatorImage
 }
 
+// zoneSettle reads ZONE_SETTLE, how long a zone that came back after an outage must have had a Ready
+// node before the operator moves a member back into it (a Go duration, at least a second); unset,
+// the planner's default.
+func zoneSettle() (time.Duration, error) {
+	raw := strings.TrimSpace(os.Getenv("ZONE_SETTLE"))
+	if raw == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("ZONE_SETTLE=%q: want a duration of at least 1s, such as 2m", raw)
+	}
+	return d, nil
+}
+
 // watchNamespaces reads WATCH_NAMESPACE (OLM's olm.targetNamespaces): empty means all namespaces,
 // otherwise one namespace or a comma-separated list.
 func watchNamespaces() map[string]cache.Config {
@@ -141,6 +156,10 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 	if err != nil {
 		return fmt.Errorf("discovery client: %w", err)
 	}
+	zoneSettle, err := zoneSettle()
+	if err != nil {
+		return err
+	}
 	podIDs, err := platform.PodIDs(os.Getenv("POD_IDS"), disc)
 	if err != nil {
 		return fmt.Errorf("choose the pods' user and group IDs: %w", err)
@@ -154,6 +173,7 @@ func run(metricsAddr, probeAddr string, leaderElect, secureMetrics bool) error {
 		PodIDs:        podIDs,
 		// the downward API's metadata.namespace (config/manager); the members' NetworkPolicy admits this namespace
 		OperatorNamespace: strings.TrimSpace(os.Getenv("OPERATOR_NAMESPACE")),
+		ZoneSettle:        zoneSettle,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdCluster controller: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 )
 
 // WATCH_NAMESPACE comes from OLM's olm.targetNamespaces: empty in AllNamespaces mode, one name in
@@ -68,5 +69,28 @@ func TestOperatorImageFromTheCSV(t *testing.T) {
 	t.Setenv("RELATED_IMAGE_OPERATOR", "")
 	if got := operatorImage(); got != defaultOperatorImage {
 		t.Fatalf("with neither: operatorImage() = %s, want %s", got, defaultOperatorImage)
+	}
+}
+
+// ZONE_SETTLE: unset is the planner's default (0); a duration of a second or more is taken; anything
+// else stops the operator with a message naming the variable.
+func TestZoneSettle(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, true},
+		{"30s", 30 * time.Second, true},
+		{" 5m ", 5 * time.Minute, true},
+		{"500ms", 0, false},
+		{"-1m", 0, false},
+		{"two minutes", 0, false},
+	} {
+		t.Setenv("ZONE_SETTLE", tc.env)
+		got, err := zoneSettle()
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("ZONE_SETTLE=%q: %s, %v; want %s, ok %t", tc.env, got, err, tc.want, tc.ok)
+		}
 	}
 }

@@ -15,6 +15,16 @@ type Placement struct {
 	// Default: the pod template gives no affinity and no topology spread constraints, so where the
 	// members run is the operator's to correct. A user's placement always wins.
 	Default bool
+	// ZoneSettle is how long a zone must have had a Ready node open to the members before a member
+	// is moved into it (0: DefaultZoneSettle).
+	ZoneSettle time.Duration
+}
+
+func (p Placement) zoneSettle() time.Duration {
+	if p.ZoneSettle > 0 {
+		return p.ZoneSettle
+	}
+	return DefaultZoneSettle
 }
 
 // Rebalance is the last zone move recorded (status.zoneRebalance); a zero time is not yet.
@@ -24,9 +34,10 @@ type Rebalance struct {
 }
 
 const (
-	// ZoneSettle is how long a zone must have had a Ready node open to the members before a member
-	// is moved into it: a zone that flaps must not make the operator churn members.
-	ZoneSettle = 2 * time.Minute
+	// DefaultZoneSettle is how long a zone must have had a Ready node open to the members before a
+	// member is moved into it, unless the operator is told otherwise (ZONE_SETTLE): a zone that flaps
+	// must not make the operator churn members.
+	DefaultZoneSettle = 2 * time.Minute
 	// RebalanceScheduleTimeout is how long the learner of a zone move may wait for a node in its
 	// zone before it is removed; RebalanceStartTimeout, how long its pod may take to start etcd
 	// (image pull, volume, a node that died under it) once made.
@@ -51,7 +62,7 @@ func (r *Rebalance) BackingOff(now time.Time) bool {
 // decideRebalance moves one member back toward one member per zone after a zone outage: the
 // replacement made while the zone was down went to a surviving zone, and the default placement
 // never moves a running member. The move adds a learner whose pod must run in the emptiest zone
-// that has been open for ZoneSettle; once promoted, the cluster has one voter more than
+// that has been open for Placement.ZoneSettle; once promoted, the cluster has one voter more than
 // spec.replicas and the scale-down removes a member of the most crowded zone (pickRemoval). So
 // the voters never drop below spec.replicas, and so never below quorum.
 //
@@ -72,7 +83,7 @@ func decideRebalance(in Input) (Action, bool) {
 	for _, z := range p.Zones.Open {
 		since, ok := p.Zones.OpenSince[z]
 		// Only a move that leaves the zones more even than before: the target must hold two fewer.
-		if !ok || in.Now.Sub(since) < ZoneSettle || len(crowd)-len(byZone[z]) < 2 {
+		if !ok || in.Now.Sub(since) < p.zoneSettle() || len(crowd)-len(byZone[z]) < 2 {
 			continue
 		}
 		if target == "" || len(byZone[z]) < len(byZone[target]) {

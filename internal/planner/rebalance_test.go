@@ -52,6 +52,14 @@ func TestDecideRebalance(t *testing.T) {
 		{name: "not before the zone has been open for 2 minutes", in: with(afterZoneOutage(), func(in *Input) {
 			in.Placement.Zones.OpenSince["b"] = now.Add(-90 * time.Second)
 		}), kind: None, reason: reason.Ready},
+		{name: "a shorter settle the operator was given (ZONE_SETTLE) moves sooner", in: with(afterZoneOutage(), func(in *Input) {
+			in.Placement.Zones.OpenSince["b"] = now.Add(-90 * time.Second)
+			in.Placement.ZoneSettle = time.Minute
+		}), kind: AddLearner, reason: reason.RebalancingZones},
+		{name: "a longer one waits longer", in: with(afterZoneOutage(), func(in *Input) {
+			in.Placement.Zones.OpenSince["b"] = now.Add(-3 * time.Minute)
+			in.Placement.ZoneSettle = 5 * time.Minute
+		}), kind: None, reason: reason.Ready},
 		{name: "not without an open zone holding fewer", in: with(afterZoneOutage(), func(in *Input) {
 			in.Placement.Zones.Open = []string{"a", "c"}
 		}), kind: None, reason: reason.Ready},
@@ -113,7 +121,7 @@ func TestRebalanceTargetsTheEmptiestSettledZone(t *testing.T) {
 	if !strings.Contains(a.Message, "zone a holds 3 members and zone b 1") {
 		t.Errorf("message %q does not say which zones", a.Message)
 	}
-	in.Placement.Zones.OpenSince["d"] = now.Add(-ZoneSettle)
+	in.Placement.Zones.OpenSince["d"] = now.Add(-DefaultZoneSettle)
 	if a := Decide(in); a.Zone != "d" {
 		t.Errorf("zone %q, want d: settled, and it holds the fewest", a.Zone)
 	}

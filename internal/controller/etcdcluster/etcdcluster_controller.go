@@ -71,6 +71,9 @@ type EtcdClusterReconciler struct {
 	// OperatorNamespace is where the operator's pods run (OPERATOR_NAMESPACE); the members'
 	// NetworkPolicy lets them in. Empty: the operator runs outside the cluster.
 	OperatorNamespace string
+	// ZoneSettle is how long a zone that came back must have had a Ready node before a member moves
+	// back into it (ZONE_SETTLE; 0: planner.DefaultZoneSettle).
+	ZoneSettle time.Duration
 	// Now is the clock; tests may pin it.
 	Now func() time.Time
 

@@ -621,7 +621,7 @@ func (p *pass) plannerInput() planner.Input {
 		in.Blocked = b.Version
 	}
 	in.Known = knownMembers(c)
-	in.Placement, in.Rebalance = placementInput(c, o), rebalanceInput(c)
+	in.Placement, in.Rebalance = placementInput(c, o, p.r.ZoneSettle), rebalanceInput(c)
 	in.Migration = p.migrationInput()
 	in.OldStatefulSet = oldStatefulSet(c)
 	in.PeerTLS = p.peerTLSInput()

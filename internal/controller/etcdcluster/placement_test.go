@@ -216,7 +216,7 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 		in := memberPlannerInput(p)
 		in.Replicas = replicas
 		in.Known, in.NextIndex, in.Pending, in.TargetVersion = knownMembers(cur), cur.Status.NextMemberIndex, pendingInput(cur), cur.Spec.Version
-		in.Placement, in.Rebalance = placementInput(cur, o), rebalanceInput(cur)
+		in.Placement, in.Rebalance = placementInput(cur, o, 0), rebalanceInput(cur)
 		for name, pod := range pods {
 			ps := in.Pods[name]
 			ps.Created, ps.UnscheduledSince = pod.CreationTimestamp.Time, unscheduledSince(pod)
@@ -253,7 +253,7 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 	if _, a := round(start.Add(time.Minute)); a.Kind != planner.None {
 		t.Fatalf("zone b Ready for a minute: %s %v (%s), want nothing yet", a.Kind, a.Members, a.Message)
 	}
-	p, a := round(start.Add(planner.ZoneSettle))
+	p, a := round(start.Add(planner.DefaultZoneSettle))
 	if a.Kind != planner.AddLearner || a.Zone != "b" || a.Reason != reason.RebalancingZones || a.Members[0] != "demo-3" {
 		t.Fatalf("zone b Ready for 2 minutes: %s %v zone %q (%s: %s), want learner demo-3 for zone b", a.Kind, a.Members, a.Zone, a.Reason, a.Message)
 	}
@@ -262,7 +262,7 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 	err := actCrashing(ctx, p, a)
 	for ; errors.As(err, new(notYet)) || apierrors.IsConflict(err); err = actCrashing(ctx, p, a) {
 		time.Sleep(time.Second)
-		p, _ = round(start.Add(planner.ZoneSettle)) // the same addition, on a fresh view
+		p, _ = round(start.Add(planner.DefaultZoneSettle)) // the same addition, on a fresh view
 	}
 	disarm()
 	if !errors.As(err, new(failpoint.Crash)) {
@@ -276,8 +276,8 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 		t.Fatalf("zoneRebalance %+v, want demo-3 into zone b", zr)
 	}
 
-	step(start.Add(planner.ZoneSettle), planner.FinishAdd, planner.FinishAdd) // after the restart: the recorded addition
-	if a := step(start.Add(planner.ZoneSettle), planner.CreateMembers, planner.CreateMembers); a.Members[0] != "demo-3" {
+	step(start.Add(planner.DefaultZoneSettle), planner.FinishAdd, planner.FinishAdd) // after the restart: the recorded addition
+	if a := step(start.Add(planner.DefaultZoneSettle), planner.CreateMembers, planner.CreateMembers); a.Members[0] != "demo-3" {
 		t.Fatalf("created %v, want demo-3's pod", a.Members)
 	}
 	learner := &corev1.Pod{}

@@ -76,8 +76,8 @@ func membersNodes(c *etcdv1alpha1.EtcdCluster, o *observation) map[string]string
 }
 
 // placementInput is where the members run and what the nodes say of zones, for the zone rebalance.
-func placementInput(c *etcdv1alpha1.EtcdCluster, o *observation) planner.Placement {
-	return planner.Placement{NodeOf: membersNodes(c, o), Zones: o.zones, Default: resources.DefaultPlacement(c)}
+func placementInput(c *etcdv1alpha1.EtcdCluster, o *observation, zoneSettle time.Duration) planner.Placement {
+	return planner.Placement{NodeOf: membersNodes(c, o), Zones: o.zones, Default: resources.DefaultPlacement(c), ZoneSettle: zoneSettle}
 }
 
 // rebalanceInput is the last zone move recorded, nil when none.

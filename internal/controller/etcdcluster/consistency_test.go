@@ -141,24 +141,29 @@ func TestDivergedMemberIsContainedAndRebuilt(t *testing.T) {
 	}
 }
 
-// finishRound has p start a consistency round, waits for it to end, and has p record it.
-func finishRound(ctx context.Context, t *testing.T, p *pass) {
+// startRound has p start a consistency round and returns it.
+func startRound(ctx context.Context, t *testing.T, p *pass) *consistencyRound {
 	t.Helper()
 	if err := p.checkConsistency(ctx); err != nil {
 		t.Fatal(err)
 	}
 	st := consistencyOf(p.c)
 	st.mu.Lock()
-	r := st.round
-	st.mu.Unlock()
-	if r == nil {
+	defer st.mu.Unlock()
+	if st.round == nil {
 		t.Fatal("no consistency round started")
 	}
-	<-r.done
+	return st.round
+}
+
+// finishRound has p start a consistency round, waits for it to end, and has p record it.
+func finishRound(ctx context.Context, t *testing.T, p *pass) {
+	t.Helper()
+	<-startRound(ctx, t, p).done
 	if err := p.checkConsistency(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st.inFlight() {
+	if consistencyOf(p.c).inFlight() {
 		t.Fatal("the finished round was not recorded")
 	}
 }
@@ -201,16 +206,7 @@ func TestConsistencyRoundDoesNotHoldThePass(t *testing.T) {
 	moved.Status.PodIP = silentIP
 	p.obs.pods[moved.Name] = moved
 
-	if err := p.checkConsistency(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st := consistencyOf(p.c)
-	st.mu.Lock()
-	round := st.round
-	st.mu.Unlock()
-	if round == nil {
-		t.Fatal("no consistency round started")
-	}
+	round, st := startRound(ctx, t, p), consistencyOf(p.c)
 	// Inside the silent member's hash budget (5 s for a small database): its call is still waiting.
 	select {
 	case <-round.done:

@@ -40,8 +40,9 @@ var quickstartOutputs = []struct{ cmd, out *regexp.Regexp }{
 	{regexp.MustCompile(`^kubectl get etcd example -o jsonpath='\{\.status\.endpoints\}'$`), regexp.MustCompile(`"clientSecret":"example-client-tls"`)},
 	{regexp.MustCompile(`^kubectl port-forward svc/example-client 23790:2379 &$`), regexp.MustCompile(`Forwarding from 127\.0\.0\.1:23790`)},
 	{regexp.MustCompile(`^etcdctl .* put /hello world$`), regexp.MustCompile(`(?m)^OK$`)},
-	// three members, each listed once it has started, or as unstarted until then
-	{regexp.MustCompile(`^etcdctl .* member list -w table$`), regexp.MustCompile(`(?s)(\| [0-9a-f]{16} \| (started|unstarted) \|.*){3}`)},
+	// three members, each listed once it has started, or as unstarted until then (an ID is printed
+	// in hexadecimal without leading zeros, padded to the column)
+	{regexp.MustCompile(`^etcdctl .* member list -w table$`), regexp.MustCompile(`(?s)(\| +[0-9a-f]+ \| (started|unstarted) \|.*){3}`)},
 	{regexp.MustCompile(`^kubectl describe etcd example\b`), regexp.MustCompile(`(?m)^\s+Type:\s+Available$`)},
 	{regexp.MustCompile(`^kubectl etcd status example\b`), regexp.MustCompile(`(?m)^Ready:\s+[23] of 3 members`)},
 	{regexp.MustCompile(`^kubectl delete etcd example$`), regexp.MustCompile(`etcdcluster\S* "example" deleted`)},

@@ -3,7 +3,10 @@
 // resolves; every ```yaml block of the README, docs/install.md and docs/first-cluster.md is a whole
 // object that a real API server (envtest, with this project's CRDs) accepts in a server-side dry run,
 // or at least decodes when the API server does not know its kind (OLM's); every `make TARGET` the
-// docs name is a target of the Makefile.
+// docs name is a target of the Makefile. What these checks cannot see, whether the commands work and
+// the cluster does what a page says, the e2e suite checks for the quickstart: TestQuickstartPage
+// (test/e2e/quickstart_test.go) runs docs/first-cluster.md's manifests and commands, as written, on
+// the local cluster.
 package docs
 
 import (

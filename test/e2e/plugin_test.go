@@ -15,14 +15,21 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
 
+// buildKubectlEtcd builds the plugin from this tree into dir and returns its path.
+func buildKubectlEtcd(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "kubectl-etcd")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kubectl-etcd").CombinedOutput(); err != nil {
+		t.Fatalf("build kubectl-etcd: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // kubectlEtcd builds the plugin from this tree once per test and returns a runner for it against
 // the local cluster, as a user with only a kubeconfig and a namespace would call it.
 func kubectlEtcd(t *testing.T, ns string) func(args ...string) (string, error) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kubectl-etcd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kubectl-etcd").CombinedOutput(); err != nil {
-		t.Fatalf("build kubectl-etcd: %v\n%s", err, out)
-	}
+	bin := buildKubectlEtcd(t, t.TempDir())
 	return func(args ...string) (string, error) {
 		out, err := exec.Command(bin, append(args, "-n", ns, "--kubeconfig", env.Kubeconfig)...).CombinedOutput()
 		return string(out), err

@@ -4,7 +4,9 @@
 //
 // The reasons and their documentation come from internal/reason (one file per kind); where each
 // reason appears (which condition, which event type) comes from the calls that set conditions and
-// record events in the packages of internal/controller/, internal/planner/ and internal/backup/.
+// record events in the packages of internal/controller/, internal/planner/ and internal/backup/, and
+// from the tables of stops in internal/reason (reason.Stop) for the reasons the controller reads
+// from the planner's action and reports on a condition of their own.
 package main
 
 import (
@@ -41,7 +43,7 @@ func main() {
 // complete: reasons written as string literals instead of internal/reason constants, and constants
 // nothing uses.
 func Generate(root string) ([]byte, []string, error) {
-	reasons, err := readReasons(filepath.Join(root, "internal", "reason"))
+	reasons, stops, err := readReasons(filepath.Join(root, "internal", "reason"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -57,6 +59,7 @@ func Generate(root string) ([]byte, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	problems = append(problems, uses.addStops(stops, reasons, conds)...)
 	for _, r := range reasons {
 		if len(uses.reasons[r.Name]) == 0 {
 			problems = append(problems, fmt.Sprintf("reason.%s is documented but nothing emits it: use it or delete it", r.Name))

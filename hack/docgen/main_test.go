@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -129,6 +130,53 @@ func f() {
 	}
 	if want := "| `Flaky` | EtcdBackup Degraded=False; EtcdBackup Warning event | a backup's warning. |  |"; !strings.Contains(string(page), want) {
 		t.Errorf("page lacks %q:\n%s", want, page)
+	}
+}
+
+// A reason the controller reads from the planner's action shows up where its table of stops says:
+// on the condition it holds False, with a Warning event, for the kind of the table's file. A table
+// entry on what is no condition type, or on no reason constant, is a problem.
+func TestStopTables(t *testing.T) {
+	root, write := treeWith(t, "")
+	write("internal/reason/cluster.go", `package reason
+type Reason string
+type Stop struct{ Condition string }
+// Cluster things.
+const (
+	// Halted: the step halts.
+	Halted Reason = "Halted"
+	// Stuck: the step is stuck.
+	Stuck Reason = "Stuck"
+)
+var Stops = map[Reason]Stop{
+	Halted: {Condition: v1.ConditionDegraded},
+	Stuck:  {Condition: v1.ConditionNone},
+	Gone:   {Condition: v1.ConditionDegraded},
+}
+`)
+	write("internal/planner/p.go", `package planner
+func decide() Action { return Action{Reason: reason.Halted} }
+func stuck() Action { return Action{Reason: reason.Stuck} }
+`)
+	page, problems, err := Generate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"reason.Stuck stops on ConditionNone, which is no condition type",
+		"a table of stops names Gone, which is no reason constant of internal/reason/cluster.go",
+	}
+	if !slices.Equal(problems, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(problems, "\n"), strings.Join(want, "\n"))
+	}
+	for _, want := range []string{
+		"| `Degraded` | True when broken. |",
+		"| `Halted` | Degraded=False; Warning event; step (Progressing, Normal event) | the step halts. |  |",
+		"| `Stuck` | step (Progressing, Normal event) | the step is stuck. |  |",
+	} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
 	}
 }
 

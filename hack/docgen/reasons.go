@@ -23,21 +23,36 @@ type reasonDoc struct {
 	Group string
 }
 
-// readReasons parses the reason package: every typed constant with its comment, in source order.
-func readReasons(dir string) ([]reasonDoc, error) {
+// stopDoc is one entry of a reason.Stop table (map[Reason]Stop): the reason, the condition type
+// constant it holds False, and the file (kind) the table is declared in.
+type stopDoc struct {
+	Reason, Condition, Kind string
+}
+
+// readReasons parses the reason package: every typed constant with its comment, in source order,
+// and every entry of its tables of stops.
+func readReasons(dir string) ([]reasonDoc, []stopDoc, error) {
 	files, err := goFiles(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []reasonDoc
+	var stops []stopDoc
 	for _, path := range files {
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments)
 		if err != nil {
-			return nil, fmt.Errorf("parse %s: %w", path, err)
+			return nil, nil, fmt.Errorf("parse %s: %w", path, err)
 		}
 		kind := strings.TrimSuffix(filepath.Base(path), ".go")
 		for _, decl := range f.Decls {
 			gd, ok := decl.(*ast.GenDecl)
+			if ok && gd.Tok == token.VAR {
+				s, err := readStops(gd, kind)
+				if err != nil {
+					return nil, nil, fmt.Errorf("%s: %w", path, err)
+				}
+				stops = append(stops, s...)
+			}
 			if !ok || gd.Tok != token.CONST {
 				continue
 			}
@@ -53,18 +68,60 @@ func readReasons(dir string) ([]reasonDoc, error) {
 				}
 				value, err := strconv.Unquote(lit.Value)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %s: %w", path, vs.Names[0].Name, err)
+					return nil, nil, fmt.Errorf("%s: %s: %w", path, vs.Names[0].Name, err)
 				}
 				doc := vs.Doc.Text()
 				if strings.TrimSpace(doc) == "" {
-					return nil, fmt.Errorf("%s: reason.%s has no doc comment: say what it means", path, vs.Names[0].Name)
+					return nil, nil, fmt.Errorf("%s: reason.%s has no doc comment: say what it means", path, vs.Names[0].Name)
 				}
 				meaning, do := splitDo(doc)
 				out = append(out, reasonDoc{Name: vs.Names[0].Name, Value: value, Meaning: meaning, Do: do, Kind: kind, Group: group})
 			}
 		}
 	}
+	return out, stops, nil
+}
+
+// readStops reads the tables of stops a var declaration holds: map[Reason]Stop literals whose keys
+// are the package's reason constants and whose values name the condition. Anything else in such a
+// table is an error, since the page would not know what it says.
+func readStops(gd *ast.GenDecl, kind string) ([]stopDoc, error) {
+	var out []stopDoc
+	for _, spec := range gd.Specs {
+		vs := spec.(*ast.ValueSpec)
+		for i, v := range vs.Values {
+			lit, ok := v.(*ast.CompositeLit)
+			if !ok || !isStopTable(lit.Type) {
+				continue
+			}
+			for _, e := range lit.Elts {
+				kv, ok := e.(*ast.KeyValueExpr)
+				key, isIdent := kv.Key.(*ast.Ident)
+				if !ok || !isIdent {
+					return nil, fmt.Errorf("reason.%s: each entry is a reason constant and its Stop", vs.Names[i].Name)
+				}
+				cond := ""
+				if val, ok := kv.Value.(*ast.CompositeLit); ok {
+					for _, f := range val.Elts {
+						if fkv, ok := f.(*ast.KeyValueExpr); ok && selectorName(fkv.Key) == "Condition" {
+							cond = selectorName(fkv.Value)
+						}
+					}
+				}
+				if cond == "" {
+					return nil, fmt.Errorf("reason.%s: %s: name the condition (Stop{Condition: v1alpha1.Condition…})", vs.Names[i].Name, key.Name)
+				}
+				out = append(out, stopDoc{Reason: key.Name, Condition: cond, Kind: kind})
+			}
+		}
+	}
 	return out, nil
+}
+
+// isStopTable says whether a composite literal's type is map[Reason]Stop.
+func isStopTable(e ast.Expr) bool {
+	m, ok := e.(*ast.MapType)
+	return ok && selectorName(m.Key) == "Reason" && selectorName(m.Value) == "Stop"
 }
 
 // splitDo splits a reason's comment into its meaning and what to do (after "Do:"), dropping the

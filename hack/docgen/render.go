@@ -15,6 +15,16 @@ var sections = []struct{ file, title, kind string }{
 	{"reason", "Every kind", kindAny},
 }
 
+// kindOf is the kind a file of internal/reason (without .go) documents.
+func kindOf(file string) string {
+	for _, s := range sections {
+		if s.file == file {
+			return s.kind
+		}
+	}
+	return kindAny
+}
+
 func render(reasons []reasonDoc, conds map[string]conditionType, u *uses) []byte {
 	var b bytes.Buffer
 	b.WriteString(`# Conditions and events

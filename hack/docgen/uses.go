@@ -204,13 +204,47 @@ func (fl *flow) followCopies(srcs []source) {
 	}
 }
 
-func (fl *flow) add(name string, xs ...use) {
-	if fl.u.reasons[name] == nil {
-		fl.u.reasons[name] = map[use]bool{}
+func (u *uses) add(name string, xs ...use) {
+	if u.reasons[name] == nil {
+		u.reasons[name] = map[use]bool{}
 	}
 	for _, x := range xs {
-		fl.u.reasons[name][x] = true
+		u.reasons[name][x] = true
 	}
+}
+
+// condition records that kind has the condition type constant name.
+func (u *uses) condition(kind, name string) {
+	if u.conditions[kind] == nil {
+		u.conditions[kind] = map[string]bool{}
+	}
+	u.conditions[kind][name] = true
+}
+
+// addStops records the stops internal/reason declares (reason.Stop): each reason holds its condition
+// False and is announced with a Warning event, on the kind its table's file documents. The code
+// that applies a table hands on the planner's reason as a variable, which the walk of the code
+// cannot follow back to its constants.
+func (u *uses) addStops(stops []stopDoc, reasons []reasonDoc, conds map[string]conditionType) []string {
+	declared := map[string]bool{}
+	for _, r := range reasons {
+		declared[r.Name] = true
+	}
+	var problems []string
+	for _, s := range stops {
+		c, ok := conds[s.Condition]
+		switch {
+		case !declared[s.Reason]:
+			problems = append(problems, fmt.Sprintf("a table of stops names %s, which is no reason constant of internal/reason/%s.go", s.Reason, s.Kind))
+		case !ok:
+			problems = append(problems, fmt.Sprintf("reason.%s stops on %s, which is no condition type", s.Reason, s.Condition))
+		default:
+			kind := kindOf(s.Kind)
+			u.condition(kind, c.Name)
+			u.add(s.Reason, use{kind, c.Value + "=False"}, use{kind, "Warning event"})
+		}
+	}
+	return problems
 }
 
 // sink says whether call hands a reason to a condition setter or the recorder, which argument it
@@ -223,10 +257,7 @@ func (fl *flow) sink(call *ast.CallExpr, path string) (ast.Expr, use, bool) {
 		}
 		typ := selectorName(call.Args[s.typeArg])
 		if c, ok := fl.conds[typ]; ok {
-			if fl.u.conditions[kind] == nil {
-				fl.u.conditions[kind] = map[string]bool{}
-			}
-			fl.u.conditions[kind][c.Name] = true
+			fl.u.condition(kind, c.Name)
 			typ = c.Value
 		}
 		return call.Args[s.reason], use{kind, typ + status(call.Args[s.statusArg])}, true
@@ -269,7 +300,7 @@ func (fl *flow) walk(s source) []string {
 			if arg, x, ok := fl.sink(n, s.path); ok {
 				sinkArgs[unwrap(arg)] = true
 				if name, lit := reasonArg(arg); name != "" {
-					fl.add(name, x)
+					fl.u.add(name, x)
 				} else if lit != "" {
 					literal(n, lit)
 				}
@@ -290,12 +321,12 @@ func (fl *flow) walk(s source) []string {
 			case s.dir == "internal/planner":
 				// Each planner action becomes the Progressing condition and a Normal event of its step
 				// (internal/controller/etcdcluster: status.go, etcdcluster_controller.go).
-				fl.add(n.Sel.Name, use{kindCluster, "step (Progressing, Normal event)"})
+				fl.u.add(n.Sel.Name, use{kindCluster, "step (Progressing, Normal event)"})
 			case s.dir == "internal/backup":
 				// The Jobs' reports become the failure reason of what the Job was for.
-				fl.add(n.Sel.Name, use{kindAny, "Job report"})
+				fl.u.add(n.Sel.Name, use{kindAny, "Job report"})
 			default:
-				fl.add(n.Sel.Name, fl.through(stack, fn)...)
+				fl.u.add(n.Sel.Name, fl.through(stack, fn)...)
 			}
 		}
 		return true

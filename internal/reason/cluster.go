@@ -1,5 +1,7 @@
 package reason
 
+import etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+
 // EtcdCluster: placement (condition Spread).
 const (
 	// MembersOnSeparateNodes: every member's pod runs on a node of its own, so losing a node loses one member.
@@ -240,6 +242,14 @@ const (
 	// Do: nothing; it stops while any member is unhealthy and goes on when all are.
 	SecuringPeers Reason = "SecuringPeers"
 )
+
+// MigrationStops are the reasons a take-over halts at: Migrated=False, with a Warning event when the
+// condition arrives at one.
+var MigrationStops = map[Reason]Stop{
+	MigrationRefused:           {Condition: etcdv1alpha1.ConditionMigrated},
+	MigrationSourceUnreachable: {Condition: etcdv1alpha1.ConditionMigrated},
+	MigrationStopped:           {Condition: etcdv1alpha1.ConditionMigrated},
+}
 
 // EtcdCluster: events only.
 const (

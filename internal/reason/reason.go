@@ -7,6 +7,16 @@ package reason
 // Reason is a CamelCase word for a condition's reason or an event's reason.
 type Reason string
 
+// Stop is a reason the planner gives for a step it does not take (like any step's: the Progressing
+// condition and a Normal event) that also holds a condition of its own: the controller sets
+// Condition False with the reason and records one Warning event each time the condition arrives at
+// it, not on every pass. A kind's stops are tables of its file (map[Reason]Stop), which the
+// controller looks the planner's reason up in, and from which hack/docgen says where each shows up.
+type Stop struct {
+	// Condition is the condition type the reason holds False.
+	Condition string
+}
+
 // Reasons shared by every kind.
 const (
 	// InvalidSpec: a field of the stored object does not fit what the operator can act on (written under an older or looser CRD),

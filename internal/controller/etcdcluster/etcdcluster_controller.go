@@ -383,15 +383,6 @@ func (p *pass) reportNameConflict(conflict *nameConflict) {
 	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
 }
 
-// writeStatus patches status only when it changed, so an idle cluster costs no API writes.
-func (p *pass) writeStatus(ctx context.Context) error {
-	written, err := shared.PatchStatusIfChanged(ctx, p.r.Client, p.orig, p.c, p.orig.Status, p.c.Status)
-	if written {
-		p.orig = p.c.DeepCopy()
-	}
-	return err
-}
-
 // finalize removes the finalizer once owned objects may go; with RetentionPolicy Retain the
 // PVCs are released from the cluster first so garbage collection keeps them.
 func (r *EtcdClusterReconciler) finalize(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {

@@ -312,19 +312,12 @@ func (p *pass) recordMigration(action planner.Action) {
 		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, true, reason.Migrated, msg)
 		return
 	}
-	// Each stop is announced once, with a Warning event; the reasons are spelled out for docgen.
-	switch action.Reason {
-	case reason.MigrationRefused:
-		shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, etcdv1alpha1.ConditionMigrated, reason.MigrationRefused, action.Message)
-		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, false, reason.MigrationRefused, action.Message)
-	case reason.MigrationSourceUnreachable:
-		shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, etcdv1alpha1.ConditionMigrated, reason.MigrationSourceUnreachable, action.Message)
-		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, false, reason.MigrationSourceUnreachable, action.Message)
-	case reason.MigrationStopped:
-		shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, etcdv1alpha1.ConditionMigrated, reason.MigrationStopped, action.Message)
-		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, false, reason.MigrationStopped, action.Message)
-	default:
-		shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, false, reason.Migrating, fmt.Sprintf("%s; keep the old members running and clients on them until this condition is True (new endpoint: %s)",
-			action.Message, naming.ClientServiceHost(c.Name, c.Namespace)))
+	if stop, ok := reason.MigrationStops[action.Reason]; ok {
+		// Announced once, when the condition arrives at the stop; the condition holds it meanwhile.
+		shared.WarnOnTransition(p.r.Recorder, c, c.Status.Conditions, stop.Condition, action.Reason, action.Message)
+		shared.SetCondition(&c.Status.Conditions, c.Generation, stop.Condition, false, action.Reason, action.Message)
+		return
 	}
+	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionMigrated, false, reason.Migrating, fmt.Sprintf("%s; keep the old members running and clients on them until this condition is True (new endpoint: %s)",
+		action.Message, naming.ClientServiceHost(c.Name, c.Namespace)))
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -19,12 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/operatortest"
@@ -46,6 +49,36 @@ func migratedCondition(t *testing.T, c *etcdv1alpha1.EtcdCluster) (reason, messa
 		return "", ""
 	}
 	return cond.Reason, cond.Message
+}
+
+// Each reason of reason.MigrationStops holds Migrated False and is announced by one Warning event
+// when the condition arrives at it, not on every pass; Migrating, the take-over going on, by none.
+func TestMigrationStopsAreAnnouncedOnce(t *testing.T) {
+	reasons := slices.Sorted(maps.Keys(reason.MigrationStops))
+	for _, why := range append(reasons, reason.Migrating) {
+		rec := record.NewFakeRecorder(10)
+		c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"},
+			Spec: etcdv1alpha1.EtcdClusterSpec{Bootstrap: &etcdv1alpha1.BootstrapSpec{MigrateFrom: &etcdv1alpha1.MigrateFromSpec{}}}}
+		p := &pass{r: &EtcdClusterReconciler{Recorder: rec}, c: c}
+		for range 2 {
+			p.recordMigration(planner.Action{Kind: planner.Wait, Reason: why, Message: "why not"})
+		}
+		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionMigrated); cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(why) {
+			t.Errorf("%s: Migrated is %+v, want False with the reason", why, cond)
+		}
+		close(rec.Events)
+		var events []string
+		for e := range rec.Events {
+			events = append(events, e)
+		}
+		want := []string{"Warning " + string(why) + " why not"}
+		if why == reason.Migrating {
+			want = nil
+		}
+		if !slices.Equal(events, want) {
+			t.Errorf("%s: events %q, want %q", why, events, want)
+		}
+	}
 }
 
 func waitMigratedReason(t *testing.T, c *etcdv1alpha1.EtcdCluster, want, mentions string) {

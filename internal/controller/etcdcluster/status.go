@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,6 +20,24 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 )
+
+// writeStatus is the one writer of an EtcdCluster's status: everything else changes p.c.Status and calls
+// it, and no other function of this package calls the status subresource (TestOneStatusWriter holds
+// that). The rules every caller relies on:
+//   - It writes only when status changed since the last write, so an idle cluster costs no API writes.
+//   - It writes under an optimistic lock: a pass that decided on a stale view gets a Conflict, returns
+//     it, and ends there; Reconcile requeues, and the next pass looks again.
+//   - A record that must outlive a crash is written before the irreversible call it announces (a
+//     pending member addition or removal, a downgrade target, an upgrade block, a recovery or a
+//     take-over started, a divergence before its member is contained): the call is made only once the
+//     record is stored. The result of a call that is harmless to repeat is written after it.
+func (p *pass) writeStatus(ctx context.Context) error {
+	written, err := shared.PatchStatusIfChanged(ctx, p.r.Client, p.orig, p.c, p.orig.Status, p.c.Status)
+	if written {
+		p.orig = p.c.DeepCopy()
+	}
+	return err
+}
 
 func idString(id uint64) string {
 	if id == 0 {

@@ -137,3 +137,34 @@ func slowLeader(in Input, e *Etcd) (Action, bool) {
 	}
 	return Action{}, false
 }
+
+// SlowStreak is what SlowStreaks decides for one member recorded in status.
+type SlowStreak struct {
+	Member string
+	// Since is the member's new status.members[].slowSince: nil when it is not slow.
+	Since *time.Time
+	// Began: the member became slow now, and is to be announced.
+	Began bool
+}
+
+// SlowStreaks decides, per member in known (status.members, in order), since when it has been slow,
+// before the decision that may replace it. slow holds this pass's verdicts by member name (the
+// measured figures), only for members in etcd's member list; listed says whether that list answered.
+// The clock restarts only when a member is judged not slow, restarted, or left: a pass whose member
+// list failed sees no member at all, which says nothing of anyone's disk, so it changes nothing; a
+// member is forgotten only when a member list that answered leaves it out.
+func SlowStreaks(known []KnownMember, slow map[string]string, listed bool, now time.Time) []SlowStreak {
+	out := make([]SlowStreak, 0, len(known))
+	for _, k := range known {
+		s := SlowStreak{Member: k.Name, Since: k.SlowSince}
+		switch {
+		case !listed:
+		case slow[k.Name] == "":
+			s.Since = nil
+		case k.SlowSince == nil:
+			s.Since, s.Began = &now, true
+		}
+		out = append(out, s)
+	}
+	return out
+}

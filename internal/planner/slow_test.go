@@ -107,3 +107,40 @@ func TestDecideSlowMember(t *testing.T) {
 		}), None, nil, 0, "Ready"},
 	})
 }
+
+func TestSlowStreaks(t *testing.T) {
+	now := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
+	before := now.Add(-3 * time.Minute)
+	why := "WAL fsync p99 480ms against a median of 4ms on its peers"
+	cases := []struct {
+		name   string
+		since  *time.Time // the member's slowSince in status
+		slow   map[string]string
+		listed bool
+		want   *time.Time
+		began  bool
+	}{
+		{"member list failed: a slow member stays slow", &before, nil, false, &before, false},
+		{"member list failed: a fast member stays fast", nil, nil, false, nil, false},
+		{"left the member list: cleared", &before, map[string]string{"other": why}, true, nil, false},
+		{"first slow: set and announced", nil, map[string]string{"m": why}, true, &now, true},
+		{"still slow: unchanged, not announced again", &before, map[string]string{"m": why}, true, &before, false},
+		{"judged fine: cleared", &before, map[string]string{}, true, nil, false},
+		{"fast and fine: nothing", nil, map[string]string{}, true, nil, false},
+	}
+	for _, tc := range cases {
+		got := SlowStreaks([]KnownMember{{Name: "m", SlowSince: tc.since}}, tc.slow, tc.listed, now)
+		if len(got) != 1 || got[0].Member != "m" {
+			t.Fatalf("%s: got %+v, want one streak for m", tc.name, got)
+		}
+		g := got[0]
+		if (g.Since == nil) != (tc.want == nil) || (g.Since != nil && !g.Since.Equal(*tc.want)) || g.Began != tc.began {
+			t.Errorf("%s: got since %v began %v, want %v %v", tc.name, g.Since, g.Began, tc.want, tc.began)
+		}
+	}
+	// Members keep their order, and each is decided on its own.
+	got := SlowStreaks([]KnownMember{{Name: "a"}, {Name: "b", SlowSince: &before}, {Name: "c"}}, map[string]string{"a": why, "b": why}, true, now)
+	if len(got) != 3 || got[0].Member != "a" || !got[0].Began || got[1].Member != "b" || got[1].Began || !got[1].Since.Equal(before) || got[2].Since != nil {
+		t.Errorf("three members: got %+v", got)
+	}
+}

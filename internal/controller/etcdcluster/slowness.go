@@ -174,30 +174,25 @@ func seconds(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-// trackSlowness keeps, per member, since when it has been slow (status.members[].slowSince), before
-// the decision that may replace it, and announces a member found slow with a Warning event. The clock
-// restarts only when the member is judged not slow, restarted, or left: a pass whose member list
-// failed sees no member at all, which says nothing of anyone's disk, so it changes nothing; a member
-// is forgotten only when a member list that answered leaves it out.
+// trackSlowness applies planner.SlowStreaks to status.members[].slowSince, before the decision that
+// may replace a member, and announces a member found slow with a Warning event.
 func (p *pass) trackSlowness() {
 	c, o := p.c, p.obs
-	if o.etcd == nil {
-		return
-	}
-	for i := range c.Status.Members {
-		ms := &c.Status.Members[i]
-		id, inEtcd := o.ids[ms.Name]
-		why := ""
-		if inEtcd {
-			why = o.slow[id]
+	slow := map[string]string{} // the verdicts of the members in etcd's list, by their names
+	for name, id := range o.ids {
+		if why := o.slow[id]; why != "" {
+			slow[name] = why
 		}
+	}
+	for i, s := range planner.SlowStreaks(knownMembers(c), slow, o.etcd != nil, p.now) {
+		ms := &c.Status.Members[i]
 		switch {
-		case why == "":
+		case s.Since == nil:
 			ms.SlowSince = nil
-		case ms.SlowSince == nil:
-			t := metav1.NewTime(p.now)
+		case s.Began:
+			t := metav1.NewTime(*s.Since)
 			ms.SlowSince = &t
-			p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.MemberSlow), "%s is slow: %s; %s", ms.Name, why, slowPolicyText(c, p.now))
+			p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.MemberSlow), "%s is slow: %s; %s", ms.Name, slow[ms.Name], slowPolicyText(c, p.now))
 		}
 	}
 }

@@ -52,26 +52,22 @@ func (p *pass) observeSurvivors(ctx context.Context, cl *etcdclient.Client, o *o
 	}
 }
 
-// settleRecoveryRequest reads the manual trigger (planner.RecoverAnnotation). A request that cannot
-// apply is removed, with an event saying why, so that it never fires later by surprise.
+// settleRecoveryRequest reads the manual trigger (planner.RecoverAnnotation) and applies
+// planner.SettleRecoveryRequest: it returns the source to recover from, or "", and removes a request
+// that cannot apply, with an event saying why, or whose recovery is under way.
 func (p *pass) settleRecoveryRequest(ctx context.Context) (string, error) {
 	c := p.c
 	v, ok := c.Annotations[planner.RecoverAnnotation]
 	if !ok {
 		return "", nil
 	}
-	var why string
-	switch {
-	case v != planner.FromSurvivor && v != planner.FromBackup:
-		why = fmt.Sprintf("%s=%q is not a recovery source: write %s or %s", planner.RecoverAnnotation, v, planner.FromSurvivor, planner.FromBackup)
-	case shared.Recovering(c) != nil:
-		return "", p.dropRecoveryRequest(ctx) // the recovery it asked for is under way
-	case p.obs.etcd != nil:
-		why = fmt.Sprintf("the cluster has quorum (a linearizable member list answered); %s is ignored and removed", planner.RecoverAnnotation)
-	default:
-		return v, nil
+	s := planner.SettleRecoveryRequest(v, shared.Recovering(c) != nil, p.obs.etcd != nil)
+	switch s.Outcome {
+	case planner.RequestStands:
+		return s.Request, nil
+	case planner.RequestRefused:
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.RecoveryRequestIgnored), s.Message)
 	}
-	p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.RecoveryRequestIgnored), why)
 	return "", p.dropRecoveryRequest(ctx)
 }
 

@@ -120,7 +120,7 @@ func pickBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup, 
 // actStartRecovery records the recovery: its source, the survivor kept and the members lost.
 func (p *pass) actStartRecovery(ctx context.Context, a planner.Action) error {
 	c := p.c
-	r := &etcdv1alpha1.QuorumRecovery{Source: a.Source, Phase: planner.PhaseFencing, Backup: a.Backup, Reason: a.Message, StartedAt: metav1.NewTime(p.now),
+	r := &etcdv1alpha1.QuorumRecovery{Source: a.Source, Phase: etcdv1alpha1.RecoveryFencing, Backup: a.Backup, Reason: a.Message, StartedAt: metav1.NewTime(p.now),
 		CommittedIndex: int64(min(a.Index, math.MaxInt64))}
 	kept := c.Status.Members[:0:0]
 	for _, m := range c.Status.Members {
@@ -176,7 +176,7 @@ func (p *pass) actFenceMembers(ctx context.Context, a planner.Action) error {
 }
 
 func (p *pass) actAdvanceRecovery(ctx context.Context, a planner.Action) error {
-	p.c.Status.Recovery.Phase = a.Phase
+	p.c.Status.Recovery.Phase = etcdv1alpha1.RecoveryPhase(a.Phase)
 	return p.writeStatus(ctx)
 }
 
@@ -186,7 +186,7 @@ func (p *pass) actRestartFromBackup(ctx context.Context, _ planner.Action) error
 	c.Status.Bootstrapped, c.Status.Members, c.Status.ClusterID = false, nil, ""
 	c.Status.ClusterToken = fmt.Sprintf("%s-%d", resources.ClusterToken(c), c.Status.NextMemberIndex)
 	c.Status.LegacyWALIndex, c.Status.DowngradeTarget = 0, ""
-	c.Status.Recovery.Phase = planner.PhaseRestoring
+	c.Status.Recovery.Phase = etcdv1alpha1.RecoveryRestoring
 	return p.writeStatus(ctx)
 }
 

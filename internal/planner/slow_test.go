@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -142,5 +143,47 @@ func TestSlowStreaks(t *testing.T) {
 	got := SlowStreaks([]KnownMember{{Name: "a"}, {Name: "b", SlowSince: &before}, {Name: "c"}}, map[string]string{"a": why, "b": why}, true, now)
 	if len(got) != 3 || got[0].Member != "a" || !got[0].Began || got[1].Member != "b" || got[1].Began || !got[1].Since.Equal(before) || got[2].Since != nil {
 		t.Errorf("three members: got %+v", got)
+	}
+}
+
+func TestFoldSlowWindows(t *testing.T) {
+	why := "WAL fsync p99 480ms against a median of 4ms on its peers"
+	reported := why + " over the last 30s (2 windows in a row)"
+	names := map[uint64]string{1: "c-0", 2: "c-1"}
+	type rec = SlowRecord
+	cases := []struct {
+		name      string
+		before    rec
+		windows   map[uint64]string
+		names     map[uint64]string
+		restarted map[uint64]bool
+		want      rec
+	}{
+		{"one slow window is not enough", rec{}, map[uint64]string{2: why}, names, nil,
+			rec{Streaks: map[uint64]int{2: 1}, Slow: map[uint64]string{}}},
+		{"a second slow window in a row reports it, with the figures", rec{Streaks: map[uint64]int{2: 1}}, map[uint64]string{2: why}, names, nil,
+			rec{Streaks: map[uint64]int{2: 2}, Slow: map[uint64]string{2: reported}}},
+		{"a fast window ends a streak not yet reported", rec{Streaks: map[uint64]int{2: 1}}, map[uint64]string{2: ""}, names, nil,
+			rec{Streaks: map[uint64]int{}, Slow: map[uint64]string{}}},
+		{"one fast window does not clear a reported member", rec{Streaks: map[uint64]int{2: 2}, Slow: map[uint64]string{2: reported}}, map[uint64]string{2: ""}, names, nil,
+			rec{Streaks: map[uint64]int{2: -1}, Slow: map[uint64]string{2: reported}}},
+		{"two fast windows in a row clear it", rec{Streaks: map[uint64]int{2: -1}, Slow: map[uint64]string{2: reported}}, map[uint64]string{2: ""}, names, nil,
+			rec{Streaks: map[uint64]int{}, Slow: map[uint64]string{}}},
+		{"slow again after one fast window: reported, the streak restarts", rec{Streaks: map[uint64]int{2: -1}, Slow: map[uint64]string{2: reported}}, map[uint64]string{2: why}, names, nil,
+			rec{Streaks: map[uint64]int{2: 1}, Slow: map[uint64]string{2: why + " over the last 30s (1 windows in a row)"}}},
+		{"not judged (unread, failing): streak and report stand", rec{Streaks: map[uint64]int{2: 3}, Slow: map[uint64]string{2: reported}}, map[uint64]string{1: ""}, names, nil,
+			rec{Streaks: map[uint64]int{2: 3}, Slow: map[uint64]string{2: reported}}},
+		{"not judged, not reported yet: the streak stands", rec{Streaks: map[uint64]int{2: 1}}, map[uint64]string{}, names, nil,
+			rec{Streaks: map[uint64]int{2: 1}, Slow: map[uint64]string{}}},
+		{"restarted: forgotten", rec{Streaks: map[uint64]int{2: 3}, Slow: map[uint64]string{2: reported}}, map[uint64]string{1: ""}, names, map[uint64]bool{2: true},
+			rec{Streaks: map[uint64]int{}, Slow: map[uint64]string{}}},
+		{"left the member list: forgotten", rec{Streaks: map[uint64]int{2: 3}, Slow: map[uint64]string{2: reported}}, map[uint64]string{1: ""}, map[uint64]string{1: "c-0"}, nil,
+			rec{Streaks: map[uint64]int{}, Slow: map[uint64]string{}}},
+	}
+	for _, tc := range cases {
+		got := FoldSlowWindows(tc.before, tc.windows, tc.names, tc.restarted, 30*time.Second)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -898,9 +898,8 @@ type QuorumRecovery struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Recovery source",xDescriptors={"urn:alm:descriptor:text"}
 	Source string `json:"source"`
 	// Phase is the step under way (Fencing, ForcingNewCluster, Restarting, Restoring) or Complete.
-	// +kubebuilder:validation:Enum=Fencing;ForcingNewCluster;Restarting;Restoring;Complete
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Recovery phase",xDescriptors={"urn:alm:descriptor:text"}
-	Phase string `json:"phase"`
+	Phase RecoveryPhase `json:"phase"`
 	// Survivor is the member recovered from (FromSurvivor).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Survivor",xDescriptors={"urn:alm:descriptor:text"}
@@ -1028,8 +1027,25 @@ const (
 	PeerTLSSecured  = "Secured"
 )
 
-// RecoveryComplete is the phase of a finished recovery.
-const RecoveryComplete = "Complete"
+// RecoveryPhase is a step of a quorum-loss recovery (status.recovery.phase). In order, from a
+// survivor: Fencing, ForcingNewCluster, Restarting; from a backup: Fencing, Restoring; then Complete.
+// The list holds every phase ever written, so that recorded recoveries stay valid.
+// +kubebuilder:validation:Enum=Fencing;ForcingNewCluster;Restarting;Restoring;Complete
+type RecoveryPhase string
+
+const (
+	// RecoveryFencing: every member but the survivor is stopped (from a backup: every member), so
+	// that nothing of the old cluster answers while it is rebuilt.
+	RecoveryFencing RecoveryPhase = "Fencing"
+	// RecoveryForcingNewCluster: the survivor restarts with --force-new-cluster, alone.
+	RecoveryForcingNewCluster RecoveryPhase = "ForcingNewCluster"
+	// RecoveryRestarting: the survivor restarts without the flag; the recovery is complete once it serves.
+	RecoveryRestarting RecoveryPhase = "Restarting"
+	// RecoveryRestoring: the cluster bootstraps anew from the backup.
+	RecoveryRestoring RecoveryPhase = "Restoring"
+	// RecoveryComplete is the phase of a finished recovery.
+	RecoveryComplete RecoveryPhase = "Complete"
+)
 
 // Endpoints tells clients how to reach the cluster.
 type Endpoints struct {

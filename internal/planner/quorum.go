@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
@@ -13,15 +14,6 @@ const (
 	FromSurvivor = "FromSurvivor"
 	FromBackup   = "FromBackup"
 	Manual       = "Manual"
-)
-
-// Phases of a recovery, in order. FromSurvivor: Fencing → ForcingNewCluster → Restarting;
-// FromBackup: Fencing → Restoring (a new bootstrap from the backup).
-const (
-	PhaseFencing           = "Fencing"
-	PhaseForcingNewCluster = "ForcingNewCluster"
-	PhaseRestarting        = "Restarting"
-	PhaseRestoring         = "Restoring"
 )
 
 // RecoverAnnotation is the manual trigger: its value is the source to recover from.
@@ -45,7 +37,7 @@ type Survivor struct {
 // Recovery is a quorum-loss recovery under way, as recorded in status.
 type Recovery struct {
 	Source   string
-	Phase    string
+	Phase    etcdv1alpha1.RecoveryPhase
 	Survivor string
 	Backup   string
 	// CommittedIndex is the highest committed index any survivor reported when the recovery
@@ -139,7 +131,7 @@ func decideQuorumLoss(in Input) (Action, bool) {
 func decideRecovery(in Input) Action {
 	r := in.Recovery
 	switch r.Phase {
-	case PhaseFencing:
+	case etcdv1alpha1.RecoveryFencing:
 		// Every member other than the survivor stops: none of them may ever talk to the new cluster
 		// with the old membership. From a survivor, their volumes stay until it serves with all
 		// they knew committed (fenceVolumes): until then they are what a human could still recover
@@ -152,16 +144,15 @@ func decideRecovery(in Input) Action {
 		} else if fence := othersLeft(in, r.Survivor); len(fence) > 0 {
 			return Action{Kind: FenceMembers, Members: fence, Reason: reason.Recovering, Message: fmt.Sprintf("deleting the pods and volumes of %v so that no old member rejoins", fence)}
 		}
-		next := PhaseForcingNewCluster
 		if r.Source == FromBackup {
 			return Action{Kind: RestartFromBackup, Backup: r.Backup, Reason: reason.Recovering,
 				Message: fmt.Sprintf("every old member is fenced; bootstrapping %d new members from EtcdBackup %s", in.Replicas, r.Backup)}
 		}
-		return Action{Kind: AdvanceRecovery, Phase: next, Members: []string{r.Survivor}, Reason: reason.Recovering,
+		return Action{Kind: AdvanceRecovery, Phase: string(etcdv1alpha1.RecoveryForcingNewCluster), Members: []string{r.Survivor}, Reason: reason.Recovering,
 			Message: fmt.Sprintf("every other member is fenced; restarting %s as a one-member cluster", r.Survivor)}
 
-	case PhaseForcingNewCluster, PhaseRestarting:
-		force := r.Phase == PhaseForcingNewCluster
+	case etcdv1alpha1.RecoveryForcingNewCluster, etcdv1alpha1.RecoveryRestarting:
+		force := r.Phase == etcdv1alpha1.RecoveryForcingNewCluster
 		pod, pvc := in.Pods[r.Survivor], in.PVCs[r.Survivor]
 		switch {
 		case !in.EphemeralData && !pvc.Exists:
@@ -178,7 +169,7 @@ func decideRecovery(in Input) Action {
 		alone := in.Etcd != nil && len(in.Etcd.Members) == 1 && in.Etcd.Members[0].Name == r.Survivor
 		if force {
 			if alone {
-				return Action{Kind: AdvanceRecovery, Phase: PhaseRestarting, Members: []string{r.Survivor}, Reason: reason.Recovering,
+				return Action{Kind: AdvanceRecovery, Phase: string(etcdv1alpha1.RecoveryRestarting), Members: []string{r.Survivor}, Reason: reason.Recovering,
 					Message: fmt.Sprintf("%s runs as a one-member cluster; restarting it without --force-new-cluster", r.Survivor)}
 			}
 			return Action{Kind: Wait, Reason: reason.Recovering, Message: fmt.Sprintf("waiting for %s to start as a one-member cluster", r.Survivor)}
@@ -192,7 +183,7 @@ func decideRecovery(in Input) Action {
 		}
 		return Action{Kind: Wait, Reason: reason.Recovering, Message: fmt.Sprintf("waiting for %s to serve again", r.Survivor)}
 
-	default: // PhaseRestoring: a bootstrap from the backup, finished by MarkBootstrapped
+	default: // RecoveryRestoring: a bootstrap from the backup, finished by MarkBootstrapped
 		a := decideBootstrap(in)
 		a.Reason = reason.Recovering
 		return a

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
@@ -191,7 +192,7 @@ func TestRecoveryKeepsSurvivorVolumesUntilTheChosenOneServes(t *testing.T) {
 		t.Fatalf("start: got %+v, want StartRecovery from c-0 at committed index 1000", start)
 	}
 	in.Known = in.Known[:1]
-	in.Recovery = &Recovery{Source: FromSurvivor, Phase: PhaseFencing, Survivor: "c-0", CommittedIndex: start.Index}
+	in.Recovery = &Recovery{Source: FromSurvivor, Phase: etcdv1alpha1.RecoveryFencing, Survivor: "c-0", CommittedIndex: start.Index}
 	step := func(what string, want Kind, members []string, f func(*Input)) Action {
 		t.Helper()
 		f(&in)
@@ -205,7 +206,7 @@ func TestRecoveryKeepsSurvivorVolumesUntilTheChosenOneServes(t *testing.T) {
 	step("c-1 stopped: force the new cluster", AdvanceRecovery, []string{"c-0"}, func(in *Input) { delete(in.Pods, "c-1") })
 	serving := func(applied uint64) func(*Input) {
 		return func(in *Input) {
-			in.Recovery.Phase = PhaseRestarting
+			in.Recovery.Phase = etcdv1alpha1.RecoveryRestarting
 			in.Survivors = nil
 			in.Pods["c-0"] = PodState{Exists: true}
 			in.Etcd = &Etcd{LeaderID: 1, Members: []EtcdMember{{ID: 1, Name: "c-0", Started: true, Healthy: true, RaftIndex: applied, AppliedIndex: applied}}}
@@ -222,7 +223,7 @@ func TestRecoveryKeepsSurvivorVolumesUntilTheChosenOneServes(t *testing.T) {
 func TestRecoverySteps(t *testing.T) {
 	// recovering is c-0 recovering from the loss of c-1 and c-2, in phase, with status already
 	// trimmed to the survivor.
-	recovering := func(phase string, f func(*Input)) Input {
+	recovering := func(phase etcdv1alpha1.RecoveryPhase, f func(*Input)) Input {
 		in := quorumLost(3, map[string]uint64{"c-0": 90})
 		in.Known = in.Known[:1]
 		in.Recovery = &Recovery{Source: FromSurvivor, Phase: phase, Survivor: "c-0"}
@@ -248,47 +249,47 @@ func TestRecoverySteps(t *testing.T) {
 		in      Input
 		kind    Kind
 		members []string
-		phase   string
+		phase   etcdv1alpha1.RecoveryPhase
 		force   bool
 	}{
-		{name: "fencing stops every other member, keeping its volume", in: recovering(PhaseFencing, func(*Input) {}),
+		{name: "fencing stops every other member, keeping its volume", in: recovering(etcdv1alpha1.RecoveryFencing, func(*Input) {}),
 			kind: StopMembers, members: []string{"c-1", "c-2"}},
-		{name: "fencing does not wait for pods stuck terminating", in: recovering(PhaseFencing, func(in *Input) {
+		{name: "fencing does not wait for pods stuck terminating", in: recovering(etcdv1alpha1.RecoveryFencing, func(in *Input) {
 			in.Pods["c-1"] = PodState{Exists: true, Deleting: true}
 			delete(in.PVCs, "c-1")
 			dataGone("c-2")(in)
-		}), kind: AdvanceRecovery, phase: PhaseForcingNewCluster},
-		{name: "fenced: force a new cluster", in: recovering(PhaseFencing, dataGone("c-1", "c-2")),
-			kind: AdvanceRecovery, members: []string{"c-0"}, phase: PhaseForcingNewCluster},
-		{name: "from a backup, fencing includes every member", in: recovering(PhaseFencing, func(in *Input) {
-			in.Recovery = &Recovery{Source: FromBackup, Phase: PhaseFencing, Backup: "b"}
+		}), kind: AdvanceRecovery, phase: etcdv1alpha1.RecoveryForcingNewCluster},
+		{name: "fenced: force a new cluster", in: recovering(etcdv1alpha1.RecoveryFencing, dataGone("c-1", "c-2")),
+			kind: AdvanceRecovery, members: []string{"c-0"}, phase: etcdv1alpha1.RecoveryForcingNewCluster},
+		{name: "from a backup, fencing includes every member", in: recovering(etcdv1alpha1.RecoveryFencing, func(in *Input) {
+			in.Recovery = &Recovery{Source: FromBackup, Phase: etcdv1alpha1.RecoveryFencing, Backup: "b"}
 		}), kind: FenceMembers, members: []string{"c-0", "c-1", "c-2"}},
-		{name: "from a backup, fenced: a new bootstrap", in: recovering(PhaseFencing, func(in *Input) {
-			in.Recovery = &Recovery{Source: FromBackup, Phase: PhaseFencing, Backup: "b"}
+		{name: "from a backup, fenced: a new bootstrap", in: recovering(etcdv1alpha1.RecoveryFencing, func(in *Input) {
+			in.Recovery = &Recovery{Source: FromBackup, Phase: etcdv1alpha1.RecoveryFencing, Backup: "b"}
 			dataGone("c-0", "c-1", "c-2")(in)
 		}), kind: RestartFromBackup},
-		{name: "the survivor's running pod is restarted", in: recovering(PhaseForcingNewCluster, dataGone("c-1", "c-2")),
+		{name: "the survivor's running pod is restarted", in: recovering(etcdv1alpha1.RecoveryForcingNewCluster, dataGone("c-1", "c-2")),
 			kind: RollMember, members: []string{"c-0"}},
-		{name: "its old pod is going", in: recovering(PhaseForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, Deleting: true}))),
+		{name: "its old pod is going", in: recovering(etcdv1alpha1.RecoveryForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, Deleting: true}))),
 			kind: Wait},
-		{name: "started with --force-new-cluster", in: recovering(PhaseForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{}))),
+		{name: "started with --force-new-cluster", in: recovering(etcdv1alpha1.RecoveryForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{}))),
 			kind: CreateMembers, members: []string{"c-0"}, force: true},
-		{name: "waiting for it to form a one-member cluster", in: recovering(PhaseForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, ForceNewCluster: true}))),
+		{name: "waiting for it to form a one-member cluster", in: recovering(etcdv1alpha1.RecoveryForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, ForceNewCluster: true}))),
 			kind: Wait},
-		{name: "alone: restart it without the flag", in: recovering(PhaseForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, ForceNewCluster: true}), alone(true))),
-			kind: AdvanceRecovery, phase: PhaseRestarting},
-		{name: "the flagged pod is restarted", in: recovering(PhaseRestarting, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, ForceNewCluster: true}), alone(true))),
+		{name: "alone: restart it without the flag", in: recovering(etcdv1alpha1.RecoveryForcingNewCluster, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, ForceNewCluster: true}), alone(true))),
+			kind: AdvanceRecovery, phase: etcdv1alpha1.RecoveryRestarting},
+		{name: "the flagged pod is restarted", in: recovering(etcdv1alpha1.RecoveryRestarting, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true, ForceNewCluster: true}), alone(true))),
 			kind: RollMember, members: []string{"c-0"}},
-		{name: "recreated without the flag", in: recovering(PhaseRestarting, all(dataGone("c-1", "c-2"), pod(PodState{}))),
+		{name: "recreated without the flag", in: recovering(etcdv1alpha1.RecoveryRestarting, all(dataGone("c-1", "c-2"), pod(PodState{}))),
 			kind: CreateMembers, members: []string{"c-0"}},
-		{name: "not serving yet", in: recovering(PhaseRestarting, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true}), alone(false))),
+		{name: "not serving yet", in: recovering(etcdv1alpha1.RecoveryRestarting, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true}), alone(false))),
 			kind: Wait},
-		{name: "serving: done", in: recovering(PhaseRestarting, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true}), alone(true))),
+		{name: "serving: done", in: recovering(etcdv1alpha1.RecoveryRestarting, all(dataGone("c-1", "c-2"), pod(PodState{Exists: true}), alone(true))),
 			kind: FinishRecovery},
-		{name: "the survivor's volume vanished: stuck, says what to do", in: recovering(PhaseForcingNewCluster, dataGone("c-0", "c-1", "c-2")),
+		{name: "the survivor's volume vanished: stuck, says what to do", in: recovering(etcdv1alpha1.RecoveryForcingNewCluster, dataGone("c-0", "c-1", "c-2")),
 			kind: Wait},
-		{name: "restoring bootstraps under new names", in: recovering(PhaseRestoring, func(in *Input) {
-			in.Recovery = &Recovery{Source: FromBackup, Phase: PhaseRestoring, Backup: "b"}
+		{name: "restoring bootstraps under new names", in: recovering(etcdv1alpha1.RecoveryRestoring, func(in *Input) {
+			in.Recovery = &Recovery{Source: FromBackup, Phase: etcdv1alpha1.RecoveryRestoring, Backup: "b"}
 			in.Known, in.Bootstrapped, in.NextIndex = nil, false, 3
 			dataGone("c-0", "c-1", "c-2")(in)
 		}), kind: InitBootstrap, members: []string{"c-3", "c-4", "c-5"}},
@@ -296,7 +297,7 @@ func TestRecoverySteps(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			a := Decide(tc.in)
-			if a.Kind != tc.kind || (tc.members != nil && !reflect.DeepEqual(a.Members, tc.members)) || a.Phase != tc.phase || a.ForceNewCluster != tc.force {
+			if a.Kind != tc.kind || (tc.members != nil && !reflect.DeepEqual(a.Members, tc.members)) || a.Phase != string(tc.phase) || a.ForceNewCluster != tc.force {
 				t.Fatalf("got %+v\nwant kind %s members %v phase %q force %v", a, tc.kind, tc.members, tc.phase, tc.force)
 			}
 		})

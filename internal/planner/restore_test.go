@@ -3,6 +3,7 @@ package planner
 import (
 	"testing"
 
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
@@ -33,11 +34,11 @@ func TestRestoreDecisions(t *testing.T) {
 			in.Snapshot = &Snapshot{Unusable: "EtcdBackup snap was deleted", Reason: reason.BackupNotReady}
 		}), kind: MarkBootstrapped},
 		{name: "a FromBackup rebuild waits for a usable snapshot", in: with(fresh, func(in *Input) {
-			in.Recovery = &Recovery{Source: FromBackup, Phase: PhaseRestoring, Backup: "snap"}
+			in.Recovery = &Recovery{Source: FromBackup, Phase: etcdv1alpha1.RecoveryRestoring, Backup: "snap"}
 			in.Snapshot = &Snapshot{Unusable: "claim snaps is not bound", Reason: reason.RestoreSourceUnusable}
 		}), kind: Wait},
 		{name: "a FromBackup rebuild from a claim starts one member", in: with(fresh, func(in *Input) {
-			in.Recovery = &Recovery{Source: FromBackup, Phase: PhaseRestoring, Backup: "snap"}
+			in.Recovery = &Recovery{Source: FromBackup, Phase: etcdv1alpha1.RecoveryRestoring, Backup: "snap"}
 			in.Snapshot = &Snapshot{OneReader: "it is on a claim"}
 		}), kind: InitBootstrap, members: []string{"c-0"}},
 		// Once the one member serves, the others are added one at a time as learners.

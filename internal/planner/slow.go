@@ -19,6 +19,16 @@ const (
 	SlowMinSamples = 50
 )
 
+// Streaks of windows: a member is reported slow after SlowWindowsToReport slow windows in a row, since
+// one window's p99 rests on the few slowest of some hundred writes and one stall of a shared disk
+// should not be reported. It stays reported until SlowWindowsToClear windows in a row are not slow,
+// since a slow disk's p99 over one window rests on its few slowest fsyncs and may dip under the
+// threshold now and then.
+const (
+	SlowWindowsToReport = 2
+	SlowWindowsToClear  = 2
+)
+
 // DiskWindow is what one member's disk-latency histograms say about the last window.
 type DiskWindow struct {
 	Member string
@@ -136,4 +146,76 @@ func slowLeader(in Input, e *Etcd) (Action, bool) {
 			Message: fmt.Sprintf("leader %s has been slow since %s (%s); moving leadership to %s, since every write waits for the leader's disk", m.Name, k.SlowSince.UTC().Format(time.RFC3339), m.Slow, to.Name)}, true
 	}
 	return Action{}, false
+}
+
+// SlowStreak is what SlowStreaks decides for one member recorded in status.
+type SlowStreak struct {
+	Member string
+	// Since is the member's new status.members[].slowSince: nil when it is not slow.
+	Since *time.Time
+	// Began: the member became slow now, and is to be announced.
+	Began bool
+}
+
+// SlowStreaks decides, per member in known (status.members, in order), since when it has been slow,
+// before the decision that may replace it. slow holds this pass's verdicts by member name (the
+// measured figures), only for members in etcd's member list; listed says whether that list answered.
+// The clock restarts only when a member is judged not slow, restarted, or left: a pass whose member
+// list failed sees no member at all, which says nothing of anyone's disk, so it changes nothing; a
+// member is forgotten only when a member list that answered leaves it out.
+func SlowStreaks(known []KnownMember, slow map[string]string, listed bool, now time.Time) []SlowStreak {
+	out := make([]SlowStreak, 0, len(known))
+	for _, k := range known {
+		s := SlowStreak{Member: k.Name, Since: k.SlowSince}
+		switch {
+		case !listed:
+		case slow[k.Name] == "":
+			s.Since = nil
+		case k.SlowSince == nil:
+			s.Since, s.Began = &now, true
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// SlowRecord is what is kept of the members' disks from one judged window to the next, by member ID.
+type SlowRecord struct {
+	// Streaks counts the windows in a row a member was slow (positive), or, once it is reported, the
+	// windows in a row it was not (negative). A reported member always has one.
+	Streaks map[uint64]int
+	// Slow holds the members reported slow, with the figures.
+	Slow map[uint64]string
+}
+
+// FoldSlowWindows folds the verdicts on the windows just measured, age long, into the record: windows
+// holds, per member judged, the figures that make it slow (SlowMembers), "" when none do. A member
+// not judged this time (it did not answer, could not be read now or at the baseline, or is reported
+// failing) keeps its streak and report: a failed read is no evidence that its disk recovered. It is
+// forgotten only when it left the member list (names, by ID, has no name for it) or restarted, since
+// a new process is new evidence.
+func FoldSlowWindows(r SlowRecord, windows map[uint64]string, names map[uint64]string, restarted map[uint64]bool, age time.Duration) SlowRecord {
+	out := SlowRecord{Streaks: map[uint64]int{}, Slow: map[uint64]string{}}
+	for id, why := range windows {
+		before, reported := r.Streaks[id], r.Slow[id] != ""
+		if why != "" {
+			out.Streaks[id] = max(before, 0) + 1
+			if out.Streaks[id] >= SlowWindowsToReport || reported {
+				out.Slow[id] = fmt.Sprintf("%s over the last %s (%d windows in a row)", why, age.Round(time.Second), out.Streaks[id])
+			}
+		} else if reported && before > -(SlowWindowsToClear-1) {
+			out.Streaks[id] = min(before, 0) - 1 // counts fast windows of a reported member, which stays reported
+			out.Slow[id] = r.Slow[id]
+		}
+	}
+	for id, streak := range r.Streaks {
+		if _, judged := windows[id]; judged || names[id] == "" || restarted[id] {
+			continue
+		}
+		out.Streaks[id] = streak
+		if why := r.Slow[id]; why != "" {
+			out.Slow[id] = why
+		}
+	}
+	return out
 }

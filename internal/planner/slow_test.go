@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -106,4 +107,83 @@ func TestDecideSlowMember(t *testing.T) {
 			in.Etcd.Members[2].Slow = ""
 		}), None, nil, 0, "Ready"},
 	})
+}
+
+func TestSlowStreaks(t *testing.T) {
+	now := time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)
+	before := now.Add(-3 * time.Minute)
+	why := "WAL fsync p99 480ms against a median of 4ms on its peers"
+	cases := []struct {
+		name   string
+		since  *time.Time // the member's slowSince in status
+		slow   map[string]string
+		listed bool
+		want   *time.Time
+		began  bool
+	}{
+		{"member list failed: a slow member stays slow", &before, nil, false, &before, false},
+		{"member list failed: a fast member stays fast", nil, nil, false, nil, false},
+		{"left the member list: cleared", &before, map[string]string{"other": why}, true, nil, false},
+		{"first slow: set and announced", nil, map[string]string{"m": why}, true, &now, true},
+		{"still slow: unchanged, not announced again", &before, map[string]string{"m": why}, true, &before, false},
+		{"judged fine: cleared", &before, map[string]string{}, true, nil, false},
+		{"fast and fine: nothing", nil, map[string]string{}, true, nil, false},
+	}
+	for _, tc := range cases {
+		got := SlowStreaks([]KnownMember{{Name: "m", SlowSince: tc.since}}, tc.slow, tc.listed, now)
+		if len(got) != 1 || got[0].Member != "m" {
+			t.Fatalf("%s: got %+v, want one streak for m", tc.name, got)
+		}
+		g := got[0]
+		if (g.Since == nil) != (tc.want == nil) || (g.Since != nil && !g.Since.Equal(*tc.want)) || g.Began != tc.began {
+			t.Errorf("%s: got since %v began %v, want %v %v", tc.name, g.Since, g.Began, tc.want, tc.began)
+		}
+	}
+	// Members keep their order, and each is decided on its own.
+	got := SlowStreaks([]KnownMember{{Name: "a"}, {Name: "b", SlowSince: &before}, {Name: "c"}}, map[string]string{"a": why, "b": why}, true, now)
+	if len(got) != 3 || got[0].Member != "a" || !got[0].Began || got[1].Member != "b" || got[1].Began || !got[1].Since.Equal(before) || got[2].Since != nil {
+		t.Errorf("three members: got %+v", got)
+	}
+}
+
+func TestFoldSlowWindows(t *testing.T) {
+	why := "WAL fsync p99 480ms against a median of 4ms on its peers"
+	reported := why + " over the last 30s (2 windows in a row)"
+	names := map[uint64]string{1: "c-0", 2: "c-1"}
+	type rec = SlowRecord
+	cases := []struct {
+		name      string
+		before    rec
+		windows   map[uint64]string
+		names     map[uint64]string
+		restarted map[uint64]bool
+		want      rec
+	}{
+		{"one slow window is not enough", rec{}, map[uint64]string{2: why}, names, nil,
+			rec{Streaks: map[uint64]int{2: 1}, Slow: map[uint64]string{}}},
+		{"a second slow window in a row reports it, with the figures", rec{Streaks: map[uint64]int{2: 1}}, map[uint64]string{2: why}, names, nil,
+			rec{Streaks: map[uint64]int{2: 2}, Slow: map[uint64]string{2: reported}}},
+		{"a fast window ends a streak not yet reported", rec{Streaks: map[uint64]int{2: 1}}, map[uint64]string{2: ""}, names, nil,
+			rec{Streaks: map[uint64]int{}, Slow: map[uint64]string{}}},
+		{"one fast window does not clear a reported member", rec{Streaks: map[uint64]int{2: 2}, Slow: map[uint64]string{2: reported}}, map[uint64]string{2: ""}, names, nil,
+			rec{Streaks: map[uint64]int{2: -1}, Slow: map[uint64]string{2: reported}}},
+		{"two fast windows in a row clear it", rec{Streaks: map[uint64]int{2: -1}, Slow: map[uint64]string{2: reported}}, map[uint64]string{2: ""}, names, nil,
+			rec{Streaks: map[uint64]int{}, Slow: map[uint64]string{}}},
+		{"slow again after one fast window: reported, the streak restarts", rec{Streaks: map[uint64]int{2: -1}, Slow: map[uint64]string{2: reported}}, map[uint64]string{2: why}, names, nil,
+			rec{Streaks: map[uint64]int{2: 1}, Slow: map[uint64]string{2: why + " over the last 30s (1 windows in a row)"}}},
+		{"not judged (unread, failing): streak and report stand", rec{Streaks: map[uint64]int{2: 3}, Slow: map[uint64]string{2: reported}}, map[uint64]string{1: ""}, names, nil,
+			rec{Streaks: map[uint64]int{2: 3}, Slow: map[uint64]string{2: reported}}},
+		{"not judged, not reported yet: the streak stands", rec{Streaks: map[uint64]int{2: 1}}, map[uint64]string{}, names, nil,
+			rec{Streaks: map[uint64]int{2: 1}, Slow: map[uint64]string{}}},
+		{"restarted: forgotten", rec{Streaks: map[uint64]int{2: 3}, Slow: map[uint64]string{2: reported}}, map[uint64]string{1: ""}, names, map[uint64]bool{2: true},
+			rec{Streaks: map[uint64]int{}, Slow: map[uint64]string{}}},
+		{"left the member list: forgotten", rec{Streaks: map[uint64]int{2: 3}, Slow: map[uint64]string{2: reported}}, map[uint64]string{1: ""}, map[uint64]string{1: "c-0"}, nil,
+			rec{Streaks: map[uint64]int{}, Slow: map[uint64]string{}}},
+	}
+	for _, tc := range cases {
+		got := FoldSlowWindows(tc.before, tc.windows, tc.names, tc.restarted, 30*time.Second)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -255,7 +255,7 @@ func TestRecoverSetsTheOperatorsAnnotation(t *testing.T) {
 
 	rec := regrowingCluster()
 	rec.Name = "busy"
-	rec.Status.Recovery.Phase, rec.Status.Recovery.CompletedAt = "Restarting", nil
+	rec.Status.Recovery.Phase, rec.Status.Recovery.CompletedAt = etcdv1alpha1.RecoveryRestarting, nil
 	createCluster(t, ns, rec)
 	if _, err := kubectlEtcd(t, ns, "recover", "busy", "--from", "Backup"); err == nil || !strings.Contains(err.Error(), "already recovering") {
 		t.Errorf("recover during a recovery: %v, want a refusal", err)

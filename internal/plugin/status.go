@@ -196,7 +196,7 @@ func renderConditions(w io.Writer, conds []metav1.Condition, now time.Time) erro
 func renderRecovery(w io.Writer, r *etcdv1alpha1.QuorumRecovery, now time.Time) error {
 	t := table(w)
 	row(t, "Source:", r.Source)
-	row(t, "Phase:", r.Phase)
+	row(t, "Phase:", string(r.Phase))
 	if r.Survivor != "" {
 		row(t, "Survivor:", r.Survivor)
 	}

@@ -435,7 +435,7 @@ func TestRetentionKeepsABackupBeingRestored(t *testing.T) {
 	}
 	operatortest.Eventually(t, "cluster other records a recovery from "+rebuilding.Name, func() error {
 		cur := operatortest.Get(t, other)
-		cur.Status.Recovery = &etcdv1alpha1.QuorumRecovery{Source: planner.FromBackup, Phase: planner.PhaseRestoring, Backup: rebuilding.Name, StartedAt: metav1.Now()}
+		cur.Status.Recovery = &etcdv1alpha1.QuorumRecovery{Source: planner.FromBackup, Phase: etcdv1alpha1.RecoveryRestoring, Backup: rebuilding.Name, StartedAt: metav1.Now()}
 		if err := k8s.Status().Update(context.Background(), cur); err != nil {
 			return err
 		}

@@ -52,26 +52,22 @@ func (p *pass) observeSurvivors(ctx context.Context, cl *etcdclient.Client, o *o
 	}
 }
 
-// settleRecoveryRequest reads the manual trigger (planner.RecoverAnnotation). A request that cannot
-// apply is removed, with an event saying why, so that it never fires later by surprise.
+// settleRecoveryRequest reads the manual trigger (planner.RecoverAnnotation) and applies
+// planner.SettleRecoveryRequest: it returns the source to recover from, or "", and removes a request
+// that cannot apply, with an event saying why, or whose recovery is under way.
 func (p *pass) settleRecoveryRequest(ctx context.Context) (string, error) {
 	c := p.c
 	v, ok := c.Annotations[planner.RecoverAnnotation]
 	if !ok {
 		return "", nil
 	}
-	var why string
-	switch {
-	case v != planner.FromSurvivor && v != planner.FromBackup:
-		why = fmt.Sprintf("%s=%q is not a recovery source: write %s or %s", planner.RecoverAnnotation, v, planner.FromSurvivor, planner.FromBackup)
-	case shared.Recovering(c) != nil:
-		return "", p.dropRecoveryRequest(ctx) // the recovery it asked for is under way
-	case p.obs.etcd != nil:
-		why = fmt.Sprintf("the cluster has quorum (a linearizable member list answered); %s is ignored and removed", planner.RecoverAnnotation)
-	default:
-		return v, nil
+	s := planner.SettleRecoveryRequest(v, shared.Recovering(c) != nil, p.obs.etcd != nil)
+	switch s.Outcome {
+	case planner.RequestStands:
+		return s.Request, nil
+	case planner.RequestRefused:
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.RecoveryRequestIgnored), s.Message)
 	}
-	p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.RecoveryRequestIgnored), why)
 	return "", p.dropRecoveryRequest(ctx)
 }
 
@@ -124,7 +120,7 @@ func pickBackup(c *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup, 
 // actStartRecovery records the recovery: its source, the survivor kept and the members lost.
 func (p *pass) actStartRecovery(ctx context.Context, a planner.Action) error {
 	c := p.c
-	r := &etcdv1alpha1.QuorumRecovery{Source: a.Source, Phase: planner.PhaseFencing, Backup: a.Backup, Reason: a.Message, StartedAt: metav1.NewTime(p.now),
+	r := &etcdv1alpha1.QuorumRecovery{Source: a.Source, Phase: etcdv1alpha1.RecoveryFencing, Backup: a.Backup, Reason: a.Message, StartedAt: metav1.NewTime(p.now),
 		CommittedIndex: int64(min(a.Index, math.MaxInt64))}
 	kept := c.Status.Members[:0:0]
 	for _, m := range c.Status.Members {
@@ -180,7 +176,7 @@ func (p *pass) actFenceMembers(ctx context.Context, a planner.Action) error {
 }
 
 func (p *pass) actAdvanceRecovery(ctx context.Context, a planner.Action) error {
-	p.c.Status.Recovery.Phase = a.Phase
+	p.c.Status.Recovery.Phase = etcdv1alpha1.RecoveryPhase(a.Phase)
 	return p.writeStatus(ctx)
 }
 
@@ -190,7 +186,7 @@ func (p *pass) actRestartFromBackup(ctx context.Context, _ planner.Action) error
 	c.Status.Bootstrapped, c.Status.Members, c.Status.ClusterID = false, nil, ""
 	c.Status.ClusterToken = fmt.Sprintf("%s-%d", resources.ClusterToken(c), c.Status.NextMemberIndex)
 	c.Status.LegacyWALIndex, c.Status.DowngradeTarget = 0, ""
-	c.Status.Recovery.Phase = planner.PhaseRestoring
+	c.Status.Recovery.Phase = etcdv1alpha1.RecoveryRestoring
 	return p.writeStatus(ctx)
 }
 

@@ -3,64 +3,71 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 )
 
-// settleLeaderRequest reads naming.AnnotationMoveLeader: the member to hand leadership to, or "".
-// A request that is done (the member leads) or can never be (no such member, a learner) is removed
-// with an event, so that it never fires later by surprise. Without an answer from etcd it waits.
+// settleLeaderRequest reads naming.AnnotationMoveLeader, the member to hand leadership to, and
+// applies planner.SettleLeaderRequest: it returns the member to move leadership to, or "", and
+// removes a request that is done or can never be, with an event.
 func (p *pass) settleLeaderRequest(ctx context.Context) (string, error) {
-	c, o := p.c, p.obs
+	c := p.c
 	want, ok := c.Annotations[naming.AnnotationMoveLeader]
-	if !ok || o.etcd == nil {
-		return want, nil
+	if !ok {
+		return "", nil
 	}
-	id, known := o.ids[want]
-	learner := false
-	for _, m := range o.members {
-		if m.ID == id {
-			learner = m.IsLearner
-		}
-	}
-	switch {
-	case !known:
-		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.LeaderRequestIgnored), "%s=%q names no member of this cluster; removed", naming.AnnotationMoveLeader, want)
-	case learner:
-		p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.LeaderRequestIgnored), "%s=%q names a learner, which cannot lead; removed", naming.AnnotationMoveLeader, want)
-	case id == o.leaderID:
-		p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.LeaderMoved), "%s leads, as %s asked", want, naming.AnnotationMoveLeader)
+	s := planner.SettleLeaderRequest(want, p.namedEtcd())
+	switch s.Outcome {
+	case planner.RequestStands:
+		return s.Request, nil
+	case planner.RequestFulfilled:
+		p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.LeaderMoved), s.Message)
 	default:
-		return want, nil
+		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.LeaderRequestIgnored), s.Message)
 	}
 	return "", p.dropAnnotation(ctx, naming.AnnotationMoveLeader)
 }
 
+// namedEtcd is what etcd answered, with only the members known by the operator's names (a member of
+// a cluster being taken over is named by etcd alone, and no request can name it); nil without an
+// answer.
+func (p *pass) namedEtcd() *planner.Etcd {
+	o := p.obs
+	if o.etcd == nil {
+		return nil
+	}
+	e := etcdInput(o)
+	e.Members = slices.DeleteFunc(e.Members, func(m planner.EtcdMember) bool { return o.foreign[m.ID] })
+	return e
+}
+
 // settleDefragRequest reads naming.AnnotationDefragment: nil when there is no request, else the
 // members defragmented since it was made (remembered in memory: after an operator restart, members
-// are defragmented again, which costs time, never data). When every member is done, the annotation
-// is removed with an event.
+// are defragmented again, which costs time, never data). When planner.SettleDefragRequest finds
+// every member done, the annotation is removed with an event.
 func (p *pass) settleDefragRequest(ctx context.Context) (map[string]bool, error) {
-	c, o, d := p.c, p.obs, &p.mem.defrag
+	c, d := p.c, &p.mem.defrag
 	v, ok := c.Annotations[naming.AnnotationDefragment]
 	if !ok {
 		d.clear()
 		return nil, nil
 	}
 	done := d.of(v)
-	if o.etcd == nil || len(o.members) == 0 {
+	var e *planner.Etcd
+	if p.obs.etcd != nil {
+		e = etcdInput(p.obs)
+	}
+	s := planner.SettleDefragRequest(v, done, e)
+	if !s.Remove() {
 		return done, nil
 	}
-	for _, m := range o.members {
-		if !done[o.names[m.ID]] {
-			return done, nil
-		}
-	}
-	p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.Defragmented), "every member was defragmented, as %s=%q asked", naming.AnnotationDefragment, v)
+	p.r.Recorder.Event(c, corev1.EventTypeNormal, string(reason.Defragmented), s.Message)
 	d.clear()
 	return nil, p.dropAnnotation(ctx, naming.AnnotationDefragment)
 }

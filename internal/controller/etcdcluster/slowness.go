@@ -28,12 +28,6 @@ const (
 	// maxSlowWindow: readings further apart than this (the operator was away, or lost sight of etcd)
 	// describe nothing current; they only become the next baseline.
 	maxSlowWindow = maxObservationGap
-	// slowWindowsToReport consecutive slow windows make a member slow: one window's p99 rests on the
-	// few slowest of some hundred writes, and one stall of a shared disk should not be reported.
-	slowWindowsToReport = 2
-	// slowWindowsToClear consecutive windows that are not slow clear a reported member: a slow disk's
-	// p99 over one window rests on its few slowest fsyncs and may dip under the threshold now and then.
-	slowWindowsToClear = 2
 )
 
 // diskReadings is one reading of every member's disk histograms, kept in the cluster's memory as the
@@ -45,15 +39,15 @@ type diskReadings struct {
 
 // observeSlowness, called once etcd answered, reads the disk histograms of every member that answered,
 // at most once per slowWindow, and judges the window since the baseline reading (planner.SlowMembers)
-// once it holds enough samples (fullSlowWindow); a member slow on slowWindowsToReport windows in a row
-// is slow until slowWindowsToClear windows in a row are not. Until the next judged window the last
-// verdict stands. A member without a window this time, because it did not answer, could not be read
-// now or at the baseline, or is reported failing, keeps its verdict and streak: a failed read is no
-// evidence that its disk recovered, and a member frozen by its disk most of the time fails reads now
-// and then, which cleared its verdict and so restarted slowMemberReplacement.after's clock, over and
-// over (an e2e run saw it reported twice in 2.5 minutes and never replaced). A restarted member's
-// histograms start again and its verdict with them: a new process is new evidence. read is
-// etcdclient.ReadDiskLatency outside tests.
+// once it holds enough samples (fullSlowWindow); a member slow on planner.SlowWindowsToReport windows
+// in a row is slow until planner.SlowWindowsToClear windows in a row are not (planner.FoldSlowWindows).
+// Until the next judged window the last verdict stands. A member without a window this time, because
+// it did not answer, could not be read now or at the baseline, or is reported failing, keeps its
+// verdict and streak: a failed read is no evidence that its disk recovered, and a member frozen by its
+// disk most of the time fails reads now and then, which cleared its verdict and so restarted
+// slowMemberReplacement.after's clock, over and over (an e2e run saw it reported twice in 2.5 minutes
+// and never replaced). A restarted member's histograms start again and its verdict with them: a new
+// process is new evidence. read is etcdclient.ReadDiskLatency outside tests.
 func (p *pass) observeSlowness(ctx context.Context, o *observation, read func(context.Context, string) (etcdclient.DiskLatency, error)) {
 	h := &p.mem.slowness
 	o.slow = h.slow
@@ -98,36 +92,16 @@ func (h *slowHistory) due(now time.Time) bool {
 	return h.disk == nil || (now.Sub(h.disk.at) >= slowWindow && now.Sub(h.readAt) >= slowWindow)
 }
 
-// judge folds the verdicts on the windows just measured (age long) into the streaks and returns the
-// members now reported slow; a member not judged this time keeps its streak and verdict unless it
-// left or restarted.
+// judge folds the verdicts on the windows just measured (age long) into the streaks
+// (planner.FoldSlowWindows) and returns the members now reported slow.
 func (h *slowHistory) judge(windows []planner.DiskWindow, verdicts map[string]string, o *observation, restarted map[uint64]bool, age time.Duration) map[uint64]string {
-	streaks, slow, judged := map[uint64]int{}, map[uint64]string{}, map[uint64]bool{}
+	judged := map[uint64]string{}
 	for _, w := range windows {
-		id := o.ids[w.Member]
-		judged[id] = true
-		before, reported := h.streaks[id], h.slow[id] != ""
-		if why, ok := verdicts[w.Member]; ok {
-			streaks[id] = max(before, 0) + 1
-			if streaks[id] >= slowWindowsToReport || reported {
-				slow[id] = fmt.Sprintf("%s over the last %s (%d windows in a row)", why, age.Round(time.Second), streaks[id])
-			}
-		} else if reported && before > -(slowWindowsToClear-1) {
-			streaks[id] = min(before, 0) - 1 // counts fast windows of a reported member, which stays reported
-			slow[id] = h.slow[id]
-		}
+		judged[o.ids[w.Member]] = verdicts[w.Member]
 	}
-	for id, streak := range h.streaks { // a reported member always has a streak
-		if o.names[id] == "" || restarted[id] || judged[id] {
-			continue // no longer a member, a new process, or judged now
-		}
-		streaks[id] = streak
-		if why := h.slow[id]; why != "" {
-			slow[id] = why
-		}
-	}
-	h.streaks, h.slow = streaks, slow
-	return slow
+	r := planner.FoldSlowWindows(planner.SlowRecord{Streaks: h.streaks, Slow: h.slow}, judged, o.names, restarted, age)
+	h.streaks, h.slow = r.Streaks, r.Slow
+	return h.slow
 }
 
 // diskWindows is what happened between two readings, per member read both times and not restarted;
@@ -174,30 +148,25 @@ func seconds(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-// trackSlowness keeps, per member, since when it has been slow (status.members[].slowSince), before
-// the decision that may replace it, and announces a member found slow with a Warning event. The clock
-// restarts only when the member is judged not slow, restarted, or left: a pass whose member list
-// failed sees no member at all, which says nothing of anyone's disk, so it changes nothing; a member
-// is forgotten only when a member list that answered leaves it out.
+// trackSlowness applies planner.SlowStreaks to status.members[].slowSince, before the decision that
+// may replace a member, and announces a member found slow with a Warning event.
 func (p *pass) trackSlowness() {
 	c, o := p.c, p.obs
-	if o.etcd == nil {
-		return
-	}
-	for i := range c.Status.Members {
-		ms := &c.Status.Members[i]
-		id, inEtcd := o.ids[ms.Name]
-		why := ""
-		if inEtcd {
-			why = o.slow[id]
+	slow := map[string]string{} // the verdicts of the members in etcd's list, by their names
+	for name, id := range o.ids {
+		if why := o.slow[id]; why != "" {
+			slow[name] = why
 		}
+	}
+	for i, s := range planner.SlowStreaks(knownMembers(c), slow, o.etcd != nil, p.now) {
+		ms := &c.Status.Members[i]
 		switch {
-		case why == "":
+		case s.Since == nil:
 			ms.SlowSince = nil
-		case ms.SlowSince == nil:
-			t := metav1.NewTime(p.now)
+		case s.Began:
+			t := metav1.NewTime(*s.Since)
 			ms.SlowSince = &t
-			p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.MemberSlow), "%s is slow: %s; %s", ms.Name, why, slowPolicyText(c, p.now))
+			p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.MemberSlow), "%s is slow: %s; %s", ms.Name, slow[ms.Name], slowPolicyText(c, p.now))
 		}
 	}
 }

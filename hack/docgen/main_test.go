@@ -149,9 +149,9 @@ const (
 	Stuck Reason = "Stuck"
 )
 var Stops = map[Reason]Stop{
-	Halted: {Condition: v1.ConditionDegraded},
-	Stuck:  {Condition: v1.ConditionNone},
-	Gone:   {Condition: v1.ConditionDegraded},
+	Halted: {Condition: "Degraded"},
+	Stuck:  {Condition: "None"},
+	Gone:   {Condition: "Degraded"},
 }
 `)
 	write("internal/planner/p.go", `package planner
@@ -163,7 +163,7 @@ func stuck() Action { return Action{Reason: reason.Stuck} }
 		t.Fatal(err)
 	}
 	want := []string{
-		"reason.Stuck stops on ConditionNone, which is no condition type",
+		"reason.Stuck stops on None, which is no condition type",
 		"a table of stops names Gone, which is no reason constant of internal/reason/cluster.go",
 	}
 	if !slices.Equal(problems, want) {

@@ -104,12 +104,14 @@ func readStops(gd *ast.GenDecl, kind string) ([]stopDoc, error) {
 				if val, ok := kv.Value.(*ast.CompositeLit); ok {
 					for _, f := range val.Elts {
 						if fkv, ok := f.(*ast.KeyValueExpr); ok && selectorName(fkv.Key) == "Condition" {
-							cond = selectorName(fkv.Value)
+							if lit, ok := fkv.Value.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+								cond, _ = strconv.Unquote(lit.Value)
+							}
 						}
 					}
 				}
 				if cond == "" {
-					return nil, fmt.Errorf("reason.%s: %s: name the condition (Stop{Condition: v1alpha1.Condition…})", vs.Names[i].Name, key.Name)
+					return nil, fmt.Errorf("reason.%s: %s: name the condition (Stop{Condition: \"Ready\"}, the value of a condition type)", vs.Names[i].Name, key.Name)
 				}
 				out = append(out, stopDoc{Reason: key.Name, Condition: cond, Kind: kind})
 			}

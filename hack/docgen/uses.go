@@ -231,8 +231,12 @@ func (u *uses) addStops(stops []stopDoc, reasons []reasonDoc, conds map[string]c
 		declared[r.Name] = true
 	}
 	var problems []string
+	byValue := map[string]conditionType{}
+	for _, c := range conds {
+		byValue[c.Value] = c
+	}
 	for _, s := range stops {
-		c, ok := conds[s.Condition]
+		c, ok := byValue[s.Condition]
 		switch {
 		case !declared[s.Reason]:
 			problems = append(problems, fmt.Sprintf("a table of stops names %s, which is no reason constant of internal/reason/%s.go", s.Reason, s.Kind))

@@ -1,7 +1,5 @@
 package reason
 
-import etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
-
 // EtcdCluster: placement (condition Spread).
 const (
 	// MembersOnSeparateNodes: every member's pod runs on a node of its own, so losing a node loses one member.
@@ -246,9 +244,9 @@ const (
 // MigrationStops are the reasons a take-over halts at: Migrated=False, with a Warning event when the
 // condition arrives at one.
 var MigrationStops = map[Reason]Stop{
-	MigrationRefused:           {Condition: etcdv1alpha1.ConditionMigrated},
-	MigrationSourceUnreachable: {Condition: etcdv1alpha1.ConditionMigrated},
-	MigrationStopped:           {Condition: etcdv1alpha1.ConditionMigrated},
+	MigrationRefused:           {Condition: "Migrated"},
+	MigrationSourceUnreachable: {Condition: "Migrated"},
+	MigrationStopped:           {Condition: "Migrated"},
 }
 
 // EtcdCluster: events only.

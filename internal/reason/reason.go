@@ -13,7 +13,10 @@ type Reason string
 // it, not on every pass. A kind's stops are tables of its file (map[Reason]Stop), which the
 // controller looks the planner's reason up in, and from which hack/docgen says where each shows up.
 type Stop struct {
-	// Condition is the condition type the reason holds False.
+	// Condition is the condition type the reason holds False: the value of one of the API's
+	// Condition… constants, spelled out, since this package imports no API package (the worker
+	// reports reasons of its own and links no Kubernetes code; cmd/worker's test holds it to that).
+	// hack/docgen checks the value against the API's condition types.
 	Condition string
 }
 

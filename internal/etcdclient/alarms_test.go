@@ -155,7 +155,7 @@ func TestAlarmsOfARemovedMemberStayUntilDisarmed(t *testing.T) {
 		}
 	}
 	ms[2].Stop()
-	if err := c.Remove(ctx, gone.ID, ms[2].ClientURL); err != nil {
+	if err := c.Remove(ctx, gone.ID); err != nil {
 		t.Fatal(err)
 	}
 	alarms, err := c.Alarms(ctx)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -376,24 +375,14 @@ func (c *Client) Promote(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// Remove removes member id, never asking it at endpoint, its own ("" if it has none): a member asked
-// to remove itself applies the change and stops, and about half the time its answer is lost with it
-// ("server stopped"), so the removal is made while the caller is told it failed. Callers check the
-// member list first: with strict reconfiguration checks, etcd answers a remove of an absent member
-// with "unhealthy cluster", not "not found".
-func (c *Client) Remove(ctx context.Context, id uint64, endpoint string) error {
-	via, err := c.without(endpoint)
-	if err != nil {
-		return fmt.Errorf("remove member %x: %w", id, err)
-	}
-	if via != c {
-		defer func() { _ = via.Close() }()
-	}
+// Remove removes a member. Callers check the member list first: with strict reconfiguration
+// checks, etcd answers a remove of an absent member with "unhealthy cluster", not "not found".
+func (c *Client) Remove(ctx context.Context, id uint64) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	_, err = via.c.MemberRemove(ctx, id)
+	_, err := c.c.MemberRemove(ctx, id)
 	if unsettled(err) {
-		err = via.atEachMember(err, func(one *clientv3.Client) error {
+		err = c.atEachMember(err, func(one *clientv3.Client) error {
 			_, rerr := one.MemberRemove(ctx, id)
 			return rerr
 		})
@@ -404,15 +393,38 @@ func (c *Client) Remove(ctx context.Context, id uint64, endpoint string) error {
 	return nil
 }
 
-// without is a client of this one's endpoints but endpoint (same TLS), or this client itself when
-// endpoint is not among them or is the only one; the caller closes a new one.
-func (c *Client) without(endpoint string) (*Client, error) {
-	all := c.c.Endpoints()
-	others := slices.DeleteFunc(slices.Clone(all), func(ep string) bool { return ep == endpoint })
-	if len(others) == len(all) || len(others) == 0 {
-		return c, nil
+// RemoveAt asks the member at endpoint alone to remove member id. Callers never ask the member
+// removed: a member asked to remove itself applies the change and stops, and about half the time its
+// answer is lost with it ("server stopped": 3 of 6 on embedded etcd), so the removal is made while
+// the caller is told it failed. Refused says whether the member refused it under etcd's strict
+// reconfiguration check, when another member may take it.
+func (c *Client) RemoveAt(ctx context.Context, endpoint string, id uint64) error {
+	one, err := c.alone(endpoint)
+	if err != nil {
+		return err
 	}
-	return newClient(others, c.tls, c.guard)
+	defer func() { _ = one.Close() }()
+	// Asked first, so that a removal is never sent to a member of another cluster (ExpectCluster).
+	if _, err := one.Status(ctx, endpoint); err != nil {
+		return fmt.Errorf("remove member %x via %s: %w", id, endpoint, err)
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if _, err := one.c.MemberRemove(ctx, id); err != nil {
+		return fmt.Errorf("remove member %x via %s: %w", id, endpoint, err)
+	}
+	return nil
+}
+
+// Refused says whether err is etcd's strict reconfiguration check refusing a membership change
+// (the member asked holds a peer inactive): nothing was proposed, and another member may accept it.
+func Refused(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if unsettled(err) {
+			return true
+		}
+	}
+	return false
 }
 
 // UpdatePeerURLs replaces the peer URLs of member id: the others dial it at them from then on (in

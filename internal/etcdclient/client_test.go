@@ -3,7 +3,6 @@ package etcdclient
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -105,7 +104,7 @@ func TestMembershipLifecycleOnRealEtcd(t *testing.T) {
 	defer func() { _ = c2.Close() }()
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		err := c2.Remove(ctx, first, "")
+		err := c2.Remove(ctx, first)
 		if err == nil {
 			break
 		}
@@ -223,7 +222,7 @@ func TestMembershipChangeRefusedByOneMemberIsAskedOfTheOthers(t *testing.T) {
 	if err != nil || added.Member == nil || !added.Member.IsLearner {
 		t.Fatalf("addition asked of each member: %+v, %v", added, err)
 	}
-	if err := alone.Remove(ctx, m3.ID, ""); err == nil || !unsettled(errors.Unwrap(err)) {
+	if err := alone.Remove(ctx, m3.ID); err == nil || !Refused(err) {
 		t.Fatalf("the restarted member alone removing m3: %v, want a strict-reconfiguration refusal", err)
 	}
 	if err := c.atEachMember(refused, func(one *clientv3.Client) error { _, rerr := one.MemberRemove(ctx, m3.ID); return rerr }); err != nil {
@@ -242,44 +241,34 @@ func findByName(t *testing.T, ms []Member, name string) Member {
 	return Member{}
 }
 
-// A member asked to remove itself applies the removal and stops, and about half the time its answer
-// is lost ("server stopped"): measured at 3 of 6 on embedded etcd. So the removal is never sent to
-// the member removed, whichever of the client's endpoints is picked first.
-func TestRemovalIsNeverAskedOfTheMemberRemoved(t *testing.T) {
+// A removal is asked of one member alone, never of the member removed (RemoveAt): a member asked
+// to remove itself applies the removal and stops, and about half the time its answer is lost ("server
+// stopped"): measured at 3 of 6 on embedded etcd. A member that is not there is an error, and no refusal.
+func TestRemovalAskedOfAnotherMember(t *testing.T) {
 	ms := etcdtest.StartCluster(t, 3)
 	target := ms[2]
-	c, err := New([]string{target.ClientURL, ms[0].ClientURL}, nil)
+	c, err := New(etcdtest.ClientURLs(ms), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-
-	via, err := c.without(target.ClientURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if eps := via.c.Endpoints(); !slices.Equal(eps, []string{ms[0].ClientURL}) {
-		t.Fatalf("the removal of %s would be asked at %v", target.Name, eps)
-	}
-	_ = via.Close()
-	if same, _ := c.without("http://127.0.0.1:1"); same != c {
-		t.Fatal("an endpoint the client does not have made a new client")
-	}
-
 	ctx := context.Background()
 	list, _, err := c.MemberList(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := findByName(t, list, target.Name).ID
+	if err := c.RemoveAt(ctx, "http://127.0.0.1:1", id); err == nil || Refused(err) {
+		t.Fatalf("removal asked of nobody: %v, want an error that is no refusal", err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
-	// etcd refuses a removal while the leader's view of its peers is fresh ("unhealthy cluster");
-	// any other error fails the test.
-	for err = c.Remove(ctx, id, target.ClientURL); unsettled(errors.Unwrap(err)) && time.Now().Before(deadline); err = c.Remove(ctx, id, target.ClientURL) {
+	// etcd refuses a removal while the asked member's view of its peers is fresh ("unhealthy
+	// cluster"); any other error fails the test.
+	for err = c.RemoveAt(ctx, ms[0].ClientURL, id); Refused(err) && time.Now().Before(deadline); err = c.RemoveAt(ctx, ms[0].ClientURL, id) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	if err != nil {
-		t.Fatalf("removing %s: %v", target.Name, err)
+		t.Fatalf("removing %s through %s: %v", target.Name, ms[0].Name, err)
 	}
 	if list, _, err = c.MemberList(ctx); err != nil || len(list) != 2 {
 		t.Fatalf("after the removal: %+v, %v", list, err)

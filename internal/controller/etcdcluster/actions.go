@@ -319,7 +319,7 @@ func (p *pass) actRemoveMember(ctx context.Context, a planner.Action) error {
 	if err := p.writeStatus(ctx); err != nil {
 		return err
 	}
-	if err := p.obs.etcd.Remove(ctx, a.ID, p.obs.endpoints[a.ID]); err != nil {
+	if err := p.removeMember(ctx, a.ID); err != nil {
 		return err
 	}
 	if p.obs.foreign[a.ID] {
@@ -327,6 +327,24 @@ func (p *pass) actRemoveMember(ctx context.Context, a planner.Action) error {
 	}
 	failpoint.Hit(failpoint.AfterMemberRemove)
 	return p.forget(ctx, name)
+}
+
+// removeMember asks the members of removalEndpoints, one at a time, to remove member id, until one
+// does not refuse it under etcd's strict reconfiguration check (one member's view of its peers can
+// stay stale for good while another's is fresh); any other error may mean the removal was proposed,
+// so it ends the attempt. With no such member answering, the cluster's client asks whichever it reaches.
+func (p *pass) removeMember(ctx context.Context, id uint64) error {
+	vias := p.obs.removalEndpoints(id)
+	if len(vias) == 0 {
+		return p.obs.etcd.Remove(ctx, id)
+	}
+	var err error
+	for _, ep := range vias {
+		if err = p.obs.at(ep).RemoveAt(ctx, ep, id); !etcdclient.Refused(err) {
+			return err
+		}
+	}
+	return err
 }
 
 func (p *pass) actDeleteStrayObject(ctx context.Context, a planner.Action) error {

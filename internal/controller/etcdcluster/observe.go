@@ -378,6 +378,22 @@ func (o *observation) at(ep string) *etcdclient.Client {
 	return o.etcd
 }
 
+// removalEndpoints are where to ask for member id's removal: the leader's endpoint first, then those
+// of the other voting members that answered this pass, never the member's own (etcdclient.RemoveAt).
+func (o *observation) removalEndpoints(id uint64) []string {
+	var out []string
+	if ep := o.endpoints[o.leaderID]; ep != "" && o.leaderID != id {
+		out = append(out, ep)
+	}
+	for _, m := range o.members {
+		_, answered := o.status[m.ID]
+		if ep := o.endpoints[m.ID]; ep != "" && answered && !m.IsLearner && m.ID != id && m.ID != o.leaderID {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
 // observeFailures collects etcd's own evidence against members: errors a member reports of itself,
 // a CORRUPT alarm raised on it, and whether the leader still reaches it over raft. A NOSPACE alarm is
 // cluster-wide (every member reports it) and says nothing about any one member.

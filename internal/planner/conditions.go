@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"time"
 	"strings"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -53,7 +54,18 @@ type Health struct {
 	// PrevDegraded and PrevProgressing are the reasons of those conditions before this pass ("" when
 	// absent): a Warning event is recorded when a reason a human must act on first shows.
 	PrevDegraded, PrevProgressing reason.Reason
+	// WasAvailable: Available was True before this pass. OutOfReachFor is how long the passes have
+	// found the quorum out of reach, counted from the first that did (0 for that one).
+	WasAvailable  bool
+	OutOfReachFor time.Duration
 }
+
+// AvailabilityGrace is how long Available stays True after the passes first find the quorum out of
+// reach: a leader election (a leader's pod stopping hands leadership over, a lost leader waits out
+// the election timeout) leaves the members without a leader for a second or so, in which every
+// linearizable call fails and clients retry; Available flapping with each would say nothing a user can
+// act on. A quorum out of reach for longer is reported on the first pass after the grace.
+const AvailabilityGrace = 5 * time.Second
 
 // Problem is a reason and what it says, for a condition.
 type Problem struct {
@@ -108,6 +120,16 @@ func (h Health) degraded() bool {
 
 // Availability is the Available condition: whether a client of the client Service gets an answer.
 func Availability(h Health) Condition {
+	c := availabilityNow(h)
+	if !c.Status && h.Bootstrapped && h.WasAvailable && h.OutOfReachFor < AvailabilityGrace && (c.Reason == reason.EtcdUnreachable || c.Reason == reason.QuorumLost) {
+		return clusterCondition(etcdv1alpha1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf(
+			"the quorum was in reach until a moment ago (held for up to %s, a leader election's length: %s)", AvailabilityGrace, c.Message))
+	}
+	return c
+}
+
+// availabilityNow is Available as this pass alone sees it.
+func availabilityNow(h Health) Condition {
 	switch {
 	case h.Migrating && h.EtcdAnswered:
 		return clusterCondition(etcdv1alpha1.ConditionAvailable, true, reason.QuorumHealthy, fmt.Sprintf("the cluster being taken over has quorum (%d members, %d of them this EtcdCluster's voting members)", h.EtcdMembers, h.Voters))

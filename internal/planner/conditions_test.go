@@ -3,6 +3,7 @@ package planner
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
@@ -39,6 +40,18 @@ func TestAvailability(t *testing.T) {
 		"nobody answers":          {withHealth(healthy(), func(h *Health) { h.EtcdAnswered, h.EtcdError = false, "context deadline exceeded" }), false, reason.EtcdUnreachable, "no member answers: context deadline exceeded"},
 		"a majority unhealthy":    {withHealth(healthy(), func(h *Health) { h.HealthyVoters = 1 }), false, reason.QuorumLost, "only 1 of 3 voting members healthy"},
 		"no voter":                {withHealth(healthy(), func(h *Health) { h.Voters, h.HealthyVoters = 0, 0 }), false, reason.QuorumLost, "only 0 of 0 voting members healthy"},
+		// A leader election: Available was True, and the quorum has been out of reach for less than the grace.
+		"nobody answers, within the grace": {withHealth(healthy(), func(h *Health) {
+			h.EtcdAnswered, h.EtcdError, h.WasAvailable, h.OutOfReachFor = false, "etcdserver: leader changed", true, 2*time.Second
+		}), true, reason.QuorumHealthy, "the quorum was in reach until a moment ago (held for up to 5s, a leader election's length: no member answers: etcdserver: leader changed)"},
+		"no leader, within the grace": {withHealth(healthy(), func(h *Health) { h.HealthyVoters, h.WasAvailable = 0, true }), true, reason.QuorumHealthy,
+			"the quorum was in reach until a moment ago (held for up to 5s, a leader election's length: only 0 of 3 voting members healthy)"},
+		"nobody answers, past the grace": {withHealth(healthy(), func(h *Health) {
+			h.EtcdAnswered, h.EtcdError, h.WasAvailable, h.OutOfReachFor = false, "context deadline exceeded", true, AvailabilityGrace
+		}), false, reason.EtcdUnreachable, "no member answers: context deadline exceeded"},
+		"nobody answers, not Available before": {withHealth(healthy(), func(h *Health) { h.EtcdAnswered, h.EtcdError = false, "context deadline exceeded" }),
+			false, reason.EtcdUnreachable, "no member answers: context deadline exceeded"},
+		"no pod Ready is not held": {withHealth(healthy(), func(h *Health) { h.ServingVoters, h.WasAvailable = 0, true }), false, reason.NoReadyEndpoint, "3 of 3 voting members healthy, but no member pod is Ready yet: the client Service c-client has no endpoint"},
 	} {
 		got := Availability(tc.h)
 		want := Condition{Type: etcdv1alpha1.ConditionAvailable, Status: tc.status, Reason: tc.why, Message: tc.msg}

@@ -36,6 +36,9 @@ type clusterMemory struct {
 	member, source etcdConn
 	// lastSight is when etcd last answered a pass.
 	lastSight time.Time
+	// outOfReachSince is when the passes first found the quorum out of reach (zero while it is in
+	// reach): Available holds through a leader election (planner.AvailabilityGrace).
+	outOfReachSince time.Time
 	// backoff is how the last actions and passes failed.
 	backoff backoff
 	// slowness is the members' disk history (observeSlowness).

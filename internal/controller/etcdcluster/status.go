@@ -66,7 +66,7 @@ func (p *pass) recordObservation(action planner.Action) {
 	n := p.recordMembers()
 	p.recordCluster(n)
 	h := p.health(n, action)
-	setPlannerCondition(c, planner.Availability(h))
+	setPlannerCondition(c, p.availability(h))
 	if p.recordQuorumLoss(action, h.Quorum()) {
 		cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumLost)
 		h.QuorumLost = &planner.Problem{Why: reason.Reason(cond.Reason), Message: cond.Message}
@@ -225,6 +225,24 @@ func (p *pass) health(n memberCounts, action planner.Action) planner.Health {
 		h.CARotation = &planner.CARotation{Phase: r.Phase, Trigger: r.Trigger}
 	}
 	return h
+}
+
+// availability is the Available condition: the planner's, given since when the passes have found
+// the quorum out of reach (kept in memory) and whether Available was True before (planner.AvailabilityGrace).
+func (p *pass) availability(h planner.Health) planner.Condition {
+	now := planner.Availability(h)
+	if now.Status || p.mem == nil {
+		if p.mem != nil {
+			p.mem.outOfReachSince = time.Time{}
+		}
+		return now
+	}
+	if p.mem.outOfReachSince.IsZero() {
+		p.mem.outOfReachSince = p.now
+	}
+	h.WasAvailable = meta.IsStatusConditionTrue(p.c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+	h.OutOfReachFor = p.now.Sub(p.mem.outOfReachSince)
+	return planner.Availability(h)
 }
 
 // conditionReason is the reason of the cluster's condition of type typ, "" when it has none.

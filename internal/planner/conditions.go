@@ -2,8 +2,8 @@ package planner
 
 import (
 	"fmt"
-	"time"
 	"strings"
+	"time"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"

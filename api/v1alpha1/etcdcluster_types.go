@@ -763,7 +763,7 @@ const (
 
 // Condition types of an EtcdCluster.
 const (
-	// ConditionAvailable is True while a majority of the voting members is healthy: clients can read and write.
+	// ConditionAvailable is True while a majority of the voting members is healthy: clients can read and write. It stays True through a leader election (up to 5 s with no member answering).
 	ConditionAvailable = "Available"
 	// ConditionProgressing is True while the operator is taking steps (the reason names the step), False when
 	// there is nothing to do or it cannot go on until the spec changes (Paused, UpgradeFailed, VersionChangeRefused).

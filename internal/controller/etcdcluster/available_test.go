@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,32 @@ func TestFailingStepIsDegraded(t *testing.T) {
 	p.reportFailingStep(key, a)
 	if got := degraded(); got.Status != metav1.ConditionFalse {
 		t.Fatalf("Degraded %+v after the step succeeded", got)
+	}
+}
+
+// A pass that finds no member answering right after Available was True (a leader election) keeps it
+// True for planner.AvailabilityGrace, counted in the cluster's memory from the first such pass; the
+// first pass past it reports EtcdUnreachable.
+func TestAvailableHoldsThroughALeaderElection(t *testing.T) {
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "ns", Generation: 1}}
+	c.Spec.Replicas, c.Spec.Version = 3, "3.6.16"
+	c.Status.Bootstrapped = true
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "QuorumHealthy", Message: "3 of 3"})
+	mem, start := &clusterMemory{}, time.Now()
+	look := func(after time.Duration) *metav1.Condition {
+		t.Helper()
+		o := &observation{etcdErr: errors.New("etcdserver: leader changed"), pods: map[string]*corev1.Pod{}, status: map[uint64]etcdclient.Status{},
+			names: map[uint64]string{}, ids: map[string]uint64{}, failing: map[uint64]string{}}
+		p := &pass{r: &EtcdClusterReconciler{Recorder: record.NewFakeRecorder(100)}, c: c, obs: o, mem: mem, now: start.Add(after)}
+		p.recordObservation(planner.Action{Kind: planner.Wait, Message: "no etcd member answers"})
+		return meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+	}
+	for _, after := range []time.Duration{0, 3 * time.Second} {
+		if av := look(after); av.Status != metav1.ConditionTrue || !strings.Contains(av.Message, "leader changed") {
+			t.Fatalf("%s into the election: Available %+v, want True, saying what the pass found", after, av)
+		}
+	}
+	if av := look(planner.AvailabilityGrace); av.Status != metav1.ConditionFalse || av.Reason != "EtcdUnreachable" {
+		t.Fatalf("past the grace: Available %+v, want False EtcdUnreachable", av)
 	}
 }

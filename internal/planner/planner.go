@@ -238,19 +238,21 @@ type Input struct {
 type Kind string
 
 const (
-	None              Kind = "None"
-	Wait              Kind = "Wait"
-	InitBootstrap     Kind = "InitBootstrap"
-	CreateMembers     Kind = "CreateMembers" // PVC + pod for each of Members (bootstrap: all at once)
-	MarkBootstrapped  Kind = "MarkBootstrapped"
-	AddLearner        Kind = "AddLearner"
-	FinishAdd         Kind = "FinishAdd"
-	Promote           Kind = "Promote"
-	MoveLeader        Kind = "MoveLeader"
-	RemoveMember      Kind = "RemoveMember"
-	FinishRemove      Kind = "FinishRemove"
-	DeletePod         Kind = "DeletePod"
-	ForgetMember      Kind = "ForgetMember" // drop a never-added member from status and delete its objects
+	None             Kind = "None"
+	Wait             Kind = "Wait"
+	InitBootstrap    Kind = "InitBootstrap"
+	CreateMembers    Kind = "CreateMembers" // PVC + pod for each of Members (bootstrap: all at once)
+	MarkBootstrapped Kind = "MarkBootstrapped"
+	AddLearner       Kind = "AddLearner"
+	FinishAdd        Kind = "FinishAdd"
+	Promote          Kind = "Promote"
+	MoveLeader       Kind = "MoveLeader"
+	RemoveMember     Kind = "RemoveMember"
+	FinishRemove     Kind = "FinishRemove"
+	DeletePod        Kind = "DeletePod"
+	ForgetMember     Kind = "ForgetMember" // drop a never-added member from status and delete its objects
+	// DropPending clears a recorded removal that can no longer be made safely.
+	DropPending       Kind = "DropPending"
 	DeleteStrayObject Kind = "DeleteStrayObject"
 	// RollMember deletes a member's pod so that it is recreated, on its volume, at another version.
 	RollMember Kind = "RollMember"
@@ -369,6 +371,13 @@ func resumePending(in Input) Action {
 		if found {
 			return Action{Kind: FinishAdd, Members: []string{p.Member}, ID: m.ID, Reason: reason.MemberAdded, Message: fmt.Sprintf("learner %s is in the member list", p.Member)}
 		}
+		if down := failingVoter(in.Etcd.Members); down != nil {
+			// etcd accepts no addition while a voter is down (its strict reconfiguration check wants
+			// every voter connected), and the down voter's replacement waits behind the addition: the
+			// addition, never made, is dropped, and planned again from what etcd reports.
+			return Action{Kind: ForgetMember, Members: []string{p.Member}, Reason: reason.MembershipChangeDropped, Message: fmt.Sprintf(
+				"etcd accepts no member addition while voting member %s is failing (%s): the recorded addition of %s, never made, is dropped", down.Name, down.Failing, p.Member)}
+		}
 		why, msg := reason.AddingMember, fmt.Sprintf("adding %s as a learner", p.Member)
 		if p.Reason != "" {
 			why, msg = p.Reason, retried(p.Message, " (retrying the recorded addition)")
@@ -376,6 +385,12 @@ func resumePending(in Input) Action {
 		return Action{Kind: AddLearner, Members: []string{p.Member}, Reason: why, Message: msg}
 	default: // RemoveMember
 		if found {
+			if _, safe := safeRemoval(in, m, "", ""); !safe {
+				// Recorded while the others were healthy; made now, it would leave fewer healthy voters
+				// than a quorum. Dropped, it is planned again should it still be needed once it is safe.
+				return Action{Kind: DropPending, Members: []string{p.Member}, Reason: reason.MembershipChangeDropped, Message: fmt.Sprintf(
+					"removing %s now would leave fewer healthy voting members than a quorum (%s): the recorded removal is dropped", p.Member, unhealthyNames(in.Etcd.Members))}
+			}
 			why, msg := reason.RemovingMember, fmt.Sprintf("removing member %s", p.Member)
 			if p.Reason != "" {
 				why, msg = p.Reason, retried(p.Message, " (retrying the recorded removal)")
@@ -730,6 +745,16 @@ func countRoles(ms []EtcdMember) (voters, learners int) {
 		}
 	}
 	return voters, learners
+}
+
+// failingVoter is a voting member etcd reports failing, nil when there is none.
+func failingVoter(ms []EtcdMember) *EtcdMember {
+	for i := range ms {
+		if !ms[i].Learner && ms[i].Failing != "" {
+			return &ms[i]
+		}
+	}
+	return nil
 }
 
 func allHealthy(ms []EtcdMember) bool {

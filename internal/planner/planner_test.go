@@ -274,6 +274,34 @@ func TestDecide(t *testing.T) {
 			in.Pending = &Pending{Type: "AddMember", Member: "c-3", Reason: reason.ScalingUp, Message: "scaling 3 -> 4: adding learner c-3"}
 			in.Known = append(in.Known, KnownMember{Name: "c-3"})
 		}), kind: AddLearner, members: []string{"c-3"}, reason: "ScalingUp"},
+		{name: "an addition recorded before a voter failed is dropped: etcd accepts none, and the voter's replacement waits behind it", in: with(healthyCluster(3), func(in *Input) {
+			in.Pending = &Pending{Type: "AddMember", Member: "c-3", Reason: reason.RebalancingZones, Message: "zone a holds 2 members and zone c 0: adding learner c-3"}
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+			failing(in, 1, ago(time.Second))
+		}), kind: ForgetMember, members: []string{"c-3"}, reason: "MembershipChangeDropped"},
+		{name: "an addition already made is finished, a voter failing or not", in: with(healthyCluster(3), func(in *Input) {
+			in.Pending = &Pending{Type: "AddMember", Member: "c-3"}
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 4, Name: "c-3", Learner: true})
+			failing(in, 1, ago(time.Second))
+		}), kind: FinishAdd, members: []string{"c-3"}, id: 4},
+		{name: "a member only the operator cannot reach drops no recorded addition", in: with(healthyCluster(3), func(in *Input) {
+			in.Pending = &Pending{Type: "AddMember", Member: "c-3"}
+			in.Known = append(in.Known, KnownMember{Name: "c-3"})
+			member(in, "c-1").Healthy = false
+		}), kind: AddLearner, members: []string{"c-3"}},
+		{name: "a removal that would now leave fewer healthy voters than a quorum is dropped", in: with(healthyCluster(3), func(in *Input) {
+			in.Pending = &Pending{Type: "RemoveMember", Member: "c-2", ID: 3, Reason: reason.ScalingDown, Message: "scaling 3 -> 2: removing c-2"}
+			failing(in, 1, ago(time.Second))
+		}), kind: DropPending, members: []string{"c-2"}, reason: "MembershipChangeDropped"},
+		{name: "the recorded removal of the failing member itself goes on", in: with(healthyCluster(3), func(in *Input) {
+			in.Pending = &Pending{Type: "RemoveMember", Member: "c-2", ID: 3, Reason: reason.MemberUnhealthy, Message: "c-2 has been failing; replacing it"}
+			failing(in, 2, ago(time.Hour))
+		}), kind: RemoveMember, members: []string{"c-2"}, id: 3, reason: "MemberUnhealthy"},
+		{name: "a removal made safe again by a fourth voter goes on with one failing", in: with(healthyCluster(4), func(in *Input) {
+			in.Pending = &Pending{Type: "RemoveMember", Member: "c-3", ID: 4, Reason: reason.RebalancingZones, Message: "c-3 votes in zone c: removing c-0"}
+			failing(in, 1, ago(time.Second))
+		}), kind: RemoveMember, members: []string{"c-3"}, id: 4, reason: "RebalancingZones"},
 		{name: "pending operation with etcd silent waits", in: with(healthyCluster(3), func(in *Input) {
 			in.Pending = &Pending{Type: "RemoveMember", Member: "c-2", ID: 3}
 			in.Etcd = nil

@@ -119,6 +119,11 @@ const (
 	UnknownMember Reason = "UnknownMember"
 	// MemberNotInCluster: a member recorded in status was never added to etcd; its pod and volume are deleted.
 	MemberNotInCluster Reason = "MemberNotInCluster"
+	// MembershipChangeDropped: a member addition or removal recorded while every member was healthy can no longer
+	// be made (an addition: etcd accepts none while a voting member is failing; a removal: it would leave fewer
+	// healthy voters than a quorum); the record is dropped so that the failing member can be dealt with first, and
+	// the change is planned again from what etcd reports.
+	MembershipChangeDropped Reason = "MembershipChangeDropped"
 	// StrayObject: a pod or PVC with the cluster's labels belongs to no member; it is deleted.
 	StrayObject Reason = "StrayObject"
 	// MemberDataLost: a member's volume is gone, or being deleted while its pod stops (in-memory members:

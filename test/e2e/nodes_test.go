@@ -438,6 +438,15 @@ func waitZonesRebalanced(t *testing.T, c *etcdv1alpha1.EtcdCluster, cl *clientv3
 		fewest, most = min(fewest, voters), max(most, voters)
 	})
 	start := time.Now()
+	// Until the node controller lifts a returning node's taints, its zone would count as no zone at
+	// all, and the zones would look even before any move.
+	framework.WaitFor(t, node+" open to members again", 2*time.Minute, func() error {
+		n := &corev1.Node{}
+		if err := env.K8s.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+			return err
+		}
+		return nodeOpen(n)
+	})
 	framework.WaitFor(t, "one member per zone again ("+node+" back)", rebalanceTimeout, func() error {
 		perZone, err := membersPerZone(c)
 		if err != nil {
@@ -511,11 +520,7 @@ func membersPerZone(c *etcdv1alpha1.EtcdCluster) (map[string]int, error) {
 	perZone, zoneOf := map[string]int{}, map[string]string{}
 	for _, n := range nodes.Items {
 		zoneOf[n.Name] = n.Labels[corev1.LabelTopologyZone]
-		ready := false
-		for _, cond := range n.Status.Conditions {
-			ready = ready || cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue
-		}
-		if ready && !n.Spec.Unschedulable && len(n.Spec.Taints) == 0 {
+		if nodeOpen(&n) == nil {
 			perZone[zoneOf[n.Name]] += 0
 		}
 	}
@@ -525,6 +530,24 @@ func membersPerZone(c *etcdv1alpha1.EtcdCluster) (map[string]int, error) {
 		}
 	}
 	return perZone, nil
+}
+
+// nodeOpen says why members cannot be placed on n, nil when they can: it is Ready, schedulable
+// and untainted.
+func nodeOpen(n *corev1.Node) error {
+	ready := false
+	for _, cond := range n.Status.Conditions {
+		ready = ready || cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue
+	}
+	switch {
+	case !ready:
+		return fmt.Errorf("node %s not Ready", n.Name)
+	case n.Spec.Unschedulable:
+		return fmt.Errorf("node %s cordoned", n.Name)
+	case len(n.Spec.Taints) > 0:
+		return fmt.Errorf("node %s tainted %v", n.Name, n.Spec.Taints)
+	}
+	return nil
 }
 
 // cordon marks node unschedulable (on) or schedulable again, as kubectl cordon/uncordon do.

@@ -74,6 +74,7 @@ var actionHandlers = map[planner.Kind]actionHandler{
 	planner.DeleteStrayObject:    (*pass).actDeleteStrayObject,
 	planner.FinishRemove:         (*pass).actForgetMember,
 	planner.ForgetMember:         (*pass).actForgetMember,
+	planner.DropPending:          (*pass).actDropPending,
 	planner.DeletePod:            (*pass).actDeletePod,
 }
 
@@ -355,6 +356,13 @@ func (p *pass) actForgetMember(ctx context.Context, a planner.Action) error {
 	return p.forget(ctx, a.Members[0])
 }
 
+func (p *pass) actDropPending(ctx context.Context, a planner.Action) error {
+	if pd := p.c.Status.PendingOperation; pd != nil && pd.Member == a.Members[0] {
+		p.c.Status.PendingOperation = nil
+	}
+	return p.writeStatus(ctx)
+}
+
 func (p *pass) actDeletePod(ctx context.Context, a planner.Action) error {
 	if pod := p.obs.pods[a.Members[0]]; pod != nil {
 		return p.deleteObserved(ctx, pod)
@@ -442,6 +450,11 @@ func (p *pass) forget(ctx context.Context, member string) error {
 			p.r.Recorder.Eventf(c, corev1.EventTypeNormal, string(reason.ZonesRebalanced), "%s votes in zone %s and %s is removed: the zone move is over", r.Member, r.Zone, member)
 		}
 		c.Status.PendingOperation = nil
+	}
+	if r := c.Status.ZoneRebalance; r != nil && r.Member == member && r.FinishedAt == nil && r.GaveUpAt == nil {
+		// The move's member is gone before the move ended (its addition was dropped, or its data
+		// lost): the move did not happen, and nothing holds the next one back.
+		c.Status.ZoneRebalance = nil
 	}
 	return p.writeStatus(ctx)
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/failpoint"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
@@ -178,6 +179,29 @@ func bind(t *testing.T, ns, pod, node string) {
 // addition and build demo-3's pod with a required node affinity for zone b. No node of zone b takes
 // the pod (envtest schedules nothing): after 5 minutes the learner is removed, the move is recorded
 // as given up, Spread says so, and no new move starts until the backoff is over.
+// decidePass is one pass of a freshly started operator at now over the embedded members run as pods:
+// the cluster as the API server has it, the nodes as they are, etcd as it answers, and the step the
+// planner decides for spec.replicas = replicas.
+func decidePass(ctx context.Context, t *testing.T, r *EtcdClusterReconciler, c *etcdv1alpha1.EtcdCluster, cl *etcdclient.Client,
+	pods map[string]*corev1.Pod, now time.Time, replicas int32) (*pass, planner.Action) {
+	t.Helper()
+	cur := operatortest.Get(t, c)
+	cur.Spec.Maintenance.Paused = false // as the pass sees it; the manager still leaves the object alone
+	p := &pass{r: r, c: cur, orig: cur.DeepCopy(), now: now, mem: &clusterMemory{}}
+	o := observeMembers(ctx, t, p, cl, pods)
+	p.observeNodes(ctx, o)
+	in := memberPlannerInput(p)
+	in.Replicas = replicas
+	in.Known, in.NextIndex, in.Pending, in.TargetVersion = knownMembers(cur), cur.Status.NextMemberIndex, pendingInput(cur), cur.Spec.Version
+	in.Placement, in.Rebalance = placementInput(cur, o, 0), rebalanceInput(cur)
+	for name, pod := range pods {
+		ps := in.Pods[name]
+		ps.Created, ps.UnscheduledSince = pod.CreationTimestamp.Time, unscheduledSince(pod)
+		in.Pods[name] = ps
+	}
+	return p, planner.Decide(in)
+}
+
 func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 	ctx := context.Background()
 	ns := operatortest.NewNamespace(t)
@@ -204,25 +228,9 @@ func TestZoneRebalanceAddsALearnerThatMustRunInTheReturnedZone(t *testing.T) {
 	rec := record.NewFakeRecorder(100)
 	r := &EtcdClusterReconciler{Client: k8s, Scheme: k8s.Scheme(), Recorder: rec, apiReader: k8s}
 	replicas := int32(3) // spec.replicas as the passes see it
-	// round is one pass of a freshly started operator at now: the cluster as the API server has it,
-	// the nodes as they are, etcd as it answers, and the step the planner decides.
 	round := func(now time.Time) (*pass, planner.Action) {
 		t.Helper()
-		cur := operatortest.Get(t, c)
-		cur.Spec.Maintenance.Paused = false // as the pass sees it; the manager still leaves the object alone
-		p := &pass{r: r, c: cur, orig: cur.DeepCopy(), now: now, mem: &clusterMemory{}}
-		o := observeMembers(ctx, t, p, cl, pods)
-		p.observeNodes(ctx, o)
-		in := memberPlannerInput(p)
-		in.Replicas = replicas
-		in.Known, in.NextIndex, in.Pending, in.TargetVersion = knownMembers(cur), cur.Status.NextMemberIndex, pendingInput(cur), cur.Spec.Version
-		in.Placement, in.Rebalance = placementInput(cur, o, 0), rebalanceInput(cur)
-		for name, pod := range pods {
-			ps := in.Pods[name]
-			ps.Created, ps.UnscheduledSince = pod.CreationTimestamp.Time, unscheduledSince(pod)
-			in.Pods[name] = ps
-		}
-		return p, planner.Decide(in)
+		return decidePass(ctx, t, r, c, cl, pods, now, replicas)
 	}
 	// step takes the step a pass at now decides, which must be of kind, and returns it. A failed step
 	// (a stale view: the manager writes the paused cluster's status too; etcd's not yet; a member

@@ -152,7 +152,15 @@ func StartMembers(t testing.TB, ms []*Member, configure func(*embed.Config)) {
 	n := len(ms)
 	var initial []string
 	for _, m := range ms {
-		m.configure = configure
+		own := m.configure // a member's own (Configure), then the one for all
+		m.configure = func(cfg *embed.Config) {
+			if own != nil {
+				own(cfg)
+			}
+			if configure != nil {
+				configure(cfg)
+			}
+		}
 		initial = append(initial, m.Name+"="+m.PeerURL)
 	}
 	errs := make(chan error, n)

@@ -49,7 +49,7 @@ var dashboardMayBeEmpty = map[string]string{
 // again; a schedule pointed at a missing bucket fires EtcdBackupFailing; then every panel of the shipped
 // dashboard returns data.
 func TestAlertsFireAndDashboardHasData(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 45*time.Second)
 	start := time.Now()
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-alerts-")

@@ -108,7 +108,7 @@ func checkRestored(t *testing.T, c *etcdv1alpha1.EtcdCluster, keys []string, b *
 // wrong credentials fail clearly and write nothing; a minutely schedule keeps 3 of 5 runs and
 // test-restores them; a tampered object is refused before any etcd starts.
 func TestBackupAndRestore(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 320*time.Second)
 	ns := env.NewNamespace(t, "e2e-backup-")
 	env.StartOperator(t, ns, "")
 	ctx := context.Background()

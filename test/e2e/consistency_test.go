@@ -40,7 +40,7 @@ import (
 // Auto-compaction is off: a compaction between the stop and the start would make etcd's initial check
 // skip the comparison (different compactions), and the operator's hash rounds would find it instead.
 func TestDivergedFollowerIsRefusedAndRebuilt(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 55*time.Second)
 	ctx := context.Background()
 	const victimKey, good, bad = "/diverged/victim", "good", "changed-on-disk"
 	ns := env.NewNamespace(t, "e2e-diverged-")
@@ -287,7 +287,7 @@ const identityGID = 4343
 // stay, though replaceFailedMemberAfter (10 s) passes many times over, and B is untouched. Once the
 // address is A's member's again, A is healthy again.
 func TestAnswerFromAnotherClusterIsRefused(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 65*time.Second)
 	plain := func(replaceAfter string) func(*etcdv1alpha1.EtcdCluster) {
 		return func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.TLS.Client, c.Spec.TLS.Peer = etcdv1alpha1.TLSDisabled, etcdv1alpha1.TLSDisabled
@@ -355,7 +355,7 @@ func TestAnswerFromAnotherClusterIsRefused(t *testing.T) {
 // BackupCorrupt), switches the recovery to the previous good backup, says so in an event, and the
 // cluster comes back with the good backup's keys.
 func TestRecoveryPassesOverAFlippedBackup(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 55*time.Second)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-flipped-")
 	op := env.StartOperator(t, ns, "")
@@ -420,7 +420,7 @@ func flipByte(t *testing.T, mio *framework.MinIO, b *etcdv1alpha1.EtcdBackup) {
 // test-restore of the schedule (of the next backup) checks the other backups' bytes too, and marks it
 // corrupt: found within one verification cycle.
 func TestAVerificationCycleFindsAFlippedBackup(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 195*time.Second)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-recheck-")
 	env.StartOperator(t, ns, "")

@@ -28,7 +28,7 @@ func evict(ns, pod string) error {
 // one go (the leader, which hands leadership over as it stops), refuses the next until the evicted
 // member serves again on its volume, then lets the next go. No acknowledged write is lost.
 func TestDrainEvictsOneMemberAtATime(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 20*time.Second)
 	ns := env.NewNamespace(t, "e2e-drain-")
 	env.StartOperator(t, ns, "")
 	c := createWith(t, ns, func(*etcdv1alpha1.EtcdCluster) {})

@@ -21,7 +21,7 @@ const convergeTimeout = 4 * time.Minute
 
 // Create 3 → write 10k keys → delete a pod → it comes back as the same member; nothing lost.
 func TestCreateWriteAndPodFailover(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 15*time.Second)
 	c := newCluster(t, "")
 
 	cl := env.EtcdClient(t, c)
@@ -58,7 +58,7 @@ func TestCreateWriteAndPodFailover(t *testing.T) {
 
 // Scale 3 → 5 → 3 while a client writes: every acknowledged write survives.
 func TestScaleUnderWrites(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 50*time.Second)
 	c := newCluster(t, "")
 	cl := env.EtcdClient(t, c)
 	w := framework.StartWriter(cl, "/scale/")
@@ -87,7 +87,7 @@ func TestScaleUnderWrites(t *testing.T) {
 // victim is the leader, the harder case (the chaos suite loses followers): the operator acts while
 // the leader's pod is still stopping and must let its etcd hand leadership over first.
 func TestLostVolumeIsReplacedByANewMember(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 15*time.Second)
 	c := newCluster(t, "")
 	cl := env.EtcdClient(t, c)
 	keys := framework.PutKeys(t, cl, "/replace/", 1000)
@@ -129,7 +129,7 @@ func TestLostVolumeIsReplacedByANewMember(t *testing.T) {
 // With the operator stopped, etcd keeps serving; a restarted operator adopts the cluster without
 // restarting any member.
 func TestOperatorDownEtcdServesAndRestartAdopts(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 55*time.Second)
 	ns := env.NewNamespace(t, "e2e-")
 	op := env.StartOperator(t, ns, "")
 	c := env.CreateCluster(t, ns, 3, "")
@@ -185,7 +185,7 @@ func TestCrashAtEveryFailpointConverges(t *testing.T) {
 		{failpoint.AfterMemberRemove, 3, 1},
 	} {
 		t.Run(tc.failpoint, func(t *testing.T) {
-			t.Parallel()
+			framework.Parallel(t, 35*time.Second)
 			ns := env.NewNamespace(t, "e2e-")
 			op := env.StartOperator(t, ns, "")
 			c := env.CreateCluster(t, ns, tc.from, "")

@@ -484,7 +484,7 @@ func TestMigrateFromStatefulSet(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			framework.Parallel(t, 125*time.Second)
 			migrateUnderWriter(t, tc.start, tc.tls, tc.adopt)
 		})
 	}
@@ -732,7 +732,7 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 	for _, tc := range cases {
 		fp := tc.fp
 		t.Run(fp, func(t *testing.T) {
-			t.Parallel()
+			framework.Parallel(t, 65*time.Second)
 			ns := env.NewNamespace(t, "e2e-migrate-")
 			old := startOldEtcd(t, ns, 3)
 			oldEps, _ := old.endpoints()
@@ -773,7 +773,7 @@ func TestMigrationCrashAtEveryFailpointConverges(t *testing.T) {
 
 // The old side loses quorum mid-migration: the operator stops, says so, and removes no member.
 func TestMigrationStopsWhenTheSourceLosesQuorum(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 75*time.Second)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-migrate-")
 	old := startOldEtcd(t, ns, 3)

@@ -68,7 +68,7 @@ func idlePod(t *testing.T, ns, name string, labels map[string]string) string {
 // With spec.networkPolicy.enabled=false the policy goes and the same connections open: the refusals
 // came from the policy.
 func TestNetworkPolicyEnforced(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 20*time.Second)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-netpol-")
 	other := env.NewNamespace(t, "e2e-netpol-other-")
@@ -184,7 +184,7 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 // etcd's metrics; a pod of another namespace cannot connect; the port is not on the member's loopback;
 // the probes keep the member Ready without a restart.
 func TestMetricsOnlyFromTheMonitoringNamespace(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 10*time.Second)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-metrics-")
 	mon := env.NewNamespace(t, "e2e-metrics-mon-")

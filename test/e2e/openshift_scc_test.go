@@ -187,7 +187,7 @@ func sccNamespace(t *testing.T) string {
 // PVC through a Job and restores into a new cluster through the restore init containers, all under
 // those IDs.
 func TestRestrictedV2SCC(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 85*time.Second)
 	ctx := context.Background()
 	ns := sccNamespace(t)
 	env.StartOperator(t, ns, "", "POD_IDS=platform")

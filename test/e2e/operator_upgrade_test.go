@@ -42,7 +42,7 @@ func restartCounts(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]int32 {
 // without restarting any etcd pod. A later spec change that needs new pods is rolled one member at
 // a time under a writer, with nothing lost.
 func TestOperatorUpgradeAdoptsWithoutRestarts(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 65*time.Second)
 	commit := previousRelease
 	if v := os.Getenv("E2E_PREVIOUS_RELEASE"); v != "" {
 		commit = v

@@ -75,7 +75,7 @@ func follower(t *testing.T, c *etcdv1alpha1.EtcdCluster) (name, ip string) {
 // it, so nothing is removed. Then the member itself is cut off from its peers: etcd reports it
 // failing, and only then is it replaced, without losing a key.
 func TestOutageSemanticsNoRemovalWithoutEtcdEvidence(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 155*time.Second)
 	const replaceAfter = 20 * time.Second
 	ns := env.NewNamespace(t, "e2e-outage-")
 	env.StartOperatorInGroup(t, ns, operatorGID)

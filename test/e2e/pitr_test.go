@@ -85,7 +85,7 @@ func sameKeyspace(got, want map[string]string) error {
 // source loses quorum for good (two volumes gone): its FromBackup recovery replays the archive onto the
 // backup, and the rebuilt cluster holds exactly what it held before the loss.
 func TestPointInTimeRestore(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 140*time.Second)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-pitr-")
 	op := env.StartOperator(t, ns, "")

@@ -40,7 +40,7 @@ func kubectlEtcd(t *testing.T, ns string) func(args ...string) (string, error) {
 // screen — members with their roles and health, the leader, the conditions, the certificates —
 // and `pause`/`resume` round-trip through spec.maintenance.paused.
 func TestKubectlEtcdStatus(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 20*time.Second)
 	c := newCluster(t, "")
 	run := kubectlEtcd(t, c.Namespace)
 	out, err := run("status", c.Name)

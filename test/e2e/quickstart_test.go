@@ -59,7 +59,7 @@ var quickstartOutputs = []struct{ cmd, out *regexp.Regexp }{
 // the page's MinIO at minio.minio.svc and its credentials Secret, which are the user's; scheduled
 // backups to MinIO are backup_test.go's).
 func TestQuickstartPage(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 30*time.Second)
 	raw, err := os.ReadFile(quickstartPage)
 	if err != nil {
 		t.Fatal(err)

@@ -95,7 +95,7 @@ func memberNames(c *etcdv1alpha1.EtcdCluster) []string {
 // after starting the survivor with --force-new-cluster; fresh operators finish the work. Every key
 // acknowledged before the fault is there, and users' client Secret is the same.
 func TestQuorumLossRecoversFromSurvivor(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 55*time.Second)
 	ns := env.NewNamespace(t, "e2e-quorum-")
 	op := env.StartOperator(t, ns, "")
 	c := createWith(t, ns, func(*etcdv1alpha1.EtcdCluster) {})
@@ -148,7 +148,7 @@ func TestQuorumLossRecoversFromSurvivor(t *testing.T) {
 // Policy Manual: the operator only reports, with the command to run, until a human annotates the
 // cluster; then it recovers.
 func TestQuorumLossManualWaitsForTheAnnotation(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 95*time.Second)
 	ns := env.NewNamespace(t, "e2e-quorum-manual-")
 	op := env.StartOperator(t, ns, "")
 	c := createWith(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Maintenance.QuorumLoss = planner.Manual })
@@ -201,7 +201,7 @@ func TestQuorumLossManualWaitsForTheAnnotation(t *testing.T) {
 // compacted, it re-lists, its clients' watches expire and they re-list too. Without the raise its
 // watch would wait, silently, for revision numbers the restored cluster reuses.
 func TestQuorumLossRecoversFromBackup(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 60*time.Second)
 	ns := env.NewNamespace(t, "e2e-quorum-backup-")
 	op := env.StartOperator(t, ns, "")
 	mio := env.DeployMinIO(t, ns, bucket)

@@ -103,7 +103,7 @@ func podLogsWhenDone(t *testing.T, pod *corev1.Pod, timeout time.Duration) strin
 // port as a joining member would; every handshake is refused and the cluster stays healthy.
 // The test ends by showing the secret-leak check (run after every test) catches a planted value.
 func TestClientCertificatesRefusedOnPeerPort(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 20*time.Second)
 	c := newCluster(t, "")
 	ctx := context.Background()
 	// TLS alone must refuse them: without the NetworkPolicy, which would reset the connection first.
@@ -242,7 +242,7 @@ func annotate(t *testing.T, c *etcdv1alpha1.EtcdCluster, key, value string) {
 // phases, each recorded, with every member restarted once per phase; afterwards only the new CA is
 // trusted and every member serves a certificate of it. No acknowledged write is lost.
 func TestCertificateRenewalAndCARotationUnderWrites(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 80*time.Second)
 	c := newCluster(t, "")
 	ctx := context.Background()
 	cl := env.MountedSecretClient(t, c)

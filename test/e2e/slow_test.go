@@ -30,7 +30,7 @@ import (
 // finishes. after is the CRD's least (30 s): detection takes two 25 s windows, replacement about after
 // more, so the test takes about 3 minutes; the product's windows and thresholds are the shipped ones.
 func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 145*time.Second)
 	const after = 30 * time.Second
 	ns := env.NewNamespace(t, "e2e-slow-")
 	crashing := env.StartOperator(t, ns, "afterMemberRemove")

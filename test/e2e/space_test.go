@@ -38,7 +38,7 @@ func largestDB(cl *clientv3.Client) (int64, error) {
 // deleted: once etcd's own compaction freed their pages, the defragmentation policy shrinks every
 // member's file while a writer runs, without a failed write.
 func TestFullDatabaseClearedAndFragmentationDefragmented(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 140*time.Second)
 	ns := env.NewNamespace(t, "e2e-space-")
 	env.StartOperator(t, ns, "")
 	minFree := resource.MustParse("4Mi")

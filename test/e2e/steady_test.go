@@ -59,7 +59,7 @@ func apiState(t *testing.T, ns string) map[string]string {
 // Issue 12 item 10: a healthy cluster under a steady write load costs no API writes: the operator
 // observes etcd every 30 s but writes status, objects and events only when something changed.
 func TestHealthyClusterUnderWriteLoadCausesNoAPIWrites(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 115*time.Second)
 	c := newCluster(t, "")
 	cl := env.EtcdClient(t, c)
 	w := framework.StartWriter(cl, "/steady/")
@@ -88,7 +88,7 @@ func TestHealthyClusterUnderWriteLoadCausesNoAPIWrites(t *testing.T) {
 // member: every member stays healthy (none is replaced), the cluster stays Available, and Degraded
 // says which alarm is raised and what it means.
 func TestNoSpaceAlarmKeepsMembersHealthy(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 95*time.Second)
 	const replaceAfter = 20 * time.Second
 	ns := env.NewNamespace(t, "e2e-nospace-")
 	env.StartOperator(t, ns, "")

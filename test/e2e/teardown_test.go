@@ -26,7 +26,7 @@ import (
 // hand. No Job can start in a namespace being deleted, so the Delete schedule's snapshots stay in
 // the bucket and the operator says where; the Retain schedule's and the one-off's stay by design.
 func TestNamespaceTeardownNeverHangs(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 65*time.Second)
 	ctx := context.Background()
 	// MinIO lives next door: the bucket outlives the namespace, so what stays can be checked.
 	storeNS := env.NewNamespace(t, "e2e-teardown-store-")

@@ -88,7 +88,7 @@ func sameDataAt(t *testing.T, cl *clientv3.Client, endpoints []string) []uint32 
 // 3.6 → 3.7 under a continuous writer: one member at a time, followers first, leader last; no
 // acknowledged write lost, writes acknowledged throughout; every member ends with the same data.
 func TestUpgrade36To37UnderWrites(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 45*time.Second)
 	c := newCluster(t, "3.6.16")
 	cl := env.EtcdClient(t, c)
 	stop := followPods(cl, c)
@@ -247,7 +247,7 @@ func versionChangeUnderWrites(t *testing.T, c *etcdv1alpha1.EtcdCluster, to stri
 // 3.5 → 3.7: the operator steps through 3.6 itself, then makes every member snapshot past the
 // entries etcd 3.5 wrote (etcd 3.7 cannot replay them) before the first 3.7 restart.
 func TestUpgrade35To37StepsThrough36(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 145*time.Second)
 	seen36, sawBarrier := false, false
 	c := versionChangeUnderWrites(t, newCluster(t, "3.5.35"), "3.7.3", 6, func(s etcdv1alpha1.EtcdClusterStatus) {
 		if s.CurrentVersion == "3.6.16" {
@@ -269,7 +269,7 @@ func TestUpgrade35To37StepsThrough36(t *testing.T) {
 // 3.6 → 3.5 through etcd's downgrade API: enable, wait for every member's storage to migrate, then
 // roll the members one at a time.
 func TestDowngrade36To35UnderWrites(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 40*time.Second)
 	c := versionChangeUnderWrites(t, newCluster(t, "3.6.16"), "3.5.35", 3, nil)
 	requireEvent(t, c, "enabling etcd's downgrade to 3.5.0")
 }
@@ -278,7 +278,7 @@ func TestDowngrade36To35UnderWrites(t *testing.T) {
 // spec.maintenance.upgradeTimeout, the upgrade stops with Degraded/UpgradeFailed, no other member is
 // touched, and a new spec.version clears the block.
 func TestFailedUpgradeIsRolledBack(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 55*time.Second)
 	ns := env.NewNamespace(t, "e2e-")
 	env.StartOperator(t, ns, "", "RELATED_IMAGE_ETCD_V3_7_3=localhost/etcd:does-not-exist")
 	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}}

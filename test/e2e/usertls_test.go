@@ -88,7 +88,7 @@ func (is *testIssuer) issue(t *testing.T, cn string, dns []string, lifetime time
 // observing every member healthy, status reports the new expiry, and no acknowledged write is lost.
 // Last, a client certificate of the same CA is refused on every member's peer port.
 func TestUserProvidedCertificatesRenewedUnderWrites(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 125*time.Second)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-")
 	env.StartOperator(t, ns, "")

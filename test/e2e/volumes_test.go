@@ -93,7 +93,7 @@ func growTo(t *testing.T, c *etcdv1alpha1.EtcdCluster, size string) {
 //     derived database quota is then raised and rolled into the members one at a time, Progressing
 //     says ExpandingVolumes while this goes on and something else after, and no acknowledged write is lost.
 func TestVolumeGrowth(t *testing.T) {
-	t.Parallel()
+	framework.Parallel(t, 135*time.Second)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "e2e-volumes-")
 	env.StartOperator(t, ns, "")

@@ -367,7 +367,17 @@ wait_for() { # desc timeout_s cmd...
   log "ready: $desc"
 }
 apiserver_ready() { curl -sf --cacert "$PKI/ca.crt" https://127.0.0.1:6443/readyz; }
-node_ready() { [ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
+# node_ready NAME [SINCE]: Ready by a status the kubelet posted at or after SINCE (date -u +%FT%TZ), which a
+# kubelet does as it starts: a Node kept from an earlier run of the cluster (down.sh keeps etcd's data)
+# still says Ready whether or not its kubelet now runs. Without SINCE, any Ready.
+node_ready() {
+  local s
+  s=$(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}' 2>/dev/null) || return 1
+  [ "${s%% *}" = True ] && [[ ! "${s#* }" < "$2" ]]
+}
+# cri_ready SOCKET: containerd's CRI plugin answers. containerd's own API answers before the plugin has
+# initialised, and a kubelet started in between exits ("server is not initialized yet").
+cri_ready() { crictl --runtime-endpoint "unix://$1" --timeout 2s version >/dev/null 2>&1; }
 
 ###############################################################################
 # 6. images (built FROM nothing by hack/images) -- needs containerd, so inside "start"
@@ -441,11 +451,14 @@ if phase_on start; then
     --authentication-kubeconfig="$PKI/scheduler.kubeconfig" --authorization-kubeconfig="$PKI/scheduler.kubeconfig" \
     --bind-address=127.0.0.1 --leader-elect=false
 
+  wait_for "CRI of containerd" 60 cri_ready "$SOCK"
+  since=""   # a kubelet that runs already posts no new status: its Node's Ready is current
+  is_running kubelet || since=$(date -u +%FT%TZ)
   start_proc kubelet kubelet --config="$STATE/kubelet-config.yaml" --kubeconfig="$PKI/kubelet.kubeconfig" \
     --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" \
     --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki"
   start_proc kube-proxy kube-proxy --config="$STATE/kube-proxy-config.yaml"
-  wait_for "node $NODE_NAME Ready" 180 node_ready
+  wait_for "node $NODE_NAME Ready" 180 node_ready "$NODE_NAME" "$since"
 fi
 
 ###############################################################################
@@ -458,7 +471,6 @@ fi
 # kube-proxy serves every node. Zones: topology.kubernetes.io/zone a, b, c, a, … by node number.
 zone_of() { local z=(a b c); echo "${z[$((($1 - 1) % 3))]}"; }
 node_pod_cidr() { kubectl get node "$1" -o jsonpath='{.spec.podCIDR}' 2>/dev/null | grep .; }
-node_is_ready() { [ "$(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
 if phase_on start; then
   # a cluster brought up with more nodes before: the nodes beyond NODES that no longer run leave the API
   for d in "$STATE"/nodes/[2-9]; do
@@ -484,10 +496,13 @@ if phase_on start && [ "$NODES" -gt 1 ]; then
     for c in /sys/fs/cgroup/*; do [ -L "$c" ] || [ ! -d "$c" ] || mkdir -p "$c/kc-nodes/$k"; done
     start_proc "containerd-$k" containerd --config "$dir/containerd/config.toml"
     wait_for "containerd of $name" 60 ctr -a "$dir/containerd/containerd.sock" version
+    wait_for "CRI of containerd of $name" 60 cri_ready "$dir/containerd/containerd.sock"
     load_images "$dir/containerd/containerd.sock"   # nothing here pulls from a registry
     # A node deleted from the API registers again with another pod CIDR: no sandbox may start on its
     # old network before the new one is written below.
     kubectl get node "$name" >/dev/null 2>&1 || rm -f "$dir"/cni/net.d/*
+    node_since[k]=""
+    is_running "kubelet-$k" || node_since[k]=$(date -u +%FT%TZ)
     start_proc "kubelet-$k" kubelet --config="$dir/kubelet-config.yaml" --kubeconfig="$PKI/kubelet-$k.kubeconfig" \
       --hostname-override="$name" --node-ip="$NODE_IP" --root-dir="$dir/kubelet" --cert-dir="$dir/kubelet/pki" \
       --node-labels="topology.kubernetes.io/zone=$(zone_of "$k")"
@@ -501,7 +516,7 @@ if phase_on start && [ "$NODES" -gt 1 ]; then
     echo "kcbr$k" > "$dir/bridge"
     cni_config "$dir/cni" "kcbr$k" "$cidr" "${cidr%.*}.1"
   done
-  for ((k = 2; k <= NODES; k++)); do wait_for "node $NODE_NAME-$k Ready" 180 node_is_ready "$NODE_NAME-$k"; done
+  for ((k = 2; k <= NODES; k++)); do wait_for "node $NODE_NAME-$k Ready" 180 node_ready "$NODE_NAME-$k" "${node_since[k]}"; done
 fi
 
 ###############################################################################

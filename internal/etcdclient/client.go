@@ -399,19 +399,28 @@ func (c *Client) Remove(ctx context.Context, id uint64) error {
 // the caller is told it failed. Refused says whether the member refused it under etcd's strict
 // reconfiguration check, when another member may take it.
 func (c *Client) RemoveAt(ctx context.Context, endpoint string, id uint64) error {
+	return c.checkedAt(ctx, endpoint, fmt.Sprintf("remove member %x", id), callTimeout, func(ctx context.Context, one *clientv3.Client) error {
+		_, err := one.MemberRemove(ctx, id)
+		return err
+	})
+}
+
+// checkedAt makes call (named what in its errors) with a client of the member at endpoint alone,
+// within timeout, after asking that member its status: a call that must reach one member is never
+// sent to a member of another cluster (ExpectCluster).
+func (c *Client) checkedAt(ctx context.Context, endpoint, what string, timeout time.Duration, call func(context.Context, *clientv3.Client) error) error {
 	one, err := c.alone(endpoint)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = one.Close() }()
-	// Asked first, so that a removal is never sent to a member of another cluster (ExpectCluster).
 	if _, err := one.Status(ctx, endpoint); err != nil {
-		return fmt.Errorf("remove member %x via %s: %w", id, endpoint, err)
+		return fmt.Errorf("%s via %s: %w", what, endpoint, err)
 	}
-	ctx, cancel := withTimeout(ctx)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := one.c.MemberRemove(ctx, id); err != nil {
-		return fmt.Errorf("remove member %x via %s: %w", id, endpoint, err)
+	if err := call(ctx, one.c); err != nil {
+		return fmt.Errorf("%s via %s: %w", what, endpoint, err)
 	}
 	return nil
 }
@@ -639,21 +648,10 @@ func (c *Client) grantAndRevoke(ctx context.Context) error {
 // MoveLeader asks the leader, reachable at leaderEndpoint, to hand leadership to transferee.
 // etcd accepts this request only on the leader, so it is sent to that endpoint alone.
 func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, transferee uint64) error {
-	one, err := c.alone(leaderEndpoint)
-	if err != nil {
+	return c.checkedAt(ctx, leaderEndpoint, fmt.Sprintf("move leader to %x", transferee), 3*callTimeout, func(ctx context.Context, one *clientv3.Client) error {
+		_, err := one.MoveLeader(ctx, transferee)
 		return err
-	}
-	defer func() { _ = one.Close() }()
-	// Asked first, so that a move is never sent to a member of another cluster (ExpectCluster).
-	if _, err := one.Status(ctx, leaderEndpoint); err != nil {
-		return fmt.Errorf("move leader to %x via %s: %w", transferee, leaderEndpoint, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*callTimeout)
-	defer cancel()
-	if _, err := one.c.MoveLeader(ctx, transferee); err != nil {
-		return fmt.Errorf("move leader to %x via %s: %w", transferee, leaderEndpoint, err)
-	}
-	return nil
+	})
 }
 
 // TLSConfig authenticates with cert and verifies servers against roots under serverName, whatever

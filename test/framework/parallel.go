@@ -20,7 +20,16 @@ import (
 // A test whose subtests run in parallel calls t.Parallel itself and takes no slot: its subtests do.
 func Parallel(t *testing.T, alone time.Duration) {
 	t.Parallel()
-	t.Cleanup(slots.acquire(alone)) // first registered, so released last: after the namespace's teardown
+	asked := time.Now()
+	release := slots.acquire(alone)
+	got := time.Now()
+	// First registered, so run last: the slot covers the namespace's teardown. The test's own time is
+	// logged apart from its wait, which go test's duration includes: it is the figure alone is set from.
+	t.Cleanup(func() {
+		release()
+		t.Logf("ran %s in its slot, after waiting %s for one (ordered as %s)",
+			time.Since(got).Round(time.Second), got.Sub(asked).Round(time.Second), alone)
+	})
 }
 
 // gatherWindow is how long the first slots wait for the other tests to arrive, so that the longest

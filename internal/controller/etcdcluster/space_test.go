@@ -114,15 +114,7 @@ func TestNoSpaceClearedWhileLeasesExpireAndKeysAreDeleted(t *testing.T) {
 	for i := range 3 {
 		name, ip := naming.MemberName(c.Name, int32(i)), base+fmt.Sprint(10+i)
 		pods[name] = &corev1.Pod{Status: corev1.PodStatus{PodIP: ip, Phase: corev1.PodRunning}}
-		m := &etcdtest.Member{Name: name, PeerURL: "http://" + loopback.FreeAddr(t), ClientURL: naming.EndpointForIP(ip, false)}
-		// The metrics listener the pods have, where the pass reads the leader's view of its peers.
-		metrics, err := url.Parse(naming.MetricsURL(ip))
-		if err != nil {
-			t.Fatal(err)
-		}
-		metrics.Path = ""
-		m.Configure(func(cfg *embed.Config) { cfg.ListenMetricsUrls = []url.URL{*metrics} })
-		ms = append(ms, m)
+		ms = append(ms, podMember(t, name, ip))
 	}
 	etcdtest.StartMembers(t, ms, func(cfg *embed.Config) { cfg.QuotaBackendBytes = 4 << 20 })
 	cl, err := etcdclient.New(etcdtest.ClientURLs(ms), nil)
@@ -288,15 +280,7 @@ func runningMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodeOf map[string
 			t.Fatal(err)
 		}
 		pods[name] = pod
-		m := &etcdtest.Member{Name: name, PeerURL: "http://" + loopback.FreeAddr(t), ClientURL: naming.EndpointForIP(ip, false)}
-		// The metrics listener the pods have, where the pass reads the leader's view of its peers.
-		metrics, err := url.Parse(naming.MetricsURL(ip))
-		if err != nil {
-			t.Fatal(err)
-		}
-		metrics.Path = ""
-		m.Configure(func(cfg *embed.Config) { cfg.ListenMetricsUrls = []url.URL{*metrics} })
-		ms = append(ms, m)
+		ms = append(ms, podMember(t, name, ip))
 	}
 	operatortest.Eventually(t, "record the members in status", func() error {
 		cur := operatortest.Get(t, c)
@@ -314,6 +298,20 @@ func runningMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodeOf map[string
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 	return pods, ms, cl
+}
+
+// podMember is an embedded member that stands for the pod at ip: clients and metrics on the pod's
+// ports there (the pass reads the leader's view of its peers from its metrics), peers on loopback.
+func podMember(t *testing.T, name, ip string) *etcdtest.Member {
+	t.Helper()
+	m := &etcdtest.Member{Name: name, PeerURL: "http://" + loopback.FreeAddr(t), ClientURL: naming.EndpointForIP(ip, false)}
+	metrics, err := url.Parse(naming.MetricsURL(ip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics.Path = ""
+	m.Configure(func(cfg *embed.Config) { cfg.ListenMetricsUrls = []url.URL{*metrics} })
+	return m
 }
 
 // pausedPlainCluster creates a 3.6.16 cluster in ns without TLS, paused so that the manager leaves it

@@ -21,7 +21,7 @@ import (
 func Parallel(t *testing.T, alone time.Duration) {
 	t.Parallel()
 	asked := time.Now()
-	release := slots.acquire(alone)
+	release := suiteSlots().acquire(alone)
 	got := time.Now()
 	// First registered, so run last: the slot covers the namespace's teardown. The test's own time is
 	// logged apart from its wait, which go test's duration includes: it is the figure alone is set from.
@@ -36,7 +36,9 @@ func Parallel(t *testing.T, alone time.Duration) {
 // of them gets one: every top-level test resumes from t.Parallel within milliseconds of the others.
 const gatherWindow = 2 * time.Second
 
-var slots = newSlotGate(slotCount())
+// suiteSlots is the suite's gate, made at its first use: go test parses -parallel after package
+// initialisation, so a gate made then would not see it.
+var suiteSlots = sync.OnceValue(func() *slotGate { return newSlotGate(slotCount()) })
 
 // slotCount is E2E_PARALLEL, else the value of go test's -parallel.
 func slotCount() int {

@@ -181,7 +181,7 @@ test-netpol-kube-router: ## The same upstream tests with kube-router v2.1.0 enfo
 	CLUSTER_DIR=$(CLUSTER_DIR) hack/netpol-kube-router.sh $(NETPOL_ARGS)
 
 .PHONY: test
-test: ## Everything CI runs (hack/test.sh): generated files; then one lane runs e2e, the bundle check, OLM v0 e2e, scorecard, OLM v1 e2e, the release rehearsal, then on 4 nodes the node faults and chaos; vet, lint, unit and envtest run beside it from the bundle check on.
+test: ## Everything CI runs (hack/test.sh): generated files; then one lane runs e2e, the bundle check, OLM v0 e2e, scorecard, OLM v1 e2e, the release rehearsal, then on 4 nodes the node faults and chaos; vet, lint, unit and envtest run beside it once the bundle check has passed.
 	hack/test.sh
 
 ##@ Bundle (OLM)

@@ -220,7 +220,7 @@ verify-bundle: bundle ## Fail if bundle/ differs from what make bundle renders (
 	@git diff --exit-code -- bundle bundle.Dockerfile config/manager community || { echo "bundle/ is stale: run 'make bundle' and commit" >&2; exit 1; }
 
 .PHONY: bundle-validate
-bundle-validate: $(OPERATOR_SDK) envtest-assets ## Validate bundle/: operator-sdk's suites (operatorframework, operatorhub, community), test/bundle (every operator-framework/api validator, console readiness, images), size under 1 MiB compressed.
+bundle-validate: $(OPERATOR_SDK) envtest-assets opm crane ## Validate bundle/: operator-sdk's suites (operatorframework, operatorhub, community), test/bundle (every operator-framework/api validator, console readiness, images), size under 1 MiB compressed.
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional name=operatorhub
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional name=community --optional-values=index-path=bundle.Dockerfile

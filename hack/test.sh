@@ -26,7 +26,7 @@ cluster=(test-olm scorecard test-olmv1 test-release test-nodes test-chaos)
 
 make --no-print-directory verify-generated || exit
 # the tools both lanes need, built once here so the lanes never build one into the same place at once
-make --no-print-directory envtest-assets etcd-releases minio promtool opm "$repo/bin/golangci-lint" >/dev/null || exit
+make --no-print-directory envtest-assets etcd-releases minio promtool opm crane "$repo/bin/golangci-lint" >/dev/null || exit
 
 if [ "${TEST_LANES:-}" = serial ]; then
   exec make --no-print-directory "${checks[@]}" "${cluster_first[@]}" "${cluster[@]}"

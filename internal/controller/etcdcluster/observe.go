@@ -53,9 +53,6 @@ type observation struct {
 	// unjudged are the members whose evidence could not be gathered this pass (the alarms or the
 	// leader's view of its peers could not be read): not failing here, but not cleared either.
 	unjudged map[uint64]bool
-	// vouched are the members the operator did not hear from this pass that etcd vouches for: the
-	// leader has a raft connection to them and their pod is Ready (see reportedHealthy).
-	vouched map[uint64]bool
 	// slow is etcd's own evidence that a member's disk is much slower than its peers'
 	// (planner.EtcdMember.Slow), by ID: the verdict of the last window (observeSlowness).
 	slow map[uint64]string
@@ -401,7 +398,7 @@ func (o *observation) removalEndpoints(id uint64) []string {
 // a CORRUPT alarm raised on it, and whether the leader still reaches it over raft. A NOSPACE alarm is
 // cluster-wide (every member reports it) and says nothing about any one member.
 func (p *pass) observeFailures(ctx context.Context, o *observation) {
-	o.failing, o.unjudged, o.vouched = map[uint64]string{}, map[uint64]bool{}, map[uint64]bool{}
+	o.failing, o.unjudged = map[uint64]string{}, map[uint64]bool{}
 	alarmed, suspects := false, map[uint64]bool{}
 	for _, m := range o.members {
 		st, answered := o.status[m.ID]
@@ -478,17 +475,6 @@ func (p *pass) askLeaderAbout(ctx context.Context, o *observation, suspects map[
 			o.failing[id] = fmt.Sprintf("the leader %s has no raft connection to it", o.names[o.leaderID])
 		}
 	}
-	for id := range suspects {
-		if _, answered := o.status[id]; !answered && active[id] && servingPod(o.pods[o.names[id]]) {
-			o.vouched[id] = true
-		}
-	}
-}
-
-// servingPod says whether a member's pod is there to stay and Ready: the kubelet's /readyz probe of
-// its etcd passes.
-func servingPod(pod *corev1.Pod) bool {
-	return pod != nil && pod.DeletionTimestamp == nil && podReady(pod)
 }
 
 // cutOff are the suspects the leader has no raft connection to. Only suspects: the leader's count
@@ -590,16 +576,6 @@ func memberNameFromPeerURLs(c *etcdv1alpha1.EtcdCluster, peerURLs []string) stri
 func memberHealthy(o *observation, id uint64) bool {
 	_, answered := o.status[id]
 	return o.etcd != nil && answered && o.failing[id] == ""
-}
-
-// reportedHealthy is the health status shows for a member: healthy as the planner takes it, or,
-// when the operator's own call to it failed, vouched for by etcd (the leader has a raft connection
-// to it, its pod is Ready, and nothing reports it failing). The operator reports on etcd's evidence,
-// not on its own failure to reach a member: a call that timed out on a loaded machine must not show
-// a serving member as down (READY, Degraded, the member health metric). The planner still waits for
-// the member's own answer before any step.
-func reportedHealthy(o *observation, id uint64) bool {
-	return memberHealthy(o, id) || o.etcd != nil && o.vouched[id] && o.failing[id] == ""
 }
 
 // trustEpoch is the CA-rotation epoch pod was built at (planner.PodState.TrustEpoch). A pod of an

@@ -49,7 +49,14 @@ func TestRecordedMembershipChangesAreDroppedWhenAVoterFails(t *testing.T) {
 	}
 
 	// A follower goes; the leader's view of its peers soon says it is cut off.
-	down := followerOf(t, cl, ms)
+	st, err := cl.Status(ctx, ms[0].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ms[2]
+	if st.Leader == uint64(ms[2].Etcd.Server.MemberID()) {
+		down = ms[1]
+	}
 	down.Stop()
 	var p *pass
 	var a planner.Action

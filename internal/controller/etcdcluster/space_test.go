@@ -300,19 +300,6 @@ func runningMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodeOf map[string
 	return pods, ms, cl
 }
 
-// followerOf is a member of ms (three of them) that is not the leader.
-func followerOf(t *testing.T, cl *etcdclient.Client, ms []*etcdtest.Member) *etcdtest.Member {
-	t.Helper()
-	st, err := cl.Status(context.Background(), ms[0].ClientURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Leader == uint64(ms[2].Etcd.Server.MemberID()) {
-		return ms[1]
-	}
-	return ms[2]
-}
-
 // podMember is an embedded member that stands for the pod at ip: clients and metrics on the pod's
 // ports there (the pass reads the leader's view of its peers from its metrics), peers on loopback.
 func podMember(t *testing.T, name, ip string) *etcdtest.Member {

@@ -115,7 +115,7 @@ func (p *pass) recordMembers() memberCounts {
 		ms := &c.Status.Members[i]
 		id, inEtcd := o.ids[ms.Name]
 		st, answered := o.status[id]
-		healthy := inEtcd && reportedHealthy(o, id)
+		healthy := inEtcd && memberHealthy(o, id)
 		ms.PeerURL = resources.MemberPeerURL(c, ms.Name)
 		if u := peerURLs[ms.Name]; u != "" {
 			ms.PeerURL = u // what etcd has: it differs while a take-over moves the peer URLs to TLS

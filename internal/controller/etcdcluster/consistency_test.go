@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -185,23 +184,7 @@ func TestConsistencyRoundDoesNotHoldThePass(t *testing.T) {
 	observeMembers(ctx, t, p, cl, pods)
 
 	silentIP := strings.TrimSuffix(pods[naming.MemberName(c.Name, 2)].Status.PodIP, "12") + "99"
-	silent, err := net.Listen("tcp", net.JoinHostPort(silentIP, fmt.Sprint(naming.ClientPort)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var accepted []net.Conn
-	go func() {
-		for {
-			conn, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			accepted = append(accepted, conn)
-			mu.Unlock()
-		}
-	}()
+	silentListener(t, net.JoinHostPort(silentIP, fmt.Sprint(naming.ClientPort)))
 	moved := p.obs.pods[naming.MemberName(c.Name, 2)].DeepCopy()
 	moved.Status.PodIP = silentIP
 	p.obs.pods[moved.Name] = moved
@@ -220,14 +203,6 @@ func TestConsistencyRoundDoesNotHoldThePass(t *testing.T) {
 		t.Fatalf("a pass during the round: %v, in flight %t", err, st.inFlight())
 	}
 
-	t.Cleanup(func() {
-		_ = silent.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, conn := range accepted {
-			_ = conn.Close()
-		}
-	})
 	select {
 	case <-round.done:
 	case <-time.After(4 * hashBudget(0)):

@@ -7,7 +7,8 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 )
 
-// etcdConn is one etcd client kept across passes, identified by the TLS material it was dialed with
+// etcdConn is one etcd client kept across the passes of a busy cluster (closed after a pass that
+// finds nothing to do: releaseIdleClients), identified by the TLS material it was dialed with
 // (tlsKey: the Secret's UID and resourceVersion, "" for plain text) and the endpoints it spreads
 // calls over. A new identity (a renewed certificate, a rotated CA, a cluster turned to TLS) closes
 // the client and dials anew, as etcd's own clients must; new endpoints alone (member pods come and

@@ -6,6 +6,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/etcdtest"
 )
@@ -73,4 +78,49 @@ func TestEtcdConnRedialsOnlyForANewTLSIdentity(t *testing.T) {
 		t.Fatalf("after close, get dials a new client: same=%v err=%v", cl == prev, err)
 	}
 	conn.close()
+}
+
+// An idle cluster's clients are closed at the end of its pass, unless it is looked at again soon or a
+// consistency round still uses them; a busy pass keeps them.
+func TestIdlePassReleasesTheClients(t *testing.T) {
+	ms := etcdtest.StartCluster(t, 1)
+	urls := etcdtest.ClientURLs(ms)
+	cases := []struct {
+		name     string
+		idle     bool
+		requeue  time.Duration
+		inFlight bool
+		released bool
+	}{
+		{"idle until the idle re-check", true, requeueIdle, false, true},
+		{"idle, an auto-tuning reading due soon", true, 2 * time.Second, false, false},
+		{"idle, a consistency round still running", true, requeueIdle, true, false},
+		{"waiting on etcd", false, requeueBusy, false, false},
+		{"a step taken", false, requeueStep, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{UID: types.UID("idle-release-" + tc.name)}}
+			p := &pass{c: c, mem: &clusterMemory{}, idle: tc.idle}
+			cl, err := p.mem.member.get(urls, nil, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.mem.closeClients()
+			if tc.inFlight {
+				consistencyOf(c).round = &consistencyRound{done: make(chan struct{})}
+			}
+			defer consistencyStates.Delete(c.UID)
+			p.releaseIdleClients(ctrl.Result{RequeueAfter: tc.requeue})
+			if released := p.mem.member.client == nil; released != tc.released {
+				t.Fatalf("released = %v, want %v", released, tc.released)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, _, err = cl.MemberList(ctx)
+			if answered := err == nil; answered == tc.released {
+				t.Fatalf("the client answers = %v after the pass, want %v", answered, !tc.released)
+			}
+		})
+	}
 }

@@ -15,7 +15,7 @@ const maxObservationGap = 2 * time.Minute
 // maxActionBackoff caps the wait before a failed action is tried again.
 const maxActionBackoff = 5 * time.Minute
 
-// memory is the operator's in-process state per EtcdCluster: its etcd clients reused across passes,
+// memory is the operator's in-process state per EtcdCluster: its etcd clients reused across busy passes,
 // when etcd last answered, how often the last actions failed, and the histories that span passes
 // (disk slowness, auto-tuning, a defragment request). Losing it (a restart) only costs new clients,
 // a fresh grace period, a reset backoff and windows measured again.

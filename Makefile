@@ -393,9 +393,9 @@ bench-cache: envtest-assets ## Heap of the operator's cache beside 1,000 unrelat
 # 1-member clusters (HEAP_PROFILE_DIR keeps heap profiles of both steps), then what one connected TLS etcd client
 # holds (bin/etcd on loopback); writes bench/results/operator_heap_kib_per_cluster.json.
 .PHONY: bench-heap
-bench-heap: envtest-assets ## Operator heap per additional EtcdCluster (envtest) and per connected etcd client (bin/etcd).
+bench-heap: envtest-assets ## Operator heap per additional EtcdCluster (envtest), per connected etcd client and per re-dial of one (bin/etcd).
 	BENCH_HEAP=1 BENCH_RESULTS=$(CURDIR)/bench/results go test ./internal/controller/etcdcluster/ -run '^TestOperatorHeapPerCluster$$' -count=1 -v
-	BENCH_HEAP=1 go test ./internal/etcdclient/ -run '^TestClientMemoryPerCluster$$' -count=1 -v
+	BENCH_HEAP=1 go test ./internal/etcdclient/ -run '^(TestClientMemoryPerCluster|TestClientDialCost)$$' -count=1 -v
 
 # The scale curve: one operator with SCALE_STEPS (10,50,100) 1-member EtcdClusters beside 1,000 unrelated Secrets
 # and ConfigMaps; writes bench/results/scale_*.json and the Scale section of BENCHMARKS.md (≈ 15 min to measure, then minutes to delete 100 volumes).

@@ -145,11 +145,24 @@ func (b *bare) createRestoring(t *testing.T, url string) {
 // recreate makes member name's pod again, on its PVC, at image.
 func (b *bare) recreate(t *testing.T, name, image string) {
 	t.Helper()
+	b.recreatePod(t, name, image, true)
+}
+
+// recreatePod is recreate, with the member's probes or without any (probes false): a pod without
+// probes is Ready as soon as its container runs, before etcd serves, as in the official etcd
+// operator's pods.
+func (b *bare) recreatePod(t *testing.T, name, image string, probes bool) {
+	t.Helper()
 	var i int
 	if _, err := fmt.Sscanf(name, "bare-%d", &i); err != nil {
 		t.Fatalf("member name %q: %v", name, err)
 	}
-	if err := k8s.Create(context.Background(), b.pod(i, image)); err != nil {
+	pod := b.pod(i, image)
+	if !probes {
+		etcd := &pod.Spec.Containers[0]
+		etcd.StartupProbe, etcd.LivenessProbe, etcd.ReadinessProbe = nil, nil, nil
+	}
+	if err := k8s.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 }

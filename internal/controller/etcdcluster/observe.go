@@ -313,7 +313,7 @@ func (p *pass) identifyMembers(ctx context.Context, o *observation, given []stri
 // observeStatuses asks each member about itself and finds the leader.
 func (p *pass) observeStatuses(ctx context.Context, o *observation, candidates []etcdCandidate, asks map[uint64]string) {
 	var term uint64
-	statuses := o.statusOfEach(ctx, asks, p.podGoing(o))
+	statuses := o.statusOfEach(ctx, asks, p.podGoing(ctx, o))
 	for _, cand := range candidates {
 		// Asked once each above: an address that answered for another cluster gets no call of this pass.
 		if dropped := cand.cl.DropRefused(); len(dropped) > 0 {
@@ -331,7 +331,7 @@ func (p *pass) observeStatuses(ctx context.Context, o *observation, candidates [
 
 // statusOfEach asks every member of asks (ID → endpoint) about itself, all at once: one that cannot
 // answer (stopping, not yet serving) then costs the pass one call's timeout, not one per member.
-// The call to a member whose pod starts going while it waits (going says so; nil: never) is given up
+// The call to a member whose pod starts going while it waits (going says so) is given up
 // at once: a stopping etcd can hold it for the whole timeout, and the pass that acts on the pod's
 // deletion waits behind this one (a benchmark saw a lost member's removal wait 2 s for it). Members
 // that did not answer are left out.
@@ -343,9 +343,7 @@ func (o *observation) statusOfEach(ctx context.Context, asks map[uint64]string, 
 		wg.Go(func() {
 			callCtx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			if going != nil {
-				go cancelWhen(callCtx, cancel, func() bool { return going(id) })
-			}
+			go cancelWhen(callCtx, cancel, func() bool { return going(id) })
 			st, err := o.at(ep).Status(callCtx, ep)
 			mu.Lock()
 			defer mu.Unlock()
@@ -388,14 +386,14 @@ func cancelWhen(ctx context.Context, cancel context.CancelFunc, cond func() bool
 
 // podGoing says whether the pod the pass saw for member id has since been deleted, is being deleted
 // or was replaced, as the informer cache has it now. An old member of a take-over has no pod of ours.
-func (p *pass) podGoing(o *observation) func(id uint64) bool {
+func (p *pass) podGoing(ctx context.Context, o *observation) func(id uint64) bool {
 	return func(id uint64) bool {
 		seen := o.pods[o.names[id]]
 		if seen == nil || o.foreign[id] {
 			return false
 		}
 		now := &corev1.Pod{}
-		err := p.r.Get(context.Background(), client.ObjectKeyFromObject(seen), now)
+		err := p.r.Get(ctx, client.ObjectKeyFromObject(seen), now)
 		if apierrors.IsNotFound(err) {
 			return true
 		}

@@ -87,7 +87,7 @@ func TestStatusCallGivesUpOnAGoingPod(t *testing.T) {
 			time.AfterFunc(300*time.Millisecond, func() { _ = k8s.Delete(ctx, pod) })
 		}
 		start := time.Now()
-		got := o.statusOfEach(ctx, map[uint64]string{1: ep}, p.podGoing(o))
+		got := o.statusOfEach(ctx, map[uint64]string{1: ep}, p.podGoing(ctx, o))
 		took := time.Since(start)
 		if len(got) != 0 {
 			t.Fatalf("deleted=%t: a silent member answered: %+v", deleted, got)

@@ -2,8 +2,9 @@
 // `backup` (an EtcdBackup's Job), `delete` (retention's Job), `verify` (a schedule's test-restore
 // Job), `restore` (a restoring member's init container), `archive` (the continuous archive's
 // long-lived writer, chain verifier and point-in-time replay: internal/archive), `copy-self`
-// (puts this binary where a container of the etcd image, which has no shell, can run it) and `wait-peers` (starts a joining or
-// re-created member's etcd once a peer admits it: see internal/peerwait).
+// (puts this binary where a container of the etcd image, which has no shell, can run it), `wait-peers` (starts a joining or
+// re-created member's etcd once a peer admits it: see internal/peerwait) and `await-serving` (the etcd container's
+// postStart hook: see internal/startgate).
 //
 // It is a separate binary from the manager so that a backup's memory is the snapshot stream's and
 // not the operator's: without the Kubernetes libraries it is a third of the manager's size, and its
@@ -20,11 +21,12 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/archive"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/peerwait"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/startgate"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: worker backup|restore|delete|verify|archive|copy-self|wait-peers [flags]")
+		fmt.Fprintln(os.Stderr, "usage: worker backup|restore|delete|verify|archive|copy-self|wait-peers|await-serving [flags]")
 		os.Exit(backup.ExitPermanent)
 	}
 	os.Exit(run(os.Args[1], os.Args[2:]))
@@ -63,7 +65,14 @@ func run(name string, args []string) int {
 		err = syscall.Exec(command[0], command, os.Environ()) //nolint:gosec // the pod spec's own command
 		fmt.Fprintf(os.Stderr, "wait-peers: exec %s: %v\n", command[0], err)
 		return backup.ExitPermanent
+	case startgate.Command:
+		if err := startgate.Main(ctx, args, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, startgate.Command+":", err)
+		}
+		// Always 0: the kubelet kills a container whose postStart hook fails, and the gate is never
+		// worth that.
+		return backup.ExitOK
 	}
-	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, verify, archive, copy-self, wait-peers)\n", name)
+	fmt.Fprintf(os.Stderr, "unknown subcommand %q (backup, restore, delete, verify, archive, copy-self, wait-peers, await-serving)\n", name)
 	return backup.ExitPermanent
 }

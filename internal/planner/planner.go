@@ -26,6 +26,9 @@ type PodState struct {
 	Deleting bool
 	// Failed: the pod terminated for good (phase Failed/Succeeded) and must be recreated.
 	Failed bool
+	// ForceDeleted: the pod's deletion asked for no grace period, so only the API's own cleanup
+	// (finalizers) holds it.
+	ForceDeleted bool
 	IP     string
 	// ConfigHash is the configuration the pod was built from; empty for pods of earlier operators.
 	ConfigHash string
@@ -446,9 +449,12 @@ func decideBootstrap(in Input) Action {
 }
 
 func decideRunning(in Input) Action {
-	// Pods that died for good are deleted so they can be recreated on their volume.
+	// Pods that died for good are deleted so they can be recreated on their volume, at once: the
+	// kubelet sets a terminal phase only once none of the pod's containers runs or will run again,
+	// so the name is freed without waiting for the rest of its teardown (the sandbox, the volumes'
+	// unmounts), whether someone already deleted the pod or the pod failed.
 	for _, k := range in.Known {
-		if p := in.Pods[k.Name]; p.Exists && p.Failed && !p.Deleting {
+		if p := in.Pods[k.Name]; p.Exists && p.Failed && !p.ForceDeleted {
 			return Action{Kind: DeletePod, Members: []string{k.Name}, Reason: reason.PodFailed, Message: fmt.Sprintf("pod of %s terminated; recreating it", k.Name)}
 		}
 	}

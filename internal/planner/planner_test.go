@@ -123,6 +123,17 @@ func TestDecide(t *testing.T) {
 		// failover
 		{name: "deleted pod comes back on its volume", in: with(healthyCluster(3), func(in *Input) { in.Pods["c-1"] = PodState{}; member(in, "c-1").Healthy = false }), kind: CreateMembers, members: []string{"c-1"}},
 		{name: "failed pod is deleted to be recreated", in: with(healthyCluster(3), func(in *Input) { in.Pods["c-2"] = PodState{Exists: true, Failed: true} }), kind: DeletePod, members: []string{"c-2"}},
+		{name: "a deleted pod that has terminated is deleted without grace, to free its name", in: with(healthyCluster(3), func(in *Input) {
+			in.Pods["c-2"] = PodState{Exists: true, Failed: true, Deleting: true}
+		}), kind: DeletePod, members: []string{"c-2"}},
+		{name: "a deleted pod whose containers may still run is waited for", in: with(healthyCluster(3), func(in *Input) {
+			in.Pods["c-2"] = PodState{Exists: true, Deleting: true}
+			member(in, "c-2").Healthy = false
+		}), kind: Wait},
+		{name: "a pod deleted without grace is not deleted again", in: with(healthyCluster(3), func(in *Input) {
+			in.Pods["c-2"] = PodState{Exists: true, Failed: true, Deleting: true, ForceDeleted: true}
+			member(in, "c-2").Healthy = false
+		}), kind: Wait},
 		{name: "all pods gone and etcd silent: restart all on their volumes", in: with(healthyCluster(3), func(in *Input) { in.Pods, in.Etcd = map[string]PodState{}, nil }), kind: CreateMembers, members: []string{"c-0", "c-1", "c-2"}},
 		{name: "etcd silent with pods present: wait, never re-bootstrap", in: with(healthyCluster(3), func(in *Input) { in.Etcd = nil }), kind: Wait, reason: "EtcdUnreachable"},
 		{name: "lost PVC: member removed, not restarted empty", in: with(healthyCluster(3), func(in *Input) {

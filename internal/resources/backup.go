@@ -336,11 +336,17 @@ func workerCopy(operatorImage string) (corev1.Container, corev1.Volume, corev1.V
 // whichever of its steps needs it first, and returns the mount of the copy for a container to run it.
 func addWorkerCopy(pod *corev1.Pod, operatorImage string) corev1.VolumeMount {
 	copySelf, tools, mount := workerCopy(operatorImage)
-	if !slices.ContainsFunc(pod.Spec.InitContainers, func(ic corev1.Container) bool { return ic.Name == copySelf.Name }) {
+	if !hasWorkerCopy(pod) {
 		pod.Spec.InitContainers = append(pod.Spec.InitContainers, copySelf)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, tools)
 	}
 	return mount
+}
+
+// hasWorkerCopy says whether addWorkerCopy gave pod the worker.
+func hasWorkerCopy(pod *corev1.Pod) bool {
+	copySelf, _, _ := workerCopy("")
+	return slices.ContainsFunc(pod.Spec.InitContainers, func(ic corev1.Container) bool { return ic.Name == copySelf.Name })
 }
 
 // restoreInitContainer runs `worker restore` (the copy at tools) in the member's own etcd image, so

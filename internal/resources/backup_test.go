@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"fmt"
 	"path"
 	"strings"
 	"testing"
@@ -52,6 +53,16 @@ func TestRestoreOnlyOnBootstrapAndFromARawSource(t *testing.T) {
 		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "snaps" && !v.PersistentVolumeClaim.ReadOnly {
 			t.Error("the snapshot claim is mounted writable into a member")
 		}
+	}
+
+	// A lone restoring member waits for nobody, and still has its start held until etcd serves, on the
+	// same copy of the worker.
+	alone := in
+	alone.Member, alone.InitialCluster = "demo-0", []string{"demo-0"}
+	etcd := MemberPod(c, alone).Spec.Containers[0]
+	if etcd.Command[0] != "/usr/local/bin/etcd" || etcd.Lifecycle == nil || etcd.Lifecycle.PostStart.Exec.Command[0] != copiedWorker ||
+		!strings.Contains(fmt.Sprint(etcd.VolumeMounts), restoreToolsDir) {
+		t.Errorf("a lone restoring member's etcd container: command %v, lifecycle %+v, mounts %+v", etcd.Command, etcd.Lifecycle, etcd.VolumeMounts)
 	}
 
 	// Members that join later (and pods recreated after bootstrap) never restore.

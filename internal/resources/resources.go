@@ -27,6 +27,7 @@ import (
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/peerwait"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/startgate"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
 )
 
@@ -374,6 +375,7 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
 	peerWait(pod, c, in)
+	startGate(pod, in.OperatorImage)
 	// Last, once every container is there: the nodes must run each of its images.
 	pod.Spec.Affinity = requireArches(pod.Spec.Affinity, memberArches(c, pod, in.OperatorImage))
 	pod.Annotations[naming.AnnotationConfigHash] = ConfigHash(c)
@@ -412,6 +414,25 @@ func peerWait(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, in MemberPodInput) {
 	etcd := &pod.Spec.Containers[0]
 	etcd.Command = slices.Concat(wait, peers, []string{"--"}, etcd.Command)
 	etcd.VolumeMounts = append(etcd.VolumeMounts, addWorkerCopy(pod, in.OperatorImage))
+}
+
+// startGate holds the etcd container's start, as the kubelet reports it, until etcd serves
+// (internal/startgate), so that its first startup and readiness probes pass and the pod turns Ready as
+// etcd serves rather than one or two probe periods later. It runs the worker that a peer wait or a
+// restore copies into the pod; a pod without that copy keeps the probes' own pace rather than take an
+// init container for this alone.
+func startGate(pod *corev1.Pod, operatorImage string) {
+	if !hasWorkerCopy(pod) {
+		return
+	}
+	_, _, tools := workerCopy(operatorImage)
+	etcd := &pod.Spec.Containers[0]
+	if !slices.Contains(etcd.VolumeMounts, tools) {
+		etcd.VolumeMounts = append(etcd.VolumeMounts, tools)
+	}
+	etcd.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{
+		copiedWorker, startgate.Command, "--ip-env=" + naming.PodIPEnv, fmt.Sprintf("--port=%d", naming.MetricsPort),
+	}}}}
 }
 
 // bootstrapStagger is how far apart the members of a new cluster start etcd once their peers admit

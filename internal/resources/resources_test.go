@@ -396,6 +396,11 @@ func TestOnlyAMemberWithAdmittingPeersWaitsForThem(t *testing.T) {
 	if arg(pod, "--name") != "demo-1" {
 		t.Errorf("etcd's flags are not the container's args: %v", etcd.Args)
 	}
+	// With the worker in the container, its start is held until etcd serves (internal/startgate).
+	if etcd.Lifecycle == nil || etcd.Lifecycle.PostStart == nil || etcd.Lifecycle.PostStart.Exec == nil ||
+		strings.Join(etcd.Lifecycle.PostStart.Exec.Command, " ") != "/restore-tools/worker await-serving --ip-env=POD_IP --port=8080" {
+		t.Errorf("etcd container's lifecycle %+v, want the start gate", etcd.Lifecycle)
+	}
 	// A bootstrapping member waits too: the last to get its volume joins peers already running. The
 	// members of a new cluster then start etcd in turn, 150 ms apart, in --initial-cluster order.
 	for member, want := range map[string]string{
@@ -424,8 +429,8 @@ func TestOnlyAMemberWithAdmittingPeersWaitsForThem(t *testing.T) {
 		"take-over":         {migrating, func(in MemberPodInput) MemberPodInput { return in }},
 	} {
 		p := MemberPod(tc.c, tc.in(join))
-		if len(p.Spec.InitContainers) != 0 || p.Spec.Containers[0].Command[0] != "/usr/local/bin/etcd" {
-			t.Errorf("%s: init containers %+v, command %v", name, p.Spec.InitContainers, p.Spec.Containers[0].Command)
+		if len(p.Spec.InitContainers) != 0 || p.Spec.Containers[0].Command[0] != "/usr/local/bin/etcd" || p.Spec.Containers[0].Lifecycle != nil {
+			t.Errorf("%s: init containers %+v, command %v, lifecycle %+v", name, p.Spec.InitContainers, p.Spec.Containers[0].Command, p.Spec.Containers[0].Lifecycle)
 		}
 	}
 }

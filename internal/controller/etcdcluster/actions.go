@@ -363,9 +363,12 @@ func (p *pass) actDropPending(ctx context.Context, a planner.Action) error {
 	return p.writeStatus(ctx)
 }
 
+// actDeletePod deletes a pod the kubelet declared terminal (planner.DeletePod): none of its
+// containers runs or will run again, so no grace period is owed, and its name is free for the next
+// pod at once rather than after the kubelet's teardown of its sandbox and volumes.
 func (p *pass) actDeletePod(ctx context.Context, a planner.Action) error {
 	if pod := p.obs.pods[a.Members[0]]; pod != nil {
-		return p.deleteObserved(ctx, pod)
+		return p.deleteObserved(ctx, pod, client.GracePeriodSeconds(0))
 	}
 	return nil
 }
@@ -474,9 +477,9 @@ func (p *pass) deleteMemberObjects(ctx context.Context, member string) error {
 
 // deleteObserved deletes exactly the object this pass observed (UID precondition), never a
 // namesake created since.
-func (p *pass) deleteObserved(ctx context.Context, obj client.Object) error {
+func (p *pass) deleteObserved(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	uid := obj.GetUID()
-	if err := p.r.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err := p.r.Delete(ctx, obj, append(opts, client.Preconditions{UID: &uid})...); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 	}
 	return nil

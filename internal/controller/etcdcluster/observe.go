@@ -740,7 +740,8 @@ func knownMembers(c *etcdv1alpha1.EtcdCluster) []planner.KnownMember {
 // podState is what the planner needs of a member pod; hash is the configuration it should run.
 func podState(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, hash string) planner.PodState {
 	failed := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
-	return planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
+	forced := pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
+	return planner.PodState{Exists: true, Deleting: pod.DeletionTimestamp != nil, Failed: failed, ForceDeleted: forced, IP: pod.Status.PodIP, Version: pod.Labels[naming.LabelVersion],
 		ConfigHash: pod.Annotations[naming.AnnotationConfigHash], Tuned: pod.Annotations[naming.AnnotationTuned], ForceNewCluster: resources.ForcesNewCluster(pod),
 		StaleQuota: !resources.RunsQuota(pod, c), SnapshotCount: resources.RunningSnapshotCount(pod), NotReady: !podReady(pod), TrustEpoch: trustEpoch(pod, c, hash),
 		Created: pod.CreationTimestamp.Time, UnscheduledSince: unscheduledSince(pod)}

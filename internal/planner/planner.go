@@ -29,7 +29,7 @@ type PodState struct {
 	// ForceDeleted: the pod's deletion asked for no grace period, so only the API's own cleanup
 	// (finalizers) holds it.
 	ForceDeleted bool
-	IP     string
+	IP           string
 	// ConfigHash is the configuration the pod was built from; empty for pods of earlier operators.
 	ConfigHash string
 	// ForceNewCluster: the pod starts etcd with --force-new-cluster (a quorum-loss recovery).

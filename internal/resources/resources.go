@@ -27,8 +27,8 @@ import (
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/peerwait"
-	"github.com/etcd-autopilot/etcd-autopilot/internal/startgate"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/pki"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/startgate"
 )
 
 // MemberPodInput is what differs between member pods.

@@ -417,10 +417,12 @@ func peerWait(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, in MemberPodInput) {
 }
 
 // startGate holds the etcd container's start, as the kubelet reports it, until etcd serves
-// (internal/startgate), so that its first startup and readiness probes pass and the pod turns Ready as
-// etcd serves rather than one or two probe periods later. It runs the worker that a peer wait or a
-// restore copies into the pod; a pod without that copy keeps the probes' own pace rather than take an
-// init container for this alone.
+// (internal/startgate), and takes the startup probe's place: the kubelet then runs the readiness probe
+// as soon as it reports the container Running, and it passes, so the pod turns Ready as etcd serves
+// instead of a startup probe period and a kubelet sync later. The hook holds a server that is not up
+// for the startup probe's budget, as the probe did, since liveness is probed only once it returns. It
+// runs the worker that a peer wait or a restore copies into the pod; a pod without that copy keeps the
+// startup probe rather than take an init container for this alone.
 func startGate(pod *corev1.Pod, operatorImage string) {
 	if !hasWorkerCopy(pod) {
 		return
@@ -430,9 +432,11 @@ func startGate(pod *corev1.Pod, operatorImage string) {
 	if !slices.Contains(etcd.VolumeMounts, tools) {
 		etcd.VolumeMounts = append(etcd.VolumeMounts, tools)
 	}
+	up := time.Duration(etcd.StartupProbe.PeriodSeconds*etcd.StartupProbe.FailureThreshold) * time.Second
 	etcd.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{
-		copiedWorker, startgate.Command, "--ip-env=" + naming.PodIPEnv, fmt.Sprintf("--port=%d", naming.MetricsPort),
+		copiedWorker, startgate.Command, "--ip-env=" + naming.PodIPEnv, fmt.Sprintf("--port=%d", naming.MetricsPort), "--up-limit=" + up.String(),
 	}}}}
+	etcd.StartupProbe = nil
 }
 
 // bootstrapStagger is how far apart the members of a new cluster start etcd once their peers admit

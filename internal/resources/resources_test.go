@@ -398,8 +398,13 @@ func TestOnlyAMemberWithAdmittingPeersWaitsForThem(t *testing.T) {
 	}
 	// With the worker in the container, its start is held until etcd serves (internal/startgate).
 	if etcd.Lifecycle == nil || etcd.Lifecycle.PostStart == nil || etcd.Lifecycle.PostStart.Exec == nil ||
-		strings.Join(etcd.Lifecycle.PostStart.Exec.Command, " ") != "/restore-tools/worker await-serving --ip-env=POD_IP --port=8080" {
+		strings.Join(etcd.Lifecycle.PostStart.Exec.Command, " ") != "/restore-tools/worker await-serving --ip-env=POD_IP --port=8080 --up-limit=5m0s" {
 		t.Errorf("etcd container's lifecycle %+v, want the start gate", etcd.Lifecycle)
+	}
+	// The gate holds a server that is not up for the startup budget, in the startup probe's place.
+	if etcd.StartupProbe != nil || etcd.ReadinessProbe == nil || etcd.LivenessProbe == nil {
+		t.Errorf("a gated container's probes: startup %v, readiness %v, liveness %v; want readiness and liveness only",
+			etcd.StartupProbe, etcd.ReadinessProbe, etcd.LivenessProbe)
 	}
 	// A bootstrapping member waits too: the last to get its volume joins peers already running. The
 	// members of a new cluster then start etcd in turn, 150 ms apart, in --initial-cluster order.
@@ -429,7 +434,7 @@ func TestOnlyAMemberWithAdmittingPeersWaitsForThem(t *testing.T) {
 		"take-over":         {migrating, func(in MemberPodInput) MemberPodInput { return in }},
 	} {
 		p := MemberPod(tc.c, tc.in(join))
-		if len(p.Spec.InitContainers) != 0 || p.Spec.Containers[0].Command[0] != "/usr/local/bin/etcd" || p.Spec.Containers[0].Lifecycle != nil {
+		if len(p.Spec.InitContainers) != 0 || p.Spec.Containers[0].Command[0] != "/usr/local/bin/etcd" || p.Spec.Containers[0].Lifecycle != nil || p.Spec.Containers[0].StartupProbe == nil {
 			t.Errorf("%s: init containers %+v, command %v, lifecycle %+v", name, p.Spec.InitContainers, p.Spec.Containers[0].Command, p.Spec.Containers[0].Lifecycle)
 		}
 	}

@@ -30,7 +30,7 @@ func TestWaitHoldsUntilEtcdServes(t *testing.T) {
 	done := make(chan Outcome, 1)
 	var ended time.Time
 	go func() {
-		o := Wait(t.Context(), client, base, 30*time.Second, interval)
+		o := Wait(t.Context(), client, base, Limits{Serve: 30 * time.Second, Up: time.Minute}, interval)
 		ended = time.Now()
 		done <- o
 	}()
@@ -64,7 +64,7 @@ func TestWaitEndsAtOnceForALearner(t *testing.T) {
 	}
 	etcdtest.Join(t, learner, []string{ms[0].Name + "=" + ms[0].PeerURL, learner.Name + "=" + learner.PeerURL})
 	start := time.Now()
-	if o := Wait(t.Context(), client, base, 20*time.Second, interval); o != Learner {
+	if o := Wait(t.Context(), client, base, Limits{Serve: 20 * time.Second, Up: time.Minute}, interval); o != Learner {
 		t.Fatalf("outcome %s, want %s", o, Learner)
 	}
 	if took := time.Since(start); took > 2*time.Second {
@@ -72,13 +72,28 @@ func TestWaitEndsAtOnceForALearner(t *testing.T) {
 	}
 }
 
-func TestWaitEndsAtItsLimitWithoutQuorum(t *testing.T) {
+// Without quorum etcd is up and cannot serve: the probes take over at the serve limit.
+func TestWaitEndsAtTheServeLimitWithoutQuorum(t *testing.T) {
 	ms := []*etcdtest.Member{etcdtest.NewMemberURLs(t, "m0"), etcdtest.NewMemberURLs(t, "m1")}
 	base := withMetrics(t, ms[0])
 	etcdtest.StartMembers(t, ms, nil)
 	ms[1].Stop()
-	if o := Wait(t.Context(), client, base, 3*time.Second, interval); o != Limit {
-		t.Fatalf("outcome %s, want %s", o, Limit)
+	start := time.Now()
+	if o := Wait(t.Context(), client, base, Limits{Serve: 2 * time.Second, Up: time.Minute}, interval); o != NotServing {
+		t.Fatalf("outcome %s, want %s", o, NotServing)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("held %s with a serve limit of 2s", took)
+	}
+}
+
+// A server that is not up is held past the serve limit, until the up limit: liveness, which would
+// restart it, is probed only once the hook returns.
+func TestWaitHoldsAServerThatIsNotUpUntilTheUpLimit(t *testing.T) {
+	start := time.Now()
+	o := Wait(t.Context(), client, "http://"+loopback.FreeAddr(t), Limits{Serve: 100 * time.Millisecond, Up: 1500 * time.Millisecond}, interval)
+	if took := time.Since(start); o != Down || took < 1400*time.Millisecond {
+		t.Fatalf("outcome %s after %s, want %s after the up limit", o, took, Down)
 	}
 }
 
@@ -86,7 +101,7 @@ func TestWaitEndsWhenStopped(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	// Nothing listens there: the hook of a container stopped before etcd ever listened.
-	if o := Wait(ctx, client, "http://"+loopback.FreeAddr(t), time.Minute, interval); o != Stopped {
+	if o := Wait(ctx, client, "http://"+loopback.FreeAddr(t), Limits{Serve: time.Minute, Up: time.Minute}, interval); o != Stopped {
 		t.Fatalf("outcome %s, want %s", o, Stopped)
 	}
 }

@@ -463,7 +463,8 @@ func hostPort(peerURL string) string {
 // client Service's endpoints, right after etcd serves instead of up to a probe period later (a 5 s
 // period cost ~5 s on every start; see BENCHMARKS.md). The failure thresholds keep the old budgets:
 // 5 minutes to start, 16 s of /readyz failures (longer than an election) before a member leaves the
-// Service. Changing them reaches pods only as they are recreated (not part of ConfigHash).
+// Service. Changing them reaches pods only as they are recreated (not part of ConfigHash). A pod with
+// the start gate (startGate) has its hook instead of the startup probe, with the same budget.
 func MemberProbes() (startup, liveness, readiness *corev1.Probe) {
 	httpProbe := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{

@@ -104,7 +104,8 @@ func TestAutoTuningSnapshotCountFromWriteRate(t *testing.T) {
 	if !strings.Contains(tuned.Evidence, "write rate") {
 		t.Errorf("evidence %q does not give the write rate", tuned.Evidence)
 	}
-	framework.WaitFor(t, "every member restarted with the tuned snapshot count", 4*time.Minute, func() error {
+	// 3 minutes per member restart, as for a version change (upgrade_test.go).
+	framework.WaitFor(t, "every member restarted with the tuned snapshot count", 9*time.Minute, func() error {
 		return membersRunWith(c, uids, "--snapshot-count="+tuned.Value)
 	})
 	rolled := time.Now()

@@ -349,7 +349,11 @@ func (p *pass) step(ctx context.Context, action planner.Action) (ctrl.Result, er
 	c := p.c
 	key := fmt.Sprint(action.Kind, action.Members)
 	if wait := p.mem.backoff.holdOff(key, p.now); wait > 0 {
-		// recordObservation judged health only: a step that keeps failing must still show.
+		// recordObservation judged health only: a step that keeps failing must still show, and an
+		// object in its way from its first failure on.
+		if conflict := p.mem.backoff.conflict; conflict != nil {
+			p.reportNameConflict(conflict)
+		}
 		p.reportFailingStep(key, action)
 		return ctrl.Result{RequeueAfter: wait}, nil // it failed a moment ago: back off
 	}
@@ -377,11 +381,12 @@ func (p *pass) step(ctx context.Context, action planner.Action) (ctrl.Result, er
 func (p *pass) stepFailed(ctx context.Context, key string, action planner.Action, err error) ctrl.Result {
 	c := p.c
 	retry := p.mem.backoff.actionFailed(key, p.now)
-	p.mem.backoff.lastError = err.Error()
+	p.mem.backoff.lastError, p.mem.backoff.conflict = err.Error(), nil
 	log.FromContext(ctx).Info("action failed", "action", action.Kind, "members", action.Members, "error", err.Error(), "retry", retry.String())
 	metrics.ActionFailures.WithLabelValues(c.Namespace, c.Name, string(action.Kind), string(action.Reason)).Inc()
 	var conflict *nameConflict
 	if errors.As(err, &conflict) {
+		p.mem.backoff.conflict = conflict
 		p.reportNameConflict(conflict)
 	}
 	p.r.Recorder.Eventf(c, corev1.EventTypeWarning, string(reason.ActionFailed), "%s %v: %v (next try in %s)", action.Kind, action.Members, err, retry)
@@ -395,7 +400,8 @@ func (p *pass) stepFailed(ctx context.Context, key string, action planner.Action
 // user removed one, and the pass met the next).
 func (p *pass) reportNameConflict(conflict *nameConflict) {
 	c := p.c
-	if d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Reason != string(reason.NameConflict) || d.Message != conflict.Error() {
+	// Against the recorded condition: this pass's own health judgement may have reset it already.
+	if d := meta.FindStatusCondition(p.orig.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Reason != string(reason.NameConflict) || d.Message != conflict.Error() {
 		p.r.Recorder.Event(c, corev1.EventTypeWarning, string(reason.NameConflict), conflict.Error())
 	}
 	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,13 @@ func TestRecreatedClusterNeverAdoptsRetainedVolumes(t *testing.T) {
 
 	c := operatortest.NewCluster(t, ns, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 1 })
 	operatortest.Eventually(t, "NameConflict reported", func() error { return degradedReason(t, c, "NameConflict") })
+	// It stays reported through the passes that come while the failed creation is held off (1 s, 2 s,
+	// 4 s, …), rather than flapping to a health-only Degraded=False in between.
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if err := degradedReason(t, c, "NameConflict"); err != nil {
+			t.Fatalf("while the creation is held off: %v", err)
+		}
+	}
 	cond := meta.FindStatusCondition(operatortest.Get(t, c).Status.Conditions, etcdv1alpha1.ConditionDegraded)
 	if !bytes.Contains([]byte(cond.Message), []byte("PersistentVolumeClaim demo-0")) {
 		t.Errorf("message does not name the volume: %s", cond.Message)

@@ -61,7 +61,10 @@ type backoff struct {
 	nextTry  time.Time
 	// lastError is the error of action's last failed attempt; passFailures and passError count the
 	// passes in a row that failed before deciding (an object the pass keeps could not be written).
-	lastError    string
+	lastError string
+	// conflict is the object in the way of action's last failed attempt, if that was what failed: it
+	// stays reported while the action is held off, not replaced by a health-only Degraded=False.
+	conflict     *nameConflict
 	passFailures int
 	passError    string
 }
@@ -134,7 +137,7 @@ func (b *backoff) actionFailed(action string, now time.Time) time.Duration {
 }
 
 func (b *backoff) actionSucceeded() {
-	b.action, b.failures, b.nextTry, b.lastError = "", 0, time.Time{}, ""
+	b.action, b.failures, b.nextTry, b.lastError, b.conflict = "", 0, time.Time{}, "", nil
 }
 
 // failing says whether action has failed failingAfter times in a row.

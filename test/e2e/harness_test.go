@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
@@ -28,12 +29,16 @@ func TestMain(m *testing.M) {
 }
 
 // newCluster starts an operator scoped to a fresh namespace and returns a converged 3-member
-// cluster at version (empty: the default).
-func newCluster(t *testing.T, version string) *etcdv1alpha1.EtcdCluster {
+// cluster at version (empty: the default), its spec changed by mutate before it is created.
+func newCluster(t *testing.T, version string, mutate ...func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	ns := env.NewNamespace(t, "e2e-")
 	env.StartOperator(t, ns, "")
-	c := env.CreateCluster(t, ns, 3, version)
+	c := env.CreateCluster(t, ns, 3, version, mutate...)
 	env.WaitConverged(t, c, 3, convergeTimeout)
 	return c
 }
+
+// restartBudget is how long a roll may take per member restart under writes: on a loaded 2-vCPU
+// machine one restart has taken up to 2 minutes.
+const restartBudget = 3 * time.Minute

@@ -13,8 +13,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -44,16 +42,9 @@ func TestAutoTuningSnapshotCountFromWriteRate(t *testing.T) {
 	// The election timing is the user's (a value other than the default, which counts as unset), so that only
 	// the snapshot count is tuned: on a loaded machine the peers' round trips alone can get the heartbeat
 	// tuned first, and its roll would hold the one asked here.
-	ns := env.NewNamespace(t, "e2e-")
-	env.StartOperator(t, ns, "")
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
-	c.Spec.Replicas = 3
-	c.Spec.Storage.Size = resource.MustParse("256Mi")
-	c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = 200, 2000
-	if err := env.K8s.Create(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitConverged(t, c, 3, convergeTimeout)
+	c := newCluster(t, "", func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = 200, 2000
+	})
 	t.Logf("cluster converged: %s", time.Since(start).Round(time.Second))
 	if got := tunedValue(env.Get(t, c), etcdv1alpha1.TunableSnapshotCount); got.Source != etcdv1alpha1.TuningSourceDefault || got.Value != "10000" {
 		t.Fatalf("before any writes: snapshotCount %+v, want the default 10000", got)
@@ -104,8 +95,7 @@ func TestAutoTuningSnapshotCountFromWriteRate(t *testing.T) {
 	if !strings.Contains(tuned.Evidence, "write rate") {
 		t.Errorf("evidence %q does not give the write rate", tuned.Evidence)
 	}
-	// 3 minutes per member restart, as for a version change (upgrade_test.go).
-	framework.WaitFor(t, "every member restarted with the tuned snapshot count", 9*time.Minute, func() error {
+	framework.WaitFor(t, "every member restarted with the tuned snapshot count", 3*restartBudget, func() error {
 		return membersRunWith(c, uids, "--snapshot-count="+tuned.Value)
 	})
 	rolled := time.Now()

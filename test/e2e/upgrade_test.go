@@ -218,8 +218,7 @@ func versionChangeUnderWrites(t *testing.T, c *etcdv1alpha1.EtcdCluster, to stri
 
 	w.FaultBegins()
 	setVersion(t, c, to)
-	// A budget per member restart: on a loaded 2-vCPU machine one restart under writes has taken up to 2 minutes.
-	waitAllAt(t, c, to, max(10*time.Minute, time.Duration(restarts)*3*time.Minute), func(s etcdv1alpha1.EtcdClusterStatus) {
+	waitAllAt(t, c, to, max(10*time.Minute, time.Duration(restarts)*restartBudget), func(s etcdv1alpha1.EtcdClusterStatus) {
 		if during != nil {
 			during(s)
 		}

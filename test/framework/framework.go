@@ -346,11 +346,14 @@ func (e *Env) NewNamespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-func (e *Env) CreateCluster(t *testing.T, ns string, replicas int32, version string) *etcdv1alpha1.EtcdCluster {
+func (e *Env) CreateCluster(t *testing.T, ns string, replicas int32, version string, mutate ...func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns}}
 	c.Spec.Replicas, c.Spec.Version = replicas, version
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
+	for _, m := range mutate {
+		m(c)
+	}
 	if err := e.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}

@@ -133,19 +133,38 @@ rootfs_catalog() {
 # render_catalog ARCHIVE...: $CATALOG_TEMPLATES/*.yaml -> $CATALOG_OUT/<package>/catalog.yaml, each
 # bundle tag reference in a template replaced by the digest of the bundle image built for it
 CATALOG_TEMPLATES=$repo/catalog/templates CATALOG_OUT=$repo/catalog
+# start_registry: a loopback registry (crane) in the background, on a free port; sets reg and pid.
+# On a loaded machine its start can take seconds (CI's checks lane compiles beside it), and a random
+# port may be taken: a few ports are tried, each given a minute, and a registry that never answers
+# fails the build with its log (a silent failure here left the catalog's reference empty).
+start_registry() {
+  local attempt
+  for attempt in 1 2 3; do
+    reg=127.0.0.1:$((20000 + RANDOM % 20000))
+    "$BIN/crane" registry serve --address "$reg" >"$stage/registry.log" 2>&1 & pid=$!
+    # shellcheck disable=SC2064
+    trap "kill $pid 2>/dev/null || true; rm -rf '$stage'" EXIT
+    for _ in $(seq 600); do
+      curl -sf "http://$reg/v2/" >/dev/null && return 0
+      kill -0 "$pid" 2>/dev/null || break   # exited: most likely the port was taken
+      sleep 0.1
+    done
+    kill "$pid" 2>/dev/null || true
+    echo "images: the loopback registry on $reg did not answer (attempt $attempt of 3):" >&2
+    cat "$stage/registry.log" >&2
+  done
+  exit 1
+}
 render_catalog() {
-  local port=$((20000 + RANDOM % 20000)) reg pid a ref tag d t out
-  reg=127.0.0.1:$port
-  "$BIN/crane" registry serve --address "$reg" >"$stage/registry.log" 2>&1 & pid=$!
-  # shellcheck disable=SC2064
-  trap "kill $pid 2>/dev/null || true; rm -rf '$stage'" EXIT
-  for _ in $(seq 50); do curl -sf "http://$reg/v2/" >/dev/null && break; sleep 0.1; done
+  local reg pid a ref tag d t out
+  start_registry
   local seds=() pinned
   for a in "$@"; do
     ref=$(digest_ref "$a"); d=$stage/oci-${ref##*:}
     tag=$(tar -xOf "$a" index.json | jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]')
     mkdir -p "$d"; tar -xf "$a" -C "$d"
-    "$BIN/crane" push "$d" "$reg/bundle:$tag" >/dev/null 2>&1
+    "$BIN/crane" push "$d" "$reg/bundle:$tag" >"$stage/push.log" 2>&1 ||
+      { echo "images: pushing $a to the loopback registry $reg failed:" >&2; cat "$stage/push.log" >&2; exit 1; }
     seds+=(-e "s|$BUNDLE_REPO:$tag\$|$reg/bundle@${ref#*@}|" -e "s|$BUNDLE_REPO@${ref#*@}\$|$reg/bundle@${ref#*@}|")
     # a bundle the template names by the digest its release published (hack/release.sh --pin-bundle):
     # this machine's build of it

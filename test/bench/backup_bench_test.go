@@ -309,12 +309,10 @@ func podEtcdctlSave(t *testing.T, c *etcdv1alpha1.EtcdCluster, endpoint string, 
 			},
 			AutomountServiceAccountToken: ptr.To(false),
 			EnableServiceLinks:           ptr.To(false),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
 		},
 	}
+	pod.Spec.SecurityContext = nonRootPod()
+	pod.Spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	if err := k8s.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}

@@ -246,9 +246,14 @@ func (b *bare) pod(i int, image string) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
-			},
+			SecurityContext:               nonRootPod(),
 		},
+	}
+}
+
+// nonRootPod is the pod security context of the bench's own pods: the user the operator's member pods run as.
+func nonRootPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
 	}
 }

@@ -108,7 +108,7 @@ func (r *EtcdBackupScheduleReconciler) archiveWorker(ctx context.Context, s *etc
 		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionArchiving, true, reason.Archiving, cond.Message+"; its progress (the recoverable window, the lag) cannot be read on port "+strconv.Itoa(naming.ArchiveStatusPort))
 	}
 	if compacted && !compactionBackupInFlight(owned, pod) {
-		if err := r.backUpNow(ctx, s, owned, "the cluster compacted changes the archive had not stored"); err != nil {
+		if err := r.backUpNow(ctx, s, "the cluster compacted changes the archive had not stored"); err != nil {
 			return 0, err
 		}
 	}

@@ -59,12 +59,15 @@ type EtcdBackupScheduleReconciler struct {
 	// ArchiveStatusURL is where an archive worker with this pod IP serves its progress; nil:
 	// naming.ArchiveStatusURL (tests serve it elsewhere).
 	ArchiveStatusURL func(podIP string) string
+	// apiReader reads past the cache, just before a run starts: a run created a moment ago may not
+	// be in the cache yet, and no run may start beside it.
+	apiReader client.Reader
 }
 
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules,verbs=list;watch;update
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackupschedules/finalizers,verbs=update
-// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=create;patch;delete
+// +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups,verbs=list;create;patch;delete
 // +kubebuilder:rbac:groups=etcd.autopilot.dev,resources=etcdbackups/status,verbs=patch
 
 // Reconcile is one pass: retention, then a new run when one is due and none is in flight.
@@ -113,7 +116,7 @@ func (r *EtcdBackupScheduleReconciler) step(ctx context.Context, s *etcdv1alpha1
 		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, false, reason.InvalidSchedule, err.Error())
 		return ctrl.Result{}, nil // a spec change wakes us
 	}
-	owned, err := r.ownedBackups(ctx, s)
+	owned, err := ownedBackups(ctx, r.Client, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -144,7 +147,7 @@ func readRuns(s *etcdv1alpha1.EtcdBackupSchedule, owned []etcdv1alpha1.EtcdBacku
 			continue
 		}
 		byName[b.Name] = b
-		finished := b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed
+		finished := backupFinished(b)
 		created := b.CreationTimestamp.Time
 		at, atErr := time.Parse(time.RFC3339, b.Annotations[naming.AnnotationScheduledAt])
 		if atErr == nil {
@@ -206,8 +209,13 @@ func (r *EtcdBackupScheduleReconciler) scheduleRun(ctx context.Context, s *etcdv
 		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, true, reason.Waiting, fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
 		return requeue(otherWait, scheduleBusyRequeue), nil
 	case due:
-		if err := r.createRun(ctx, s, run, "created EtcdBackup %s"); err != nil {
+		started, err := r.startRun(ctx, s, run, "created EtcdBackup %s")
+		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if !started { // the cache had not seen the run in flight yet
+			shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, true, reason.Waiting, fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
+			return requeue(otherWait, scheduleBusyRequeue), nil
 		}
 		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, true, reason.Scheduled, "next run at "+next.UTC().Format(time.RFC3339))
 		return requeue(otherWait, scheduleBusyRequeue), nil
@@ -242,23 +250,39 @@ func (r *EtcdBackupScheduleReconciler) createRun(ctx context.Context, s *etcdv1a
 	return nil
 }
 
-// backUpNow takes a backup out of schedule (why says why, in the event), unless one is in flight:
-// its completion serves the same purpose.
-func (r *EtcdBackupScheduleReconciler) backUpNow(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, owned []etcdv1alpha1.EtcdBackup, why string) error {
-	for i := range owned {
-		if p := owned[i].Status.Phase; p != etcdv1alpha1.BackupSucceeded && p != etcdv1alpha1.BackupFailed && owned[i].DeletionTimestamp.IsZero() {
-			return nil
+// startRun creates the run at run unless one is in flight, as the API server (not the cache) has
+// it; it says whether the run started.
+func (r *EtcdBackupScheduleReconciler) startRun(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, run time.Time, event string) (bool, error) {
+	current, err := ownedBackups(ctx, r.apiReader, s)
+	if err != nil {
+		return false, err
+	}
+	for i := range current {
+		if current[i].DeletionTimestamp.IsZero() && !backupFinished(&current[i]) && current[i].Name != backupschedule.BackupName(s.Name, run) {
+			return false, nil
 		}
 	}
-	return r.createRun(ctx, s, shared.NowOr(r.Now).Truncate(time.Second), "created EtcdBackup %s out of schedule: "+strings.ReplaceAll(why, "%", "%%"))
+	return true, r.createRun(ctx, s, run, event)
+}
+
+// backUpNow takes a backup out of schedule (why says why, in the event), unless one is in flight:
+// its completion serves the same purpose.
+func (r *EtcdBackupScheduleReconciler) backUpNow(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, why string) error {
+	_, err := r.startRun(ctx, s, shared.NowOr(r.Now).Truncate(time.Second), "created EtcdBackup %s out of schedule: "+strings.ReplaceAll(why, "%", "%%"))
+	return err
+}
+
+// backupFinished says whether b's run has ended, either way.
+func backupFinished(b *etcdv1alpha1.EtcdBackup) bool {
+	return b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed
 }
 
 // ownedBackups are the EtcdBackups s made: its label narrows the list, its controller reference
 // decides. Retention and verification act on these only, never on a hand-made EtcdBackup that
 // carries the label, nor on the backups an earlier schedule of the same name left behind.
-func (r *EtcdBackupScheduleReconciler) ownedBackups(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) ([]etcdv1alpha1.EtcdBackup, error) {
+func ownedBackups(ctx context.Context, reader client.Reader, s *etcdv1alpha1.EtcdBackupSchedule) ([]etcdv1alpha1.EtcdBackup, error) {
 	list := &etcdv1alpha1.EtcdBackupList{}
-	if err := r.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{naming.LabelSchedule: s.Name}); err != nil {
+	if err := reader.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{naming.LabelSchedule: s.Name}); err != nil {
 		return nil, fmt.Errorf("list backups of schedule %s: %w", s.Name, err)
 	}
 	var out []etcdv1alpha1.EtcdBackup
@@ -306,7 +330,7 @@ func (r *EtcdBackupScheduleReconciler) finalize(ctx context.Context, s *etcdv1al
 		return nil
 	}
 	if s.Spec.SnapshotDeletionPolicy != etcdv1alpha1.SnapshotDelete {
-		owned, err := r.ownedBackups(ctx, s)
+		owned, err := ownedBackups(ctx, r.Client, s)
 		if err != nil {
 			return err
 		}
@@ -497,6 +521,7 @@ func (r *EtcdBackupScheduleReconciler) recordRechecks(ctx context.Context, job *
 
 // SetupWithManager registers the reconciler; its backups' status changes wake it.
 func (r *EtcdBackupScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.apiReader = mgr.GetAPIReader()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdBackupSchedule{}).
 		Owns(&etcdv1alpha1.EtcdBackup{}).

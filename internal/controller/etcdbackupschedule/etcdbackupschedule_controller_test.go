@@ -15,14 +15,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/backup"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/backupschedule"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/controller/shared"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/metrics"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/planner"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/reason"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/operatortest"
 )
@@ -528,4 +531,49 @@ func TestAVerificationThatOutlastsTheNextBackupIsRecorded(t *testing.T) {
 	operatortest.FinishJob(t, newerJob, backup.Report{Result: &backup.Result{Revision: 80}}, true)
 	operatortest.Poke(t, s)
 	verified(newer.Name)
+}
+
+// A run the cache has not seen yet is still in flight: the pass that finds another run due reads the
+// schedule's backups past the cache and waits, so two runs never overlap however late the cache is.
+func TestScheduleWaitsForARunTheCacheHasNotSeen(t *testing.T) {
+	ns := operatortest.NewNamespace(t)
+	ctx := context.Background()
+	// Due once a year, so the operator running beside the test leaves it alone; this test calls
+	// the pass itself with a clock of its own.
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: ns}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{
+		Schedule: "0 0 1 1 *", KeepLast: 3,
+		Template: etcdv1alpha1.EtcdBackupSpec{ClusterName: "demo", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "snaps"}}},
+	}}
+	if err := k8s.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	first := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "stale-first", Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
+		Spec: s.Spec.Template}
+	if err := k8s.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	cron, err := backupschedule.Parse(s.Spec.Schedule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &EtcdBackupScheduleReconciler{Client: k8s, Recorder: record.NewFakeRecorder(10), apiReader: k8s}
+	now := s.CreationTimestamp.AddDate(1, 0, 1)
+	// The stale cache: the pass was handed no runs at all.
+	if _, err := r.scheduleRun(ctx, s, cron, nil, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := scheduleBackups(t, s); len(got) != 1 {
+		t.Fatalf("%d backups while %s is in flight", len(got), first.Name)
+	}
+	if c := meta.FindStatusCondition(s.Status.Conditions, ConditionScheduled); c == nil || c.Reason != string(reason.Waiting) {
+		t.Fatalf("condition %+v, want Waiting", c)
+	}
+	succeed(t, *first)
+	if _, err := r.scheduleRun(ctx, s, cron, nil, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := scheduleBackups(t, s); len(got) != 2 || s.Status.LastBackup == first.Name || s.Status.LastBackup == "" {
+		t.Fatalf("after %s finished: %d backups, last %q", first.Name, len(got), s.Status.LastBackup)
+	}
 }

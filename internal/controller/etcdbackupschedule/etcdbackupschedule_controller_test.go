@@ -165,9 +165,7 @@ func TestScheduleVerifiesTheNewestBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A successful backup of this schedule, as its Job would have recorded it.
-	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "verified-1", Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
-		Spec: s.Spec.Template}
+	b := operatortest.RunOf(s, "verified-1")
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -478,9 +476,7 @@ func TestAVerificationThatOutlastsTheNextBackupIsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	succeeded := func(name string, at time.Time) *etcdv1alpha1.EtcdBackup {
-		b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
-			Spec: s.Spec.Template}
+		b := operatortest.RunOf(s, name)
 		if err := k8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
@@ -547,9 +543,7 @@ func TestScheduleWaitsForARunTheCacheHasNotSeen(t *testing.T) {
 	if err := k8s.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	first := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "stale-first", Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
-		Spec: s.Spec.Template}
+	first := operatortest.RunOf(s, "stale-first")
 	if err := k8s.Create(ctx, first); err != nil {
 		t.Fatal(err)
 	}

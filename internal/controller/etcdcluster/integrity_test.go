@@ -63,9 +63,7 @@ func verifiedSchedule(t *testing.T, ns string) (*etcdv1alpha1.EtcdCluster, *etcd
 		t.Fatal(err)
 	}
 	record := func(name string, done time.Time) *etcdv1alpha1.EtcdBackup {
-		b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{naming.LabelSchedule: s.Name},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
-			Spec: s.Spec.Template}
+		b := operatortest.RunOf(s, name)
 		at := metav1.NewTime(done)
 		return operatortest.CreateFinished(t, b, etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, StartTime: &at, CompletionTime: &at, EtcdVersion: "3.6.16",
 			Revision: 77, Size: 4096, SHA256: strings.Repeat("ef", 32), Location: "s3://backups/prod/" + name + ".db",

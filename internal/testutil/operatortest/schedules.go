@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
@@ -57,6 +58,14 @@ func Poke(t *testing.T, obj client.Object) {
 		cur.SetAnnotations(anns)
 		return k8s.Update(context.Background(), cur)
 	})
+}
+
+// RunOf is an EtcdBackup named name as schedule s makes its runs: its label, s as its controller and
+// s's template as its spec (not created).
+func RunOf(s *etcdv1alpha1.EtcdBackupSchedule, name string) *etcdv1alpha1.EtcdBackup {
+	return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: map[string]string{naming.LabelSchedule: s.Name},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
+		Spec: *s.Spec.Template.DeepCopy()}
 }
 
 // CreateFinished creates b and records st as its status, as its backup Job's report would; the status

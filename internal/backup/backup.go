@@ -8,10 +8,12 @@ package backup
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 
 	"github.com/etcd-autopilot/etcd-autopilot/internal/etcdclient"
@@ -83,11 +85,11 @@ type Sink interface {
 // hashingReader counts and hashes what passes through it.
 type hashingReader struct {
 	r io.Reader
-	h *hashBehind
+	h hash.Hash
 	n int64
 }
 
-func newHashingReader(r io.Reader) *hashingReader { return &hashingReader{r: r, h: newHashBehind()} }
+func newHashingReader(r io.Reader) *hashingReader { return &hashingReader{r: r, h: sha256.New()} }
 
 func (hr *hashingReader) Read(p []byte) (int, error) {
 	n, err := hr.r.Read(p)
@@ -96,8 +98,7 @@ func (hr *hashingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// sum is the SHA-256 of what was read; no Read after it.
-func (hr *hashingReader) sum() string { return hex.EncodeToString(hr.h.finish().Sum(nil)) }
+func (hr *hashingReader) sum() string { return hex.EncodeToString(hr.h.Sum(nil)) }
 
 // Take snapshots the cluster at endpoints (client URLs; tlsConfig nil for plain text) into sink.
 // It prefers a healthy follower, so the leader keeps its disk and network for writes.
@@ -133,7 +134,6 @@ func Take(ctx context.Context, endpoints []string, tlsConfig *tls.Config, sink S
 	}
 	defer func() { _ = rc.Close() }()
 	sr := NewSnapshotReader(rc, rc.Size())
-	defer sr.close()
 	loc, err := sink.Write(ctx, sr)
 	if err != nil {
 		if sr.err != nil { // the snapshot failed, not the sink (which may report it as its own)

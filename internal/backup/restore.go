@@ -36,7 +36,6 @@ func Fetch(ctx context.Context, src Source, path string, want Expect) error {
 	}
 	defer func() { _ = rc.Close() }()
 	hr := newHashingReader(rc)
-	defer hr.h.finish() // on every return: ends its hashing
 	if err := writeScratch(path, hr); err != nil {
 		return AsFailure(err, reason.DownloadFailed)
 	}

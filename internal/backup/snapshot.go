@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 )
 
@@ -23,10 +24,10 @@ var ErrSnapshotIncomplete = errors.New("snapshot incomplete")
 // (database and trailer), the object that is stored and that restores check (SHA256).
 type SnapshotReader struct {
 	r    io.Reader
-	size int64       // announced: database and trailer
-	db   int64       // size - the trailer
-	n    int64       // bytes read from r
-	h    *hashBehind // the database's bytes; the trailer is added once they are checked
+	size int64 // announced: database and trailer
+	db   int64 // size - the trailer
+	n    int64 // bytes read from r
+	h    hash.Hash
 	// trailer collects the last sha256.Size bytes; held back until checked.
 	trailer  [sha256.Size]byte
 	released int // bytes of the checked trailer handed to the reader's caller
@@ -38,7 +39,7 @@ type SnapshotReader struct {
 // NewSnapshotReader checks r, an etcd snapshot stream of size bytes (database and trailer, as the
 // member announced it).
 func NewSnapshotReader(r io.Reader, size int64) *SnapshotReader {
-	return &SnapshotReader{r: r, size: size, db: size - sha256.Size, h: newHashBehind()}
+	return &SnapshotReader{r: r, size: size, db: size - sha256.Size, h: sha256.New()}
 }
 
 func (s *SnapshotReader) Read(p []byte) (int, error) {
@@ -54,12 +55,14 @@ func (s *SnapshotReader) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	if s.db < 0 {
-		return 0, s.fail(fmt.Errorf("%w: %d bytes announced, fewer than a trailer", ErrSnapshotIncomplete, s.size))
+		s.err = fmt.Errorf("%w: %d bytes announced, fewer than a trailer", ErrSnapshotIncomplete, s.size)
+		return 0, s.err
 	}
 	for {
 		n, err := s.r.Read(p)
 		if s.n+int64(n) > s.size {
-			return 0, s.fail(fmt.Errorf("%w: more than the %d bytes announced", ErrSnapshotIncomplete, s.size))
+			s.err = fmt.Errorf("%w: more than the %d bytes announced", ErrSnapshotIncomplete, s.size)
+			return 0, s.err
 		}
 		// Database bytes pass through at once; trailer bytes are kept until all 32 are in.
 		pass := n
@@ -77,7 +80,8 @@ func (s *SnapshotReader) Read(p []byte) (int, error) {
 			if errors.Is(err, io.EOF) {
 				err = fmt.Errorf("%w: %d of %d bytes", ErrSnapshotIncomplete, s.n, s.size)
 			}
-			return pass, s.fail(err)
+			s.err = err
+			return pass, err
 		}
 		if pass > 0 || n == 0 {
 			return pass, nil
@@ -89,10 +93,10 @@ func (s *SnapshotReader) Read(p []byte) (int, error) {
 // check compares the trailer with the database's SHA-256 and, when it matches, completes the
 // digest of the whole stream.
 func (s *SnapshotReader) check() error {
-	h := s.h.finish()
-	db := h.Sum(nil)
+	db := s.h.Sum(nil)
 	if !bytes.Equal(db, s.trailer[:]) {
-		return s.fail(fmt.Errorf("%w: its trailer %x is not the SHA-256 %x of the %d bytes before it", ErrSnapshotIncomplete, s.trailer, db, s.db))
+		s.err = fmt.Errorf("%w: its trailer %x is not the SHA-256 %x of the %d bytes before it", ErrSnapshotIncomplete, s.trailer, db, s.db)
+		return s.err
 	}
 	// The stream must end here: more would mean the announced size was not the snapshot's.
 	var more [1]byte
@@ -100,23 +104,14 @@ func (s *SnapshotReader) check() error {
 		if n > 0 {
 			err = fmt.Errorf("more than the %d bytes announced", s.size)
 		}
-		return s.fail(fmt.Errorf("%w: after its trailer: %w", ErrSnapshotIncomplete, err))
+		s.err = fmt.Errorf("%w: after its trailer: %w", ErrSnapshotIncomplete, err)
+		return s.err
 	}
-	h.Write(s.trailer[:])
-	s.sum = hex.EncodeToString(h.Sum(nil))
+	s.h.Write(s.trailer[:])
+	s.sum = hex.EncodeToString(s.h.Sum(nil))
 	s.checked = true
 	return nil
 }
-
-// fail records err as the stream's end and stops its hashing.
-func (s *SnapshotReader) fail(err error) error {
-	s.err = err
-	s.h.finish()
-	return err
-}
-
-// close stops the hashing of a stream its reader left before its end (a failed upload).
-func (s *SnapshotReader) close() { s.h.finish() }
 
 // Announced is the size the stream must have, trailer included: S3 streams it into parts of known
 // length instead of buffering each part.

@@ -204,16 +204,16 @@ func (r *EtcdBackupScheduleReconciler) scheduleRun(ctx context.Context, s *etcdv
 	case s.Spec.Suspend:
 		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, false, reason.Suspended, "spec.suspend is set; no new backups are taken")
 		return requeue(otherWait, 0), nil
-	case due && running:
-		// Never overlap: the run starts when the one in flight ends (its status change wakes us).
-		shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, true, reason.Waiting, fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
-		return requeue(otherWait, scheduleBusyRequeue), nil
 	case due:
-		started, err := r.startRun(ctx, s, run, "created EtcdBackup %s")
-		if err != nil {
-			return ctrl.Result{}, err
+		started := false
+		if !running { // as the cache has it; startRun asks the API server
+			var err error
+			if started, err = r.startRun(ctx, s, run, "created EtcdBackup %s"); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
-		if !started { // the cache had not seen the run in flight yet
+		if !started {
+			// Never overlap: the run starts when the one in flight ends (its status change wakes us).
 			shared.SetCondition(&s.Status.Conditions, s.Generation, ConditionScheduled, true, reason.Waiting, fmt.Sprintf("the run due at %s waits for the backup in flight", run.UTC().Format(time.RFC3339)))
 			return requeue(otherWait, scheduleBusyRequeue), nil
 		}

@@ -20,3 +20,8 @@ func (b *EtcdBackup) Corrupt() (bool, string) {
 func (b *EtcdBackup) Verified() bool {
 	return meta.IsStatusConditionTrue(b.Status.Conditions, BackupConditionVerified)
 }
+
+// Finished says whether b's run has ended, either way (Succeeded or Failed).
+func (b *EtcdBackup) Finished() bool {
+	return b.Status.Phase == BackupSucceeded || b.Status.Phase == BackupFailed
+}

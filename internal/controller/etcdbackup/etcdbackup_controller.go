@@ -69,7 +69,7 @@ func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !b.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.deleteSnapshot(ctx, b)
 	}
-	if b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed {
+	if b.Finished() {
 		shared.RecordBackupMetrics(b)
 		return ctrl.Result{}, nil
 	}
@@ -82,7 +82,7 @@ func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if serr != nil {
 		return ctrl.Result{}, serr
 	}
-	if written && (b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed) {
+	if written && b.Finished() {
 		shared.RecordBackupMetrics(b)
 	}
 	return res, err

@@ -147,7 +147,7 @@ func readRuns(s *etcdv1alpha1.EtcdBackupSchedule, owned []etcdv1alpha1.EtcdBacku
 			continue
 		}
 		byName[b.Name] = b
-		finished := backupFinished(b)
+		finished := b.Finished()
 		created := b.CreationTimestamp.Time
 		at, atErr := time.Parse(time.RFC3339, b.Annotations[naming.AnnotationScheduledAt])
 		if atErr == nil {
@@ -258,7 +258,7 @@ func (r *EtcdBackupScheduleReconciler) startRun(ctx context.Context, s *etcdv1al
 		return false, err
 	}
 	for i := range current {
-		if current[i].DeletionTimestamp.IsZero() && !backupFinished(&current[i]) && current[i].Name != backupschedule.BackupName(s.Name, run) {
+		if current[i].DeletionTimestamp.IsZero() && !current[i].Finished() && current[i].Name != backupschedule.BackupName(s.Name, run) {
 			return false, nil
 		}
 	}
@@ -270,11 +270,6 @@ func (r *EtcdBackupScheduleReconciler) startRun(ctx context.Context, s *etcdv1al
 func (r *EtcdBackupScheduleReconciler) backUpNow(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, why string) error {
 	_, err := r.startRun(ctx, s, shared.NowOr(r.Now).Truncate(time.Second), "created EtcdBackup %s out of schedule: "+strings.ReplaceAll(why, "%", "%%"))
 	return err
-}
-
-// backupFinished says whether b's run has ended, either way.
-func backupFinished(b *etcdv1alpha1.EtcdBackup) bool {
-	return b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed
 }
 
 // ownedBackups are the EtcdBackups s made: its label narrows the list, its controller reference

@@ -375,6 +375,36 @@ func TestUserCertificatesAreMountedFromTheUsersSecrets(t *testing.T) {
 	}
 }
 
+// The worker's copy runs on the way of every member start, so no CPU limit of ours throttles it; a
+// CPU limit the user gave etcd it shares, so that a namespace that asks for limits admits the pod.
+func TestWorkerCopyHasTheMembersCPULimitOnly(t *testing.T) {
+	in := MemberPodInput{Member: "demo-1", Image: "etcd:v3.6.16", InitialCluster: []string{"demo-0", "demo-1", "demo-2"}, OperatorImage: "op:1"}
+	for _, tc := range []struct {
+		name, limit, wantLimit, wantRequest string
+	}{
+		{"no limit", "", "", "10m"},
+		{"a limit", "2", "2", "10m"},
+		{"a limit below the copy's request", "5m", "5m", "5m"},
+	} {
+		c := sample()
+		if tc.limit != "" {
+			c.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(tc.limit)}
+		}
+		pod := MemberPod(c, in)
+		if len(pod.Spec.InitContainers) != 1 {
+			t.Fatalf("%s: init containers %+v, want the worker's copy", tc.name, pod.Spec.InitContainers)
+		}
+		res := pod.Spec.InitContainers[0].Resources
+		gotLimit := ""
+		if l, ok := res.Limits[corev1.ResourceCPU]; ok {
+			gotLimit = l.String()
+		}
+		if gotLimit != tc.wantLimit || res.Requests.Cpu().String() != tc.wantRequest || res.Limits.Memory().IsZero() {
+			t.Errorf("%s: copy's resources %+v, want CPU limit %q, request %s and a memory limit", tc.name, res, tc.wantLimit, tc.wantRequest)
+		}
+	}
+}
+
 // A member with peers behind a NetworkPolicy starts etcd once one accepts its connections (the policy
 // admits its new IP), standing in on its peer port meanwhile; nothing else waits, as there is nobody
 // to wait for or nothing that blocks.

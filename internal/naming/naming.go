@@ -59,6 +59,10 @@ const (
 	// AnnotationTrustEpoch on a member pod is the CA-rotation epoch (status.tls.trustEpoch) it was
 	// built at: a CA rotation's phase is done once every member runs a pod of the current one.
 	AnnotationTrustEpoch = "etcd.autopilot.dev/trust-epoch"
+	// AnnotationCertificates on a member pod is a digest of the certificates in the Secrets it
+	// mounts. The operator changes it when one is re-issued: that update of the pod makes the kubelet
+	// refresh the pod's Secret volumes at once, instead of at its next periodic sync of the pod.
+	AnnotationCertificates = "etcd.autopilot.dev/certificates"
 	// AnnotationRotateCA on an EtcdCluster asks for a CA rotation: each new value starts one.
 	AnnotationRotateCA = "etcd.autopilot.dev/rotate-ca"
 	// AnnotationRenewCertificates on an EtcdCluster asks for every leaf certificate to be re-issued

@@ -71,6 +71,9 @@ type MemberPodInput struct {
 	// the cluster back to one member per zone), a required node affinity. A pod template with an
 	// affinity of its own ignores it: the user's placement wins.
 	Zone string
+	// Certificates is the digest of the certificates in the Secrets the pod mounts
+	// (naming.AnnotationCertificates), recorded on it.
+	Certificates string
 }
 
 // DefaultQuota is etcd's own database quota.
@@ -382,6 +385,9 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, in MemberPodInput) *corev1.Pod {
 	pod.Annotations[naming.AnnotationTrustEpoch] = strconv.Itoa(int(c.Status.TLS.TrustEpoch))
 	if tuned := TunedAnnotation(c); tuned != "" {
 		pod.Annotations[naming.AnnotationTuned] = tuned
+	}
+	if in.Certificates != "" {
+		pod.Annotations[naming.AnnotationCertificates] = in.Certificates
 	}
 	return pod
 }

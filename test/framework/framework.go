@@ -377,18 +377,25 @@ func (e *Env) SetReplicas(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int32) {
 	}
 }
 
-// WaitFor polls cond until it returns nil.
+// WaitFor polls cond until it returns nil. A failure names, besides the last answer, each
+// different answer on the way and when it first came: the last one alone often tells only what a
+// later event (a restart, a roll) showed at the deadline, not what held the wait.
 func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	var err error
+	var seen []string
 	for time.Now().Before(deadline) {
 		if err = cond(); err == nil {
 			return
 		}
+		if line := err.Error(); len(seen) < 20 && (len(seen) == 0 || !strings.HasSuffix(seen[len(seen)-1], " "+line)) {
+			seen = append(seen, fmt.Sprintf("+%s %s", time.Since(start).Round(time.Second), line))
+		}
 		time.Sleep(time.Second)
 	}
-	t.Fatalf("%s: not after %s: %v", what, timeout, err)
+	t.Fatalf("%s: not after %s: %v\nanswers on the way:\n  %s", what, timeout, err, strings.Join(seen, "\n  "))
 }
 
 // WaitConverged waits until the cluster has n healthy voting members, is Available and has nothing left to do.

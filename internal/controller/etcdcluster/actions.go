@@ -184,7 +184,7 @@ func (p *pass) actCreateMembers(ctx context.Context, a planner.Action) error {
 		}
 	}
 	for _, m := range a.Members {
-		in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage, IDs: p.r.PodIDs, Contained: contained(c, m), Zone: memberZone(c, m)}
+		in := resources.MemberPodInput{Member: m, Image: image, Version: a.Version, InitialCluster: initial, PeerURLs: peerURLs, OtherPeers: others, Bootstrap: a.Bootstrap, Restore: restore, ForceNewCluster: a.ForceNewCluster, OperatorImage: p.r.OperatorImage, IDs: p.r.PodIDs, Contained: contained(c, m), Zone: memberZone(c, m), Certificates: p.certificates}
 		if err := p.createMember(ctx, in); err != nil {
 			return err
 		}

@@ -82,21 +82,35 @@ func contained(c *etcdv1alpha1.EtcdCluster, member string) bool {
 	return false
 }
 
+// liveMemberPods are the member pods of this cluster (owned by it) that are not being deleted, read
+// from the cache.
+func (p *pass) liveMemberPods(ctx context.Context) ([]*corev1.Pod, error) {
+	c := p.c
+	pods := &corev1.PodList{}
+	if err := p.r.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	var out []*corev1.Pod
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.Labels[naming.LabelMember] != "" && shared.OwnedBy(pod, c.UID) && pod.DeletionTimestamp.IsZero() {
+			out = append(out, pod)
+		}
+	}
+	return out, nil
+}
+
 // ensureServing puts every member pod's LabelServing as status says: off for a contained member,
 // on for every other. It runs before the client Service is written, so that pods made by operators
 // that predate the label are selected before the Service starts asking for it. Idle, it writes nothing.
 func (p *pass) ensureServing(ctx context.Context) error {
 	c := p.c
-	pods := &corev1.PodList{}
-	if err := p.r.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
-		return fmt.Errorf("list pods: %w", err)
+	pods, err := p.liveMemberPods(ctx)
+	if err != nil {
+		return err
 	}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
+	for _, pod := range pods {
 		m := pod.Labels[naming.LabelMember]
-		if m == "" || !shared.OwnedBy(pod, c.UID) || !pod.DeletionTimestamp.IsZero() {
-			continue
-		}
 		want := !contained(c, m)
 		if (pod.Labels[naming.LabelServing] == naming.Serving) == want {
 			continue

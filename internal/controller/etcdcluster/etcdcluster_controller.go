@@ -188,6 +188,9 @@ type pass struct {
 	mem  *clusterMemory
 	// trust, when set, is why no certificate can be issued now.
 	trust *trustProblem
+	// certificates is the digest of the certificates the member pods mount (deliverCertificates),
+	// empty without TLS or while a Secret is missing.
+	certificates string
 	// recoveryRequest is the quorum-loss recovery a human asked for (planner.RecoverAnnotation).
 	recoveryRequest string
 	// newestBackupName is what a FromBackup recovery would restore; looked up only without quorum.
@@ -252,7 +255,7 @@ func (p *pass) prepare(ctx context.Context) (res ctrl.Result, done bool, err err
 		return ctrl.Result{}, true, err
 	}
 	p.trust = trust
-	for _, ensure := range []func(context.Context) error{p.retireLegacyOperatorSecret, p.ensureServing, p.ensureServices, p.ensureNetworkPolicy} {
+	for _, ensure := range []func(context.Context) error{p.retireLegacyOperatorSecret, p.ensureServing, p.deliverCertificates, p.ensureServices, p.ensureNetworkPolicy} {
 		if err := ensure(ctx); err != nil {
 			return ctrl.Result{}, true, err
 		}

@@ -111,6 +111,11 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		return nil, err
 	}
 	p.recordExpiry(caSecret, leaves, live)
+	data := map[string]map[string][]byte{}
+	for name, s := range live {
+		data[name] = s.Data
+	}
+	p.certificates = mountedCertificates(c, data)
 	return nil, nil
 }
 
@@ -369,8 +374,9 @@ func (p *pass) advanceCARotation(next string) {
 // hold go to status.tls.userTrust once they are usable, which restarts the members one at a time
 // when it changes. While they are unusable, the problem blocks every action.
 //
-// A renewal (new tls.crt/tls.key, same ca.crt) needs nothing from the operator: the kubelet updates
-// the Secret volumes in place and etcd loads its key pair on every handshake.
+// A renewal (new tls.crt/tls.key, same ca.crt) needs no restart: the kubelet updates the Secret
+// volumes in place (at once, once deliverCertificates sees the new digest on a pass) and etcd loads
+// its key pair on every handshake.
 func (p *pass) checkUserTLS(ctx context.Context) (*trustProblem, error) {
 	c := p.c
 	var in pki.UserCertificates
@@ -421,5 +427,10 @@ func (p *pass) checkUserTLS(ctx context.Context) (*trustProblem, error) {
 		return &trustProblem{reason.UserCertificatesUnusable, err.Error() + "; no member is created or changed until the certificates are usable", true}, nil
 	}
 	c.Status.TLS.UserTrust = pki.UserTrust(in)
+	data := map[string]map[string][]byte{}
+	for name, us := range read {
+		data[name] = us.Data
+	}
+	p.certificates = mountedCertificates(c, data)
 	return nil, nil
 }

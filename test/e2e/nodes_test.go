@@ -64,12 +64,9 @@ func nodeFault(t *testing.T, verb, name string) {
 // memberNodes maps each member pod of c to the node it runs on.
 func memberNodes(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
-	pods := &corev1.PodList{}
-	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
-		t.Fatal(err)
-	}
+	pods := env.MemberPods(t, c)
 	out := map[string]string{}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		if p.DeletionTimestamp == nil {
 			out[p.Name] = p.Spec.NodeName
 		}

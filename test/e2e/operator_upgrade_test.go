@@ -25,12 +25,9 @@ const previousRelease = "c48036b48419ac8a5e830c953d53639379acdc4e"
 // restartCounts maps member pods to their etcd container's restart count.
 func restartCounts(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]int32 {
 	t.Helper()
-	pods := &corev1.PodList{}
-	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
-		t.Fatal(err)
-	}
+	pods := env.MemberPods(t, c)
 	out := map[string]int32{}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		for _, cs := range p.Status.ContainerStatuses {
 			out[p.Name] += cs.RestartCount
 		}

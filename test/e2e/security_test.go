@@ -239,12 +239,9 @@ func annotate(t *testing.T, c *etcdv1alpha1.EtcdCluster, key, value string) {
 // certificateDigests is the naming.AnnotationCertificates of each member pod, by pod name.
 func certificateDigests(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
-	pods := &corev1.PodList{}
-	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
-		t.Fatal(err)
-	}
+	pods := env.MemberPods(t, c)
 	out := map[string]string{}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		out[p.Name] = p.Annotations[naming.AnnotationCertificates]
 	}
 	return out

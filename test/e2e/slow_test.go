@@ -124,13 +124,10 @@ func TestSlowMemberIsReportedThenReplaced(t *testing.T) {
 // since base (WAL fsync p99 and count per member).
 func diskFigures(t *testing.T, c *etcdv1alpha1.EtcdCluster, base map[string]etcdclient.DiskLatency) (map[string]etcdclient.DiskLatency, string) {
 	t.Helper()
-	pods := &corev1.PodList{}
-	if err := env.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
-		t.Fatal(err)
-	}
+	pods := env.MemberPods(t, c)
 	now := map[string]etcdclient.DiskLatency{}
 	var parts []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		d, err := etcdclient.ReadDiskLatency(context.Background(), naming.MetricsURL(p.Status.PodIP))
 		if err != nil {
 			parts = append(parts, fmt.Sprintf("%s: %v", p.Name, err))

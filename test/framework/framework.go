@@ -614,13 +614,29 @@ func (e *Env) RefreshEndpoints(t *testing.T, cl *clientv3.Client, c *etcdv1alpha
 	cl.SetEndpoints(e.PodEndpoints(t, c)...)
 }
 
-func (e *Env) MemberPodUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+// MemberPods are c's member pods (not the pods of its backup Jobs or archive worker, which carry its
+// labels too), those going away included.
+func (e *Env) MemberPods(t *testing.T, c *etcdv1alpha1.EtcdCluster) []corev1.Pod {
+	t.Helper()
 	pods := &corev1.PodList{}
 	if err := e.K8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
+	var out []corev1.Pod
 	for _, p := range pods.Items {
+		if p.Labels[naming.LabelMember] != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// MemberPodUIDs maps each member pod of c to its UID.
+func (e *Env) MemberPodUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	pods := e.MemberPods(t, c)
+	out := map[string]string{}
+	for _, p := range pods {
 		out[p.Name] = string(p.UID)
 	}
 	return out

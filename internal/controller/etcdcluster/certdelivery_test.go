@@ -24,10 +24,7 @@ import (
 func TestRenewedCertificatesAreDeliveredToEveryMemberPod(t *testing.T) {
 	ctx := context.Background()
 	ns := operatortest.NewNamespace(t)
-	// Not created in the API: the manager must not reconcile it while the test drives the passes.
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "deliver", Namespace: ns, UID: "deliver-uid"}}
-	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSOperatorManaged, Peer: etcdv1alpha1.TLSOperatorManaged}
-	c.Status.Bootstrapped = true
+	c := unmanagedTLSCluster(ns, "deliver")
 	r := &EtcdClusterReconciler{Client: k8s, Scheme: k8s.Scheme(), Recorder: record.NewFakeRecorder(100), apiReader: k8s}
 	run := func() string {
 		t.Helper()

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,6 +20,15 @@ import (
 	"github.com/etcd-autopilot/etcd-autopilot/internal/testutil/operatortest"
 )
 
+// unmanagedTLSCluster is a bootstrapped cluster with operator-managed TLS for a test that drives the
+// passes itself: not created in the API, so the manager never reconciles it.
+func unmanagedTLSCluster(ns, name string) *etcdv1alpha1.EtcdCluster {
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name + "-uid")}}
+	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSOperatorManaged, Peer: etcdv1alpha1.TLSOperatorManaged}
+	c.Status.Bootstrapped = true
+	return c
+}
+
 // The TLS Secrets through each phase of a CA rotation, against a real API server, with every phase's
 // pass run twice (a crash after any write is followed by the same pass again): the next CA is made
 // once, leaves are re-issued once and only in SignWithNew, trust bundles hold both CAs exactly while
@@ -26,10 +36,7 @@ import (
 func TestCARotationPhasesAreIdempotent(t *testing.T) {
 	ctx := context.Background()
 	ns := operatortest.NewNamespace(t)
-	// Not created in the API: the manager must not reconcile it while the test drives the passes.
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "rot", Namespace: ns, UID: "rot-uid"}}
-	c.Spec.TLS = etcdv1alpha1.TLSSpec{Client: etcdv1alpha1.TLSOperatorManaged, Peer: etcdv1alpha1.TLSOperatorManaged}
-	c.Status.Bootstrapped = true
+	c := unmanagedTLSCluster(ns, "rot")
 	r := &EtcdClusterReconciler{Client: k8s, Recorder: record.NewFakeRecorder(100), apiReader: k8s}
 	now := time.Now()
 	run := func() {

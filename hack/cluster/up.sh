@@ -71,6 +71,38 @@ fi
 [ -n "$NODE_IP" ] || { echo "cannot determine NODE_IP; set it" >&2; exit 1; }
 
 ###############################################################################
+# Already up: the cluster a complete run of this script brought up, with the same settings, scripts and
+# tool pins, still runs as it left it (every process it started alive, the API server ready, every node
+# Ready, the add-ons available): nothing to do. The full run's idempotent checks cost about a second each on
+# a loaded machine, a minute for four nodes, and `make test` asks for the cluster again between its suites.
+###############################################################################
+UP_DONE=$STATE/up.done
+up_fingerprint() {
+  { echo "NODES=$NODES NODE_NAME=$NODE_NAME NODE_IP=$NODE_IP PHASES=$PHASES"
+    cat "$here"/*.sh "$repo/hack/tools/build.sh" "$repo/hack/images/images.sh" "$repo"/hack/tools/*/go.mod
+  } | sha256sum | cut -d' ' -f1
+}
+still_up() {
+  [ -f "$UP_DONE" ] && [ "$(cat "$UP_DONE")" = "$(up_fingerprint)" ] || return 1
+  local name pid exe nodes
+  while read -r name pid exe; do
+    [ -d "/proc/$pid" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$exe" ] || return 1
+  done <"$STATE/pids"
+  curl -sf --cacert "$STATE/pki/ca.crt" https://127.0.0.1:6443/readyz >/dev/null || return 1
+  nodes=$(kubectl --kubeconfig "$STATE/kubeconfig" get nodes --no-headers 2>/dev/null) || return 1
+  [ "$(wc -l <<<"$nodes")" -eq "$NODES" ] && [ "$(awk '$2 == "Ready"' <<<"$nodes" | wc -l)" -eq "$NODES" ] || return 1
+  kubectl --kubeconfig "$STATE/kubeconfig" get deploy -A --no-headers 2>/dev/null |
+    awk '$2 ~ /^(coredns|local-path-provisioner|csi-hostpath-controller)$/ { split($3, r, "/"); if (r[1] > 0 && r[1] == r[2]) n++ }
+         END { exit n != 3 }'
+}
+if [ "$PHASES" = "prereq build pki config start addons" ] && still_up; then
+  log "cluster is up, as the run that started it left it ($NODES node(s) Ready): nothing to do"
+  exit 0
+fi
+# a complete run rewrites what the mark vouches for; it marks again when it ends well
+[ "$PHASES" != "prereq build pki config start addons" ] || rm -f "$UP_DONE"
+
+###############################################################################
 # 0. prerequisites: Debian 12 packages (installed when missing) + Go for the tools
 ###############################################################################
 APT_PACKAGES="containerd runc containernetworking-plugins busybox-static iptables iproute2 jq openssl curl file util-linux"
@@ -482,6 +514,7 @@ if phase_on start; then
 fi
 if phase_on start && [ "$NODES" -gt 1 ]; then
   kubectl label node "$NODE_NAME" --overwrite "topology.kubernetes.io/zone=$(zone_of 1)" >/dev/null
+  loads=()
   for ((k = 2; k <= NODES; k++)); do
     name=$NODE_NAME-$k dir=$STATE/nodes/$k
     log "node $name (zone $(zone_of "$k"))"
@@ -497,7 +530,12 @@ if phase_on start && [ "$NODES" -gt 1 ]; then
     start_proc "containerd-$k" containerd --config "$dir/containerd/config.toml"
     wait_for "containerd of $name" 60 ctr -a "$dir/containerd/containerd.sock" version
     wait_for "CRI of containerd of $name" 60 cri_ready "$dir/containerd/containerd.sock"
-    load_images "$dir/containerd/containerd.sock"   # nothing here pulls from a registry
+    # nothing here pulls from a registry: the images go into every new containerd at once, before any kubelet
+    load_images "$dir/containerd/containerd.sock" & loads+=($!)
+  done
+  for pid in "${loads[@]}"; do wait "$pid" || { log "loading the system images into a node failed"; exit 1; }; done
+  for ((k = 2; k <= NODES; k++)); do
+    name=$NODE_NAME-$k dir=$STATE/nodes/$k
     # A node deleted from the API registers again with another pod CIDR: no sandbox may start on its
     # old network before the new one is written below.
     kubectl get node "$name" >/dev/null 2>&1 || rm -f "$dir"/cni/net.d/*
@@ -900,6 +938,7 @@ fi
 
 phase_on start || exit 0
 log "cluster is up: $(kubectl version 2>/dev/null | tr '\n' ' ' || true)"
+[ "$PHASES" != "prereq build pki config start addons" ] || up_fingerprint >"$UP_DONE"
 cat <<EOF
 
 Cluster: $STATE   (stop: hack/cluster/down.sh $STATE [--purge])

@@ -207,11 +207,14 @@ load() {
   local sock=$CLUSTER_DIR/containerd/containerd.sock
   [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1 ||
     { echo "images: no containerd at $sock: start the cluster (hack/cluster/up.sh)" >&2; exit 1; }
-  load_into "$sock"
+  # every node's containerd at once: an import is mostly one core's decompression and disk writes
+  local pids=() pid
+  load_into "$sock" & pids+=($!)
   for sock in "$CLUSTER_DIR"/nodes/*/containerd/containerd.sock; do
-    [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1 && load_into "$sock"
+    [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1 || continue
+    load_into "$sock" & pids+=($!)
   done
-  return 0
+  for pid in "${pids[@]}"; do wait "$pid" || { echo "images: loading into a node's containerd failed" >&2; exit 1; }; done
 }
 
 load_into() { # containerd socket

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -145,24 +146,64 @@ func (b *bare) createRestoring(t *testing.T, url string) {
 // recreate makes member name's pod again, on its PVC, at image.
 func (b *bare) recreate(t *testing.T, name, image string) {
 	t.Helper()
-	b.recreatePod(t, name, image, true)
+	b.recreatePod(t, name, image, bareRecreate{probes: true})
 }
 
-// recreatePod is recreate, with the member's probes or without any (probes false): a pod without
-// probes is Ready as soon as its container runs, before etcd serves, as in the official etcd
-// operator's pods.
-func (b *bare) recreatePod(t *testing.T, name, image string, probes bool) {
+// bareRecreate is how a member's pod is made again by hand.
+type bareRecreate struct {
+	// probes: the member's probes, or none (a pod without probes is Ready as soon as its container
+	// runs, before etcd serves, as in the official etcd operator's pods).
+	probes bool
+	// peerWait: an init container that waits until a peer's port takes its connections, as a person
+	// who protects the peer port with a NetworkPolicy (protect) writes one: a pod's new address is
+	// admitted only once the policy's enforcer has seen it, and etcd's first publish before that is lost.
+	peerWait bool
+}
+
+// recreatePod is recreate, as how says.
+func (b *bare) recreatePod(t *testing.T, name, image string, how bareRecreate) {
 	t.Helper()
 	var i int
 	if _, err := fmt.Sscanf(name, "bare-%d", &i); err != nil {
 		t.Fatalf("member name %q: %v", name, err)
 	}
 	pod := b.pod(i, image)
-	if !probes {
+	if !how.probes {
 		etcd := &pod.Spec.Containers[0]
 		etcd.StartupProbe, etcd.LivenessProbe, etcd.ReadinessProbe = nil, nil, nil
 	}
+	if how.peerWait {
+		peer := fmt.Sprintf("bare-%d.%s.%s.svc", (i+1)%b.n, barePeerService, b.ns)
+		pod.Spec.InitContainers = []corev1.Container{{Name: "wait-peer", Image: busyboxImage, ImagePullPolicy: corev1.PullIfNotPresent,
+			Command:         []string{"sh", "-c", fmt.Sprintf("until nc -w 1 %s %d -e true; do sleep 0.1; done", peer, naming.PeerPort)},
+			SecurityContext: pod.Spec.Containers[0].SecurityContext}}
+	}
 	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// protect gives the members the protection the operator's NetworkPolicy gives its own: the peer port
+// only from the members, the client and metrics ports from the namespace's pods (and, on this
+// cluster's enforcer, from the node: the kubelet's probes and the bench's prober).
+func (b *bare) protect(t *testing.T) {
+	t.Helper()
+	tcp := corev1.ProtocolTCP
+	port := func(p int32) networkingv1.NetworkPolicyPort {
+		return networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(p))}
+	}
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: b.ns},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: bareLabels},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: bareLabels}}}, Ports: []networkingv1.NetworkPolicyPort{port(naming.PeerPort)}},
+				{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}, Ports: []networkingv1.NetworkPolicyPort{port(naming.ClientPort), port(naming.MetricsPort)}},
+			},
+		},
+	}
+	if err := k8s.Create(context.Background(), np); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -138,10 +138,23 @@ func bareRun(t *testing.T, image string, n int, add func(string, time.Duration))
 	// runs), as the official etcd operator's pods have none: the same prober still waits for the
 	// member to answer a linearizable read, so this is the floor of a recovery whose readiness is not
 	// tied to etcd serving.
-	for _, probes := range []bool{true, false} {
-		suffix := ""
-		if !probes {
-			suffix = withoutProbesSuffix
+	// Last, the members protected as the operator protects its own (bare.protect), recreated as they
+	// were and then with a wait for a peer's admission (the operator's answer to the same race), with
+	// probes: what a careful person pays for that protection by hand, and the same finish line.
+	variants := []struct {
+		suffix  string
+		how     bareRecreate
+		protect bool
+	}{
+		{"", bareRecreate{probes: true}, false},
+		{withoutProbesSuffix, bareRecreate{}, false},
+		{withPolicySuffix, bareRecreate{probes: true}, true},
+		{withPolicyAndWaitSuffix, bareRecreate{probes: true, peerWait: true}, false},
+	}
+	for _, v := range variants {
+		suffix := v.suffix
+		if v.protect {
+			b.protect(t)
 		}
 		for _, role := range roles {
 			// Recovery by hand: the pod goes (as a node restart or eviction would take it), its volume
@@ -157,7 +170,7 @@ func bareRun(t *testing.T, image string, n int, add func(string, time.Duration))
 				return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 			})
 			st.mark("gone")
-			b.recreatePod(t, name, image, probes)
+			b.recreatePod(t, name, image, v.how)
 			add("bare_recovery_"+role+suffix, waitFor(t, name+" serving again", timeout, func() (bool, error) {
 				st.observe(p, name, pod.UID)
 				return p.serving(n)
@@ -172,6 +185,15 @@ func bareRun(t *testing.T, image string, n int, add func(string, time.Duration))
 const (
 	withoutProbesSuffix = "_without_probes"
 	vsUnprobedSuffix    = "_vs_bare_without_probes"
+)
+
+// withPolicySuffix names the bare recoveries of members protected by a NetworkPolicy (bare.protect);
+// withPolicyAndWaitSuffix, those whose recreated pod also waits for a peer's admission first; and
+// vsProtectedSuffix, the operator's recoveries compared with the latter: the same protection by hand.
+const (
+	withPolicySuffix        = "_with_networkpolicy"
+	withPolicyAndWaitSuffix = "_with_networkpolicy_and_peer_wait"
+	vsProtectedSuffix       = "_vs_bare_with_networkpolicy_and_peer_wait"
 )
 
 // deletePod deletes pod ns/name and returns it as it was, with the time of the deletion.
@@ -279,6 +301,7 @@ func operatorRunIn(t *testing.T, ns string, c *etcdv1alpha1.EtcdCluster, n int, 
 		}).Sub(t0)
 		add("recovery_pod_deleted_"+role, back)
 		add("recovery_pod_deleted_"+role+vsUnprobedSuffix, back)
+		add("recovery_pod_deleted_"+role+vsProtectedSuffix, back)
 		t.Logf("recovery_pod_deleted_%s stages (%s deleted at %s): %s", role, name, t0.UTC().Format("15:04:05.000"), st)
 		saveMemberLogs(t, ns, naming.Labels(c.Name), "recovered-"+role)
 		waitFor(t, "EtcdCluster converged", timeout, func() (bool, error) { return converged(c, n) })
@@ -391,9 +414,17 @@ func lifecycleMetrics(suffix string) []metricDef {
 		}
 	}
 	if suffix == "" {
+		protected := "protected as the operator's members are (a NetworkPolicy: the peer port only from the members, the client and metrics ports from the namespace's pods)"
+		waited := " and recreated with an init container (busybox) that waits until a peer's port takes its connections"
 		for _, role := range roles {
 			defs = append(defs, metricDef{"bare_recovery_" + role + withoutProbesSuffix, "bare_recovery_" + role, "s",
-				"what the probes cost a recovery by hand: " + unprobedNote(role, bare, serving) + "; baseline: " + bareRecovery(role), nil})
+				"what the probes cost a recovery by hand: " + unprobedNote(role, bare, serving) + "; baseline: " + bareRecovery(role), nil},
+				metricDef{"bare_recovery_" + role + withPolicySuffix, "bare_recovery_" + role, "s",
+					"what the protection costs a recovery by hand without a wait (etcd's first publish from an address the peers do not admit yet is lost): " + bareRecovery(role) + ", the members " + protected + "; baseline: " + bareRecovery(role), nil},
+				metricDef{"bare_recovery_" + role + withPolicyAndWaitSuffix, "bare_recovery_" + role, "s",
+					"what the protection costs a recovery by hand with a wait: " + bareRecovery(role) + ", the members " + protected + waited + "; baseline: " + bareRecovery(role), nil},
+				metricDef{"recovery_pod_deleted_" + role + vsProtectedSuffix, "bare_recovery_" + role + withPolicyAndWaitSuffix, "s",
+					"recovery_pod_deleted_" + role + "'s figure (the operator's NetworkPolicy on); baseline: the same protection by hand, " + bareRecovery(role) + ", the members " + protected + waited, &g})
 		}
 	}
 	return defs

@@ -122,7 +122,7 @@ func TestBackupBench(t *testing.T) {
 		lastBackup = name
 
 		// The same worker binary run from the host, where etcdctl runs: what the Job's seconds owe to
-		// running in a pod (pod-to-pod traffic, its CPU share) rather than to the worker itself.
+		// running in a container (its CPU share among the pods) rather than to the worker itself.
 		host := hostBackup(t, mio, endpoint, certDir, naming.ClientServiceHost(c.Name, c.Namespace), fmt.Sprintf("host/%d.db", r))
 		samples["worker_from_host"] = append(samples["worker_from_host"], host.Seconds)
 		t.Logf("rep %d: the worker binary from the host: %.1fs (%.1fs CPU)", r, host.Seconds, host.CPUSeconds)
@@ -471,7 +471,8 @@ func backupMarkdown(rows []result, db string, samples map[string][]float64) stri
   MinIO from the host: both sides end with the snapshot stored in MinIO.
 - The Job's own binary run from the host, like etcdctl, against the same member and bucket (a diagnostic, not a
   figure of the operator): ` + spread(fromHost) + `. What the Job takes beyond that is
-  what running in a pod costs here (pod-to-pod traffic through the bridge and its filters).
+  what running in a container costs here, not the pod's network path: run inside a client pod's network namespace
+  (bench/HISTORY.md, 2026-12-01), the same binary took as long as etcdctl's save and upload there.
 - ` + "`etcdctl snapshot save`" + ` itself run in a pod (the etcd image, the same member, into an emptyDir; a diagnostic):
   ` + spread(samples["etcdctl_save_in_pod"]) + ` against ` + spread(samples["etcdctl_save"]) + ` from the host, the same span of its own log.
 - ` + "`backup_time_vs_etcdctl_in_pod_and_upload`" + `: the same Job ÷ that in-pod save plus the host's upload time of each run:

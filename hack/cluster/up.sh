@@ -24,7 +24,8 @@ STATE=${1:-${CLUSTER_DIR:-$repo/.cluster}}
 mkdir -p "$STATE"; STATE=$(cd "$STATE" && pwd)
 # shellcheck source=../images/images.sh
 . "$repo/hack/images/images.sh"
-PHASES=${PHASES:-prereq build pki config start addons}
+ALL_PHASES="prereq build pki config start addons"
+PHASES=${PHASES:-$ALL_PHASES}
 
 SERVICE_CIDR=10.96.0.0/16
 KUBERNETES_SVC_IP=10.96.0.1
@@ -76,6 +77,13 @@ fi
 # Ready, the add-ons available): nothing to do. The full run's idempotent checks cost about a second each on
 # a loaded machine, a minute for four nodes, and `make test` asks for the cluster again between its suites.
 ###############################################################################
+is_running() { # name -> 0 if the recorded pid is alive and still runs the recorded exe
+  local line pid exe
+  line=$(grep "^$1 " "$PIDFILE" | tail -1) || return 1
+  pid=$(awk '{print $2}' <<<"$line"); exe=$(awk '{print $3}' <<<"$line")
+  [ -d "/proc/$pid" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$exe" ]
+}
+apiserver_ready() { curl -sf --cacert "$PKI/ca.crt" https://127.0.0.1:6443/readyz; }
 UP_DONE=$STATE/up.done
 up_fingerprint() {
   { echo "NODES=$NODES NODE_NAME=$NODE_NAME NODE_IP=$NODE_IP PHASES=$PHASES"
@@ -84,23 +92,21 @@ up_fingerprint() {
 }
 still_up() {
   [ -f "$UP_DONE" ] && [ "$(cat "$UP_DONE")" = "$(up_fingerprint)" ] || return 1
-  local name pid exe nodes
-  while read -r name pid exe; do
-    [ -d "/proc/$pid" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$exe" ] || return 1
-  done <"$STATE/pids"
-  curl -sf --cacert "$STATE/pki/ca.crt" https://127.0.0.1:6443/readyz >/dev/null || return 1
-  nodes=$(kubectl --kubeconfig "$STATE/kubeconfig" get nodes --no-headers 2>/dev/null) || return 1
+  local name nodes
+  while read -r name _; do is_running "$name" || return 1; done <"$PIDFILE"
+  apiserver_ready >/dev/null || return 1
+  nodes=$(kubectl --kubeconfig "$KUBECONFIG_ADMIN" get nodes --no-headers 2>/dev/null) || return 1
   [ "$(wc -l <<<"$nodes")" -eq "$NODES" ] && [ "$(awk '$2 == "Ready"' <<<"$nodes" | wc -l)" -eq "$NODES" ] || return 1
-  kubectl --kubeconfig "$STATE/kubeconfig" get deploy -A --no-headers 2>/dev/null |
+  kubectl --kubeconfig "$KUBECONFIG_ADMIN" get deploy -A --no-headers 2>/dev/null |
     awk '$2 ~ /^(coredns|local-path-provisioner|csi-hostpath-controller)$/ { split($3, r, "/"); if (r[1] > 0 && r[1] == r[2]) n++ }
          END { exit n != 3 }'
 }
-if [ "$PHASES" = "prereq build pki config start addons" ] && still_up; then
+if [ "$PHASES" = "$ALL_PHASES" ] && still_up; then
   log "cluster is up, as the run that started it left it ($NODES node(s) Ready): nothing to do"
   exit 0
 fi
 # a complete run rewrites what the mark vouches for; it marks again when it ends well
-[ "$PHASES" != "prereq build pki config start addons" ] || rm -f "$UP_DONE"
+[ "$PHASES" != "$ALL_PHASES" ] || rm -f "$UP_DONE"
 
 ###############################################################################
 # 0. prerequisites: Debian 12 packages (installed when missing) + Go for the tools
@@ -369,12 +375,6 @@ POD_SUBNET=$POD_SUBNET
 NODE_NAME=$NODE_NAME
 NODE_IP=$NODE_IP
 EOF
-is_running() { # name -> 0 if the recorded pid is alive and still runs the recorded exe
-  local line pid exe
-  line=$(grep "^$1 " "$PIDFILE" | tail -1) || return 1
-  pid=$(awk '{print $2}' <<<"$line"); exe=$(awk '{print $3}' <<<"$line")
-  [ -d "/proc/$pid" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$exe" ]
-}
 start_proc() { # name cmd args...
   local name=$1; shift
   if is_running "$name"; then log "$name already running"; return 0; fi
@@ -398,7 +398,6 @@ wait_for() { # desc timeout_s cmd...
   done
   log "ready: $desc"
 }
-apiserver_ready() { curl -sf --cacert "$PKI/ca.crt" https://127.0.0.1:6443/readyz; }
 # node_ready NAME [SINCE]: Ready by a status the kubelet posted at or after SINCE (date -u +%FT%TZ), which a
 # kubelet does as it starts: a Node kept from an earlier run of the cluster (down.sh keeps etcd's data)
 # still says Ready whether or not its kubelet now runs. Without SINCE, any Ready.
@@ -938,7 +937,7 @@ fi
 
 phase_on start || exit 0
 log "cluster is up: $(kubectl version 2>/dev/null | tr '\n' ' ' || true)"
-[ "$PHASES" != "prereq build pki config start addons" ] || up_fingerprint >"$UP_DONE"
+[ "$PHASES" != "$ALL_PHASES" ] || up_fingerprint >"$UP_DONE"
 cat <<EOF
 
 Cluster: $STATE   (stop: hack/cluster/down.sh $STATE [--purge])

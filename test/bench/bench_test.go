@@ -152,7 +152,6 @@ func bareRun(t *testing.T, image string, n int, add func(string, time.Duration))
 		{withPolicyAndWaitSuffix, bareRecreate{probes: true, peerWait: true}, false},
 	}
 	for _, v := range variants {
-		suffix := v.suffix
 		if v.protect {
 			b.protect(t)
 		}
@@ -171,11 +170,11 @@ func bareRun(t *testing.T, image string, n int, add func(string, time.Duration))
 			})
 			st.mark("gone")
 			b.recreatePod(t, name, image, v.how)
-			add("bare_recovery_"+role+suffix, waitFor(t, name+" serving again", timeout, func() (bool, error) {
+			add("bare_recovery_"+role+v.suffix, waitFor(t, name+" serving again", timeout, func() (bool, error) {
 				st.observe(p, name, pod.UID)
 				return p.serving(n)
 			}).Sub(t0))
-			t.Logf("bare_recovery_%s%s stages: %s", role, suffix, st)
+			t.Logf("bare_recovery_%s%s stages: %s", role, v.suffix, st)
 		}
 	}
 }

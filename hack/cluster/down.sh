@@ -4,7 +4,7 @@
 # only signalled while /proc/PID/exe is still the recorded binary), tears the pods down
 # through CRI (so CNI removes its veths / netns / iptables / IPAM entries), then removes
 # what the cluster left on the host: mounts under STATE_DIR, the CNI bridge, KUBE-*
-# and KC-NP-* (netpol-enforcer) iptables chains, this network's CNI-* chains, kubepods cgroups, /var/log/containers
+# KC-NP-* (netpol-enforcer) and KC-GUARD (up.sh) iptables chains, this network's CNI-* chains, kubepods cgroups, /var/log/containers
 # links and CNI result cache entries.
 #   default   keep the cluster's data: up.sh resumes the same cluster
 #   --purge   also delete STATE_DIR (etcd data, containerd images, PVs, PKI, logs); the
@@ -117,7 +117,7 @@ for f in /var/run/netns/cni-*; do
   fi
 done
 
-# 5. network: bridge, iptables (KUBE-* from kubelet/kube-proxy, KC-NP-* from netpol-enforcer, CNI-* of our network)
+# 5. network: bridge, iptables (KUBE-* from kubelet/kube-proxy, KC-NP-* from netpol-enforcer, KC-GUARD from up.sh, CNI-* of our network)
 BRIDGES=("$BRIDGE")
 for d in "${NODE_DIRS[@]}"; do [ -f "$d/bridge" ] && BRIDGES+=("$(cat "$d/bridge")"); done
 for b in "${BRIDGES[@]}"; do
@@ -128,7 +128,7 @@ for v in iptables ip6tables; do
   dump=$("$v-save" -c 2>/dev/null) || continue
   # CNI chains that belong to our network carry comments with its name
   chains=$(grep -F "name: \\\"$CNI_NET\\\"" <<<"$dump" | grep -oE 'CNI-[A-Za-z0-9_-]+' | grep -v '^CNI-HOSTPORT-' | sort -u | paste -sd'|' -)
-  pat='KUBE-|KC-NP-'; [ -n "$chains" ] && pat="$pat|$chains"
+  pat='KUBE-|KC-NP-|KC-GUARD'; [ -n "$chains" ] && pat="$pat|$chains"
   # portmap's shared CNI-HOSTPORT-* chains: only if they did not exist before up.sh
   [ "$HOSTPORT_PREEXIST" = 0 ] && pat="$pat|CNI-HOSTPORT-"
   if grep -qE "$pat" <<<"$dump"; then

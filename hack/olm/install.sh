@@ -22,15 +22,19 @@ sed "s|@OPM_IMAGE@|$opm|" "$here/olm.yaml" | kubectl apply --server-side --force
 kubectl -n olm rollout status deploy/olm-operator --timeout=180s
 kubectl -n olm rollout status deploy/catalog-operator --timeout=180s
 # olm-operator installs packageserver from its CSV, like any operator. On a loaded machine (the CI runs
-# this right after the chaos suite) a CSV can fail its install (a probe timing out marks it Failed) and
-# OLM's own retry of a failed CSV is slow, so the wait shows each phase it passes, re-creates the CSV
-# once if it has not succeeded in 60 s, and prints what OLM says before giving up. An install takes
-# about 15 s; one seen stuck at "InstallWaiting: apiServices not installed" stayed there for the whole
-# 150 s this wait used to give it, and succeeded 8 s after the re-creation.
+# this beside the unit lane) a CSV can fail its install (a probe timing out marks it Failed) and OLM's own
+# retry of a failed CSV is slow. It also stayed at "InstallWaiting: apiServices not installed" for good
+# when kube-apiserver's aggregator reached packageserver's new Service before kube-proxy had programmed
+# it (up.sh's KC-GUARD now rejects such a connection, so the aggregator retries). A fresh-clone CI's OLM
+# suite failed before its first test, most likely here (its log did not say). So the wait shows each
+# phase it passes and, while the CSV has not succeeded, re-creates it every 60 s (a new Service, new
+# connections), the third time with olm-operator restarted too (its caches rebuilt), and prints what OLM
+# says before giving up.
 csv_phase() { kubectl -n olm get csv packageserver -o jsonpath='{.status.phase} {.status.reason}: {.status.message}' 2>/dev/null; }
 packageserver_diagnostics() {
   echo "olm-install: packageserver did not succeed; what OLM reports:" >&2
-  kubectl -n olm get csv,deploy,pods,apiservice/v1.packages.operators.coreos.com -o wide >&2 || true
+  kubectl -n olm get csv,deploy,pods -o wide >&2 || true
+  kubectl get apiservice v1.packages.operators.coreos.com -o jsonpath='{.status.conditions}{"\n"}' >&2 || true
   kubectl -n olm get csv packageserver -o jsonpath='{range .status.conditions[*]}{.lastTransitionTime} {.phase} {.reason}: {.message}{"\n"}{end}' >&2 || true
   kubectl -n olm get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 30 >&2 || true
   kubectl -n olm logs deploy/olm-operator --tail=40 >&2 || true
@@ -45,12 +49,18 @@ wait_packageserver() { # seconds
   done
   return 1
 }
-if ! wait_packageserver 60; then
-  echo "olm-install: packageserver not installed after 60 s; re-creating its CSV" >&2
+attempt=1
+until wait_packageserver 60; do
+  [ "$attempt" -lt 4 ] || { packageserver_diagnostics; exit 1; }
+  attempt=$((attempt + 1))
+  echo "olm-install: packageserver not installed after 60 s; re-creating its CSV (attempt $attempt of 4)" >&2
   kubectl -n olm delete csv packageserver --wait=true --timeout=60s >/dev/null || true
+  if [ "$attempt" -eq 3 ]; then
+    kubectl -n olm rollout restart deploy/olm-operator >/dev/null
+    kubectl -n olm rollout status deploy/olm-operator --timeout=180s
+  fi
   sed "s|@OPM_IMAGE@|$opm|" "$here/olm.yaml" | kubectl apply --server-side --force-conflicts -f - >/dev/null
-  wait_packageserver 150 || { packageserver_diagnostics; exit 1; }
-fi
+done
 kubectl wait apiservice/v1.packages.operators.coreos.com --for=condition=Available --timeout=120s >/dev/null \
   || { packageserver_diagnostics; exit 1; }
 

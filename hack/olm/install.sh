@@ -15,10 +15,12 @@ chart=$(cd "$repo/hack/tools/olm" && go list -m -f '{{.Dir}}' github.com/operato
 opm=$("$repo/hack/images/build.sh" refs olm | awk '$1 ~ /\/opm:/ {print $2}')
 [ -n "$opm" ] || { echo "olm-install: no opm image (hack/images/build.sh build olm)" >&2; exit 1; }
 
+apply_olm() { sed "s|@OPM_IMAGE@|$opm|" "$here/olm.yaml" | kubectl apply --server-side --force-conflicts -f - >/dev/null; }
+
 # CRDs first (the chart's OLMConfig object needs its CRD), established before the rest.
 kubectl apply --server-side --force-conflicts -f "$chart/crds" >/dev/null
 kubectl wait --for=condition=Established --timeout=60s -f "$chart/crds" >/dev/null
-sed "s|@OPM_IMAGE@|$opm|" "$here/olm.yaml" | kubectl apply --server-side --force-conflicts -f - >/dev/null
+apply_olm
 kubectl -n olm rollout status deploy/olm-operator --timeout=180s
 kubectl -n olm rollout status deploy/catalog-operator --timeout=180s
 # olm-operator installs packageserver from its CSV, like any operator. On a loaded machine (the CI runs
@@ -59,7 +61,7 @@ until wait_packageserver 60; do
     kubectl -n olm rollout restart deploy/olm-operator >/dev/null
     kubectl -n olm rollout status deploy/olm-operator --timeout=180s
   fi
-  sed "s|@OPM_IMAGE@|$opm|" "$here/olm.yaml" | kubectl apply --server-side --force-conflicts -f - >/dev/null
+  apply_olm
 done
 kubectl wait apiservice/v1.packages.operators.coreos.com --for=condition=Available --timeout=120s >/dev/null \
   || { packageserver_diagnostics; exit 1; }

@@ -14,35 +14,21 @@ func TestEnableDowngradeMigratesStorageOnRealEtcd(t *testing.T) {
 	ctx := context.Background()
 	c, ms := startOne(t)
 
-	waitStatus := func(what string, ok func(Status) bool) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			st, err := c.Status(ctx, ms[0].ClientURL)
-			if err == nil && ok(st) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: Status = %+v, %v", what, st, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
 	// A new member starts on the oldest schema and migrates it to its own version shortly after.
-	waitStatus("storage at 3.6", func(st Status) bool { return st.StorageVersion == "3.6.0" && st.DowngradeTarget == "" })
+	waitStatus(t, c, ms[0].ClientURL, "storage at 3.6", func(st Status) bool { return st.StorageVersion == "3.6.0" && st.DowngradeTarget == "" })
 	if err := c.EnableDowngrade(ctx, "3.4.0"); err == nil {
 		t.Fatal("a downgrade of two minors was accepted")
 	}
 	if err := c.EnableDowngrade(ctx, "3.5.0"); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus("storage migrated to 3.5", func(st Status) bool { return st.DowngradeTarget == "3.5.0" && st.StorageVersion == "3.5.0" })
+	waitStatus(t, c, ms[0].ClientURL, "storage migrated to 3.5", func(st Status) bool { return st.DowngradeTarget == "3.5.0" && st.StorageVersion == "3.5.0" })
 
 	// spec.version went back up: the downgrade is cancelled and the storage returns to 3.6.
 	if err := c.CancelDowngrade(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus("downgrade cancelled, storage back at 3.6", func(st Status) bool { return st.DowngradeTarget == "" && st.StorageVersion == "3.6.0" })
+	waitStatus(t, c, ms[0].ClientURL, "downgrade cancelled, storage back at 3.6", func(st Status) bool { return st.DowngradeTarget == "" && st.StorageVersion == "3.6.0" })
 	if err := c.CancelDowngrade(ctx); err != nil {
 		t.Fatalf("cancelling when none is enabled: %v", err)
 	}
@@ -60,22 +46,27 @@ func TestAdvanceLogAppendsEntriesWithoutWrites(t *testing.T) {
 	}
 	// etcd answers a request once its entry is applied but records the applied index just after, so a
 	// Status right behind the last answer may still be one short.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		after, err := c.Status(ctx, ms[0].ClientURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if after.RaftAppliedIndex >= before.RaftAppliedIndex+500 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("applied index %d -> %d, want at least +500", before.RaftAppliedIndex, after.RaftAppliedIndex)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitStatus(t, c, ms[0].ClientURL, "applied index at least +500", func(st Status) bool {
+		return st.RaftAppliedIndex >= before.RaftAppliedIndex+500
+	})
 	resp, err := c.Raw().Get(ctx, "", clientv3.WithPrefix())
 	if err != nil || resp.Count != 0 || resp.Header.Revision != 1 {
 		t.Fatalf("keyspace touched: count %d, revision %d, %v", resp.Count, resp.Header.Revision, err)
+	}
+}
+
+// waitStatus polls the member's Status until ok accepts it, for up to 30 s.
+func waitStatus(t *testing.T, c *Client, url, what string, ok func(Status) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.Status(context.Background(), url)
+		if err == nil && ok(st) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: Status = %+v, %v", what, st, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -2,12 +2,14 @@ package framework
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -233,75 +235,89 @@ func once(t *testing.T, f func() error) func() {
 	return undo
 }
 
-// SlowDown makes the pod with uid slow without taking it down: every process of the pod is frozen
-// (cgroup v1 freezer) for frozen out of every period, so a write that is under way when a freeze
-// starts, an fsync above all, completes a freeze later in wall-clock time, and the member answers in
-// the thawed slices. It runs until the returned function is called, for at most limit, and is undone
-// at cleanup; the pod is always left thawed. A pod that goes away ends it.
-func SlowDown(t *testing.T, uid string, frozen, period, limit time.Duration) (stop func()) {
+// SlowDisk gives the containers of the pod with uid that mount dir a slow disk: their writes to the
+// block device behind dir are held to iops per second (cgroup v1 blkio throttling, which the kernel
+// applies to the cgroup a task is in, not to its ancestors, hence per container). An fdatasync waits
+// for its own writes, so every fsync of the member's WAL and backend takes about 1/iops or more, while
+// the rest of the pod (CPU, network, reads) keeps its speed: a slow disk, not a slow process. Writes
+// the kernel flushes in the background are not the container's and are not held. The returned
+// function lifts the limit (also run at cleanup); a pod or container gone by then has nothing to lift.
+func SlowDisk(t *testing.T, uid, dir string, iops int) (restore func()) {
 	t.Helper()
-	state, err := freezerState(uid)
+	pod, err := podCgroup("blkio", uid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first freeze must take: FREEZING while a task is in the kernel, then FROZEN.
-	if err := os.WriteFile(state, []byte("FROZEN"), 0o644); err != nil {
-		t.Fatalf("freeze pod %s: %v", uid, err)
+	entries, err := os.ReadDir(pod)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, err := os.ReadFile(state); err != nil || !strings.HasPrefix(string(got), "FR") {
-		t.Fatalf("pod %s after a freeze: %q %v", uid, got, err)
+	limits := map[string]string{} // a container cgroup's throttle file → the device it limits
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dev, err := mountedDevice(filepath.Join(pod, e.Name()), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dev == "" {
+			continue // the pause container, or another that does not mount dir
+		}
+		file := filepath.Join(pod, e.Name(), "blkio.throttle.write_iops_device")
+		if err := os.WriteFile(file, []byte(fmt.Sprintf("%s %d", dev, iops)), 0o644); err != nil {
+			t.Fatalf("throttle %s: %v", file, err)
+		}
+		limits[file] = dev
 	}
-	done, finished := make(chan struct{}), make(chan struct{})
-	var loopErr error
-	go func() {
-		defer close(finished)
-		deadline := time.After(limit)
-		// hold waits d and says whether to go on.
-		hold := func(d time.Duration) bool {
-			select {
-			case <-done:
-				return false
-			case <-deadline:
-				return false
-			case <-time.After(d):
-				return true
-			}
-		}
-		for first := true; ; first = false {
-			if !first {
-				if loopErr = os.WriteFile(state, []byte("FROZEN"), 0o644); loopErr != nil {
-					return
-				}
-			}
-			if !hold(frozen) {
-				return
-			}
-			if loopErr = os.WriteFile(state, []byte("THAWED"), 0o644); loopErr != nil || !hold(period-frozen) {
-				return
-			}
-		}
-	}()
+	if len(limits) == 0 {
+		t.Fatalf("no container of pod %s mounts %s", uid, dir)
+	}
 	return once(t, func() error {
-		close(done)
-		<-finished
-		if err := os.WriteFile(state, []byte("THAWED"), 0o644); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("thaw pod %s: %w", uid, err)
-		}
-		if loopErr != nil && !os.IsNotExist(loopErr) {
-			return fmt.Errorf("slowing pod %s down stopped early: %w", uid, loopErr)
+		for file, dev := range limits {
+			// Writing 0 removes the device's limit.
+			if err := os.WriteFile(file, []byte(dev+" 0"), 0o644); err != nil && !os.IsNotExist(err) && !errors.Is(err, unix.ENODEV) {
+				return fmt.Errorf("lift the write limit of %s: %w", file, err)
+			}
 		}
 		return nil
 	})
 }
 
-// freezerState is the freezer.state file of the pod's cgroup, in whichever QoS class the kubelet
-// (cgroupfs driver) put it.
-func freezerState(uid string) (string, error) {
+// mountedDevice is the device ("major:minor") of the filesystem mounted at dir in the mount namespace
+// of the processes of cgroup, "" when they do not mount dir or the cgroup has no process.
+func mountedDevice(cgroup, dir string) (string, error) {
+	procs, err := os.ReadFile(filepath.Join(cgroup, "cgroup.procs"))
+	if err != nil {
+		return "", err
+	}
+	pids := strings.Fields(string(procs))
+	if len(pids) == 0 {
+		return "", nil
+	}
+	mounts, err := os.ReadFile("/proc/" + pids[0] + "/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	// "36 35 254:0 /root /var/lib/etcd rw,relatime … - ext4 /dev/vda rw": the third field is the
+	// device, the fifth the mount point.
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return f[2], nil
+		}
+	}
+	return "", nil
+}
+
+// podCgroup is the pod's cgroup directory under a cgroup v1 controller, in whichever QoS class the
+// kubelet (cgroupfs driver) put it.
+func podCgroup(controller, uid string) (string, error) {
+	root := "/sys/fs/cgroup/" + controller + "/kubepods/"
 	for _, dir := range []string{"", "burstable/", "besteffort/"} {
-		p := "/sys/fs/cgroup/freezer/kubepods/" + dir + "pod" + uid + "/freezer.state"
+		p := root + dir + "pod" + uid
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("no freezer cgroup for pod %s under /sys/fs/cgroup/freezer/kubepods", uid)
+	return "", fmt.Errorf("no %s cgroup for pod %s under %s", controller, uid, root)
 }

@@ -17,8 +17,9 @@ import (
 )
 
 // mountedCertificates is the digest of the Secrets c's member pods mount (the server Secret with
-// client TLS, the peer Secret with peer TLS), taken from secrets by name; empty when one is missing.
-func mountedCertificates(c *etcdv1alpha1.EtcdCluster, secrets map[string]map[string][]byte) string {
+// client TLS, the peer Secret with peer TLS), taken from secrets by name through contents; empty when
+// one is missing.
+func mountedCertificates[S any](c *etcdv1alpha1.EtcdCluster, secrets map[string]S, contents func(S) map[string][]byte) string {
 	var names []string
 	if resources.ClientTLS(c) {
 		names = append(names, resources.ServerSecretName(c))
@@ -28,11 +29,11 @@ func mountedCertificates(c *etcdv1alpha1.EtcdCluster, secrets map[string]map[str
 	}
 	var data []map[string][]byte
 	for _, name := range names {
-		d, ok := secrets[name]
+		s, ok := secrets[name]
 		if !ok {
 			return ""
 		}
-		data = append(data, d)
+		data = append(data, contents(s))
 	}
 	if len(data) == 0 {
 		return ""

@@ -136,7 +136,7 @@ func TestMountedCertificatesDigest(t *testing.T) {
 	digest := func(tls etcdv1alpha1.TLSSpec, secrets map[string]map[string][]byte) string {
 		cc := c.DeepCopy()
 		cc.Spec.TLS = tls
-		return mountedCertificates(cc, secrets)
+		return mountedCertificates(cc, secrets, func(d map[string][]byte) map[string][]byte { return d })
 	}
 	ref := digest(both, base)
 	for _, tc := range []struct {

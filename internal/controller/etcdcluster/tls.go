@@ -111,11 +111,7 @@ func (p *pass) ensureTLS(ctx context.Context) (*trustProblem, error) {
 		return nil, err
 	}
 	p.recordExpiry(caSecret, leaves, live)
-	data := map[string]map[string][]byte{}
-	for name, s := range live {
-		data[name] = s.Data
-	}
-	p.certificates = mountedCertificates(c, data)
+	p.certificates = mountedCertificates(c, live, func(s *corev1.Secret) map[string][]byte { return s.Data })
 	return nil, nil
 }
 
@@ -427,10 +423,6 @@ func (p *pass) checkUserTLS(ctx context.Context) (*trustProblem, error) {
 		return &trustProblem{reason.UserCertificatesUnusable, err.Error() + "; no member is created or changed until the certificates are usable", true}, nil
 	}
 	c.Status.TLS.UserTrust = pki.UserTrust(in)
-	data := map[string]map[string][]byte{}
-	for name, us := range read {
-		data[name] = us.Data
-	}
-	p.certificates = mountedCertificates(c, data)
+	p.certificates = mountedCertificates(c, read, func(us *pki.UserSecret) map[string][]byte { return us.Data })
 	return nil, nil
 }

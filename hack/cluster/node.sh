@@ -9,7 +9,7 @@
 #   poweron   starts node K's containerd and kubelet again (up.sh is idempotent: what runs stays as is)
 #   netdown   cuts node K's pods off the network (its bridge kcbrK down): no packet between them and
 #             anything else, while its kubelet still reports to the API server; what is sent to them
-#             meanwhile is reset on this host (up.sh's KC-GUARD), not routed out of the machine
+#             meanwhile is dropped on this host (up.sh's KC-GUARD), not routed out of the machine
 #   netup     joins them again (the bridge up; its connected route comes back with it)
 #   status    the pids of node K's kubelet and containerd, and how many processes its cgroup holds
 set -euo pipefail

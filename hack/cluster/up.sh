@@ -435,8 +435,10 @@ if phase_on start; then
   # default route. A Service kube-proxy has not programmed yet (its rules follow a new Service by up to a
   # sync) is not DNATed, and the sandbox's egress proxy answered such a connection once: kube-apiserver's
   # aggregator then kept its HTTP/2 connection to packageserver's new Service on that proxy, whose 404s
-  # left OLM's APIService unavailable for good. The same holds for a pod IP of no node's bridge. The
-  # filter table sees a packet after kube-proxy's DNAT, so only untranslated Service addresses match; a
+  # left OLM's APIService unavailable for good. Those are refused at once. A pod IP of no node's bridge is
+  # one of a node that node.sh netdown cut off (its bridge down, its route gone): those packets are dropped,
+  # since a partition is silence, not a refusal, and peers and the operator must find it by their timeouts.
+  # The filter table sees a packet after kube-proxy's DNAT, so only untranslated Service addresses match; a
   # host packet DNATed to a pod still names the device of its first route (eth0) in OUTPUT, hence
   # "not DNATed" on the pod range, and the bridges' own addresses are the host's.
   iptables -N KC-GUARD 2>/dev/null || true
@@ -444,8 +446,7 @@ if phase_on start; then
   iptables -A KC-GUARD -d "$SERVICE_CIDR" -p tcp -j REJECT --reject-with tcp-reset
   iptables -A KC-GUARD -d "$SERVICE_CIDR" -j REJECT
   unrouted_pod_range=(-d "$CLUSTER_CIDR" ! -o kcbr+ -m addrtype ! --dst-type LOCAL -m conntrack ! --ctstate DNAT)
-  iptables -A KC-GUARD "${unrouted_pod_range[@]}" -p tcp -j REJECT --reject-with tcp-reset
-  iptables -A KC-GUARD "${unrouted_pod_range[@]}" -j REJECT
+  iptables -A KC-GUARD "${unrouted_pod_range[@]}" -j DROP
   for chain in OUTPUT FORWARD; do iptables -C "$chain" -j KC-GUARD 2>/dev/null || iptables -A "$chain" -j KC-GUARD; done
 
   # remember host state that is shared with other CNI / kubelet users, so down.sh

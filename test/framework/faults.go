@@ -244,7 +244,7 @@ func once(t *testing.T, f func() error) func() {
 // function lifts the limit (also run at cleanup); a pod or container gone by then has nothing to lift.
 func SlowDisk(t *testing.T, uid, dir string, iops int) (restore func()) {
 	t.Helper()
-	pod, err := podCgroup("blkio", uid)
+	pod, err := podBlkioCgroup(uid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,15 +309,15 @@ func mountedDevice(cgroup, dir string) (string, error) {
 	return "", nil
 }
 
-// podCgroup is the pod's cgroup directory under a cgroup v1 controller, in whichever QoS class the
-// kubelet (cgroupfs driver) put it.
-func podCgroup(controller, uid string) (string, error) {
-	root := "/sys/fs/cgroup/" + controller + "/kubepods/"
+// podBlkioCgroup is the pod's cgroup directory under the cgroup v1 blkio controller, in whichever QoS
+// class the kubelet (cgroupfs driver) put it.
+func podBlkioCgroup(uid string) (string, error) {
+	const root = "/sys/fs/cgroup/blkio/kubepods/"
 	for _, dir := range []string{"", "burstable/", "besteffort/"} {
 		p := root + dir + "pod" + uid
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("no %s cgroup for pod %s under %s", controller, uid, root)
+	return "", fmt.Errorf("no blkio cgroup for pod %s under %s", uid, root)
 }

@@ -325,7 +325,9 @@ func (r *EtcdBackupScheduleReconciler) finalize(ctx context.Context, s *etcdv1al
 		return nil
 	}
 	if s.Spec.SnapshotDeletionPolicy != etcdv1alpha1.SnapshotDelete {
-		owned, err := ownedBackups(ctx, r.Client, s)
+		// Past the cache: a run created a moment ago may not be in it yet, and one left owned goes
+		// with the schedule, its snapshot too.
+		owned, err := ownedBackups(ctx, r.apiReader, s)
 		if err != nil {
 			return err
 		}

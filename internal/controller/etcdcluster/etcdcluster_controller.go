@@ -119,6 +119,13 @@ func (r *EtcdClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return r.refuseInvalidSpec(ctx, c, problems)
 	}
 	mem := r.mem.of(req.NamespacedName, c.UID)
+	if behind, err := r.cacheBehind(ctx, c, mem); err != nil {
+		return ctrl.Result{}, err
+	} else if behind {
+		return ctrl.Result{RequeueAfter: requeueStep}, nil
+	}
+	read := c.ResourceVersion
+	defer func() { mem.rememberOwnWrite(read, c.ResourceVersion) }()
 	if problems, err := r.dryRunSpec(ctx, c, mem); err != nil {
 		return ctrl.Result{}, err
 	} else if len(problems) > 0 {
@@ -410,6 +417,32 @@ func (p *pass) reportNameConflict(conflict *nameConflict) {
 	shared.SetCondition(&c.Status.Conditions, c.Generation, etcdv1alpha1.ConditionDegraded, true, reason.NameConflict, conflict.Error())
 }
 
+// cacheBehind says whether the cache still shows the cluster as it was before the operator's last
+// write: a pass deciding on that older status would act on a choice the write replaced (a member pod
+// made again for a restore source status no longer names, say). Resource versions are opaque, so
+// the cache is behind when its version differs from the API server's; the server is asked only
+// while the last write has not been seen.
+func (r *EtcdClusterReconciler) cacheBehind(ctx context.Context, c *etcdv1alpha1.EtcdCluster, mem *clusterMemory) (bool, error) {
+	if mem.ownWrite == "" || mem.ownWrite == c.ResourceVersion {
+		mem.ownWrite = ""
+		return false, nil
+	}
+	// A list of the one name: the role lists clusters and has no need to get them.
+	live := &etcdv1alpha1.EtcdClusterList{}
+	if err := r.apiReader.List(ctx, live, client.InNamespace(c.Namespace), client.MatchingFields{"metadata.name": c.Name}); err != nil {
+		return false, fmt.Errorf("read the cluster past the cache: %w", err)
+	}
+	if len(live.Items) != 1 {
+		return true, nil // deleted: the cache's event of it is on its way
+	}
+	if live.Items[0].ResourceVersion != c.ResourceVersion {
+		log.FromContext(ctx).V(1).Info("the cache is behind the operator's last write; looking again", "cached", c.ResourceVersion, "written", mem.ownWrite)
+		return true, nil
+	}
+	mem.ownWrite = "" // the cache shows a later write than ours
+	return false, nil
+}
+
 // finalize removes the finalizer once owned objects may go; with RetentionPolicy Retain the
 // PVCs are released from the cluster first so garbage collection keeps them.
 func (r *EtcdClusterReconciler) finalize(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
@@ -417,8 +450,10 @@ func (r *EtcdClusterReconciler) finalize(ctx context.Context, c *etcdv1alpha1.Et
 		return nil
 	}
 	if c.Spec.Storage.RetentionPolicy == etcdv1alpha1.PVCRetentionRetain {
+		// Past the cache: a volume the last pass created may not be in it yet, and one left owned
+		// goes with the cluster.
 		pvcs := &corev1.PersistentVolumeClaimList{}
-		if err := r.List(ctx, pvcs, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
+		if err := r.apiReader.List(ctx, pvcs, client.InNamespace(c.Namespace), client.MatchingLabels(naming.Labels(c.Name))); err != nil {
 			return fmt.Errorf("list PVCs to retain: %w", err)
 		}
 		for i := range pvcs.Items {

@@ -49,6 +49,9 @@ type clusterMemory struct {
 	defrag defragProgress
 	// leaderView is the leader's last read view of its peers (observeFailures).
 	leaderView *leaderView
+	// ownWrite is the resourceVersion the operator's last write left the cluster at, until the
+	// cache shows it or a later one (EtcdClusterReconciler.cacheBehind).
+	ownWrite string
 	// dryRun is the API server's verdict on the objects built from one generation of the spec.
 	dryRun *dryRunVerdict
 }
@@ -99,6 +102,14 @@ func (m *memory) forget(key types.NamespacedName) {
 	if cm := m.clusters[key]; cm != nil {
 		cm.closeClients()
 		delete(m.clusters, key)
+	}
+}
+
+// rememberOwnWrite keeps the resourceVersion a pass's writes left the cluster at (read: the one
+// the pass started from; the same when it wrote nothing).
+func (cm *clusterMemory) rememberOwnWrite(read, written string) {
+	if written != read {
+		cm.ownWrite = written
 	}
 }
 

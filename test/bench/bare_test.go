@@ -143,12 +143,6 @@ func (b *bare) createRestoring(t *testing.T, url string) {
 	}
 }
 
-// recreate makes member name's pod again, on its PVC, at image.
-func (b *bare) recreate(t *testing.T, name, image string) {
-	t.Helper()
-	b.recreatePod(t, name, image, bareRecreate{probes: true})
-}
-
 // bareRecreate is how a member's pod is made again by hand.
 type bareRecreate struct {
 	// probes: the member's probes, or none (a pod without probes is Ready as soon as its container
@@ -160,7 +154,7 @@ type bareRecreate struct {
 	peerWait bool
 }
 
-// recreatePod is recreate, as how says.
+// recreatePod makes member name's pod again, on its PVC, at image, as how says.
 func (b *bare) recreatePod(t *testing.T, name, image string, how bareRecreate) {
 	t.Helper()
 	var i int

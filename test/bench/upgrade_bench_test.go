@@ -52,13 +52,16 @@ func TestBenchUpgrade(t *testing.T) {
 	}
 	for r := 1; r <= reps; r++ {
 		t.Logf("repetition %d/%d", r, reps)
-		bareRollingUpgrade(t, from, to, add)
+		bareRollingUpgrade(t, from, to, "", add)
+		bareRollingUpgrade(t, from, to, protectedPrefix, add)
 		operatorUpgrade(t, add)
 	}
 	// Two more views of samples taken once: the by-hand roll's p99 against its own steady state (the
 	// floor), and the operator's upgrade p99 against the by-hand roll's.
 	samples["upgrade_p99_write_latency_bare"] = samples["bare_upgrade_p99_write_latency"]
 	samples["upgrade_p99_write_latency_vs_bare"] = samples["upgrade_p99_write_latency"]
+	samples["upgrade_p99_write_latency_vs_bare_protected"] = samples["upgrade_p99_write_latency"]
+	samples["upgrade_duration_3_vs_bare_protected"] = samples["upgrade_duration_3"]
 	p99Goal := 1.5 // issue 17: the upgrade's p99 against the steady p99
 	restarts := "the same upgrade done by hand on a bare 3-member etcd (" + upgradeFrom + ", TLS, the operator's probes, one PVC each): followers first, leader last, each pod deleted and recreated at " + upgradeTo + " on its PVC as soon as its name is free, the next one as soon as all 3 serve again; timed from the first deletion until all 3 serve (the prober's finish line)"
 	writeResults(t, []metricDef{
@@ -68,14 +71,25 @@ func TestBenchUpgrade(t *testing.T) {
 		{"upgrade_p99_write_latency", "steady_p99_write_latency", "ms", fmt.Sprintf("p99 latency of the acknowledged puts during the upgrade; baseline: p99 of the same writer on the same converged cluster for %s just before the upgrade", steadyWindow), &p99Goal},
 		{"upgrade_p99_write_latency_bare", "bare_steady_p99_write_latency", "ms", fmt.Sprintf("the floor of upgrade_p99_write_latency on this machine: p99 latency of the same writer during %s; baseline: its p99 on that bare cluster for %s just before", restarts, steadyWindow), nil},
 		{"upgrade_p99_write_latency_vs_bare", "bare_upgrade_p99_write_latency", "ms", "p99 latency of the writer's acknowledged puts during the operator's upgrade (upgrade_p99_write_latency's value); baseline: p99 of the same writer during " + restarts, nil},
+		{"upgrade_p99_write_latency_vs_bare_protected", protectedPrefix + "bare_upgrade_p99_write_latency", "ms", "p99 latency of the writer's acknowledged puts during the operator's upgrade (upgrade_p99_write_latency's value); baseline: p99 of the same writer during " + restarts + ", the members " + protectedByHand, nil},
+		{"upgrade_duration_3_vs_bare_protected", protectedPrefix + "bare_rolling_restarts_3", "s", "upgrade_duration_3's value; baseline: " + restarts + ", the members " + protectedByHand, nil},
 	}, samples)
 }
+
+// protectedPrefix names the figures of the roll by hand whose members are protected as the operator
+// protects its own: protectedByHand says how.
+const (
+	protectedPrefix = "protected_"
+	protectedByHand = "protected as the operator's members are (a NetworkPolicy: the peer port only from the members, the client and metrics ports from the namespace's pods), each recreated pod first waiting for a peer's admission (an init container)"
+)
 
 // bareRollingUpgrade upgrades a bare 3-member cluster by hand, followers first and the leader last,
 // each pod deleted and recreated at the new version on its PVC, going on to the next one as soon as all
 // three serve again, under the writer of the operator's side, first at steady state. It adds the wall
-// time from the first deletion until the last member serves, and the writer's p99 latencies.
-func bareRollingUpgrade(t *testing.T, from, to string, add func(string, float64)) {
+// time from the first deletion until the last member serves, and the writer's p99 latencies, each
+// named with prefix: "" for members as they are, protectedPrefix for members protected by hand
+// (bare.protect, and a wait for a peer's admission in each recreated pod).
+func bareRollingUpgrade(t *testing.T, from, to, prefix string, add func(string, float64)) {
 	ns, cleanup := newNamespace(t)
 	defer cleanup()
 	ctx := context.Background()
@@ -85,6 +99,11 @@ func bareRollingUpgrade(t *testing.T, from, to string, add func(string, float64)
 	waitQuiet(t)
 	b.create(t)
 	waitFor(t, "3 bare members serving", timeout, servingN(p, 3))
+	how := bareRecreate{probes: true}
+	if prefix == protectedPrefix {
+		b.protect(t)
+		how.peerWait = true
+	}
 	endpoints := func() ([]string, error) {
 		pods, err := runningPods(ns, bareLabels)
 		var eps []string
@@ -106,7 +125,7 @@ func bareRollingUpgrade(t *testing.T, from, to string, add func(string, float64)
 	steady := framework.StartWriter(cl, "/steady/")
 	time.Sleep(steadyWindow)
 	steady.Finish()
-	add("bare_steady_p99_write_latency", p99ms(steady.Latencies()))
+	add(prefix+"bare_steady_p99_write_latency", p99ms(steady.Latencies()))
 	lead := victim(t, p, "leader")
 	var order []string
 	for i := 0; i < 3; i++ {
@@ -130,14 +149,14 @@ func bareRollingUpgrade(t *testing.T, from, to string, add func(string, float64)
 			err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})
-		b.recreate(t, name, to)
+		b.recreatePod(t, name, to, how)
 		waitFor(t, name+" serving at "+to, timeout, servingN(p, 3))
 	}
-	add("bare_rolling_restarts_3", time.Since(t0).Seconds())
+	add(prefix+"bare_rolling_restarts_3", time.Since(t0).Seconds())
 	w.Finish()
 	stopFollowing()
-	add("bare_upgrade_p99_write_latency", p99ms(w.Latencies()))
-	t.Logf("bare: upgrade began %s; its slowest writes: %s", t0.UTC().Format("15:04:05.000"), strings.Join(w.Slowest(8), ", "))
+	add(prefix+"bare_upgrade_p99_write_latency", p99ms(w.Latencies()))
+	t.Logf("%sbare: upgrade began %s; its slowest writes: %s", prefix, t0.UTC().Format("15:04:05.000"), strings.Join(w.Slowest(8), ", "))
 }
 
 // operatorUpgrade runs the writer on a converged 3-member EtcdCluster, first at steady state, then

@@ -46,6 +46,8 @@ type bare struct {
 	n         int
 	secret    *corev1.Secret // server and peer certificate, shared by the members
 	clientTLS *tls.Config    // the prober's client certificate, from the same CA
+	// extraArgs go to every member's etcd after the usual ones (a variant's flags).
+	extraArgs []string
 }
 
 func newBare(t *testing.T, ns, image string, n int) *bare {
@@ -246,7 +248,7 @@ func (b *bare) pod(i int, image string) *corev1.Pod {
 			Containers: []corev1.Container{{
 				Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 				Command: []string{"/usr/local/bin/etcd"},
-				Args: []string{
+				Args: append([]string{
 					"--name=" + name,
 					"--data-dir=" + naming.DataDir + "/data",
 					fmt.Sprintf("--listen-peer-urls=https://0.0.0.0:%d", naming.PeerPort),
@@ -263,7 +265,7 @@ func (b *bare) pod(i int, image string) *corev1.Pod {
 					"--peer-trusted-ca-file=" + bareTLSDir + "/ca.crt", "--peer-client-cert-auth=true",
 					// As the operator's members: only the peer certificate's CN is let in on the peer port.
 					"--peer-cert-allowed-cn=bare-member",
-				},
+				}, b.extraArgs...),
 				Ports:          []corev1.ContainerPort{{Name: "client", ContainerPort: naming.ClientPort}, {Name: "metrics", ContainerPort: naming.MetricsPort}},
 				StartupProbe:   startup,
 				LivenessProbe:  liveness,

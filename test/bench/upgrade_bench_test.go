@@ -21,6 +21,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-autopilot/etcd-autopilot/api/v1alpha1"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/naming"
+	"github.com/etcd-autopilot/etcd-autopilot/internal/resources"
 	"github.com/etcd-autopilot/etcd-autopilot/internal/versions"
 	"github.com/etcd-autopilot/etcd-autopilot/test/framework"
 )
@@ -54,6 +55,7 @@ func TestBenchUpgrade(t *testing.T) {
 		t.Logf("repetition %d/%d", r, reps)
 		bareRollingUpgrade(t, from, to, "", add)
 		bareRollingUpgrade(t, from, to, protectedPrefix, add)
+		bareRollingUpgrade(t, from, to, checkedPrefix, add)
 		operatorUpgrade(t, add)
 	}
 	// Two more views of samples taken once: the by-hand roll's p99 against its own steady state (the
@@ -62,6 +64,7 @@ func TestBenchUpgrade(t *testing.T) {
 	samples["upgrade_p99_write_latency_vs_bare"] = samples["upgrade_p99_write_latency"]
 	samples["upgrade_p99_write_latency_vs_bare_protected"] = samples["upgrade_p99_write_latency"]
 	samples["upgrade_duration_3_vs_bare_protected"] = samples["upgrade_duration_3"]
+	samples["upgrade_p99_write_latency_vs_bare_checked"] = samples["upgrade_p99_write_latency"]
 	p99Goal := 1.5 // issue 17: the upgrade's p99 against the steady p99
 	restarts := "the same upgrade done by hand on a bare 3-member etcd (" + upgradeFrom + ", TLS, the operator's probes, one PVC each): followers first, leader last, each pod deleted and recreated at " + upgradeTo + " on its PVC as soon as its name is free, the next one as soon as all 3 serve again; timed from the first deletion until all 3 serve (the prober's finish line)"
 	writeResults(t, []metricDef{
@@ -72,15 +75,19 @@ func TestBenchUpgrade(t *testing.T) {
 		{"upgrade_p99_write_latency_bare", "bare_steady_p99_write_latency", "ms", fmt.Sprintf("the floor of upgrade_p99_write_latency on this machine: p99 latency of the same writer during %s; baseline: its p99 on that bare cluster for %s just before", restarts, steadyWindow), nil},
 		{"upgrade_p99_write_latency_vs_bare", "bare_upgrade_p99_write_latency", "ms", "p99 latency of the writer's acknowledged puts during the operator's upgrade (upgrade_p99_write_latency's value); baseline: p99 of the same writer during " + restarts, nil},
 		{"upgrade_p99_write_latency_vs_bare_protected", protectedPrefix + "bare_upgrade_p99_write_latency", "ms", "p99 latency of the writer's acknowledged puts during the operator's upgrade (upgrade_p99_write_latency's value); baseline: p99 of the same writer during " + restarts + ", the members " + protectedByHand, nil},
+		{"upgrade_p99_write_latency_vs_bare_checked", checkedPrefix + "bare_upgrade_p99_write_latency", "ms", "p99 latency of the writer's acknowledged puts during the operator's upgrade (upgrade_p99_write_latency's value); baseline: p99 of the same writer during " + restarts + ", the members " + checkedByHand, nil},
 		{"upgrade_duration_3_vs_bare_protected", protectedPrefix + "bare_rolling_restarts_3", "s", "upgrade_duration_3's value; baseline: " + restarts + ", the members " + protectedByHand, nil},
 	}, samples)
 }
 
 // protectedPrefix names the figures of the roll by hand whose members are protected as the operator
-// protects its own: protectedByHand says how.
+// protects its own, checkedPrefix those whose members run etcd's consistency checks as the operator's
+// do: protectedByHand and checkedByHand say how.
 const (
 	protectedPrefix = "protected_"
 	protectedByHand = "protected as the operator's members are (a NetworkPolicy: the peer port only from the members, the client and metrics ports from the namespace's pods), each recreated pod first waiting for a peer's admission (an init container)"
+	checkedPrefix   = "checked_"
+	checkedByHand   = "running etcd's consistency checks as the operator's members do (resources.ConsistencyArgs: the hash check of a starting member against its peers, the compaction hash check, the periodic corruption check)"
 )
 
 // bareRollingUpgrade upgrades a bare 3-member cluster by hand, followers first and the leader last,
@@ -88,12 +95,16 @@ const (
 // three serve again, under the writer of the operator's side, first at steady state. It adds the wall
 // time from the first deletion until the last member serves, and the writer's p99 latencies, each
 // named with prefix: "" for members as they are, protectedPrefix for members protected by hand
-// (bare.protect, and a wait for a peer's admission in each recreated pod).
+// (bare.protect, and a wait for a peer's admission in each recreated pod), checkedPrefix for members
+// with etcd's consistency checks on.
 func bareRollingUpgrade(t *testing.T, from, to, prefix string, add func(string, float64)) {
 	ns, cleanup := newNamespace(t)
 	defer cleanup()
 	ctx := context.Background()
 	b := newBare(t, ns, from, 3)
+	if prefix == checkedPrefix {
+		b.extraArgs = resources.ConsistencyArgs(upgradeFrom) // the same flags at upgradeTo (3.6 and later)
+	}
 	p := newProber(ns, bareClientService, bareLabels, b.clientTLS)
 	defer p.close()
 	waitQuiet(t)

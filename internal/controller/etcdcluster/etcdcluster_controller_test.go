@@ -187,46 +187,39 @@ func TestAPassWaitsForTheCacheToShowTheOperatorsLastWrite(t *testing.T) {
 	if err := behind(mem, operatortest.Get(t, c), false); err != nil {
 		t.Fatalf("nothing written yet: %v", err)
 	}
-	operatortest.Eventually(t, "the cache's older copy waited on, the written one not", func() error {
-		before := operatortest.Get(t, c)
-		written, err := mark(before, "operator")
-		if err != nil {
-			return err
+	// ownWrite is the operator's write: the copy before it, the one it left, and the memory of it.
+	ownWrite := func(value string) (before, written *etcdv1alpha1.EtcdCluster, mem *clusterMemory, err error) {
+		before = operatortest.Get(t, c)
+		if written, err = mark(before, value); err != nil {
+			return nil, nil, nil, err
 		}
-		mem := &clusterMemory{}
+		mem = &clusterMemory{}
 		mem.rememberOwnWrite(before.ResourceVersion, written.ResourceVersion)
-		if err := behind(mem, before, true); err != nil {
-			return err
-		}
-		if err := behind(mem, written, false); err != nil {
-			return err
-		}
-		if mem.ownWrite != "" {
-			return fmt.Errorf("the write is still remembered once seen")
-		}
-		return nil
-	})
-	operatortest.Eventually(t, "a later write by another ends the wait", func() error {
-		before := operatortest.Get(t, c)
-		written, err := mark(before, "operator-again")
-		if err != nil {
-			return err
-		}
-		mem := &clusterMemory{}
-		mem.rememberOwnWrite(before.ResourceVersion, written.ResourceVersion)
-		later, err := mark(written, "someone-else")
-		if err != nil {
-			return err
-		}
-		if err := behind(mem, before, true); err != nil {
-			return err
-		}
-		if err := behind(mem, later, false); err != nil {
-			return err
-		}
-		if mem.ownWrite != "" {
-			return fmt.Errorf("the write is still remembered once a later one was seen")
-		}
-		return nil
-	})
+		return before, written, mem, nil
+	}
+	// The cache shows the copy before the write (behind), then either the written copy or a later
+	// one another writer made (not behind either way, and the write is forgotten).
+	for _, another := range []bool{false, true} {
+		operatortest.Eventually(t, fmt.Sprintf("the older copy waited on, then the newer seen (another writer after ours: %t)", another), func() error {
+			before, seen, mem, err := ownWrite(fmt.Sprintf("operator-%t", another))
+			if err != nil {
+				return err
+			}
+			if another {
+				if seen, err = mark(seen, "someone-else"); err != nil {
+					return err
+				}
+			}
+			if err := behind(mem, before, true); err != nil {
+				return err
+			}
+			if err := behind(mem, seen, false); err != nil {
+				return err
+			}
+			if mem.ownWrite != "" {
+				return fmt.Errorf("the write is still remembered once the cache showed %s", seen.ResourceVersion)
+			}
+			return nil
+		})
+	}
 }

@@ -53,9 +53,9 @@ func TestBenchUpgrade(t *testing.T) {
 	}
 	for r := 1; r <= reps; r++ {
 		t.Logf("repetition %d/%d", r, reps)
-		bareRollingUpgrade(t, from, to, "", add)
-		bareRollingUpgrade(t, from, to, protectedPrefix, add)
-		bareRollingUpgrade(t, from, to, checkedPrefix, add)
+		for _, v := range handRolls {
+			bareRollingUpgrade(t, from, to, v, add)
+		}
 		operatorUpgrade(t, add)
 	}
 	// Two more views of samples taken once: the by-hand roll's p99 against its own steady state (the
@@ -80,9 +80,24 @@ func TestBenchUpgrade(t *testing.T) {
 	}, samples)
 }
 
-// protectedPrefix names the figures of the roll by hand whose members are protected as the operator
-// protects its own, checkedPrefix those whose members run etcd's consistency checks as the operator's
-// do: protectedByHand and checkedByHand say how.
+// handRoll is one way the members of a roll by hand are made: prefix names its figures, protect puts
+// them behind the operator's kind of NetworkPolicy (bare.protect) with each recreated pod waiting for a
+// peer's admission, args are etcd flags added to every member's.
+type handRoll struct {
+	prefix  string
+	protect bool
+	args    []string
+}
+
+// handRolls are the rolls by hand of each repetition: members as they are, protected as the operator
+// protects its own (protectedByHand), and running etcd's consistency checks as the operator's do
+// (checkedByHand; the same flags at upgradeTo, 3.6 and later).
+var handRolls = []handRoll{
+	{prefix: ""},
+	{prefix: protectedPrefix, protect: true},
+	{prefix: checkedPrefix, args: resources.ConsistencyArgs(upgradeFrom)},
+}
+
 const (
 	protectedPrefix = "protected_"
 	protectedByHand = "protected as the operator's members are (a NetworkPolicy: the peer port only from the members, the client and metrics ports from the namespace's pods), each recreated pod first waiting for a peer's admission (an init container)"
@@ -94,26 +109,22 @@ const (
 // each pod deleted and recreated at the new version on its PVC, going on to the next one as soon as all
 // three serve again, under the writer of the operator's side, first at steady state. It adds the wall
 // time from the first deletion until the last member serves, and the writer's p99 latencies, each
-// named with prefix: "" for members as they are, protectedPrefix for members protected by hand
-// (bare.protect, and a wait for a peer's admission in each recreated pod), checkedPrefix for members
-// with etcd's consistency checks on.
-func bareRollingUpgrade(t *testing.T, from, to, prefix string, add func(string, float64)) {
+// named with v's prefix.
+func bareRollingUpgrade(t *testing.T, from, to string, v handRoll, add func(string, float64)) {
+	prefix := v.prefix
 	ns, cleanup := newNamespace(t)
 	defer cleanup()
 	ctx := context.Background()
 	b := newBare(t, ns, from, 3)
-	if prefix == checkedPrefix {
-		b.extraArgs = resources.ConsistencyArgs(upgradeFrom) // the same flags at upgradeTo (3.6 and later)
-	}
+	b.extraArgs = v.args
 	p := newProber(ns, bareClientService, bareLabels, b.clientTLS)
 	defer p.close()
 	waitQuiet(t)
 	b.create(t)
 	waitFor(t, "3 bare members serving", timeout, servingN(p, 3))
-	how := bareRecreate{probes: true}
-	if prefix == protectedPrefix {
+	how := bareRecreate{probes: true, peerWait: v.protect}
+	if v.protect {
 		b.protect(t)
-		how.peerWait = true
 	}
 	endpoints := func() ([]string, error) {
 		pods, err := runningPods(ns, bareLabels)
